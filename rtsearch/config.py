@@ -1,0 +1,200 @@
+"""TOML configuration → frozen dataclasses.
+
+A raw TOML table is checked key by key (unknown keys and wrong types are a
+`ConfigError` naming the key), then resolved into frozen dataclasses with
+units in their types. ``resolved_dict`` gives the resolved form back as plain
+data, which is logged and written beside results and into index manifests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from rtsearch.errors import ConfigError
+from rtsearch.types import Tolerance
+
+Enzyme = Literal["trypsin", "trypsin/p", "lys-c", "lys-n", "asp-n", "chymotrypsin", "nonspecific"]
+Specificity = Literal["full", "semi"]
+DecoyMode = Literal["reverse", "none"]
+ScoreKind = Literal["hyperscore", "dot"]
+
+
+@dataclass(frozen=True)
+class DatabaseConfig:
+    """How FASTA proteins become the peptides of an index."""
+
+    enzyme: Enzyme = "trypsin"
+    specificity: Specificity = "full"
+    missed_cleavages: int = 2
+    min_length: int = 7
+    max_length: int = 50
+    min_mass: float = 500.0
+    max_mass: float = 5000.0
+    clip_n_term_met: bool = True
+    fixed_mods: tuple[str, ...] = ("Carbamidomethyl@C",)
+    variable_mods: tuple[str, ...] = ("Oxidation@M",)
+    max_variable_mods: int = 2
+    decoys: DecoyMode = "reverse"
+    decoy_prefix: str = "rev_"
+    isoleucine_equals_leucine: bool = False
+    fragment_min_mz: float = 150.0
+    fragment_max_mz: float = 2000.0
+    bucket_size: int = 8192
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """How spectra are preprocessed, matched and scored."""
+
+    precursor_tolerance: Tolerance = Tolerance(20.0, "ppm")
+    fragment_tolerance: Tolerance = Tolerance(0.5, "Da")
+    isotope_errors: tuple[int, ...] = (0, 1)
+    charges: tuple[int, ...] = (2, 3, 4)
+    score: ScoreKind = "hyperscore"
+    top_peaks: int = 150
+    min_peaks: int = 10
+    min_mz: float = 150.0
+    precursor_removal_da: float = 1.5
+    candidates: int = 40
+    min_matched_peaks: int = 4
+    max_fragment_charge: int = 2
+
+
+@dataclass(frozen=True)
+class Config:
+    database: DatabaseConfig = field(default_factory=DatabaseConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+
+
+def _literal_check(section: str, key: str, value: Any, typ: Any) -> Any:
+    allowed = get_args(typ)
+    v = str(value).lower() if isinstance(value, str) else value
+    if v not in allowed:
+        raise ConfigError(f"[{section}] {key} = {value!r}: expected one of {', '.join(allowed)}")
+    return v
+
+
+def _coerce(section: str, key: str, value: Any, default: Any, typ: Any) -> Any:
+    where = f"[{section}] {key}"
+    if get_args(typ) and all(isinstance(a, str) for a in get_args(typ)):
+        return _literal_check(section, key, value, typ)
+    if isinstance(default, Tolerance):
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} must be a string like '20 ppm' or '0.5 Da'")
+        try:
+            return Tolerance.parse(value)
+        except ConfigError as e:
+            raise ConfigError(f"{where}: {e}") from None
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} must be true or false, got {value!r}")
+        return value
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where} must be an integer, got {value!r}")
+        return value
+    if isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{where} must be a number, got {value!r}")
+        return float(value)
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} must be a string, got {value!r}")
+        return value
+    if isinstance(default, tuple):
+        if not isinstance(value, list):
+            raise ConfigError(f"{where} must be a list, got {value!r}")
+        kind = type(default[0]) if default else str
+        for item in value:
+            if isinstance(item, bool) or not isinstance(item, kind):
+                raise ConfigError(f"{where}: every item must be a {kind.__name__}, got {item!r}")
+        return tuple(value)
+    raise ConfigError(f"{where}: unsupported value {value!r}")  # pragma: no cover
+
+
+def _section(cls: type, section: str, raw: dict[str, Any]) -> Any:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"[{section}] must be a table")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    defaults = cls()
+    kwargs: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in fields:
+            known = ", ".join(sorted(fields))
+            raise ConfigError(f"unknown key [{section}] {key!r}; known keys: {known}")
+        hints = cls.__annotations__
+        typ = eval(hints[key], globals()) if isinstance(hints[key], str) else hints[key]  # noqa: S307
+        kwargs[key] = _coerce(section, key, value, getattr(defaults, key), typ)
+    cfg = cls(**kwargs)
+    _validate(section, cfg)
+    return cfg
+
+
+def _validate(section: str, cfg: Any) -> None:
+    if isinstance(cfg, DatabaseConfig):
+        if not 0 <= cfg.missed_cleavages <= 10:
+            raise ConfigError("[database] missed_cleavages must be between 0 and 10")
+        if not 1 <= cfg.min_length <= cfg.max_length <= 255:
+            raise ConfigError("[database] need 1 <= min_length <= max_length <= 255")
+        if not 0 <= cfg.max_variable_mods <= 6:
+            raise ConfigError("[database] max_variable_mods must be between 0 and 6")
+        if not 0 < cfg.min_mass < cfg.max_mass:
+            raise ConfigError("[database] need 0 < min_mass < max_mass")
+        if cfg.bucket_size < 64:
+            raise ConfigError("[database] bucket_size must be at least 64")
+    if isinstance(cfg, SearchConfig):
+        if not cfg.charges or any(not 1 <= z <= 10 for z in cfg.charges):
+            raise ConfigError("[search] charges must be a non-empty list of integers 1..10")
+        if not cfg.isotope_errors or any(not -2 <= i <= 3 for i in cfg.isotope_errors):
+            raise ConfigError("[search] isotope_errors must be a non-empty list of integers -2..3")
+        if not 10 <= cfg.top_peaks <= 1000:
+            raise ConfigError("[search] top_peaks must be between 10 and 1000")
+        if not 1 <= cfg.candidates <= 500:
+            raise ConfigError("[search] candidates must be between 1 and 500")
+        if not 1 <= cfg.max_fragment_charge <= 4:
+            raise ConfigError("[search] max_fragment_charge must be between 1 and 4")
+
+
+def parse_config(raw: dict[str, Any]) -> Config:
+    """Resolve a raw TOML mapping into a `Config`."""
+    unknown = set(raw) - {"database", "search"}
+    if unknown:
+        raise ConfigError(f"unknown table(s) {sorted(unknown)}; known: [database], [search]")
+    return Config(
+        database=_section(DatabaseConfig, "database", raw.get("database", {})),
+        search=_section(SearchConfig, "search", raw.get("search", {})),
+    )
+
+
+def load_config(path: str | Path | None) -> Config:
+    """Read a TOML file (``None`` gives the defaults)."""
+    if path is None:
+        return Config()
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot read config: {e.strerror}") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{p}: invalid TOML: {e}") from None
+    try:
+        return parse_config(raw)
+    except ConfigError as e:
+        raise ConfigError(f"{p}: {e}") from None
+
+
+def resolved_dict(obj: Any) -> Any:
+    """Plain-data form of a config dataclass (tolerances as strings)."""
+    if isinstance(obj, Tolerance):
+        return str(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: resolved_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, tuple):
+        return [resolved_dict(x) for x in obj]
+    return obj

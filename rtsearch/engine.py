@@ -1,0 +1,160 @@
+"""The search engine: a batch of spectra in, the best match of each out.
+
+`Engine.score` is synchronous and does no I/O: pack and preprocess peaks,
+expand spectra into (spectrum, charge) queries, take candidates from the
+fragment index, score them fully, pick each spectrum's best match and its
+features. The offline search and the daemon both call it, so a result
+offline is the result online. The backend (NumPy or CuPy) only changes where
+the arrays live and which implementation of each step runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rtsearch.backend import Backend, get_backend
+from rtsearch.config import SearchConfig
+from rtsearch.index.database import PeptideIndex
+from rtsearch.scoring.candidates import Queries, candidates_numpy, make_queries
+from rtsearch.scoring.features import BestMatches, best_matches
+from rtsearch.scoring.matching import MatchStats, match_numpy
+from rtsearch.spectrum import PeakBatch, pack, preprocess, to_device
+from rtsearch.types import Spectrum
+
+# Queries per NumPy step: bounds the size of the intermediate arrays.
+NUMPY_CHUNK = 128
+
+
+@dataclass
+class ScoredBatch:
+    """Per spectrum of one batch: identity, best match (``best.peptide`` -1 if none), reason."""
+
+    run: list[str]
+    scan: np.ndarray
+    precursor_mz: np.ndarray
+    best: BestMatches
+    reason: list[str]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.run)
+
+
+class Engine:
+    """Scores spectra against a loaded `PeptideIndex` on one backend."""
+
+    def __init__(self, index: PeptideIndex, cfg: SearchConfig, backend: Backend | None = None) -> None:
+        self.index = index
+        self.cfg = cfg
+        self.backend = backend or get_backend("auto")
+        self.peptide_mass = np.ascontiguousarray(index.mass)
+        self._gpu: Any = None
+        if self.backend.is_gpu:
+            from rtsearch.scoring.kernels import GpuIndex
+
+            self._gpu = GpuIndex(index, self.backend.xp)
+
+    def device_bytes(self) -> int:
+        """Bytes of index data held on the device (0 on NumPy)."""
+        return self._gpu.nbytes if self._gpu is not None else 0
+
+    def queries(self, spectra: Sequence[Spectrum], ok: np.ndarray) -> Queries:
+        """One query per (spectrum, charge); the spectrum's charges or the configured ones."""
+        spec_idx: list[int] = []
+        charges: list[int] = []
+        for i, sp in enumerate(spectra):
+            if not ok[i]:
+                continue
+            zs = sp.charges or self.cfg.charges
+            spec_idx.extend([i] * len(zs))
+            charges.extend(zs)
+        prec = np.fromiter((sp.precursor_mz for sp in spectra), dtype=np.float64, count=len(spectra))
+        return make_queries(
+            np.asarray(spec_idx, dtype=np.int64), np.asarray(charges, dtype=np.int64), prec,
+            self.peptide_mass, self.cfg.precursor_tolerance, self.cfg.isotope_errors,
+        )  # fmt: skip
+
+    def preprocess(self, spectra: Sequence[Spectrum]) -> PeakBatch:
+        xp = self.backend.xp
+        batch = pack(spectra)
+        if self.backend.is_gpu:
+            batch = to_device(batch, xp)
+        c = self.cfg
+        return preprocess(
+            batch, top_peaks=c.top_peaks, min_mz=c.min_mz, precursor_removal_da=c.precursor_removal_da, xp=xp
+        )
+
+    def match_probability(self, peaks: PeakBatch) -> np.ndarray:
+        """Chance that a random fragment m/z falls within tolerance of some peak, per spectrum."""
+        mz = self.backend.to_host(peaks.mz)
+        n = self.backend.to_host(peaks.n_peaks).astype(np.int64)
+        rows = np.arange(mz.shape[0])
+        lo = mz[:, 0]
+        hi = mz[rows, np.maximum(n - 1, 0)]
+        span = np.where(n > 1, hi - lo, 1.0)
+        span = np.where(np.isfinite(span) & (span > 0), span, 1.0)
+        mid = np.where(n > 0, (lo + hi) / 2, 1000.0)
+        mid = np.where(np.isfinite(mid), mid, 1000.0)
+        width = 2 * np.asarray(self.cfg.fragment_tolerance.width(mid), dtype=np.float64)
+        return np.clip(n * width / span, 1e-6, 1.0)
+
+    def score(self, spectra: Sequence[Spectrum]) -> ScoredBatch:
+        """Best match and features of every spectrum (see the module docstring)."""
+        n = len(spectra)
+        reason = [sp.problem for sp in spectra]
+        peaks = self.preprocess(spectra)
+        n_peaks = self.backend.to_host(peaks.n_peaks)
+        for i in range(n):
+            if not reason[i] and n_peaks[i] < self.cfg.min_peaks:
+                reason[i] = f"too few peaks after preprocessing ({n_peaks[i]} < {self.cfg.min_peaks})"
+        ok = np.array([not r for r in reason], dtype=bool)
+        queries = self.queries(spectra, ok)
+        if self._gpu is not None:
+            cand, prelim, stats = self._gpu.score(peaks, queries, self.cfg)
+        else:
+            cand, prelim, stats = self._score_numpy(peaks, queries)
+        best = best_matches(
+            self.index, queries, cand, prelim, stats, n,
+            primary=self.cfg.score, precursor_tolerance=self.cfg.precursor_tolerance,
+            isotope_errors=self.cfg.isotope_errors, match_probability=self.match_probability(peaks),
+            max_fragment_charge=self.cfg.max_fragment_charge,
+        )  # fmt: skip
+        for i in range(n):
+            if ok[i] and best.peptide[i] < 0:
+                reason[i] = "no candidate peptide matched"
+        return ScoredBatch(
+            run=[sp.run for sp in spectra],
+            scan=np.fromiter((sp.scan for sp in spectra), dtype=np.int64, count=n),
+            precursor_mz=np.fromiter((sp.precursor_mz for sp in spectra), dtype=np.float64, count=n),
+            best=best,
+            reason=reason,
+        )
+
+    def _score_numpy(self, peaks: PeakBatch, queries: Queries) -> tuple[np.ndarray, np.ndarray, MatchStats]:
+        c = self.cfg
+        k = c.candidates
+        cands, prelims, parts = [], [], []
+        for s in range(0, len(queries), NUMPY_CHUNK):
+            sl = slice(s, s + NUMPY_CHUNK)
+            sub = Queries(queries.spectrum[sl], queries.charge[sl], queries.mass[sl], queries.lo[sl], queries.hi[sl])
+            cand, prelim = candidates_numpy(
+                self.index.fragments, self.peptide_mass, peaks.mz, peaks.n_peaks, sub,
+                precursor_tolerance=c.precursor_tolerance, fragment_tolerance=c.fragment_tolerance,
+                isotope_errors=c.isotope_errors, k=k, min_count=c.min_matched_peaks,
+            )  # fmt: skip
+            stats = match_numpy(
+                self.index, peaks.mz, peaks.intensity, peaks.n_peaks, sub.spectrum, sub.charge, cand,
+                c.fragment_tolerance, c.max_fragment_charge,
+            )  # fmt: skip
+            cands.append(cand)
+            prelims.append(prelim)
+            parts.append(stats)
+        if not cands:
+            empty = np.zeros((0, k))
+            return np.zeros((0, k), np.int64), np.zeros((0, k), np.int32), MatchStats(*([empty] * 8))
+        merged = MatchStats(*(np.concatenate([getattr(p, f) for p in parts]) for f in MatchStats.__dataclass_fields__))
+        return np.concatenate(cands), np.concatenate(prelims), merged

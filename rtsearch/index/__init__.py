@@ -1,0 +1,1 @@
+"""FASTA → digest → modified peptides → decoys → fragment index → on-disk store."""

@@ -1,0 +1,97 @@
+"""The in-memory peptide index: mass-sorted forms, their sequences and proteins.
+
+Arrays may be NumPy memory maps (see `rtsearch.index.store`); nothing here
+copies them whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rtsearch.config import DatabaseConfig
+from rtsearch.index.fragments import FragmentIndex
+from rtsearch.index.mods import ALPHABET, ModSet
+from rtsearch.index.peptides import Bases, Forms
+
+
+@dataclass
+class PeptideIndex:
+    """Everything a search needs, loaded before acquisition starts.
+
+    Peptide index ``i`` (as used by the fragment index and the scorers) is the
+    rank of form ``i`` by neutral mass.
+    """
+
+    params: DatabaseConfig
+    mods: ModSet
+    proteins: list[str]
+    bases: Bases
+    base_missed_cleavages: np.ndarray  # uint8 [n_bases]
+    base_protein_offsets: np.ndarray  # int64 [n_bases + 1]
+    base_proteins: np.ndarray  # int32, indices into ``proteins``
+    forms: Forms  # sorted by mass
+    fragments: FragmentIndex
+    manifest: dict[str, Any]
+
+    def __len__(self) -> int:
+        return len(self.forms)
+
+    @property
+    def residue_mass(self) -> np.ndarray:
+        return self.mods.residue_masses()
+
+    @property
+    def mass(self) -> np.ndarray:
+        return self.forms.mass
+
+    def is_decoy(self, i: int | np.ndarray) -> Any:
+        return self.bases.is_decoy[self.forms.base[i]]
+
+    def sequence(self, i: int) -> str:
+        b = int(self.forms.base[i])
+        codes = self.bases.residues[self.bases.offsets[b] : self.bases.offsets[b + 1]]
+        return "".join(ALPHABET[c - 1] for c in codes)
+
+    def length(self, i: int | np.ndarray) -> Any:
+        return self.bases.lengths[self.forms.base[i]]
+
+    def missed_cleavages(self, i: int | np.ndarray) -> Any:
+        return self.base_missed_cleavages[self.forms.base[i]]
+
+    def proforma(self, i: int) -> str:
+        """ProForma 2.0 string, fixed modifications written out: ``AC[Carbamidomethyl]M[Oxidation]K``."""
+        seq = self.sequence(i)
+        labels = [[self.mods.fixed_label(aa)] if self.mods.fixed_label(aa) else [] for aa in seq]
+        n_term: list[str] = [m.label for m in self.mods.fixed if "n-term" in m.kind]
+        c_term: list[str] = [m.label for m in self.mods.fixed if "c-term" in m.kind]
+        for pos, mid in zip(self.forms.mod_pos[i], self.forms.mod_id[i], strict=True):
+            if pos < 0:
+                continue
+            mod = self.mods.variable[int(mid)]
+            if "n-term" in mod.kind:
+                n_term.append(mod.label)
+            elif "c-term" in mod.kind:
+                c_term.append(mod.label)
+            else:
+                labels[int(pos)].append(mod.label)
+        body = "".join(aa + "".join(f"[{lab}]" for lab in lab_list) for aa, lab_list in zip(seq, labels, strict=True))
+        pre = "".join(f"[{lab}]" for lab in n_term) + ("-" if n_term else "")
+        post = ("-" if c_term else "") + "".join(f"[{lab}]" for lab in c_term)
+        return pre + body + post
+
+    def protein_accessions(self, i: int) -> list[str]:
+        b = int(self.forms.base[i])
+        idx = self.base_proteins[self.base_protein_offsets[b] : self.base_protein_offsets[b + 1]]
+        prefix = self.params.decoy_prefix if self.bases.is_decoy[b] else ""
+        return [prefix + self.proteins[int(k)] for k in idx]
+
+    def nbytes(self) -> int:
+        arrays = [
+            self.bases.residues, self.bases.offsets, self.bases.is_decoy, self.base_missed_cleavages,
+            self.base_protein_offsets, self.base_proteins, self.forms.base, self.forms.mod_pos,
+            self.forms.mod_id, self.forms.mass,
+        ]  # fmt: skip
+        return int(sum(a.nbytes for a in arrays)) + self.fragments.nbytes

@@ -1,0 +1,117 @@
+"""Protein sequences from FASTA files (read through pyteomics), validated.
+
+A FASTA problem is reported as one line naming the file and the line of the
+entry: a header with no sequence (a truncated file), characters that are not
+amino-acid letters, or a file with no entries at all.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyteomics import fasta
+
+from rtsearch.errors import InputError
+
+# Letters allowed in a protein sequence. B, J, X, Z are ambiguous: kept in the
+# protein, but peptides containing them are not indexed. '*' (stop) is dropped
+# at the end of a sequence only.
+VALID_RESIDUES = frozenset("ACDEFGHIKLMNPQRSTVWYUOBJXZ")
+_BAD_CHAR = re.compile(r"[^ACDEFGHIKLMNPQRSTVWYUOBJXZ]")
+
+
+@dataclass(frozen=True, slots=True)
+class Protein:
+    accession: str
+    sequence: str
+
+
+def _accession(header: str) -> str:
+    """``sp|P02769|ALBU_BOVIN ...`` → ``sp|P02769|ALBU_BOVIN`` (the first word)."""
+    return header.split(None, 1)[0] if header.strip() else ""
+
+
+def _header_lines(path: Path) -> list[int]:
+    """1-based line number of every header, for error messages."""
+    lines = []
+    with _open(path) as fh:
+        for i, line in enumerate(fh, 1):
+            if line.startswith(">"):
+                lines.append(i)
+    return lines
+
+
+def _open(path: Path):  # type: ignore[no-untyped-def]
+    if path.suffix == ".gz":
+        import gzip
+
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
+    return open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
+
+
+def read_fasta(path: str | Path) -> list[Protein]:
+    """Read and validate every protein of one FASTA file.
+
+    Parameters
+    ----------
+    path
+        A FASTA file (optionally gzip-compressed).
+
+    Returns
+    -------
+    list of Protein
+        In file order; sequences upper-cased, a trailing ``*`` removed.
+
+    Raises
+    ------
+    InputError
+        Missing file, an entry without sequence, invalid residues, no entries.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: FASTA file not found")
+    proteins: list[Protein] = []
+    bad: tuple[int, str, str] | None = None
+    try:
+        with _open(p) as fh:
+            first = fh.read(1)
+            if first and first != ">":
+                raise InputError(f"{p}:1: not a FASTA file (first character is {first!r}, not '>')")
+        with _open(p) as fh:
+            for k, (header, seq) in enumerate(fasta.FASTA(fh, ignore_comments=True)):
+                seq = seq.upper().replace(" ", "")
+                if seq.endswith("*"):
+                    seq = seq[:-1]
+                if not seq:
+                    bad = (k, header, "entry has no sequence (truncated file?)")
+                    break
+                m = _BAD_CHAR.search(seq)
+                if m:
+                    bad = (k, header, f"invalid residue {m.group(0)!r} at position {m.start() + 1}")
+                    break
+                proteins.append(Protein(_accession(header), seq))
+    except (UnicodeDecodeError, OSError, EOFError) as e:
+        raise InputError(f"{p}: cannot read FASTA: {e}") from None
+    if bad is not None:
+        k, header, why = bad
+        lines = _header_lines(p)
+        line = lines[k] if k < len(lines) else "?"
+        raise InputError(f"{p}:{line}: {why} in entry '{_accession(header)}'")
+    if not proteins:
+        raise InputError(f"{p}: no FASTA entries found")
+    return proteins
+
+
+def read_fastas(paths: list[str | Path]) -> list[Protein]:
+    """Read several FASTA files; duplicate accessions keep their first sequence."""
+    seen: set[str] = set()
+    out: list[Protein] = []
+    for path in paths:
+        for prot in read_fasta(path):
+            if prot.accession in seen:
+                continue
+            seen.add(prot.accession)
+            out.append(prot)
+    return out

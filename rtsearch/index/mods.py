@@ -1,0 +1,167 @@
+"""Residue masses and modifications by Unimod name.
+
+A modification is written ``Name@Site``: ``Carbamidomethyl@C``,
+``Phospho@STY``, ``Acetyl@Protein N-term``, ``Gln->pyro-Glu@N-term Q``.
+Sites are residues, ``N-term``/``C-term`` (peptide) or ``Protein N-term``/
+``Protein C-term``, optionally followed by the residues they apply to.
+A mass may stand for the name: ``+15.9949@M``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from rtsearch.errors import ConfigError
+
+# Monoisotopic residue masses (Unimod / NIST).
+RESIDUE_MASS: dict[str, float] = {
+    "G": 57.021463721, "A": 71.037113805, "S": 87.032028435, "P": 97.052763875,
+    "V": 99.068413949, "T": 101.047678505, "C": 103.009184505, "L": 113.084064015,
+    "I": 113.084064015, "N": 114.042927470, "D": 115.026943065, "Q": 128.058577540,
+    "K": 128.094963050, "E": 129.042593135, "M": 131.040484645, "H": 137.058911875,
+    "F": 147.068413945, "R": 156.101111050, "Y": 163.063328575, "W": 186.079312980,
+    "U": 150.953633405, "O": 237.147726925,
+}  # fmt: skip
+
+# Unimod monoisotopic deltas of the modifications rtsearch knows by name.
+UNIMOD: dict[str, float] = {
+    "Carbamidomethyl": 57.021464,
+    "Oxidation": 15.994915,
+    "Acetyl": 42.010565,
+    "Phospho": 79.966331,
+    "Deamidated": 0.984016,
+    "Gln->pyro-Glu": -17.026549,
+    "Glu->pyro-Glu": -18.010565,
+    "Amidated": -0.984016,
+    "Methyl": 14.01565,
+    "Dimethyl": 28.0313,
+    "Carbamyl": 43.005814,
+    "Propionamide": 71.037114,
+    "GlyGly": 114.042927,
+    "TMT6plex": 229.162932,
+    "TMTpro": 304.207146,
+    "iTRAQ4plex": 144.102063,
+    "iTRAQ8plex": 304.20536,
+    "Label:13C(6)15N(2)": 8.014199,
+    "Label:13C(6)15N(4)": 10.008269,
+    "Nitro": 44.985078,
+    "Cation:Na": 21.981943,
+}
+
+# Residue codes: index into per-index mass tables. 0 is reserved (padding).
+ALPHABET = "ACDEFGHIKLMNPQRSTVWYUO"
+CODE = {aa: i + 1 for i, aa in enumerate(ALPHABET)}
+
+SiteKind = Literal["residue", "n-term", "c-term", "protein n-term", "protein c-term"]
+_MOD_RE = re.compile(r"^\s*(?P<name>[^@]+?)\s*@\s*(?P<site>.+?)\s*$")
+_TERMS: dict[str, SiteKind] = {
+    "n-term": "n-term",
+    "c-term": "c-term",
+    "protein n-term": "protein n-term",
+    "protein c-term": "protein c-term",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Modification:
+    """One modification rule: ``name`` adds ``delta`` Da at ``kind`` sites.
+
+    ``residues`` restricts the site to these residues ("" = any residue at a
+    terminus).
+    """
+
+    name: str
+    delta: float
+    kind: SiteKind
+    residues: str
+
+    @property
+    def label(self) -> str:
+        """The ProForma label: the Unimod name, or the signed mass."""
+        return self.name if not self.name[0] in "+-" else f"{self.delta:+.4f}"
+
+    def __str__(self) -> str:
+        site = self.residues if self.kind == "residue" else f"{self.kind} {self.residues}".strip()
+        return f"{self.name}@{site}"
+
+
+def parse_mod(text: str) -> Modification:
+    """Parse ``Name@Site``; unknown names and bad sites are a `ConfigError`."""
+    m = _MOD_RE.match(text)
+    if not m:
+        raise ConfigError(f"modification {text!r}: expected Name@Site, e.g. 'Oxidation@M'")
+    name, site = m.group("name"), m.group("site")
+    if name[0] in "+-":
+        try:
+            delta = float(name)
+        except ValueError:
+            raise ConfigError(f"modification {text!r}: bad mass {name!r}") from None
+    elif name in UNIMOD:
+        delta = UNIMOD[name]
+    else:
+        known = ", ".join(sorted(UNIMOD))
+        raise ConfigError(f"modification {text!r}: unknown name {name!r}; known: {known}")
+    low = site.lower().replace("_", " ")
+    kind: SiteKind = "residue"
+    residues = site
+    for word in sorted(_TERMS, key=len, reverse=True):
+        if low.startswith(word):
+            kind = _TERMS[word]
+            residues = site[len(word) :].strip(" :")
+            break
+    residues = residues.upper()
+    bad = [c for c in residues if c not in CODE]
+    if bad or (kind == "residue" and not residues):
+        raise ConfigError(f"modification {text!r}: bad site {site!r}")
+    return Modification(name, delta, kind, residues)
+
+
+@dataclass(frozen=True)
+class ModSet:
+    """Fixed and variable modifications resolved to mass tables."""
+
+    fixed: tuple[Modification, ...]
+    variable: tuple[Modification, ...]
+
+    @classmethod
+    def parse(cls, fixed: tuple[str, ...], variable: tuple[str, ...]) -> ModSet:
+        fx = tuple(parse_mod(t) for t in fixed)
+        for mod in fx:
+            if mod.kind != "residue" and mod.residues:
+                raise ConfigError(f"fixed modification {mod}: terminal fixed mods take no residue")
+        seen: dict[str, Modification] = {}
+        for mod in fx:
+            if mod.kind == "residue":
+                for aa in mod.residues:
+                    if aa in seen:
+                        raise ConfigError(f"two fixed modifications on {aa}: {seen[aa]} and {mod}")
+                    seen[aa] = mod
+        return cls(fx, tuple(parse_mod(t) for t in variable))
+
+    def residue_masses(self) -> np.ndarray:
+        """Mass of each residue code with fixed modifications applied (code 0 = 0)."""
+        table = np.zeros(len(ALPHABET) + 1, dtype=np.float64)
+        for aa, code in CODE.items():
+            table[code] = RESIDUE_MASS[aa]
+        for mod in self.fixed:
+            if mod.kind == "residue":
+                for aa in mod.residues:
+                    table[CODE[aa]] += mod.delta
+        return table
+
+    def terminal_fixed(self) -> tuple[float, float]:
+        """Fixed mass added at the peptide N- and C-terminus."""
+        n = sum(m.delta for m in self.fixed if m.kind in ("n-term", "protein n-term"))
+        c = sum(m.delta for m in self.fixed if m.kind in ("c-term", "protein c-term"))
+        return n, c
+
+    def fixed_label(self, aa: str) -> str:
+        """ProForma label of the fixed modification on ``aa``, or ''."""
+        for mod in self.fixed:
+            if mod.kind == "residue" and aa in mod.residues:
+                return mod.label
+        return ""

@@ -1,0 +1,104 @@
+"""A run's PSM table: scored batches accumulated, then the discriminant and q-values.
+
+`PsmTable.finalize` fits the run's linear discriminant on its top PSMs
+(targets vs decoys), scores every PSM with it and computes PSM- and
+peptide-level q-values. `PsmTable.rows` gives the result columns of the
+offline search (and of the daemon's results file).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rtsearch.engine import ScoredBatch
+from rtsearch.fdr import peptide_q_values, q_values
+from rtsearch.index.database import PeptideIndex
+from rtsearch.scoring.features import FEATURES
+from rtsearch.scoring.lda import Discriminant, fit
+
+COLUMNS: tuple[str, ...] = (
+    "run", "scan", "charge", "precursor_mz", "calc_mz", "ppm_error", "peptide", "proteins",
+    "is_decoy", "score", "q_value", "peptide_q_value", "matched_peaks", "reason",
+) + FEATURES  # fmt: skip
+
+
+@dataclass
+class PsmTable:
+    """Every spectrum of one or more runs, in arrival order."""
+
+    index: PeptideIndex
+    primary: str = "hyperscore"
+    batches: list[ScoredBatch] = field(default_factory=list)
+    score: np.ndarray | None = None
+    q: np.ndarray | None = None
+    peptide_q: np.ndarray | None = None
+    discriminants: dict[str, Discriminant] = field(default_factory=dict)
+
+    def add(self, batch: ScoredBatch) -> None:
+        self.batches.append(batch)
+
+    def _cat(self, attr: str) -> np.ndarray:
+        return np.concatenate([getattr(b.best, attr) for b in self.batches]) if self.batches else np.zeros(0)
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self.batches)
+
+    def finalize(self) -> None:
+        """Fit each run's discriminant, then score and compute q-values (per run)."""
+        runs = np.array([r for b in self.batches for r in b.run], dtype=object)
+        pep = self._cat("peptide").astype(np.int64)
+        feats = self._cat("features").reshape(len(pep), len(FEATURES))
+        scored = pep >= 0
+        decoy = np.zeros(len(pep), dtype=bool)
+        decoy[scored] = np.asarray(self.index.is_decoy(pep[scored]), dtype=bool)
+        score = np.full(len(pep), np.nan)
+        q = np.ones(len(pep))
+        pq = np.ones(len(pep))
+        for run in dict.fromkeys(runs.tolist()):
+            rows = np.flatnonzero((runs == run) & scored)
+            if rows.size == 0:
+                continue
+            disc = fit(feats[rows], decoy[rows], FEATURES, start=self.primary)
+            self.discriminants[run] = disc
+            score[rows] = disc.score(feats[rows])
+            q[rows] = q_values(score[rows], decoy[rows])
+            pq[rows] = peptide_q_values(score[rows], decoy[rows], pep[rows])
+        self.score, self.q, self.peptide_q = score, q, pq
+        self._decoy = decoy
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """One dict per spectrum with the `COLUMNS`, after `finalize`."""
+        if self.score is None:
+            self.finalize()
+        assert self.score is not None and self.q is not None and self.peptide_q is not None
+        i = 0
+        for b in self.batches:
+            best = b.best
+            for j in range(len(b)):
+                p = int(best.peptide[j])
+                row: dict[str, Any] = {
+                    "run": b.run[j], "scan": int(b.scan[j]), "precursor_mz": float(b.precursor_mz[j]),
+                    "reason": b.reason[j] if p < 0 else "",
+                }  # fmt: skip
+                if p >= 0:
+                    row.update(
+                        charge=int(best.charge[j]), calc_mz=float(best.calc_mz[j]),
+                        ppm_error=float(best.ppm_error[j]), peptide=self.index.proforma(p),
+                        proteins=";".join(self.index.protein_accessions(p)),
+                        is_decoy=bool(self._decoy[i]), score=float(self.score[i]),
+                        q_value=float(self.q[i]), peptide_q_value=float(self.peptide_q[i]),
+                        matched_peaks=int(best.matched_peaks[j]),
+                    )  # fmt: skip
+                    row.update({name: float(v) for name, v in zip(FEATURES, best.features[j], strict=True)})
+                else:
+                    row.update(
+                        charge=0, calc_mz=None, ppm_error=None, peptide="", proteins="", is_decoy=False,
+                        score=None, q_value=None, peptide_q_value=None, matched_peaks=0,
+                    )  # fmt: skip
+                    row.update(dict.fromkeys(FEATURES))
+                yield row
+                i += 1

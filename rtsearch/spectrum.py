@@ -1,0 +1,103 @@
+"""Spectrum preprocessing: pure functions on padded peak arrays.
+
+Every function takes the array module ``xp`` (NumPy or CuPy) so one
+definition runs on both backends; the NumPy run is the reference.
+
+A batch of spectra is packed into ``[S, P]`` arrays padded on the right:
+m/z with ``+inf``, intensity with ``0``. After `preprocess`, rows hold the
+``top_peaks`` most intense peaks (ascending m/z), intensities square-rooted
+and scaled to a maximum of 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rtsearch.types import Spectrum
+
+
+@dataclass
+class PeakBatch:
+    """Peaks of S spectra, padded to a common width P."""
+
+    mz: Any  # float64 [S, P], +inf padding
+    intensity: Any  # float32 [S, P], 0 padding
+    n_peaks: Any  # int32 [S]
+    precursor_mz: Any  # float64 [S]
+
+    def __len__(self) -> int:
+        return int(self.mz.shape[0])
+
+
+def pack(spectra: Sequence[Spectrum], *, max_width: int = 4096) -> PeakBatch:
+    """Pack spectra into padded host arrays (at most ``max_width`` most intense peaks each).
+
+    Spectra with more peaks than ``max_width`` keep their most intense ones, so
+    one noisy spectrum cannot blow up the batch width.
+    """
+    s = len(spectra)
+    lengths = np.fromiter((min(sp.n_peaks, max_width) for sp in spectra), dtype=np.int64, count=s)
+    width = max(int(lengths.max()) if s else 0, 1)
+    mz = np.full((s, width), np.inf, dtype=np.float64)
+    inten = np.zeros((s, width), dtype=np.float32)
+    for i, sp in enumerate(spectra):
+        n = int(lengths[i])
+        if sp.n_peaks > max_width:
+            keep = np.sort(np.argpartition(sp.intensity, -n)[-n:])
+            mz[i, :n] = sp.mz[keep]
+            inten[i, :n] = sp.intensity[keep]
+        elif n:
+            mz[i, :n] = sp.mz
+            inten[i, :n] = sp.intensity
+    prec = np.fromiter((sp.precursor_mz for sp in spectra), dtype=np.float64, count=s)
+    return PeakBatch(mz, inten, lengths.astype(np.int32), prec)
+
+
+def to_device(batch: PeakBatch, xp: Any) -> PeakBatch:
+    return PeakBatch(*(xp.asarray(a) for a in (batch.mz, batch.intensity, batch.n_peaks, batch.precursor_mz)))
+
+
+def filter_peaks(batch: PeakBatch, *, min_mz: float, precursor_removal_da: float, xp: Any) -> Any:
+    """Mask of peaks kept: above ``min_mz``, outside the precursor window, positive, finite."""
+    mz, inten = batch.mz, batch.intensity
+    near_prec = xp.abs(mz - batch.precursor_mz[:, None]) <= precursor_removal_da
+    return (mz >= min_mz) & ~near_prec & (inten > 0) & xp.isfinite(mz)
+
+
+def top_n(batch: PeakBatch, keep: Any, n: int, xp: Any) -> PeakBatch:
+    """Keep the ``n`` most intense kept peaks of each row, re-sorted by m/z.
+
+    Ties in intensity keep the lower m/z (stable sort), identically on both backends.
+    """
+    s, p = batch.mz.shape
+    width = min(n, p)
+    score = xp.where(keep, batch.intensity, xp.float32(-1.0))
+    order = xp.argsort(-score, axis=1, kind="stable")[:, :width] if xp is np else xp.argsort(-score, axis=1)[:, :width]
+    rows = xp.arange(s)[:, None]
+    chosen = score[rows, order] > 0
+    mz = xp.where(chosen, batch.mz[rows, order], xp.inf)
+    inten = xp.where(chosen, batch.intensity[rows, order], xp.float32(0.0))
+    by_mz = xp.argsort(mz, axis=1, kind="stable") if xp is np else xp.argsort(mz, axis=1)
+    mz = mz[rows, by_mz]
+    inten = inten[rows, by_mz]
+    return PeakBatch(mz, inten, chosen.sum(axis=1).astype(xp.int32), batch.precursor_mz)
+
+
+def transform_intensity(batch: PeakBatch, xp: Any) -> PeakBatch:
+    """Square root, then scale each row to a maximum of 1 (rows of zeros stay zero)."""
+    root = xp.sqrt(batch.intensity)
+    top = root.max(axis=1, keepdims=True)
+    scaled = xp.where(top > 0, root / xp.where(top > 0, top, 1), 0).astype(xp.float32)
+    return PeakBatch(batch.mz, scaled, batch.n_peaks, batch.precursor_mz)
+
+
+def preprocess(
+    batch: PeakBatch, *, top_peaks: int, min_mz: float, precursor_removal_da: float, xp: Any
+) -> PeakBatch:
+    """Filter, keep the top peaks, transform intensities (see the module docstring)."""
+    keep = filter_peaks(batch, min_mz=min_mz, precursor_removal_da=precursor_removal_da, xp=xp)
+    return transform_intensity(top_n(batch, keep, top_peaks, xp), xp)

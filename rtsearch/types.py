@@ -1,0 +1,136 @@
+"""Domain types shared by every layer: spectra, tolerances, identifications.
+
+Units live in the types: a `Tolerance` knows whether it is ppm or Da, masses
+are neutral monoisotopic Daltons unless a name ends in ``_mz``.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from rtsearch.errors import ConfigError
+
+PROTON = 1.007276466812
+H2O = 18.0105646837
+C13_DELTA = 1.00335483507  # 13C - 12C, the isotope-error step
+
+ToleranceUnit = Literal["ppm", "Da"]
+
+_TOL_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ppm|da|th|mmu)\s*$", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class Tolerance:
+    """A symmetric mass tolerance, ``value`` in ``unit`` on either side.
+
+    Examples
+    --------
+    >>> Tolerance.parse("20 ppm").bounds(1000.0)
+    (999.98, 1000.02)
+    """
+
+    value: float
+    unit: ToleranceUnit
+
+    def __post_init__(self) -> None:
+        if not (self.value > 0 and math.isfinite(self.value)):
+            raise ConfigError(f"tolerance must be a positive number, got {self.value!r}")
+        if self.unit not in ("ppm", "Da"):
+            raise ConfigError(f"tolerance unit must be 'ppm' or 'Da', got {self.unit!r}")
+
+    @classmethod
+    def parse(cls, text: str) -> Tolerance:
+        """Parse ``"20 ppm"``, ``"0.5 Da"`` (``Th`` is taken as Da, ``mmu`` as 1e-3 Da)."""
+        m = _TOL_RE.match(str(text))
+        if not m:
+            raise ConfigError(f"cannot read tolerance {text!r}: expected e.g. '20 ppm' or '0.5 Da'")
+        value, unit = float(m.group(1)), m.group(2).lower()
+        if unit == "ppm":
+            return cls(value, "ppm")
+        if unit == "mmu":
+            return cls(value * 1e-3, "Da")
+        return cls(value, "Da")
+
+    def width(self, mass: float | np.ndarray) -> float | np.ndarray:
+        """Half-width of the window at ``mass``, in Da."""
+        if self.unit == "ppm":
+            return mass * self.value * 1e-6
+        return self.value + 0.0 * mass
+
+    def bounds(self, mass: float) -> tuple[float, float]:
+        """``(low, high)`` in Da around ``mass``."""
+        w = float(self.width(mass))
+        return (mass - w, mass + w)
+
+    def __str__(self) -> str:
+        return f"{self.value:g} {self.unit}"
+
+
+@dataclass(slots=True)
+class Spectrum:
+    """One mass spectrum as read from a file or the wire.
+
+    ``charges`` lists the precursor charges to try: the file's charge, or
+    several candidates (an ms2 file may give 2+ and 3+); empty when unknown.
+    """
+
+    run: str
+    scan: int
+    ms_level: int
+    mz: np.ndarray  # float64, ascending
+    intensity: np.ndarray  # float32
+    precursor_mz: float = 0.0
+    charges: tuple[int, ...] = ()
+    rt: float = 0.0
+    precursor_intensity: float = 0.0
+    problem: str = ""  # why it cannot be scored, when read but malformed
+
+    @property
+    def n_peaks(self) -> int:
+        return int(self.mz.shape[0])
+
+
+class ResultStatus(enum.StrEnum):
+    """What happened to one spectrum."""
+
+    IDENTIFIED = "identified"
+    UNIDENTIFIED = "unidentified"
+    SHED = "shed"
+    INVALID = "invalid"
+
+
+@dataclass(slots=True)
+class Identification:
+    """The best match of one spectrum (or why there is none).
+
+    ``features`` holds the per-PSM features in `rtsearch.scoring.features.FEATURES`
+    order; ``score`` is the discriminant used for FDR once the run is fitted.
+    """
+
+    run: str
+    scan: int
+    precursor_mz: float
+    charge: int = 0
+    peptide: str = ""
+    proteins: str = ""
+    calc_mz: float = math.nan
+    ppm_error: float = math.nan
+    is_decoy: bool = False
+    raw_score: float = math.nan
+    score: float = math.nan
+    q_value: float = math.nan
+    peptide_q_value: float = math.nan
+    matched_peaks: int = 0
+    reason: str = ""
+    peptide_index: int = -1
+    features: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def scored(self) -> bool:
+        return self.peptide_index >= 0
