@@ -20,7 +20,7 @@ from rtsearch.types import Tolerance
 Enzyme = Literal["trypsin", "trypsin/p", "lys-c", "lys-n", "asp-n", "chymotrypsin", "nonspecific"]
 Specificity = Literal["full", "semi"]
 DecoyMode = Literal["reverse", "none"]
-ScoreKind = Literal["hyperscore", "dot"]
+ScoreKind = Literal["hyperscore", "dot", "xcorr"]
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ class ScoredBatch:
     run: list[str]
     scan: np.ndarray
     precursor_mz: np.ndarray
+    rt: np.ndarray
     best: BestMatches
     reason: list[str]
     timings: dict[str, float] = field(default_factory=dict)
@@ -130,6 +131,7 @@ class Engine:
             run=[sp.run for sp in spectra],
             scan=np.fromiter((sp.scan for sp in spectra), dtype=np.int64, count=n),
             precursor_mz=np.fromiter((sp.precursor_mz for sp in spectra), dtype=np.float64, count=n),
+            rt=np.fromiter((sp.rt for sp in spectra), dtype=np.float64, count=n),
             best=best,
             reason=reason,
         )
@@ -155,6 +157,6 @@ class Engine:
             parts.append(stats)
         if not cands:
             empty = np.zeros((0, k))
-            return np.zeros((0, k), np.int64), np.zeros((0, k), np.int32), MatchStats(*([empty] * 8))
+            return np.zeros((0, k), np.int64), np.zeros((0, k), np.int32), MatchStats(*([empty] * len(MatchStats.__dataclass_fields__)))
         merged = MatchStats(*(np.concatenate([getattr(p, f) for p in parts]) for f in MatchStats.__dataclass_fields__))
         return np.concatenate(cands), np.concatenate(prelims), merged

@@ -19,11 +19,39 @@ from rtsearch.fdr import peptide_q_values, q_values
 from rtsearch.index.database import PeptideIndex
 from rtsearch.scoring.features import FEATURES
 from rtsearch.scoring.lda import Discriminant, fit
+from rtsearch.scoring.retention import rt_error
 
 COLUMNS: tuple[str, ...] = (
     "run", "scan", "charge", "precursor_mz", "calc_mz", "ppm_error", "peptide", "proteins",
     "is_decoy", "score", "q_value", "peptide_q_value", "matched_peaks", "reason",
 ) + FEATURES  # fmt: skip
+
+
+def recenter_ppm(feats: np.ndarray, rows: np.ndarray, good: np.ndarray) -> None:
+    """Express the precursor error against the run's own offset and spread, in place.
+
+    Offset and spread (median, 1.4826·MAD, at least 0.5 ppm) come from the
+    confident targets ``good`` (a mask over ``rows``): a calibration, since instruments drift by a few ppm. The
+    ``abs_ppm_error`` feature becomes the squared z-score of the error
+    (capped at 25): the log-likelihood ratio of a Gaussian error for a right
+    match against a uniform one for a random match, up to a constant.
+    """
+    col = FEATURES.index("abs_ppm_error")
+    signed = feats[rows, FEATURES.index("signed_ppm_error")]
+    offset = float(np.median(signed[good])) if good.any() else 0.0
+    spread = 1.4826 * float(np.median(np.abs(signed[good] - offset))) if good.any() else 1.0
+    spread = max(spread, 0.5)
+    feats[rows, col] = np.minimum(((signed - offset) / spread) ** 2, 25.0)
+
+
+def confident(score: np.ndarray, decoy: np.ndarray, *, minimum: int = 10) -> np.ndarray:
+    """Targets accepted at 1 % FDR, or the ``minimum`` best targets when fewer are."""
+    good = (q_values(score, decoy) <= 0.01) & ~decoy
+    if good.sum() < minimum:
+        targets = np.flatnonzero(~decoy)
+        good = np.zeros(score.shape[0], dtype=bool)
+        good[targets[np.argsort(-score[targets], kind="stable")[:minimum]]] = True
+    return good
 
 
 @dataclass
@@ -52,6 +80,7 @@ class PsmTable:
         runs = np.array([r for b in self.batches for r in b.run], dtype=object)
         pep = self._cat("peptide").astype(np.int64)
         feats = self._cat("features").reshape(len(pep), len(FEATURES))
+        rts = np.concatenate([b.rt for b in self.batches]) if self.batches else np.zeros(0)
         scored = pep >= 0
         decoy = np.zeros(len(pep), dtype=bool)
         decoy[scored] = np.asarray(self.index.is_decoy(pep[scored]), dtype=bool)
@@ -62,6 +91,12 @@ class PsmTable:
             rows = np.flatnonzero((runs == run) & scored)
             if rows.size == 0:
                 continue
+            feats[rows, FEATURES.index("abs_ppm_error")] = np.abs(feats[rows, FEATURES.index("signed_ppm_error")])
+            disc = fit(feats[rows], decoy[rows], FEATURES, start=self.primary)
+            # second pass: mass and retention time calibrated on the first pass's confident targets
+            good = confident(disc.score(feats[rows]), decoy[rows])
+            recenter_ppm(feats, rows, good)
+            feats[rows, FEATURES.index("rt_error")] = rt_error(self.index, pep[rows], rts[rows], good)
             disc = fit(feats[rows], decoy[rows], FEATURES, start=self.primary)
             self.discriminants[run] = disc
             score[rows] = disc.score(feats[rows])

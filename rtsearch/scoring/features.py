@@ -19,14 +19,18 @@ from rtsearch.types import PROTON, Tolerance
 FEATURES: tuple[str, ...] = (
     "hyperscore",
     "dot",
+    "xcorr",
     "delta_score",
     "score_z",
     "matched_ions",
+    "matched_b",
+    "matched_y",
     "ion_fraction",
     "matched_peaks",
     "explained_intensity",
     "longest_run",
     "abs_ppm_error",
+    "signed_ppm_error",
     "isotope_error",
     "charge",
     "length",
@@ -35,6 +39,7 @@ FEATURES: tuple[str, ...] = (
     "prelim_count",
     "log_candidates",
     "poisson",
+    "rt_error",
 )
 
 
@@ -133,14 +138,18 @@ def best_matches(
     cols = {
         "hyperscore": stats.hyperscore[bq, bk],
         "dot": stats.dot[bq, bk],
+        "xcorr": stats.xcorr[bq, bk],
         "delta_score": delta,
         "score_z": score_z,
         "matched_ions": n_b + n_y,
+        "matched_b": n_b,
+        "matched_y": n_y,
         "ion_fraction": (n_b + n_y) / np.maximum(2 * (length - 1), 1),
         "matched_peaks": stats.matched_peaks[bq, bk],
         "explained_intensity": stats.explained[bq, bk],
         "longest_run": stats.longest_run[bq, bk],
         "abs_ppm_error": np.abs(err),
+        "signed_ppm_error": err,
         "isotope_error": iso,
         "charge": z,
         "length": length,
@@ -148,6 +157,7 @@ def best_matches(
         "variable_mods": n_var,
         "prelim_count": prelim[bq, bk],
         "log_candidates": np.log1p(queries.hi[bq] - queries.lo[bq]),
+        "rt_error": np.zeros(sp.shape[0]),  # filled per run by rtsearch.psms
         "poisson": poisson_evidence(
             (n_b + n_y).astype(np.int64),
             2 * (length - 1) * np.clip(z - 1, 1, max_fragment_charge) * match_probability[sp],
