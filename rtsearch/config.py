@@ -68,6 +68,8 @@ class SearchConfig:
 class Config:
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
+    # whether the file had a [database] table (a search then checks the index against it)
+    database_given: bool = False
 
 
 def _literal_check(section: str, key: str, value: Any, typ: Any) -> Any:
@@ -151,8 +153,8 @@ def _validate(section: str, cfg: Any) -> None:
             raise ConfigError("[search] charges must be a non-empty list of integers 1..10")
         if not cfg.isotope_errors or any(not -2 <= i <= 3 for i in cfg.isotope_errors):
             raise ConfigError("[search] isotope_errors must be a non-empty list of integers -2..3")
-        if not 10 <= cfg.top_peaks <= 1000:
-            raise ConfigError("[search] top_peaks must be between 10 and 1000")
+        if not 10 <= cfg.top_peaks <= 256:
+            raise ConfigError("[search] top_peaks must be between 10 and 256")
         if not 1 <= cfg.candidates <= 500:
             raise ConfigError("[search] candidates must be between 1 and 500")
         if not 1 <= cfg.max_fragment_charge <= 4:
@@ -167,6 +169,7 @@ def parse_config(raw: dict[str, Any]) -> Config:
     return Config(
         database=_section(DatabaseConfig, "database", raw.get("database", {})),
         search=_section(SearchConfig, "search", raw.get("search", {})),
+        database_given="database" in raw,
     )
 
 

@@ -21,10 +21,12 @@ from rtsearch.scoring.features import FEATURES
 from rtsearch.scoring.lda import Discriminant, fit
 from rtsearch.scoring.retention import rt_error
 
-COLUMNS: tuple[str, ...] = (
+BASE_COLUMNS: tuple[str, ...] = (
     "run", "scan", "charge", "precursor_mz", "calc_mz", "ppm_error", "peptide", "proteins",
     "is_decoy", "score", "q_value", "peptide_q_value", "matched_peaks", "reason",
-) + FEATURES  # fmt: skip
+)  # fmt: skip
+# the result columns, then every feature not already among them
+COLUMNS: tuple[str, ...] = BASE_COLUMNS + tuple(f for f in FEATURES if f not in BASE_COLUMNS)
 
 
 def recenter_ppm(feats: np.ndarray, rows: np.ndarray, good: np.ndarray) -> None:
@@ -104,6 +106,7 @@ class PsmTable:
             pq[rows] = peptide_q_values(score[rows], decoy[rows], pep[rows])
         self.score, self.q, self.peptide_q = score, q, pq
         self._decoy = decoy
+        self._features = feats
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """One dict per spectrum with the `COLUMNS`, after `finalize`."""
@@ -128,7 +131,7 @@ class PsmTable:
                         q_value=float(self.q[i]), peptide_q_value=float(self.peptide_q[i]),
                         matched_peaks=int(best.matched_peaks[j]),
                     )  # fmt: skip
-                    row.update({name: float(v) for name, v in zip(FEATURES, best.features[j], strict=True)})
+                    row.update({name: float(v) for name, v in zip(FEATURES, self._features[i], strict=True)})
                 else:
                     row.update(
                         charge=0, calc_mz=None, ppm_error=None, peptide="", proteins="", is_decoy=False,

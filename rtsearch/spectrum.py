@@ -76,12 +76,12 @@ def top_n(batch: PeakBatch, keep: Any, n: int, xp: Any) -> PeakBatch:
     s, p = batch.mz.shape
     width = min(n, p)
     score = xp.where(keep, batch.intensity, xp.float32(-1.0))
-    order = xp.argsort(-score, axis=1, kind="stable")[:, :width] if xp is np else xp.argsort(-score, axis=1)[:, :width]
+    order = xp.argsort(-score, axis=1, kind="stable")[:, :width]
     rows = xp.arange(s)[:, None]
     chosen = score[rows, order] > 0
     mz = xp.where(chosen, batch.mz[rows, order], xp.inf)
     inten = xp.where(chosen, batch.intensity[rows, order], xp.float32(0.0))
-    by_mz = xp.argsort(mz, axis=1, kind="stable") if xp is np else xp.argsort(mz, axis=1)
+    by_mz = xp.argsort(mz, axis=1, kind="stable")
     mz = mz[rows, by_mz]
     inten = inten[rows, by_mz]
     return PeakBatch(mz, inten, chosen.sum(axis=1).astype(xp.int32), batch.precursor_mz)

@@ -78,6 +78,7 @@ def match_numpy(
 ) -> MatchStats:
     """Score every candidate ``cand[q, k]`` (``-1`` = none) of every query."""
     n_q, k = cand.shape
+    peaks_int = np.asarray(peaks_int, dtype=np.float64)  # accumulate in float64, like the GPU kernel
     valid = cand >= 0
     pq, pk = np.nonzero(valid)
     peps = cand[pq, pk]

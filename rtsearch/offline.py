@@ -1,0 +1,94 @@
+"""Offline search: spectrum files → `Engine` → FDR → a results file.
+
+The same `Engine` the daemon calls scores every batch; this module only reads
+files, batches spectra, reports progress and writes the table.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rtsearch.backend import Backend
+from rtsearch.config import SearchConfig
+from rtsearch.engine import Engine
+from rtsearch.fdr import count_at
+from rtsearch.index.database import PeptideIndex
+from rtsearch.psms import PsmTable
+from rtsearch.readers import count_spectra, read_spectra
+from rtsearch.results import write_results
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SearchSummary:
+    spectra: int
+    psms_at_1pct: int
+    peptides_at_1pct: int
+    seconds: float
+
+    @property
+    def spectra_per_second(self) -> float:
+        return self.spectra / self.seconds if self.seconds > 0 else 0.0
+
+    def __str__(self) -> str:
+        return (
+            f"{self.spectra:,} spectra, {self.psms_at_1pct:,} PSMs and {self.peptides_at_1pct:,} peptides "
+            f"at 1% FDR, {self.seconds:.1f} s ({self.spectra_per_second:,.0f} spectra/s)"
+        )
+
+
+def search_runs(
+    runs: Sequence[str | Path],
+    index: PeptideIndex,
+    cfg: SearchConfig,
+    backend: Backend,
+    *,
+    batch_size: int = 1024,
+    progress: Callable[[int, int | None], None] | None = None,
+) -> tuple[PsmTable, SearchSummary]:
+    """Search every MS2 spectrum of ``runs``; q-values are computed per run."""
+    t0 = time.perf_counter()
+    engine = Engine(index, cfg, backend)
+    table = PsmTable(index, primary=cfg.score)
+    total = 0
+    expected = [count_spectra(r) for r in runs]
+    grand = sum(e for e in expected if e) if all(expected) else None
+    for run in runs:
+        batch = []
+        for sp in read_spectra(run, default_charges=cfg.charges):
+            batch.append(sp)
+            if len(batch) >= batch_size:
+                table.add(engine.score(batch))
+                total += len(batch)
+                batch = []
+                if progress:
+                    progress(total, grand)
+        if batch:
+            table.add(engine.score(batch))
+            total += len(batch)
+            if progress:
+                progress(total, grand)
+    table.finalize()
+    summary = summarize(table, time.perf_counter() - t0)
+    return table, summary
+
+
+def summarize(table: PsmTable, seconds: float) -> SearchSummary:
+    """Counts at 1 % FDR from a finalized table."""
+    rows = list(table.rows())
+    q = np.array([r["q_value"] if r["q_value"] is not None else 1.0 for r in rows])
+    pq = np.array([r["peptide_q_value"] if r["peptide_q_value"] is not None else 1.0 for r in rows])
+    decoy = np.array([bool(r["is_decoy"]) for r in rows])
+    peptides = {r["peptide"] for r, p in zip(rows, pq, strict=True) if p <= 0.01 and not r["is_decoy"]}
+    return SearchSummary(len(rows), count_at(q, decoy), len(peptides), seconds)
+
+
+def write_table(table: PsmTable, out: str | Path) -> int:
+    return write_results(table.rows(), out)
