@@ -7,7 +7,7 @@ set -uo pipefail
 mode=${1:-all}
 out=${OUT:-/tmp/rtsearch-out}
 mkdir -p "$out"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 RTSEARCH_DATA=$PWD/.gpudata/data
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 python3 -c 'import cupy, numpy; print("cupy", cupy.__version__, "numpy", numpy.__version__)' | tee -a "$out/gpu.txt"
@@ -17,7 +17,7 @@ if [[ $mode == parity || $mode == all ]]; then
   rc=${PIPESTATUS[0]}
 fi
 if [[ $mode == bench || $mode == all ]]; then
-  python3 bench/search_bench.py --data "$RTSEARCH_DATA" --json "$out/search_bench.json" 2>&1 | tee "$out/search_bench.log"
+  python3 bench/search_bench.py --data "$RTSEARCH_DATA" ${BENCH_ARGS:-} --json "$out/search_bench.json" 2>&1 | tee "$out/search_bench.log"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 exit $rc

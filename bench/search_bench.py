@@ -67,9 +67,9 @@ def looped_runs(data: Path, n_spectra: int):
     return looped
 
 
-def time_engine(index, looped, backend, batch: int, limit: int | None = None) -> tuple[int, float]:
+def time_engine(index, looped, backend, batch: int, limit: int | None = None, profile: bool = False):
     """Spectra scored and seconds, over every run (each ``limit`` spectra at most)."""
-    engines = {name: Engine(index, cfg, backend) for name, cfg, _ in looped}
+    engines = {name: Engine(index, cfg, backend, profile=profile) for name, cfg, _ in looped}
     for name, _, spectra in looped:  # warm-up: compile kernels, fill memory pools
         engines[name].score(spectra[: min(batch, 256)])
     backend.synchronize()
@@ -80,7 +80,15 @@ def time_engine(index, looped, backend, batch: int, limit: int | None = None) ->
             engines[name].score(todo[i : i + batch])
             n += len(todo[i : i + batch])
     backend.synchronize()
-    return n, time.perf_counter() - t0
+    secs = time.perf_counter() - t0
+    if profile:
+        stages: dict[str, float] = {}
+        for name, eng in engines.items():
+            print(f"  {name}: " + ", ".join(f"{k} {v:.3f}s" for k, v in eng.stage_seconds.items()), flush=True)
+            for k, v in eng.stage_seconds.items():
+                stages[k] = stages.get(k, 0.0) + v
+        print("  all: " + ", ".join(f"{k} {v:.3f}s" for k, v in stages.items()), flush=True)
+    return n, secs
 
 
 def main() -> int:
@@ -91,6 +99,7 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=16384)
     ap.add_argument("--numpy-spectra", type=int, default=400, help="per run, for the NumPy comparison")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--profile", action="store_true", help="also time each engine step (synchronizing)")
     args = ap.parse_args()
     gpu = get_backend("auto")
     res: dict[str, object] = {"date": time.strftime("%Y-%m-%d"), "device": gpu.device, "backend": gpu.name,
@@ -116,6 +125,8 @@ def main() -> int:
         eng = Engine(index, looped[0][1], gpu)
         res["gpu_index_bytes"] = eng.device_bytes()
         res["gpu_pool_bytes_after"] = gpu.memory_used_bytes()
+        if args.profile:
+            time_engine(index, looped, gpu, args.batch, profile=True)
         print(f"GPU: {n} spectra in {secs:.2f} s = {n / secs:,.0f} spectra/s; index on GPU "
               f"{eng.device_bytes() / 1e9:.2f} GB, pool {gpu.memory_used_bytes() / 1e9:.2f} GB", flush=True)
     n, secs = time_engine(index, looped, get_backend("numpy"), 512, limit=args.numpy_spectra)

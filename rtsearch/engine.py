@@ -14,6 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import itertools
+import time
+from collections import defaultdict
+
 import numpy as np
 
 from rtsearch.backend import Backend, get_backend
@@ -22,7 +26,7 @@ from rtsearch.index.database import PeptideIndex
 from rtsearch.scoring.candidates import Queries, candidates_numpy, make_queries
 from rtsearch.scoring.features import BestMatches, best_matches
 from rtsearch.scoring.matching import MatchStats, match_numpy
-from rtsearch.spectrum import PeakBatch, pack, preprocess, to_device
+from rtsearch.spectrum import PeakBatch, pack, pad, preprocess
 from rtsearch.types import Spectrum
 
 # Queries per NumPy step: bounds the size of the intermediate arrays.
@@ -48,8 +52,14 @@ class ScoredBatch:
 class Engine:
     """Scores spectra against a loaded `PeptideIndex` on one backend."""
 
-    def __init__(self, index: PeptideIndex, cfg: SearchConfig, backend: Backend | None = None) -> None:
+    def __init__(
+        self, index: PeptideIndex, cfg: SearchConfig, backend: Backend | None = None, *, profile: bool = False
+    ) -> None:
         self.index = index
+        # with profile=True each step synchronizes the device and adds its seconds here
+        self.profile = profile
+        self.stage_seconds: dict[str, float] = defaultdict(float)
+        self._t = 0.0
         self.cfg = cfg
         self.backend = backend or get_backend("auto")
         self.peptide_mass = np.ascontiguousarray(index.mass)
@@ -65,25 +75,22 @@ class Engine:
 
     def queries(self, spectra: Sequence[Spectrum], ok: np.ndarray) -> Queries:
         """One query per (spectrum, charge); the spectrum's charges or the configured ones."""
-        spec_idx: list[int] = []
-        charges: list[int] = []
-        for i, sp in enumerate(spectra):
-            if not ok[i]:
-                continue
-            zs = sp.charges or self.cfg.charges
-            spec_idx.extend([i] * len(zs))
-            charges.extend(zs)
+        default = self.cfg.charges
+        zs = [sp.charges or default for sp in spectra]
+        counts = np.fromiter((len(z) for z in zs), dtype=np.int64, count=len(zs)) * ok
+        charges = np.fromiter(
+            itertools.chain.from_iterable(z for z, o in zip(zs, ok, strict=True) if o), dtype=np.int64,
+            count=int(counts.sum()),
+        )  # fmt: skip
+        spec_idx = np.repeat(np.arange(len(spectra), dtype=np.int64), counts)
         prec = np.fromiter((sp.precursor_mz for sp in spectra), dtype=np.float64, count=len(spectra))
         return make_queries(
-            np.asarray(spec_idx, dtype=np.int64), np.asarray(charges, dtype=np.int64), prec,
-            self.peptide_mass, self.cfg.precursor_tolerance, self.cfg.isotope_errors,
-        )  # fmt: skip
+            spec_idx, charges, prec, self.peptide_mass, self.cfg.precursor_tolerance, self.cfg.isotope_errors
+        )
 
     def preprocess(self, spectra: Sequence[Spectrum]) -> PeakBatch:
         xp = self.backend.xp
-        batch = pack(spectra)
-        if self.backend.is_gpu:
-            batch = to_device(batch, xp)
+        batch = pad(pack(spectra), xp)
         c = self.cfg
         return preprocess(
             batch, top_peaks=c.top_peaks, min_mz=c.min_mz, precursor_removal_da=c.precursor_removal_da, xp=xp
@@ -91,33 +98,44 @@ class Engine:
 
     def match_probability(self, peaks: PeakBatch) -> np.ndarray:
         """Chance that a random fragment m/z falls within tolerance of some peak, per spectrum."""
-        mz = self.backend.to_host(peaks.mz)
-        n = self.backend.to_host(peaks.n_peaks).astype(np.int64)
-        rows = np.arange(mz.shape[0])
-        lo = mz[:, 0]
-        hi = mz[rows, np.maximum(n - 1, 0)]
-        span = np.where(n > 1, hi - lo, 1.0)
-        span = np.where(np.isfinite(span) & (span > 0), span, 1.0)
-        mid = np.where(n > 0, (lo + hi) / 2, 1000.0)
-        mid = np.where(np.isfinite(mid), mid, 1000.0)
-        width = 2 * np.asarray(self.cfg.fragment_tolerance.width(mid), dtype=np.float64)
-        return np.clip(n * width / span, 1e-6, 1.0)
+        xp = self.backend.xp
+        n = peaks.n_peaks.astype(xp.int64)
+        rows = xp.arange(peaks.mz.shape[0])
+        lo = peaks.mz[:, 0]
+        hi = peaks.mz[rows, xp.maximum(n - 1, 0)]
+        span = xp.where(n > 1, hi - lo, 1.0)
+        span = xp.where(xp.isfinite(span) & (span > 0), span, 1.0)
+        mid = xp.where(n > 0, (lo + hi) / 2, 1000.0)
+        mid = xp.where(xp.isfinite(mid), mid, 1000.0)
+        width = 2 * self.cfg.fragment_tolerance.width(mid)
+        return self.backend.to_host(xp.clip(n * width / span, 1e-6, 1.0))
+
+    def _lap(self, stage: str) -> None:
+        if self.profile:
+            self.backend.synchronize()
+            now = time.perf_counter()
+            self.stage_seconds[stage] += now - self._t
+            self._t = now
 
     def score(self, spectra: Sequence[Spectrum]) -> ScoredBatch:
         """Best match and features of every spectrum (see the module docstring)."""
+        self._t = time.perf_counter()
         n = len(spectra)
         reason = [sp.problem for sp in spectra]
         peaks = self.preprocess(spectra)
+        self._lap("pack+preprocess")
         n_peaks = self.backend.to_host(peaks.n_peaks)
         for i in range(n):
             if not reason[i] and n_peaks[i] < self.cfg.min_peaks:
                 reason[i] = f"too few peaks after preprocessing ({n_peaks[i]} < {self.cfg.min_peaks})"
         ok = np.array([not r for r in reason], dtype=bool)
         queries = self.queries(spectra, ok)
+        self._lap("queries")
         if self._gpu is not None:
-            cand, prelim, stats = self._gpu.score(peaks, queries, self.cfg)
+            cand, prelim, stats = self._gpu.score(peaks, queries, self.cfg, lap=self._lap)
         else:
             cand, prelim, stats = self._score_numpy(peaks, queries)
+            self._lap("candidates+match")
         best = best_matches(
             self.index, queries, cand, prelim, stats, n,
             primary=self.cfg.score, precursor_tolerance=self.cfg.precursor_tolerance,
@@ -127,6 +145,7 @@ class Engine:
         for i in range(n):
             if ok[i] and best.peptide[i] < 0:
                 reason[i] = "no candidate peptide matched"
+        self._lap("features")
         return ScoredBatch(
             run=[sp.run for sp in spectra],
             scan=np.fromiter((sp.scan for sp in spectra), dtype=np.int64, count=n),

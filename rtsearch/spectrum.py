@@ -33,32 +33,50 @@ class PeakBatch:
         return int(self.mz.shape[0])
 
 
-def pack(spectra: Sequence[Spectrum], *, max_width: int = 4096) -> PeakBatch:
-    """Pack spectra into padded host arrays (at most ``max_width`` most intense peaks each).
+@dataclass
+class FlatPeaks:
+    """Peaks of S spectra concatenated (host arrays), before padding."""
+
+    mz: np.ndarray  # float64 [total]
+    intensity: np.ndarray  # float32 [total]
+    lengths: np.ndarray  # int64 [S]
+    precursor_mz: np.ndarray  # float64 [S]
+
+
+def pack(spectra: Sequence[Spectrum], *, max_width: int = 4096) -> FlatPeaks:
+    """Concatenate the spectra's peaks (at most ``max_width`` most intense of each).
 
     Spectra with more peaks than ``max_width`` keep their most intense ones, so
     one noisy spectrum cannot blow up the batch width.
     """
-    s = len(spectra)
-    lengths = np.fromiter((min(sp.n_peaks, max_width) for sp in spectra), dtype=np.int64, count=s)
-    width = max(int(lengths.max()) if s else 0, 1)
-    mz = np.full((s, width), np.inf, dtype=np.float64)
-    inten = np.zeros((s, width), dtype=np.float32)
+    mzs = [sp.mz for sp in spectra]
+    ints = [sp.intensity for sp in spectra]
     for i, sp in enumerate(spectra):
-        n = int(lengths[i])
         if sp.n_peaks > max_width:
-            keep = np.sort(np.argpartition(sp.intensity, -n)[-n:])
-            mz[i, :n] = sp.mz[keep]
-            inten[i, :n] = sp.intensity[keep]
-        elif n:
-            mz[i, :n] = sp.mz
-            inten[i, :n] = sp.intensity
+            keep = np.sort(np.argpartition(sp.intensity, -max_width)[-max_width:])
+            mzs[i], ints[i] = sp.mz[keep], sp.intensity[keep]
+    s = len(spectra)
+    lengths = np.fromiter((a.shape[0] for a in mzs), dtype=np.int64, count=s)
+    mz = np.concatenate(mzs).astype(np.float64, copy=False) if s else np.zeros(0)
+    inten = np.concatenate(ints).astype(np.float32, copy=False) if s else np.zeros(0, np.float32)
     prec = np.fromiter((sp.precursor_mz for sp in spectra), dtype=np.float64, count=s)
-    return PeakBatch(mz, inten, lengths.astype(np.int32), prec)
+    return FlatPeaks(mz, inten, lengths, prec)
 
 
-def to_device(batch: PeakBatch, xp: Any) -> PeakBatch:
-    return PeakBatch(*(xp.asarray(a) for a in (batch.mz, batch.intensity, batch.n_peaks, batch.precursor_mz)))
+def pad(flat: FlatPeaks, xp: Any) -> PeakBatch:
+    """Scatter concatenated peaks into ``[S, P]`` arrays on ``xp``'s device."""
+    s = int(flat.lengths.shape[0])
+    width = max(int(flat.lengths.max()) if s else 0, 1)
+    lengths = xp.asarray(flat.lengths)
+    mz = xp.full((s, width), xp.inf, dtype=xp.float64)
+    inten = xp.zeros((s, width), dtype=xp.float32)
+    total = int(flat.mz.shape[0])
+    if total:
+        rows = xp.repeat(xp.arange(s), lengths)
+        cols = xp.arange(total) - xp.repeat(xp.cumsum(lengths) - lengths, lengths)
+        mz[rows, cols] = xp.asarray(flat.mz)
+        inten[rows, cols] = xp.asarray(flat.intensity)
+    return PeakBatch(mz, inten, lengths.astype(xp.int32), xp.asarray(flat.precursor_mz))
 
 
 def filter_peaks(batch: PeakBatch, *, min_mz: float, precursor_removal_da: float, xp: Any) -> Any:

@@ -56,7 +56,8 @@ class PeptideIndex:
         return "".join(ALPHABET[c - 1] for c in codes)
 
     def length(self, i: int | np.ndarray) -> Any:
-        return self.bases.lengths[self.forms.base[i]]
+        b = np.asarray(self.forms.base[i], dtype=np.int64)
+        return self.bases.offsets[b + 1] - self.bases.offsets[b]
 
     def missed_cleavages(self, i: int | np.ndarray) -> Any:
         return self.base_missed_cleavages[self.forms.base[i]]

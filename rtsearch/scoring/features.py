@@ -7,6 +7,7 @@ feed the run's linear discriminant (`rtsearch.scoring.lda`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,7 +15,7 @@ import numpy as np
 from rtsearch.index.database import PeptideIndex
 from rtsearch.scoring.candidates import Queries, in_windows
 from rtsearch.scoring.matching import MatchStats
-from rtsearch.types import PROTON, Tolerance
+from rtsearch.types import C13_DELTA, PROTON, Tolerance
 
 FEATURES: tuple[str, ...] = (
     "hyperscore",
@@ -43,18 +44,18 @@ FEATURES: tuple[str, ...] = (
 )
 
 
+_LOG_FACTORIAL = np.array([math.lgamma(n + 1.0) for n in range(4096)])
+
+
 def poisson_evidence(matched: np.ndarray, expected: np.ndarray, terms: int = 60) -> np.ndarray:
     """-log10 P(X >= matched) for X ~ Poisson(expected): how unlikely the matches are by chance.
 
     The tail is summed over ``terms`` terms in log space (ample: the terms
     fall off faster than geometrically once past the mean).
     """
-    from math import lgamma
-
-    k = matched[:, None] + np.arange(terms)[None, :]
+    k = np.minimum(matched[:, None] + np.arange(terms)[None, :], _LOG_FACTORIAL.shape[0] - 1)
     lam = np.maximum(expected, 1e-12)[:, None]
-    lg = np.vectorize(lgamma, otypes=[float])(k + 1.0)
-    logp = k * np.log(lam) - lam - lg
+    logp = k * np.log(lam) - lam - _LOG_FACTORIAL[k]
     top = logp.max(axis=1, keepdims=True)
     log_tail = top[:, 0] + np.log(np.exp(logp - top).sum(axis=1))
     return np.maximum(-log_tail / np.log(10.0), 0.0)
@@ -87,49 +88,55 @@ def best_matches(
     max_fragment_charge: int,
 ) -> BestMatches:
     """Pick each spectrum's best (query, candidate) and compute its features."""
-    score = np.asarray(getattr(stats, primary), dtype=np.float64)
-    qi, ki = np.nonzero(cand >= 0)
-    spec = queries.spectrum[qi]
-    pep = cand[qi, ki]
-    s = score[qi, ki]
-    order = np.lexsort((pep, -s, spec))
-    qi, ki, spec, pep, s = qi[order], ki[order], spec[order], pep[order], s[order]
+    score = np.where(cand >= 0, np.asarray(getattr(stats, primary), dtype=np.float64), -np.inf)
     out_pep = np.full(n_spectra, -1, dtype=np.int64)
     feats = np.zeros((n_spectra, len(FEATURES)))
     charge = np.zeros(n_spectra, dtype=np.int64)
     calc_mz = np.full(n_spectra, np.nan)
     ppm = np.full(n_spectra, np.nan)
     matched = np.zeros(n_spectra, dtype=np.int64)
-    if spec.size == 0:
+    if len(queries) == 0:
         return BestMatches(out_pep, charge, calc_mz, ppm, matched, feats)
-    first = np.r_[True, spec[1:] != spec[:-1]]
-    starts = np.flatnonzero(first)
-    sp = spec[starts]
-    bq, bk, bp, bs = qi[starts], ki[starts], pep[starts], s[starts]
-    # next best entry of another peptide
-    group = np.cumsum(first) - 1
-    other = pep != bp[group]
-    idx_other = np.where(other, np.arange(spec.size), spec.size)
-    nxt = np.full(starts.size, spec.size)
-    np.minimum.at(nxt, group, idx_other)
-    has_next = nxt < spec.size
-    next_s = np.where(has_next, s[np.minimum(nxt, spec.size - 1)], 0.0)
-    delta = np.where(has_next, bs - next_s, bs)
-    # spread of the other candidates' scores (an E-value-like feature)
-    n_in = np.bincount(group, minlength=starts.size)
-    sum_all = np.bincount(group, weights=s, minlength=starts.size)
-    sq_all = np.bincount(group, weights=s * s, minlength=starts.size)
+    # No sort: row maxima, then maxima over each spectrum's consecutive queries.
+    # Ties: higher score, then lower peptide index, then the earlier query.
+    big = np.iinfo(np.int64).max
+    row_best = score.max(axis=1)
+    row_k = np.where(score == row_best[:, None], cand, big).argmin(axis=1)
+    row_pep = cand[np.arange(len(queries)), row_k]
+    spec_ids, starts = np.unique(queries.spectrum, return_index=True)
+    group = np.repeat(np.arange(spec_ids.shape[0]), np.diff(np.r_[starts, len(queries)]))
+    top = np.maximum.reduceat(row_best, starts)
+    at_top = row_best == top[group]
+    top_pep = np.minimum.reduceat(np.where(at_top, row_pep, big), starts)
+    chosen = at_top & (row_pep == top_pep[group])
+    first_q = np.minimum.reduceat(np.where(chosen, np.arange(len(queries)), big), starts)
+    found = np.isfinite(top)
+    sp = spec_ids[found]
+    bq = first_q[found]
+    bk = row_k[bq]
+    bp = row_pep[bq]
+    bs = top[found]
+    # next best entry of another peptide, and the spread of the others
+    valid = np.isfinite(score)
+    other = np.where(cand == top_pep[group][:, None], -np.inf, score).max(axis=1)
+    next_s = np.maximum.reduceat(other, starts)[found]
+    has_next = np.isfinite(next_s)
+    delta = np.where(has_next, bs - np.where(has_next, next_s, 0.0), bs)
+    s0 = np.where(valid, score, 0.0)
+    n_in = np.add.reduceat(valid.sum(axis=1), starts)[found]
+    sum_all = np.add.reduceat(s0.sum(axis=1), starts)[found]
+    sq_all = np.add.reduceat((s0 * s0).sum(axis=1), starts)[found]
     n_o = np.maximum(n_in - 1, 1)
     mean_o = (sum_all - bs) / n_o
     var_o = np.maximum((sq_all - bs * bs) / n_o - mean_o**2, 0.0)
     score_z = np.where(n_in > 2, (bs - mean_o) / np.sqrt(var_o + 1e-6), 0.0)
+    if sp.size == 0:
+        return BestMatches(out_pep, charge, calc_mz, ppm, matched, feats)
 
     z = queries.charge[bq]
     mass = queries.mass[bq]
     pmass = np.asarray(index.mass[bp], dtype=np.float64)
     _, iso = in_windows(mass, pmass, precursor_tolerance, isotope_errors)
-    from rtsearch.types import C13_DELTA
-
     err = (mass - iso * C13_DELTA - pmass) / pmass * 1e6
     length = np.asarray(index.length(bp), dtype=np.float64)
     n_b = stats.n_b[bq, bk]

@@ -374,11 +374,18 @@ class GpuIndex:
             out[name][pq, pk] = arr
         return MatchStats(**out)
 
-    def score(self, peaks: PeakBatch, queries: Queries, cfg: SearchConfig) -> tuple[np.ndarray, np.ndarray, MatchStats]:
-        """Candidates and full scores, copied back to the host."""
+    def score(
+        self, peaks: PeakBatch, queries: Queries, cfg: SearchConfig, lap: Any = None
+    ) -> tuple[np.ndarray, np.ndarray, MatchStats]:
+        """Candidates and full scores, copied back to the host (``lap(stage)`` marks steps)."""
         if int(peaks.mz.shape[1]) > MAX_WIDTH:
             raise ValueError(f"at most {MAX_WIDTH} peaks per spectrum on the GPU")
+        lap = lap or (lambda stage: None)
         cand, prelim = self.candidates(peaks, queries, cfg)
+        lap("gpu candidates")
         stats = self.match(peaks, queries, cand, cfg)
+        lap("gpu match")
         host = MatchStats(*(self.cp.asnumpy(getattr(stats, f)) for f in MatchStats.__dataclass_fields__))
-        return self.cp.asnumpy(cand), self.cp.asnumpy(prelim), host
+        out = self.cp.asnumpy(cand), self.cp.asnumpy(prelim), host
+        lap("device->host")
+        return out
