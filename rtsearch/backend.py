@@ -38,7 +38,7 @@ class Backend:
 
     def to_host(self, a: Any) -> np.ndarray:
         if self.is_gpu:
-            return a.get()  # type: ignore[no-any-return]
+            return np.asarray(a.get())
         return np.asarray(a)
 
     def memory_used_bytes(self) -> int:

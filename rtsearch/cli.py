@@ -66,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("runs", nargs="+", metavar="RUN", help="spectrum files")
     s.add_argument("--index", required=True, metavar="DIR", help="index built by 'rtsearch index build'")
     s.add_argument("--config", metavar="TOML", help="[search] settings; a [database] table must match the index")
-    s.add_argument("--backend", default="auto", choices=["auto", "cupy", "numpy"], help="compute backend (default auto)")
+    s.add_argument("--backend", default="auto", choices=["auto", "cupy", "numpy"], help="compute backend")
     s.add_argument("-o", "--output", required=True, metavar="FILE", help="results file (.tsv or .parquet)")
     s.add_argument("--batch-size", type=int, default=1024, metavar="N", help="spectra per engine batch (default 1024)")
     return p

@@ -10,13 +10,12 @@ the arrays live and which implementation of each step runs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
-
 import itertools
 import time
 from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -176,6 +175,7 @@ class Engine:
             parts.append(stats)
         if not cands:
             empty = np.zeros((0, k))
-            return np.zeros((0, k), np.int64), np.zeros((0, k), np.int32), MatchStats(*([empty] * len(MatchStats.__dataclass_fields__)))
+            n_fields = len(MatchStats.__dataclass_fields__)
+            return np.zeros((0, k), np.int64), np.zeros((0, k), np.int32), MatchStats(*([empty] * n_fields))
         merged = MatchStats(*(np.concatenate([getattr(p, f) for p in parts]) for f in MatchStats.__dataclass_fields__))
         return np.concatenate(cands), np.concatenate(prelims), merged

@@ -46,7 +46,8 @@ class Progress:
         if self.total:
             frac = min(self.done / self.total, 1.0)
             bar = "#" * int(frac * 30)
-            return f"{self.label:<14} [{bar:<30}] {self.done:,}/{self.total:,}{unit} {elapsed:5.1f}s {rate:,.0f}{unit}/s"
+            count = f"{self.done:,}/{self.total:,}{unit}"
+            return f"{self.label:<14} [{bar:<30}] {count} {elapsed:5.1f}s {rate:,.0f}{unit}/s"
         return f"{self.label:<14} {self.done:,}{unit} {elapsed:5.1f}s {rate:,.0f}{unit}/s"
 
     def close(self) -> None:

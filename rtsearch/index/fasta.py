@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from pyteomics import fasta
 
@@ -43,7 +44,21 @@ def _header_lines(path: Path) -> list[int]:
     return lines
 
 
-def _open(path: Path):  # type: ignore[no-untyped-def]
+def _empty_entry(path: Path) -> tuple[int, str] | None:
+    """Line and text of the first header followed by another header or the end of the file."""
+    pending: tuple[int, str] | None = None
+    with _open(path) as fh:
+        for i, line in enumerate(fh, 1):
+            if line.startswith(">"):
+                if pending is not None:
+                    return pending
+                pending = (i, line[1:].strip())
+            elif line.strip() and not line.startswith(";"):
+                pending = None
+    return pending
+
+
+def _open(path: Path) -> TextIO:
     if path.suffix == ".gz":
         import gzip
 
@@ -94,11 +109,16 @@ def read_fasta(path: str | Path) -> list[Protein]:
                 proteins.append(Protein(_accession(header), seq))
     except (UnicodeDecodeError, OSError, EOFError) as e:
         raise InputError(f"{p}: cannot read FASTA: {e}") from None
+    if bad is None:
+        empty = _empty_entry(p)
+        if empty is not None:
+            line, header = empty
+            raise InputError(f"{p}:{line}: entry has no sequence (truncated file?) in entry '{_accession(header)}'")
     if bad is not None:
         k, header, why = bad
         lines = _header_lines(p)
-        line = lines[k] if k < len(lines) else "?"
-        raise InputError(f"{p}:{line}: {why} in entry '{_accession(header)}'")
+        where = str(lines[k]) if k < len(lines) else "?"
+        raise InputError(f"{p}:{where}: {why} in entry '{_accession(header)}'")
     if not proteins:
         raise InputError(f"{p}: no FASTA entries found")
     return proteins

@@ -82,7 +82,7 @@ class Modification:
     @property
     def label(self) -> str:
         """The ProForma label: the Unimod name, or the signed mass."""
-        return self.name if not self.name[0] in "+-" else f"{self.delta:+.4f}"
+        return self.name if self.name[0] not in "+-" else f"{self.delta:+.4f}"
 
     def __str__(self) -> str:
         site = self.residues if self.kind == "residue" else f"{self.kind} {self.residues}".strip()

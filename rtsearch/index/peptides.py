@@ -78,7 +78,7 @@ def _sites(bases: Bases, mods: ModSet) -> tuple[np.ndarray, np.ndarray, np.ndarr
     pos_of = np.arange(res.shape[0], dtype=np.int64) - np.repeat(bases.offsets[:-1], lengths)
     first = bases.offsets[:-1]
     last = bases.offsets[1:] - 1
-    parts: list[tuple[np.ndarray, np.ndarray, int, int]] = []
+    parts: list[tuple[np.ndarray, np.ndarray, int, int]] = []  # (bases, positions, mod id, slot kind)
     for m_id, mod in enumerate(mods.variable):
         codes = np.array([CODE[a] for a in mod.residues], dtype=np.uint8)
         if mod.kind == "residue":
@@ -92,16 +92,16 @@ def _sites(bases: Bases, mods: ModSet) -> tuple[np.ndarray, np.ndarray, np.ndarr
         elif mod.kind == "protein c-term":
             ok &= bases.protein_c_term
         b = np.flatnonzero(ok)
-        pos = np.zeros(b.shape[0], dtype=np.int64) if "n-term" in mod.kind else lengths[b] - 1
-        slot = _SLOT_NTERM if "n-term" in mod.kind else _SLOT_CTERM
-        parts.append((b, pos, m_id, slot))
+        at_pos = np.zeros(b.shape[0], dtype=np.int64) if "n-term" in mod.kind else lengths[b] - 1
+        slot_kind = _SLOT_NTERM if "n-term" in mod.kind else _SLOT_CTERM
+        parts.append((b, at_pos, m_id, slot_kind))
     if not parts:
         e = np.zeros(0, dtype=np.int64)
         return e, e, e, e
     base = np.concatenate([p[0] for p in parts])
     pos = np.concatenate([p[1] for p in parts])
     mid = np.concatenate([np.full(p[0].shape[0], p[2], dtype=np.int64) for p in parts])
-    slot = np.concatenate([p[1] * 3 + p[3] for p in parts])
+    slot = np.concatenate([np.asarray(p[1]) * 3 + p[3] for p in parts])
     order = np.lexsort((pos, base))
     return base[order], pos[order], mid[order], slot[order]
 

@@ -14,7 +14,6 @@ lower peptide index.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 

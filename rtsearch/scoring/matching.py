@@ -1,7 +1,7 @@
 """Full scoring of candidates: theoretical b/y ions matched to the peaks (NumPy reference).
 
 For each (query, candidate) pair, every b and y ion at fragment charges
-1 .. min(max(z - 1, 1), max_fragment_charge) is matched to the *closest* peak
+1 .. min(max(z - 1, 1), max_fragment_charge) is matched to the *most intense* peak
 (ties to the lower m/z) within the fragment tolerance. From the matches:
 
 - ``n_b``, ``n_y``: matched b and y ions;
@@ -106,7 +106,8 @@ def match_numpy(
     y_neutral = total[:, None] - np.take_along_axis(prefix, rev, axis=1) + H2O
     zmax = fragment_charges(q_charge[pq], max_fragment_charge)
     spec = q_spectrum[pq]
-    flat = np.where(np.isfinite(peaks_mz), peaks_mz, _ROW_SPAN - 1.0) + np.arange(peaks_mz.shape[0])[:, None] * _ROW_SPAN
+    row_offset = np.arange(peaks_mz.shape[0])[:, None] * _ROW_SPAN
+    flat = np.where(np.isfinite(peaks_mz), peaks_mz, _ROW_SPAN - 1.0) + row_offset
     flat = flat.ravel()
     flat_int = peaks_int.ravel()
     width = peaks_mz.shape[1]
@@ -118,11 +119,12 @@ def match_numpy(
     dot_num = np.zeros(n)
     n_theo = np.zeros(n)
     used = np.zeros((n, width), dtype=bool)
-    for series, neutral, hits in (("b", b_neutral, hit_b), ("y", y_neutral, hit_y)):
+    for neutral, hits in ((b_neutral, hit_b), (y_neutral, hit_y)):
         for c in range(1, max_fragment_charge + 1):
             on = ion_ok & (zmax >= c)[:, None]
             mz = (neutral + c * PROTON) / c
-            peak, ok = _most_intense(flat, flat_int, mz + spec[:, None] * _ROW_SPAN, spec, n_peaks, width, mz, tolerance)
+            key = mz + spec[:, None] * _ROW_SPAN
+            peak, ok = _most_intense(flat, flat_int, key, spec, n_peaks, width, mz, tolerance)
             ok &= on
             n_theo += on.sum(axis=1)
             hits |= ok
@@ -146,40 +148,13 @@ def match_numpy(
     dot = dot_num / np.maximum(norm, 1e-12)
     run = np.maximum(_longest_run(hit_b), _longest_run(hit_y))
     vals = {
-        "hyperscore": hyperscore(n_b, n_y, summed), "dot": dot, "xcorr": xcorr, "n_b": n_b, "n_y": n_y, "summed": summed,
+        "hyperscore": hyperscore(n_b, n_y, summed), "dot": dot, "xcorr": xcorr,
+        "n_b": n_b, "n_y": n_y, "summed": summed,
         "matched_peaks": used.sum(axis=1), "explained": explained, "longest_run": run,
     }  # fmt: skip
     for name, v in vals.items():
         out[name][pq, pk] = v
     return MatchStats(**out)
-
-
-def _closest(
-    flat: np.ndarray,
-    key: np.ndarray,
-    spec: np.ndarray,
-    n_peaks: np.ndarray,
-    width: int,
-    mz: np.ndarray,
-    tolerance: Tolerance,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Index (within its row) of the closest real peak to each ion, and whether it is in tolerance."""
-    j = np.searchsorted(flat, key.ravel()).reshape(key.shape)
-    row_start = spec[:, None] * width
-    right = j - row_start
-    left = right - 1
-    npk = n_peaks[spec][:, None]
-    r_ok = right < npk
-    l_ok = left >= 0
-    r_mz = np.where(r_ok, flat[np.minimum(row_start + np.clip(right, 0, width - 1), flat.shape[0] - 1)], np.inf)
-    l_mz = np.where(l_ok, flat[row_start + np.clip(left, 0, width - 1)], -np.inf)
-    r_d = np.abs(r_mz - key)
-    l_d = np.abs(key - l_mz)
-    take_left = l_d <= r_d
-    peak = np.where(take_left, left, right)
-    dist = np.where(take_left, l_d, r_d)
-    ok = dist <= tolerance.width(mz)
-    return np.where(ok, peak, 0), ok
 
 
 def _most_intense(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import math
-import os
 import re
 from pathlib import Path
 
@@ -18,18 +17,9 @@ import pytest
 from rtsearch.errors import InputError
 from rtsearch.readers import count_spectra, read_spectra, run_name
 from rtsearch.types import Spectrum
+from tests.conftest import data_dir
 
-
-def _data_dir() -> Path | None:
-    here = Path(__file__).resolve().parents[2]  # the repository root
-    candidates = [Path(os.environ.get("RTSEARCH_DATA") or "/nonexistent"),
-                  here / "shared" / "data", here.parent / "shared" / "data"]
-    return next((c for c in candidates if (c / "README.md").is_file()), None)
-
-
-DATA = _data_dir()
-pytestmark = pytest.mark.skipif(DATA is None, reason="shared/data (real spectra) not found")
-DATA = DATA or Path("/nonexistent")
+DATA = data_dir()
 
 BSA = DATA / "bsa-orbitrapxl" / "BSA1.mzML.gz"
 ECOLI = DATA / "ecoli-small" / "Ecoli_MS2_small.mzML"

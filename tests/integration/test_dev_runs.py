@@ -1,0 +1,77 @@
+"""Identifications at 1 % FDR on every dev run, through the offline CLI, recounted independently.
+
+The floors are the best established engine on the same file and settings
+(Comet 2019.01 and Sage 0.4.6, see the issue). The recount reads only the
+results file's ``score`` and ``is_decoy``: top-1 per spectrum, q = decoys /
+targets above the threshold, made monotone.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rtsearch.cli import main
+from tests.devruns import DEV_RUNS, DevRun
+
+
+def recount(rows: list[dict[str, str]]) -> tuple[int, np.ndarray, np.ndarray]:
+    """PSMs at 1 % FDR, plus each scored row's recomputed q and the file's q (same order)."""
+    scored = [r for r in rows if r["score"] != ""]
+    score = np.array([float(r["score"]) for r in scored])
+    decoy = np.array([r["is_decoy"] == "true" for r in scored])
+    order = np.argsort(-score, kind="stable")
+    d = np.cumsum(decoy[order])
+    t = np.cumsum(~decoy[order])
+    fdr = d / np.maximum(t, 1)
+    q_sorted = np.minimum.accumulate(fdr[::-1])[::-1]
+    q = np.empty_like(q_sorted)
+    q[order] = q_sorted
+    n = int(np.sum((q <= 0.01) & ~decoy))
+    return n, q, np.array([float(r["q_value"]) for r in scored])
+
+
+def _toml(dev: DevRun, path: Path) -> Path:
+    path.write_text(
+        f'[search]\nprecursor_tolerance = "{dev.precursor}"\nfragment_tolerance = "{dev.fragment}"\n'
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory, data) -> dict[tuple[str, ...], Path]:
+    """One index per distinct database, built through the CLI."""
+    out: dict[tuple[str, ...], Path] = {}
+    for dev in DEV_RUNS:
+        if dev.fastas in out:
+            continue
+        folder = tmp_path_factory.mktemp("index") / "idx"
+        fastas, _ = dev.paths(data)
+        assert main(["index", "build", "--fasta", *map(str, fastas), "--out", str(folder)]) == 0
+        out[dev.fastas] = folder
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dev", DEV_RUNS, ids=lambda d: d.name)
+def test_psms_at_1pct_reach_the_best_engine(dev, data, indexes, tmp_path, capsys):
+    _, run = dev.paths(data)
+    out = tmp_path / "results.tsv"
+    cfg = _toml(dev, tmp_path / "search.toml")
+    code = main(["search", str(run), "--index", str(indexes[dev.fastas]), "--config", str(cfg),
+                 "--backend", "numpy", "-o", str(out)])
+    assert code == 0
+    with open(out, newline="") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    n, q, q_file = recount(rows)
+    with capsys.disabled():
+        print(f"\n{dev.name}: {n} PSMs at 1% FDR (floor {dev.floor})")
+    # every MS2 spectrum has a row, with a peptide or a reason
+    assert len({r["scan"] for r in rows}) == len(rows)
+    for r in rows:
+        assert (r["peptide"] != "") != (r["reason"] != ""), r
+    np.testing.assert_allclose(q_file, q, atol=1e-5)  # the file holds 6 significant digits
+    assert n >= dev.floor

@@ -1,0 +1,142 @@
+"""Tests for target-decoy q-values (`rtsearch.fdr`): golden values worked out by
+hand, monotonicity, ties between targets and decoys, NaN scores, the
+peptide level (best PSM per peptide) and `count_at`.
+
+The documented estimate: FDR at a threshold = decoys / targets at or above it
+(no +1), equal scores share the FDR at the end of their group, q = the
+smallest FDR at this score or below.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rtsearch.fdr import count_at, peptide_q_values, q_values
+
+T, D = False, True
+
+
+def test_golden_small_list() -> None:
+    score = np.array([10, 9, 8, 7, 6, 5], dtype=float)
+    decoy = np.array([T, T, D, T, D, T])
+    # cumulative (decoys, targets) from the top: (0,1) (0,2) (1,2) (1,3) (2,3) (2,4)
+    # FDR = d/t:                                  0     0     1/2   1/3   2/3   2/4
+    # q = min FDR from here down:                 0     0     1/3   1/3   1/2   1/2
+    want = [0, 0, 1 / 3, 1 / 3, 1 / 2, 1 / 2]
+    np.testing.assert_allclose(q_values(score, decoy), want, rtol=1e-12)
+
+
+def test_golden_input_order_does_not_matter() -> None:
+    score = np.array([10, 9, 8, 7, 6, 5], dtype=float)
+    decoy = np.array([T, T, D, T, D, T])
+    want = np.array([0, 0, 1 / 3, 1 / 3, 1 / 2, 1 / 2])
+    perm = np.random.default_rng(7).permutation(6)
+    np.testing.assert_allclose(q_values(score[perm], decoy[perm]), want[perm], rtol=1e-12)
+
+
+def test_top_decoy_and_all_decoys() -> None:
+    # decoy first: (1,0) -> FDR 1/max(0,1) = 1; then (1,1) 1; (1,2) 1/2
+    # q: min over rest = [1/2, 1/2, 1/2]
+    np.testing.assert_allclose(q_values(np.array([3.0, 2.0, 1.0]), np.array([D, T, T])), [0.5] * 3)
+    # only decoys: FDR = d / 1 capped at 1
+    np.testing.assert_allclose(q_values(np.array([3.0, 2.0]), np.array([D, D])), [1.0, 1.0])
+    # only targets: 0
+    np.testing.assert_allclose(q_values(np.array([3.0, 2.0]), np.array([T, T])), [0.0, 0.0])
+
+
+def test_ties_share_the_fdr_at_the_end_of_their_group() -> None:
+    # scores 3 | 2 2 | 1 with the decoy in the tie
+    # at threshold 3: (d,t) = (0,1) -> 0; at 2 (the whole tie): (1,2) -> 1/2; at 1: (1,3) -> 1/3
+    # q: 3 -> 0; the tie (target and decoy alike) -> min(1/2, 1/3) = 1/3; 1 -> 1/3
+    score = np.array([3.0, 2.0, 2.0, 1.0])
+    want = np.array([0.0, 1 / 3, 1 / 3, 1 / 3])
+    for decoy in (np.array([T, T, D, T]), np.array([T, D, T, T])):
+        np.testing.assert_allclose(q_values(score, decoy), want, rtol=1e-12)
+
+
+def test_tie_target_never_gets_a_better_q_than_the_tied_decoy() -> None:
+    # 5 | 4 4 : at 5 (0,1) -> 0, at 4 (1,2) -> 1/2; the tied target must not keep q = 0
+    for decoy in (np.array([T, T, D]), np.array([T, D, T])):
+        q = q_values(np.array([5.0, 4.0, 4.0]), decoy)
+        np.testing.assert_allclose(q, [0.0, 0.5, 0.5])
+
+
+def test_ties_whole_list() -> None:
+    # everything tied: one group, (d,t) = (2,3) -> 2/3 for all
+    q = q_values(np.full(5, 7.0), np.array([T, D, T, D, T]))
+    np.testing.assert_allclose(q, [2 / 3] * 5)
+
+
+def test_nan_scores_get_q_one() -> None:
+    score = np.array([10.0, np.nan, 9.0, 8.0, np.nan])
+    decoy = np.array([T, T, D, T, D])
+    q = q_values(score, decoy)
+    assert q[1] == 1.0 and q[4] == 1.0
+    # the others as if the NaN rows were absent: (0,1) 0, (1,1) 1, (1,2) 1/2 -> q 0, 1/2, 1/2
+    np.testing.assert_allclose(q[[0, 2, 3]], [0.0, 0.5, 0.5])
+    np.testing.assert_array_equal(q_values(np.full(3, np.nan), np.array([T, D, T])), [1.0, 1.0, 1.0])
+    assert q_values(np.zeros(0), np.zeros(0, dtype=bool)).shape == (0,)
+
+
+def test_q_values_monotone_and_bounded_random() -> None:
+    rng = np.random.default_rng(12345)
+    n = 2000
+    decoy = rng.random(n) < 0.4
+    # targets score higher on average; rounding makes many ties
+    score = np.round(rng.normal(np.where(decoy, 0.0, 1.5), 1.0), 1)
+    q = q_values(score, decoy)
+    assert np.all((q >= 0) & (q <= 1))
+    order = np.argsort(-score, kind="stable")
+    assert np.all(np.diff(q[order]) >= -1e-15)  # q never decreases as the score goes down
+    # equal scores, equal q
+    for s in np.unique(score)[:50]:
+        assert np.ptp(q[score == s]) == 0.0
+    # brute force for a few thresholds: q(s) = min over s' <= s of D(s')/T(s')
+    for s in np.unique(score)[::17]:
+        fdrs = [
+            np.sum(decoy & (score >= t)) / max(np.sum(~decoy & (score >= t)), 1)
+            for t in np.unique(score) if t <= s
+        ]  # fmt: skip
+        assert q[score == s][0] == pytest.approx(min(min(fdrs), 1.0), abs=1e-12)
+
+
+def test_peptide_q_values_best_psm_per_peptide() -> None:
+    # PSMs (score, peptide, decoy): A 10 T, A 3 T, B 9 D, C 8 T, D 2 T, C 1 T
+    score = np.array([10.0, 3.0, 9.0, 8.0, 2.0, 1.0])
+    peptide = np.array(["A", "A", "B", "C", "D", "C"])
+    decoy = np.array([T, T, D, T, T, T])
+    # peptides by best PSM: A 10 T, B 9 D, C 8 T, D 2 T
+    # (d,t): (0,1) 0, (1,1) 1, (1,2) 1/2, (1,3) 1/3 -> q: A 0, B 1/3, C 1/3, D 1/3
+    q = peptide_q_values(score, decoy, peptide)
+    np.testing.assert_allclose(q, [0.0, 0.0, 1 / 3, 1 / 3, 1 / 3, 1 / 3])
+    # PSM-level for comparison differs: the low-scoring A PSM is not at q = 0
+    assert q_values(score, decoy)[1] > 0
+
+
+def test_peptide_q_values_nan_and_integer_keys() -> None:
+    score = np.array([5.0, np.nan, 4.0, 6.0])
+    peptide = np.array([7, 7, 3, 9])
+    decoy = np.array([T, T, D, T])
+    # peptides: 9 (6, T), 7 (5, T), 3 (4, D): (0,1) 0, (0,2) 0, (1,2) 1/2
+    q = peptide_q_values(score, decoy, peptide)
+    np.testing.assert_allclose(q, [0.0, 1.0, 0.5, 0.0])
+
+
+def test_count_at() -> None:
+    q = np.array([0.0, 0.005, 0.01, 0.011, 0.0, 0.2])
+    decoy = np.array([T, T, T, T, D, T])
+    assert count_at(q, decoy) == 3  # targets at q <= 0.01 (the boundary included)
+    assert count_at(q, decoy, level=0.0) == 1
+    assert count_at(q, decoy, level=0.05) == 4
+    assert count_at(q, decoy, level=1.0) == 5
+    assert count_at(np.zeros(0), np.zeros(0, dtype=bool)) == 0
+
+
+def test_count_at_golden_list() -> None:
+    score = np.array([10, 9, 8, 7, 6, 5], dtype=float)
+    decoy = np.array([T, T, D, T, D, T])
+    q = q_values(score, decoy)
+    assert count_at(q, decoy, 0.0) == 2
+    assert count_at(q, decoy, 0.34) == 3
+    assert count_at(q, decoy, 0.5) == 4
