@@ -7,6 +7,7 @@ amino-acid letters, or a file with no entries at all.
 
 from __future__ import annotations
 
+import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,11 +92,16 @@ def read_fasta(path: str | Path) -> list[Protein]:
     bad: tuple[int, str, str] | None = None
     try:
         with _open(p) as fh:
-            first = fh.read(1)
-            if first and first != ">":
-                raise InputError(f"{p}:1: not a FASTA file (first character is {first!r}, not '>')")
+            for n, text in enumerate(fh, 1):
+                if text.strip() and not text.startswith(";"):
+                    if not text.startswith(">"):
+                        raise InputError(f"{p}:{n}: not a FASTA file (expected a '>' header, got {text[:20]!r})")
+                    break
         with _open(p) as fh:
-            for k, (header, seq) in enumerate(fasta.FASTA(fh, ignore_comments=True)):
+            # ';' comment lines are dropped here: pyteomics reads them as old-style headers
+            text = io.StringIO("".join(line for line in fh if not line.startswith(";")))
+        with text:
+            for k, (header, seq) in enumerate(fasta.FASTA(text, ignore_comments=True)):
                 seq = seq.upper().replace(" ", "")
                 if seq.endswith("*"):
                     seq = seq[:-1]

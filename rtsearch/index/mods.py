@@ -133,6 +133,11 @@ class ModSet:
         for mod in fx:
             if mod.kind != "residue" and mod.residues:
                 raise ConfigError(f"fixed modification {mod}: terminal fixed mods take no residue")
+            if mod.kind.startswith("protein"):
+                raise ConfigError(
+                    f"fixed modification {mod}: a protein-terminal modification only applies to some "
+                    "peptides; give it as a variable modification"
+                )
         seen: dict[str, Modification] = {}
         for mod in fx:
             if mod.kind == "residue":

@@ -155,7 +155,7 @@ def enumerate_forms(bases: Bases, mods: ModSet, max_mods: int, residue_mass: np.
         return Forms(np.zeros(0, np.uint32), np.zeros((0, k), np.int16), np.zeros((0, k), np.uint8), np.zeros(0))
     return Forms(
         np.concatenate(out_base),
-        np.concatenate(out_pos).reshape(-1, k),
-        np.concatenate(out_mid).reshape(-1, k),
+        np.concatenate(out_pos).reshape(-1 if k else sum(len(b) for b in out_base), k),
+        np.concatenate(out_mid).reshape(-1 if k else sum(len(b) for b in out_base), k),
         np.concatenate(out_mass),
     )

@@ -21,7 +21,7 @@ import numpy as np
 from rtsearch.config import SearchConfig
 from rtsearch.index.database import PeptideIndex
 from rtsearch.scoring.candidates import Queries
-from rtsearch.scoring.matching import XCORR_HALF_WINDOW, MatchStats, fragment_charges
+from rtsearch.scoring.matching import STATS, XCORR_HALF_WINDOW, MatchStats, fragment_charges
 from rtsearch.spectrum import PeakBatch
 from rtsearch.types import C13_DELTA, H2O, PROTON
 
@@ -165,7 +165,8 @@ extern "C" __global__ void match(
     double frag_tol, int frag_ppm,
     double* __restrict__ o_hyper, double* __restrict__ o_dot, double* __restrict__ o_xcorr,
     double* __restrict__ o_nb, double* __restrict__ o_ny, double* __restrict__ o_summed,
-    double* __restrict__ o_peaks, double* __restrict__ o_explained, double* __restrict__ o_run)
+    double* __restrict__ o_peaks, double* __restrict__ o_explained, double* __restrict__ o_run,
+    double* __restrict__ o_ferr)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n_pairs) return;
@@ -199,7 +200,8 @@ extern "C" __global__ void match(
     unsigned int used[MAX_WORDS];
     for (int w = 0; w < MAX_WORDS; ++w) used[w] = 0u;
     int nb = 0, ny = 0, n_theo = 0, run_b = 0, run_y = 0, best_run = 0;
-    double summed = 0.0, xcorr = 0.0, explained = 0.0;
+    double summed = 0.0, xcorr = 0.0, explained = 0.0, err_sum = 0.0;
+    int n_matched = 0;
     double prefix = 0.0;
     for (int i = 0; i < L - 1; ++i) {
         prefix += res[i];
@@ -222,6 +224,8 @@ extern "C" __global__ void match(
                 if (best >= 0) {
                     inten = ins[best];
                     summed += inten;
+                    err_sum += fabs(mzs[best] - mz) / tol;
+                    ++n_matched;
                     if (series == 0) hb = true; else hy = true;
                     const unsigned int bit = 1u << (best & 31);
                     if (!(used[best >> 5] & bit)) { used[best >> 5] |= bit; explained += inten; }
@@ -249,6 +253,7 @@ extern "C" __global__ void match(
     o_nb[t] = nb; o_ny[t] = ny; o_summed[t] = summed; o_peaks[t] = distinct;
     o_explained[t] = explained / (spec_sum[spec] > 1e-12 ? spec_sum[spec] : 1e-12);
     o_run[t] = best_run;
+    o_ferr[t] = n_matched > 0 ? err_sum / n_matched : 1.0;
 }
 """
 
@@ -360,7 +365,7 @@ class GpuIndex:
         spec_sum = inten.sum(axis=1)
         spec_sq = (inten**2).sum(axis=1)
         zmax = cp.asarray(fragment_charges(queries.charge, cfg.max_fragment_charge).astype(np.int64))
-        res = [cp.empty(n, dtype=cp.float64) for _ in range(9)]
+        res = [cp.empty(n, dtype=cp.float64) for _ in STATS]
         ft = cfg.fragment_tolerance
         self._match(
             ((n + 127) // 128,), (128,),
@@ -370,8 +375,7 @@ class GpuIndex:
              self.residues, self.base_off, self.residue_mass, np.float64(self.n_fixed), np.float64(self.c_fixed),
              np.float64(ft.value), np.int32(ft.unit == "ppm"), *res),
         )  # fmt: skip
-        names = ("hyperscore", "dot", "xcorr", "n_b", "n_y", "summed", "matched_peaks", "explained", "longest_run")
-        for name, arr in zip(names, res, strict=True):
+        for name, arr in zip(STATS, res, strict=True):  # the kernel writes them in STATS order
             out[name][pq, pk] = arr
         return MatchStats(**out)
 

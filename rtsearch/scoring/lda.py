@@ -17,7 +17,7 @@ import numpy as np
 from rtsearch.fdr import count_at, q_values
 
 MIN_POSITIVES = 20
-NOT_FITTED = frozenset({"signed_ppm_error"})
+NOT_FITTED = frozenset({"signed_ppm_error", "matched_ions"})  # descriptive, or a sum of fitted ones
 RIDGE = 1e-3
 
 

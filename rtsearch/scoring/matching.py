@@ -9,6 +9,8 @@ For each (query, candidate) pair, every b and y ion at fragment charges
 - ``matched_peaks``: distinct peaks matched;
 - ``explained``: intensity of those distinct peaks over the spectrum's total;
 - ``longest_run``: longest run of consecutive b (or y) positions matched;
+- ``frag_error``: mean |peak m/z − ion m/z| of the matched ions, as a fraction
+  of the tolerance (chance matches spread over the window, right ones do not);
 - ``hyperscore`` = ln(n_b!) + ln(n_y!) + ln(1 + 100·summed) (after X!Tandem,
   Fenyö & Beavis 2003);
 - ``xcorr``: Σ over ions of (matched intensity − mean intensity of the
@@ -36,7 +38,9 @@ _ROW_SPAN = 1.0e5  # m/z offset between rows when all peaks are searched at once
 _LGAMMA = np.array([lgamma(n + 1.0) for n in range(1024)])
 
 XCORR_HALF_WINDOW = 75.0  # Da each side; the background is its summed intensity / 150
-STATS = ("hyperscore", "dot", "xcorr", "n_b", "n_y", "summed", "matched_peaks", "explained", "longest_run")
+STATS = (
+    "hyperscore", "dot", "xcorr", "n_b", "n_y", "summed", "matched_peaks", "explained", "longest_run", "frag_error",
+)  # fmt: skip
 
 
 @dataclass
@@ -52,6 +56,7 @@ class MatchStats:
     matched_peaks: Any
     explained: Any
     longest_run: Any
+    frag_error: Any
 
 
 def hyperscore(n_b: Any, n_y: Any, summed: Any, xp: Any = np) -> Any:
@@ -113,6 +118,8 @@ def match_numpy(
     width = peaks_mz.shape[1]
     cum_int = np.concatenate(([0.0], np.cumsum(flat_int, dtype=np.float64)))
     xcorr = np.zeros(n)
+    err_sum = np.zeros(n)
+    n_matched = np.zeros(n)
     hit_b = np.zeros((n, lmax - 1), dtype=bool)
     hit_y = np.zeros((n, lmax - 1), dtype=bool)
     summed = np.zeros(n)
@@ -129,6 +136,9 @@ def match_numpy(
             n_theo += on.sum(axis=1)
             hits |= ok
             inten = np.where(ok, peaks_int[spec[:, None], np.where(ok, peak, 0)], 0.0)
+            err = np.abs(peaks_mz[spec[:, None], np.where(ok, peak, 0)] - mz) / tolerance.width(mz)
+            err_sum += np.where(ok, err, 0.0).sum(axis=1)
+            n_matched += ok.sum(axis=1)
             summed += inten.sum(axis=1)
             dot_num += inten.sum(axis=1)
             key_c = mz + spec[:, None] * _ROW_SPAN
@@ -151,6 +161,7 @@ def match_numpy(
         "hyperscore": hyperscore(n_b, n_y, summed), "dot": dot, "xcorr": xcorr,
         "n_b": n_b, "n_y": n_y, "summed": summed,
         "matched_peaks": used.sum(axis=1), "explained": explained, "longest_run": run,
+        "frag_error": np.where(n_matched > 0, err_sum / np.maximum(n_matched, 1), 1.0),
     }  # fmt: skip
     for name, v in vals.items():
         out[name][pq, pk] = v

@@ -177,3 +177,13 @@ def test_save_over_existing_index_replaces_it(saved: Path, bsa_fasta: Path) -> N
     assert len(loaded) == len(smaller)
     np.testing.assert_array_equal(np.asarray(loaded.mass), smaller.mass)
     assert sorted(p.name for p in saved.parent.iterdir()) == [saved.name]
+
+
+def test_index_without_variable_mods_round_trip(tmp_path: Path, bsa_fasta: Path) -> None:
+    cfg = DatabaseConfig(variable_mods=())
+    index = build_index([bsa_fasta], cfg)
+    assert index.forms.mod_pos.shape == (len(index), 0)
+    save_index(index, tmp_path / "plain.idx")
+    loaded = load_index(tmp_path / "plain.idx", expect=cfg)
+    np.testing.assert_array_equal(np.asarray(loaded.mass), index.mass)
+    assert all("Oxidation" not in loaded.proforma(i) for i in range(len(loaded)))
