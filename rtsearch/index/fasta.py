@@ -99,9 +99,9 @@ def read_fasta(path: str | Path) -> list[Protein]:
                     break
         with _open(p) as fh:
             # ';' comment lines are dropped here: pyteomics reads them as old-style headers
-            text = io.StringIO("".join(line for line in fh if not line.startswith(";")))
-        with text:
-            for k, (header, seq) in enumerate(fasta.FASTA(text, ignore_comments=True)):
+            stream = io.StringIO("".join(line for line in fh if not line.startswith(";")))
+        with stream:
+            for k, (header, seq) in enumerate(fasta.FASTA(stream, ignore_comments=True)):
                 seq = seq.upper().replace(" ", "")
                 if seq.endswith("*"):
                     seq = seq[:-1]
