@@ -62,6 +62,7 @@ class SearchConfig:
     candidates: int = 40
     min_matched_peaks: int = 4
     max_fragment_charge: int = 2
+    deisotope: bool = True  # applied only when the fragment tolerance is 0.05 Da or finer
 
 
 @dataclass(frozen=True)

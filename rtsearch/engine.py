@@ -91,8 +91,12 @@ class Engine:
         xp = self.backend.xp
         batch = pad(pack(spectra), xp)
         c = self.cfg
+        # deisotope only where isotope peaks are resolved (high-resolution fragments)
+        tol = float(c.fragment_tolerance.width(1000.0))
+        deiso = tol if (c.deisotope and tol <= 0.05) else 0.0
         return preprocess(
-            batch, top_peaks=c.top_peaks, min_mz=c.min_mz, precursor_removal_da=c.precursor_removal_da, xp=xp
+            batch, top_peaks=c.top_peaks, min_mz=c.min_mz, precursor_removal_da=c.precursor_removal_da, xp=xp,
+            deisotope_da=deiso,
         )
 
     def match_probability(self, peaks: PeakBatch) -> np.ndarray:

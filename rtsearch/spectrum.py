@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from rtsearch.types import Spectrum
+from rtsearch.types import C13_DELTA, Spectrum
 
 
 @dataclass
@@ -105,6 +105,38 @@ def top_n(batch: PeakBatch, keep: Any, n: int, xp: Any) -> PeakBatch:
     return PeakBatch(mz, inten, chosen.sum(axis=1).astype(xp.int32), batch.precursor_mz)
 
 
+_ROW_SPAN = 1.0e5  # m/z offset between rows when all rows are searched at once
+
+
+def isotope_peaks(batch: PeakBatch, keep: Any, tolerance_da: float, xp: Any) -> Any:
+    """Mask of peaks that are a 13C isotope of a more intense kept peak (charge 1 or 2).
+
+    A peak at m is an isotope when a kept peak at m − 1.00336/z (z = 1, 2) lies
+    within ``tolerance_da`` and is more intense. Meant for high-resolution
+    spectra, where isotope peaks are resolved and would take top-N places.
+    """
+    s, p = batch.mz.shape
+    offset = xp.arange(s, dtype=xp.float64)[:, None] * _ROW_SPAN
+    kept_mz = xp.where(keep & xp.isfinite(batch.mz), batch.mz, _ROW_SPAN - 1.0) + offset
+    flat = kept_mz.ravel()
+    order = xp.argsort(flat, kind="stable")
+    flat_sorted = flat[order]
+    inten = xp.where(keep, batch.intensity, 0).ravel()[order]
+    out = xp.zeros((s, p), dtype=bool)
+    for z in (1, 2):
+        target = batch.mz + offset - C13_DELTA / z
+        lo = xp.searchsorted(flat_sorted, (target - tolerance_da).ravel(), side="left")
+        hi = xp.searchsorted(flat_sorted, (target + tolerance_da).ravel(), side="right")
+        # the most intense kept peak in the window (windows hold one or two peaks at high resolution)
+        best = xp.zeros(lo.shape, dtype=xp.float32)
+        for step in range(3):
+            j = lo + step
+            live = j < hi
+            best = xp.maximum(best, xp.where(live, inten[xp.minimum(j, flat_sorted.shape[0] - 1)], 0))
+        out |= (best.reshape(s, p) > batch.intensity) & keep
+    return out
+
+
 def transform_intensity(batch: PeakBatch, xp: Any) -> PeakBatch:
     """Square root, then scale each row to a maximum of 1 (rows of zeros stay zero)."""
     root = xp.sqrt(batch.intensity)
@@ -114,8 +146,16 @@ def transform_intensity(batch: PeakBatch, xp: Any) -> PeakBatch:
 
 
 def preprocess(
-    batch: PeakBatch, *, top_peaks: int, min_mz: float, precursor_removal_da: float, xp: Any
+    batch: PeakBatch,
+    *,
+    top_peaks: int,
+    min_mz: float,
+    precursor_removal_da: float,
+    xp: Any,
+    deisotope_da: float = 0.0,
 ) -> PeakBatch:
-    """Filter, keep the top peaks, transform intensities (see the module docstring)."""
+    """Filter, drop isotope peaks (when ``deisotope_da`` > 0), keep the top peaks, transform."""
     keep = filter_peaks(batch, min_mz=min_mz, precursor_removal_da=precursor_removal_da, xp=xp)
+    if deisotope_da > 0:
+        keep &= ~isotope_peaks(batch, keep, deisotope_da, xp)
     return transform_intensity(top_n(batch, keep, top_peaks, xp), xp)
