@@ -29,6 +29,18 @@ def _noop(stage: str, done: int, total: int) -> None:
     pass
 
 
+def _stage(progress: ProgressFn, stage: str, total: int) -> Callable[[int], None]:
+    """An ``advance(n)`` callback reporting a running count of ``stage`` to ``progress``."""
+    done = 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        progress(stage, done, total)
+
+    return advance
+
+
 def build_index(
     fasta_paths: Sequence[str | Path],
     cfg: DatabaseConfig,
@@ -56,14 +68,7 @@ def build_index(
     mods = ModSet.parse(cfg.fixed_mods, cfg.variable_mods)
     proteins = read_fastas(list(fasta_paths))
     n_prot = len(proteins)
-    done = 0
-
-    def step(n: int) -> None:
-        nonlocal done
-        done += n
-        progress("digest", done, n_prot)
-
-    peptides = digest(proteins, cfg, progress=step)
+    peptides = digest(proteins, cfg, progress=_stage(progress, "digest", n_prot))
     if not peptides:
         raise InputError("no peptides within the length bounds: check the FASTA and [database] settings")
     target_seqs = [o.sequence for o in peptides.values()]
@@ -105,18 +110,10 @@ def build_index(
         raise InputError(f"no peptides within {cfg.min_mass:g}–{cfg.max_mass:g} Da")
     progress("modifications", 1, 1)
 
-    n_forms = len(forms)
-    fdone = 0
-
-    def fstep(n: int) -> None:
-        nonlocal fdone
-        fdone += n
-        progress("fragments", fdone, n_forms)
-
     fragments = build_fragment_index(
         bases, forms, residue_mass, mods,
         min_mz=cfg.fragment_min_mz, max_mz=cfg.fragment_max_mz,
-        bucket_size=cfg.bucket_size, xp=xp, progress=fstep,
+        bucket_size=cfg.bucket_size, xp=xp, progress=_stage(progress, "fragments", len(forms)),
     )  # fmt: skip
     decoy_forms = int(bases.is_decoy[forms.base].sum())
     manifest: dict[str, Any] = {
@@ -129,7 +126,7 @@ def build_index(
             "proteins": n_prot,
             "target_sequences": n_t,
             "decoy_sequences": len(decoy_seqs),
-            "target_peptides": n_forms - decoy_forms,
+            "target_peptides": len(forms) - decoy_forms,
             "decoy_peptides": decoy_forms,
             "fragments": int(fragments.mz.shape[0]),
         },
