@@ -60,7 +60,7 @@ class SearchConfig:
     min_mz: float = 150.0
     precursor_removal_da: float = 1.5
     candidates: int = 40
-    min_matched_peaks: int = 4
+    min_matched_peaks: int = 3
     max_fragment_charge: int = 2
     deisotope: bool = True  # applied only when the fragment tolerance is 0.05 Da or finer
 

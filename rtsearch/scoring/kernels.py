@@ -200,7 +200,7 @@ extern "C" __global__ void match(
     unsigned int used[MAX_WORDS];
     for (int w = 0; w < MAX_WORDS; ++w) used[w] = 0u;
     int nb = 0, ny = 0, n_theo = 0, run_b = 0, run_y = 0, best_run = 0;
-    double summed = 0.0, xcorr = 0.0, explained = 0.0, err_sum = 0.0;
+    double summed = 0.0, xcorr = 0.0, explained = 0.0, err_sum = 0.0, sum_b = 0.0, sum_y = 0.0;
     int n_matched = 0;
     double prefix = 0.0;
     for (int i = 0; i < L - 1; ++i) {
@@ -224,6 +224,7 @@ extern "C" __global__ void match(
                 if (best >= 0) {
                     inten = ins[best];
                     summed += inten;
+                    if (series == 0) sum_b += inten; else sum_y += inten;
                     err_sum += fabs(mzs[best] - mz) / tol;
                     ++n_matched;
                     if (series == 0) hb = true; else hy = true;
@@ -247,7 +248,7 @@ extern "C" __global__ void match(
     int distinct = 0;
     for (int w = 0; w < MAX_WORDS; ++w) distinct += __popc(used[w]);
     const double norm = sqrt(spec_sq[spec]) * sqrt((double)(n_theo > 1 ? n_theo : 1));
-    o_hyper[t] = lgamma(nb + 1.0) + lgamma(ny + 1.0) + log1p(100.0 * summed);
+    o_hyper[t] = lgamma(nb + 1.0) + lgamma(ny + 1.0) + log1p(100.0 * sum_b) + log1p(100.0 * sum_y);
     o_dot[t] = summed / (norm > 1e-12 ? norm : 1e-12);
     o_xcorr[t] = xcorr;
     o_nb[t] = nb; o_ny[t] = ny; o_summed[t] = summed; o_peaks[t] = distinct;

@@ -11,8 +11,9 @@ For each (query, candidate) pair, every b and y ion at fragment charges
 - ``longest_run``: longest run of consecutive b (or y) positions matched;
 - ``frag_error``: mean |peak m/z − ion m/z| of the matched ions, as a fraction
   of the tolerance (chance matches spread over the window, right ones do not);
-- ``hyperscore`` = ln(n_b!) + ln(n_y!) + ln(1 + 100·summed) (after X!Tandem,
-  Fenyö & Beavis 2003);
+- ``hyperscore`` = ln(n_b!) + ln(n_y!) + ln(1 + 100·Σb) + ln(1 + 100·Σy), Σb and
+  Σy the matched b and y intensities (X!Tandem's score, Fenyö & Beavis 2003, with
+  the b and y sums in separate logarithms as Sage computes it);
 - ``xcorr``: Σ over ions of (matched intensity − mean intensity of the
   ±75 Da around the ion, as 150 unit bins): the background-subtracted
   cross-correlation of SEQUEST/Comet (Eng et al. 2008, J. Proteome Res.
@@ -59,10 +60,11 @@ class MatchStats:
     frag_error: Any
 
 
-def hyperscore(n_b: Any, n_y: Any, summed: Any, xp: Any = np) -> Any:
-    """ln(n_b!) + ln(n_y!) + ln(1 + 100 · summed)."""
+def hyperscore(n_b: Any, n_y: Any, summed_b: Any, summed_y: Any, xp: Any = np) -> Any:
+    """ln(n_b!) + ln(n_y!) + ln(1 + 100 · Σb) + ln(1 + 100 · Σy)."""
     table = xp.asarray(_LGAMMA)
-    return table[xp.minimum(n_b, 1023)] + table[xp.minimum(n_y, 1023)] + xp.log1p(100.0 * summed)
+    lg = table[xp.minimum(n_b, 1023)] + table[xp.minimum(n_y, 1023)]
+    return lg + xp.log1p(100.0 * summed_b) + xp.log1p(100.0 * summed_y)
 
 
 def fragment_charges(charge: np.ndarray, max_fragment_charge: int) -> np.ndarray:
@@ -126,7 +128,9 @@ def match_numpy(
     dot_num = np.zeros(n)
     n_theo = np.zeros(n)
     used = np.zeros((n, width), dtype=bool)
-    for neutral, hits in ((b_neutral, hit_b), (y_neutral, hit_y)):
+    summed_b = np.zeros(n)
+    summed_y = np.zeros(n)
+    for neutral, hits, series_sum in ((b_neutral, hit_b, summed_b), (y_neutral, hit_y, summed_y)):
         for c in range(1, max_fragment_charge + 1):
             on = ion_ok & (zmax >= c)[:, None]
             mz = (neutral + c * PROTON) / c
@@ -140,6 +144,7 @@ def match_numpy(
             err_sum += np.where(ok, err, 0.0).sum(axis=1)
             n_matched += ok.sum(axis=1)
             summed += inten.sum(axis=1)
+            series_sum += inten.sum(axis=1)
             dot_num += inten.sum(axis=1)
             key_c = mz + spec[:, None] * _ROW_SPAN
             lo = np.searchsorted(flat, (key_c - XCORR_HALF_WINDOW).ravel(), side="left").reshape(mz.shape)
@@ -158,7 +163,7 @@ def match_numpy(
     dot = dot_num / np.maximum(norm, 1e-12)
     run = np.maximum(_longest_run(hit_b), _longest_run(hit_y))
     vals = {
-        "hyperscore": hyperscore(n_b, n_y, summed), "dot": dot, "xcorr": xcorr,
+        "hyperscore": hyperscore(n_b, n_y, summed_b, summed_y), "dot": dot, "xcorr": xcorr,
         "n_b": n_b, "n_y": n_y, "summed": summed,
         "matched_peaks": used.sum(axis=1), "explained": explained, "longest_run": run,
         "frag_error": np.where(n_matched > 0, err_sum / np.maximum(n_matched, 1), 1.0),

@@ -55,18 +55,8 @@ def indexes(tmp_path_factory, data) -> dict[tuple[str, ...], Path]:
     return out
 
 
-# Not reached yet: 73-74 PSMs against Sage's 76 on this run (issue 2 stays open for it). Strict, so
-# the mark fails the suite as soon as the floor is met and must then be removed.
-BELOW_FLOOR = {"SmallCalibratible_Yeast"}
-CASES = [
-    pytest.param(d, marks=pytest.mark.xfail(strict=True, reason=f"{d.name}: below the floor of {d.floor}"))
-    if d.name in BELOW_FLOOR else d
-    for d in DEV_RUNS
-]
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("dev", CASES, ids=lambda d: d.name)
+@pytest.mark.parametrize("dev", DEV_RUNS, ids=lambda d: d.name)
 def test_psms_at_1pct_reach_the_best_engine(dev, data, indexes, tmp_path, capsys):
     _, run = dev.paths(data)
     out = tmp_path / "results.tsv"
