@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Literal
 
@@ -27,7 +27,6 @@ class Backend:
     name: Literal["cupy", "numpy"]
     xp: ModuleType
     device: str
-    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def is_gpu(self) -> bool:

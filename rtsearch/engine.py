@@ -14,7 +14,7 @@ import itertools
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,7 +42,6 @@ class ScoredBatch:
     rt: np.ndarray
     best: BestMatches
     reason: list[str]
-    timings: dict[str, float] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.run)

@@ -12,12 +12,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from rtsearch.backend import Backend
 from rtsearch.config import SearchConfig
 from rtsearch.engine import Engine
-from rtsearch.fdr import count_at
 from rtsearch.index.database import PeptideIndex
 from rtsearch.psms import PsmTable
 from rtsearch.readers import count_spectra, read_spectra
@@ -81,13 +78,9 @@ def search_runs(
 
 
 def summarize(table: PsmTable, seconds: float) -> SearchSummary:
-    """Counts at 1 % FDR from a finalized table."""
-    rows = list(table.rows())
-    q = np.array([r["q_value"] if r["q_value"] is not None else 1.0 for r in rows])
-    pq = np.array([r["peptide_q_value"] if r["peptide_q_value"] is not None else 1.0 for r in rows])
-    decoy = np.array([bool(r["is_decoy"]) for r in rows])
-    peptides = {r["peptide"] for r, p in zip(rows, pq, strict=True) if p <= 0.01 and not r["is_decoy"]}
-    return SearchSummary(len(rows), count_at(q, decoy), len(peptides), seconds)
+    """Counts at 1 % FDR from a finalized table (from its arrays: no rows are built)."""
+    psms, peptides = table.counts_at(0.01)
+    return SearchSummary(len(table), psms, peptides, seconds)
 
 
 def write_table(table: PsmTable, out: str | Path) -> int:

@@ -34,11 +34,11 @@ def recenter_ppm(feats: np.ndarray, rows: np.ndarray, good: np.ndarray) -> None:
 
     Offset and spread (median, 1.4826·MAD, at least 0.5 ppm) come from the
     confident targets ``good`` (a mask over ``rows``): a calibration, since instruments drift by a few ppm. The
-    ``abs_ppm_error`` feature becomes the squared z-score of the error
+    ``ppm_error_z2`` feature becomes the squared z-score of the error
     (capped at 25): the log-likelihood ratio of a Gaussian error for a right
     match against a uniform one for a random match, up to a constant.
     """
-    col = FEATURES.index("abs_ppm_error")
+    col = FEATURES.index("ppm_error_z2")
     signed = feats[rows, FEATURES.index("signed_ppm_error")]
     offset = float(np.median(signed[good])) if good.any() else 0.0
     spread = 1.4826 * float(np.median(np.abs(signed[good] - offset))) if good.any() else 1.0
@@ -67,6 +67,10 @@ class PsmTable:
     q: np.ndarray | None = None
     peptide_q: np.ndarray | None = None
     discriminants: dict[str, Discriminant] = field(default_factory=dict)
+    # set by finalize, one entry per spectrum: peptide index (-1 none), decoy flag, final features
+    peptide: np.ndarray | None = None
+    decoy: np.ndarray | None = None
+    features: np.ndarray | None = None
 
     def add(self, batch: ScoredBatch) -> None:
         self.batches.append(batch)
@@ -93,7 +97,8 @@ class PsmTable:
             rows = np.flatnonzero((runs == run) & scored)
             if rows.size == 0:
                 continue
-            feats[rows, FEATURES.index("abs_ppm_error")] = np.abs(feats[rows, FEATURES.index("signed_ppm_error")])
+            # first pass on |ppm|; recenter_ppm then calibrates it
+            feats[rows, FEATURES.index("ppm_error_z2")] = np.abs(feats[rows, FEATURES.index("signed_ppm_error")])
             disc = fit(feats[rows], decoy[rows], FEATURES, start=self.primary)
             # second pass: mass and retention time calibrated on the first pass's confident targets
             good = confident(disc.score(feats[rows]), decoy[rows])
@@ -105,14 +110,25 @@ class PsmTable:
             q[rows] = q_values(score[rows], decoy[rows])
             pq[rows] = peptide_q_values(score[rows], decoy[rows], pep[rows])
         self.score, self.q, self.peptide_q = score, q, pq
-        self._decoy = decoy
-        self._features = feats
+        self.peptide, self.decoy, self.features = pep, decoy, feats
+
+    def counts_at(self, level: float = 0.01) -> tuple[int, int]:
+        """Target PSMs and distinct target peptides at ``level`` FDR, after `finalize`."""
+        if self.q is None:
+            self.finalize()
+        assert self.q is not None and self.peptide_q is not None and self.peptide is not None
+        assert self.decoy is not None
+        target = (self.peptide >= 0) & ~self.decoy
+        psms = int(np.sum(target & (self.q <= level)))
+        peptides = int(np.unique(self.peptide[target & (self.peptide_q <= level)]).shape[0])
+        return psms, peptides
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """One dict per spectrum with the `COLUMNS`, after `finalize`."""
         if self.score is None:
             self.finalize()
         assert self.score is not None and self.q is not None and self.peptide_q is not None
+        assert self.decoy is not None and self.features is not None
         i = 0
         for b in self.batches:
             best = b.best
@@ -127,11 +143,11 @@ class PsmTable:
                         charge=int(best.charge[j]), calc_mz=float(best.calc_mz[j]),
                         ppm_error=float(best.ppm_error[j]), peptide=self.index.proforma(p),
                         proteins=";".join(self.index.protein_accessions(p)),
-                        is_decoy=bool(self._decoy[i]), score=float(self.score[i]),
+                        is_decoy=bool(self.decoy[i]), score=float(self.score[i]),
                         q_value=float(self.q[i]), peptide_q_value=float(self.peptide_q[i]),
                         matched_peaks=int(best.matched_peaks[j]),
                     )  # fmt: skip
-                    row.update({name: float(v) for name, v in zip(FEATURES, self._features[i], strict=True)})
+                    row.update({name: float(v) for name, v in zip(FEATURES, self.features[i], strict=True)})
                 else:
                     row.update(
                         charge=0, calc_mz=None, ppm_error=None, peptide="", proteins="", is_decoy=False,

@@ -31,7 +31,7 @@ FEATURES: tuple[str, ...] = (
     "explained_intensity",
     "longest_run",
     "frag_error",
-    "abs_ppm_error",
+    "ppm_error_z2",  # |ppm| here; the run's squared z-score once rtsearch.psms finalizes it
     "signed_ppm_error",
     "isotope_error",
     "charge",
@@ -157,7 +157,7 @@ def best_matches(
         "explained_intensity": stats.explained[bq, bk],
         "longest_run": stats.longest_run[bq, bk],
         "frag_error": stats.frag_error[bq, bk],
-        "abs_ppm_error": np.abs(err),
+        "ppm_error_z2": np.abs(err),
         "signed_ppm_error": err,
         "isotope_error": iso,
         "charge": z,
