@@ -2,11 +2,21 @@
 
 ``Backend.xp`` is the module every scoring function takes; ``to_device`` and
 ``to_host`` move arrays; nothing else in rtsearch imports cupy directly.
+
+Streams and pinned memory, for the daemon's worker threads: `Backend.bind_worker`
+gives the calling thread its own non-blocking CUDA stream (CuPy's current
+stream is per thread), and `Backend.to_device` stages large host arrays
+through a per-thread pinned buffer so the copy is asynchronous on that
+stream: two workers' batches then overlap copies with scoring. The staging
+buffer is reused batch after batch (`Backend.begin_batch`); that is safe
+because a batch always reads results back (a synchronizing copy) before its
+thread starts the next one.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Literal
@@ -18,6 +28,14 @@ from rtsearch.errors import BackendError
 log = logging.getLogger(__name__)
 
 BackendName = Literal["auto", "cupy", "numpy"]
+
+PINNED_MIN_BYTES = 64 * 1024  # smaller copies go directly: staging would cost more than it saves
+_ALIGN = 256
+
+
+class _Staging(threading.local):
+    buf: Any = None
+    offset: int = 0
 
 
 @dataclass
@@ -32,8 +50,40 @@ class Backend:
     def is_gpu(self) -> bool:
         return self.name == "cupy"
 
+    def bind_worker(self) -> None:
+        """Give the calling thread its own non-blocking CUDA stream (no-op on NumPy)."""
+        if self.is_gpu:
+            self.xp.cuda.Stream(non_blocking=True).use()
+
+    def begin_batch(self) -> None:
+        """Start reusing this thread's pinned staging buffer from its beginning."""
+        _staging.offset = 0
+
     def to_device(self, a: Any) -> Any:
-        return self.xp.asarray(a)
+        """``a`` on the device; large host arrays go through pinned memory, asynchronously."""
+        if not self.is_gpu or not isinstance(a, np.ndarray) or a.nbytes < PINNED_MIN_BYTES:
+            return self.xp.asarray(a)
+        a = np.ascontiguousarray(a)
+        buf = self._stage(a.nbytes)
+        host = buf.view(a.dtype).reshape(a.shape)
+        host[...] = a
+        out = self.xp.empty(a.shape, dtype=a.dtype)
+        out.set(host, stream=self.xp.cuda.get_current_stream())
+        return out
+
+    def _stage(self, nbytes: int) -> np.ndarray:
+        st = _staging
+        need = st.offset + nbytes
+        if st.buf is None or need > st.buf.nbytes:
+            import cupyx
+
+            # copies still reading the old buffer must finish before it is released
+            self.xp.cuda.get_current_stream().synchronize()
+            size = max(2 * need, 8 << 20)
+            st.buf = cupyx.empty_pinned((size,), dtype=np.uint8)
+        view = st.buf[st.offset : st.offset + nbytes]
+        st.offset += -(-nbytes // _ALIGN) * _ALIGN
+        return view
 
     def to_host(self, a: Any) -> np.ndarray:
         if self.is_gpu:
@@ -47,8 +97,12 @@ class Backend:
         return int(self.xp.get_default_memory_pool().total_bytes())
 
     def synchronize(self) -> None:
+        """Wait for the calling thread's current stream."""
         if self.is_gpu:
-            self.xp.cuda.Stream.null.synchronize()
+            self.xp.cuda.get_current_stream().synchronize()
+
+
+_staging = _Staging()
 
 
 def _cupy() -> ModuleType | None:

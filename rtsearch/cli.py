@@ -1,4 +1,4 @@
-"""Command line: ``rtsearch index build|info``, ``rtsearch search``.
+"""Command line: ``rtsearch index build|info``, ``search``, ``serve``, ``demo``.
 
 The only module that turns `RtsearchError` into exit codes and configures
 logging. Every error a user can cause is one line on stderr, exit code 2.
@@ -27,6 +27,8 @@ examples:
   rtsearch index build --fasta ecoli.fasta --config search.toml --out ecoli.idx
   rtsearch index info ecoli.idx
   rtsearch search Ecoli_MS2_small.mzML --index ecoli.idx --config search.toml -o results.tsv
+  rtsearch serve --index ecoli.idx --config search.toml --mqtt 127.0.0.1:1883 --instrument orbitrap1
+  rtsearch demo
 """
 
 
@@ -69,7 +71,80 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", default="auto", choices=["auto", "cupy", "numpy"], help="compute backend")
     s.add_argument("-o", "--output", required=True, metavar="FILE", help="results file (.tsv or .parquet)")
     s.add_argument("--batch-size", type=int, default=1024, metavar="N", help="spectra per engine batch (default 1024)")
+
+    d = sub.add_parser(
+        "serve",
+        help="run the real-time daemon",
+        description="Subscribe to a ZeroMQ stream of spectra (wire protocol v1, docs/protocol.md), score them in "
+        "micro-batches and publish one result per MS2 spectrum on ZeroMQ (and MQTT); write each run's results "
+        "file at run.end. Flags override the [serve] table of --config. Stop with SIGINT or SIGTERM.",
+    )
+    d.add_argument("--index", required=True, metavar="DIR", help="index built by 'rtsearch index build'")
+    d.add_argument("--config", metavar="TOML", help="[search] and [serve] settings")
+    d.add_argument("--spectra", metavar="ENDPOINT", help="spectra endpoint (default tcp://127.0.0.1:5555)")
+    d.add_argument("--spectra-mode", choices=["sub", "pull"],
+                   help="sub: connect to the instrument's PUB (default); pull: bind, for lossless PUSH feeds")
+    d.add_argument("--results", metavar="ENDPOINT", help="results PUB, bound (default tcp://127.0.0.1:5556)")
+    d.add_argument("--metrics-port", type=int, metavar="PORT", help="Prometheus /metrics port (default 9108; 0: any)")
+    d.add_argument("--mqtt", metavar="HOST:PORT", help="publish identifications and run summaries to this broker")
+    d.add_argument("--instrument", metavar="NAME", help="instrument name in MQTT topics (default 'instrument')")
+    d.add_argument("--budget-ms", type=float, metavar="MS", help="default per-spectrum latency budget (default 100)")
+    d.add_argument("--backend", choices=["auto", "cupy", "numpy"], help="compute backend (default auto)")
+    d.add_argument("--results-dir", metavar="DIR", help="folder for each run's results file (default rtsearch-results)")
+    d.add_argument("--workers", type=int, metavar="N", help="engine worker threads / CUDA streams (default 2)")
+    d.add_argument("--max-batch", type=int, metavar="N", help="spectra per micro-batch at most (default 4096)")
+
+    e = sub.add_parser(
+        "demo",
+        help="the embedded default: daemon + simulator on the bundled E. coli run",
+        description="Build (or load from the cache) the index of the bundled E. coli database, start the daemon "
+        "and the simulator in this process on free loopback ports, replay the bundled real run and print "
+        "identifications as they arrive, then a summary. Needs no GPU and no broker.",
+    )
+    e.add_argument("--rate", type=float, default=200.0, metavar="HZ", help="spectra per second sent (default 200)")
+    e.add_argument("--out", default="demo-out", metavar="DIR", help="folder for the results file (default demo-out)")
+    e.add_argument("--cache", metavar="DIR", help="index cache folder (default ~/.cache/rtsearch)")
+    e.add_argument("--backend", default="auto", choices=["auto", "cupy", "numpy"], help="compute backend")
+    e.add_argument("--mqtt", metavar="HOST:PORT", help="also publish to this MQTT broker")
+    e.add_argument("--quiet", action="store_true", help="print only the summary")
     return p
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import asyncio
+    import dataclasses
+    import signal
+
+    from rtsearch.config import validate_serve
+    from rtsearch.daemon import Daemon
+    from rtsearch.engine import Engine
+    from rtsearch.index.store import load_index
+
+    cfg: Config = load_config(args.config)
+    flags = {
+        "spectra": args.spectra, "spectra_mode": args.spectra_mode, "results": args.results,
+        "metrics_port": args.metrics_port, "mqtt": args.mqtt, "instrument": args.instrument,
+        "budget_ms": args.budget_ms, "backend": args.backend, "results_dir": args.results_dir,
+        "workers": args.workers, "max_batch": args.max_batch,
+    }  # fmt: skip
+    serve = dataclasses.replace(cfg.serve, **{k: v for k, v in flags.items() if v is not None})
+    if serve.max_queue < serve.max_batch:
+        serve = dataclasses.replace(serve, max_queue=8 * serve.max_batch)
+    validate_serve(serve)
+    index = load_index(args.index, expect=cfg.database if cfg.database_given else None)
+    backend = get_backend(serve.backend)
+    log.info("backend %s (%s); serve settings %s", backend.name, backend.device, resolved_dict(serve))
+    engine = Engine(index, cfg.search, backend)
+
+    async def go() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await Daemon(engine, serve).run(stop)
+
+    asyncio.run(go())
+    return 0
 
 
 def _index_build(args: argparse.Namespace) -> int:
@@ -156,8 +231,9 @@ def _search(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    quiet = logging.INFO if args.command == "serve" else logging.WARNING  # a daemon says what it does
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
+        level=logging.DEBUG if args.verbose else quiet,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
@@ -165,6 +241,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _index_build(args) if args.index_command == "build" else _index_info(args)
         if args.command == "search":
             return _search(args)
+        if args.command == "serve":
+            return _serve(args)
+        if args.command == "demo":
+            from rtsearch.demo import run_demo
+
+            return run_demo(args)
     except RtsearchError as e:
         print(f"rtsearch: error: {e}", file=sys.stderr)
         return e.exit_code

@@ -21,6 +21,9 @@ Enzyme = Literal["trypsin", "trypsin/p", "lys-c", "lys-n", "asp-n", "chymotrypsi
 Specificity = Literal["full", "semi"]
 DecoyMode = Literal["reverse", "none"]
 ScoreKind = Literal["hyperscore", "dot", "xcorr"]
+SpectraMode = Literal["sub", "pull"]
+BackendChoice = Literal["auto", "cupy", "numpy"]
+ResultsFormat = Literal["tsv", "parquet"]
 
 
 @dataclass(frozen=True)
@@ -66,9 +69,33 @@ class SearchConfig:
 
 
 @dataclass(frozen=True)
+class ServeConfig:
+    """The daemon's endpoints, budget and limits (``rtsearch serve`` flags override these)."""
+
+    spectra: str = "tcp://127.0.0.1:5555"
+    spectra_mode: SpectraMode = "sub"
+    results: str = "tcp://127.0.0.1:5556"
+    metrics_port: int = 9108
+    metrics_host: str = "127.0.0.1"
+    mqtt: str = ""  # HOST:PORT; empty: no MQTT
+    instrument: str = "instrument"
+    budget_ms: float = 100.0
+    backend: BackendChoice = "auto"
+    results_dir: str = "rtsearch-results"
+    results_format: ResultsFormat = "tsv"
+    max_batch: int = 4096
+    max_queue: int = 32768
+    linger_ms: float = 0.0
+    workers: int = 2
+    shutdown_timeout_s: float = 30.0
+    mqtt_queue: int = 10000
+
+
+@dataclass(frozen=True)
 class Config:
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
+    serve: ServeConfig = field(default_factory=ServeConfig)
     # whether the file had a [database] table (a search then checks the index against it)
     database_given: bool = False
 
@@ -160,16 +187,46 @@ def _validate(section: str, cfg: Any) -> None:
             raise ConfigError("[search] candidates must be between 1 and 500")
         if not 1 <= cfg.max_fragment_charge <= 4:
             raise ConfigError("[search] max_fragment_charge must be between 1 and 4")
+    if isinstance(cfg, ServeConfig):
+        validate_serve(cfg)
+
+
+def validate_serve(cfg: ServeConfig) -> None:
+    """Check a `ServeConfig` (also after command-line flags replaced some of its values)."""
+    if not cfg.budget_ms > 0:
+        raise ConfigError("[serve] budget_ms must be positive")
+    if not 1 <= cfg.max_batch <= cfg.max_queue:
+        raise ConfigError("[serve] need 1 <= max_batch <= max_queue")
+    if not 1 <= cfg.workers <= 8:
+        raise ConfigError("[serve] workers must be between 1 and 8")
+    if not 0 <= cfg.metrics_port <= 65535:
+        raise ConfigError("[serve] metrics_port must be 0..65535 (0: any free port)")
+    if cfg.linger_ms < 0 or cfg.shutdown_timeout_s <= 0 or cfg.mqtt_queue < 1:
+        raise ConfigError("[serve] linger_ms >= 0, shutdown_timeout_s > 0 and mqtt_queue >= 1 are required")
+    for key in ("spectra", "results"):
+        if "://" not in getattr(cfg, key):
+            raise ConfigError(f"[serve] {key} must be a ZeroMQ endpoint like tcp://127.0.0.1:5555")
+    if cfg.mqtt:
+        mqtt_address(cfg.mqtt)
+
+
+def mqtt_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (or ``HOST``, port 1883) → ``(host, port)``."""
+    host, _, port = text.rpartition(":") if ":" in text else (text, "", "1883")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"MQTT address {text!r}: expected HOST:PORT, e.g. 127.0.0.1:1883")
+    return host, int(port)
 
 
 def parse_config(raw: dict[str, Any]) -> Config:
     """Resolve a raw TOML mapping into a `Config`."""
-    unknown = set(raw) - {"database", "search"}
+    unknown = set(raw) - {"database", "search", "serve"}
     if unknown:
-        raise ConfigError(f"unknown table(s) {sorted(unknown)}; known: [database], [search]")
+        raise ConfigError(f"unknown table(s) {sorted(unknown)}; known: [database], [search], [serve]")
     return Config(
         database=_section(DatabaseConfig, "database", raw.get("database", {})),
         search=_section(SearchConfig, "search", raw.get("search", {})),
+        serve=_section(ServeConfig, "serve", raw.get("serve", {})),
         database_given="database" in raw,
     )
 

@@ -46,6 +46,24 @@ class ScoredBatch:
     def __len__(self) -> int:
         return len(self.run)
 
+    def take(self, rows: Sequence[int]) -> ScoredBatch:
+        """The spectra at ``rows``, in that order."""
+        idx = np.asarray(rows, dtype=np.int64)
+        b = self.best
+        best = BestMatches(b.peptide[idx], b.charge[idx], b.calc_mz[idx], b.ppm_error[idx], b.matched_peaks[idx],
+                           b.features[idx])  # fmt: skip
+        return ScoredBatch([self.run[i] for i in idx], self.scan[idx], self.precursor_mz[idx], self.rt[idx], best,
+                           [self.reason[i] for i in idx])  # fmt: skip
+
+    def by_run(self) -> list[tuple[list[int], ScoredBatch]]:
+        """The batch split by run (a micro-batch may hold several): each part's rows and the part."""
+        groups: dict[str, list[int]] = {}
+        for i, r in enumerate(self.run):
+            groups.setdefault(r, []).append(i)
+        if len(groups) == 1:
+            return [(list(range(len(self))), self)]
+        return [(rows, self.take(rows)) for rows in groups.values()]
+
 
 class Engine:
     """Scores spectra against a loaded `PeptideIndex` on one backend."""
@@ -88,7 +106,7 @@ class Engine:
 
     def preprocess(self, spectra: Sequence[Spectrum]) -> PeakBatch:
         xp = self.backend.xp
-        batch = pad(pack(spectra), xp)
+        batch = pad(pack(spectra), xp, self.backend.to_device)
         c = self.cfg
         # deisotope only where isotope peaks are resolved (high-resolution fragments)
         tol = float(c.fragment_tolerance.width(1000.0))
@@ -122,6 +140,7 @@ class Engine:
     def score(self, spectra: Sequence[Spectrum]) -> ScoredBatch:
         """Best match and features of every spectrum (see the module docstring)."""
         self._t = time.perf_counter()
+        self.backend.begin_batch()
         n = len(spectra)
         reason = [sp.problem for sp in spectra]
         peaks = self.preprocess(spectra)

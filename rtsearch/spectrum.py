@@ -11,7 +11,7 @@ and scaled to a maximum of 1.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,8 +63,12 @@ def pack(spectra: Sequence[Spectrum], *, max_width: int = 4096) -> FlatPeaks:
     return FlatPeaks(mz, inten, lengths, prec)
 
 
-def pad(flat: FlatPeaks, xp: Any) -> PeakBatch:
-    """Scatter concatenated peaks into ``[S, P]`` arrays on ``xp``'s device."""
+def pad(flat: FlatPeaks, xp: Any, to_device: Callable[[np.ndarray], Any] | None = None) -> PeakBatch:
+    """Scatter concatenated peaks into ``[S, P]`` arrays on ``xp``'s device.
+
+    ``to_device`` moves the peak arrays (the bulk of the bytes); default ``xp.asarray``.
+    """
+    move = to_device or xp.asarray
     s = int(flat.lengths.shape[0])
     width = max(int(flat.lengths.max()) if s else 0, 1)
     lengths = xp.asarray(flat.lengths)
@@ -74,8 +78,8 @@ def pad(flat: FlatPeaks, xp: Any) -> PeakBatch:
     if total:
         rows = xp.repeat(xp.arange(s), lengths)
         cols = xp.arange(total) - xp.repeat(xp.cumsum(lengths) - lengths, lengths)
-        mz[rows, cols] = xp.asarray(flat.mz)
-        inten[rows, cols] = xp.asarray(flat.intensity)
+        mz[rows, cols] = move(flat.mz)
+        inten[rows, cols] = move(flat.intensity)
     return PeakBatch(mz, inten, lengths.astype(xp.int32), xp.asarray(flat.precursor_mz))
 
 

@@ -1,0 +1,429 @@
+"""The daemon: intake → micro-batcher → engine workers → publish, and the runs in between.
+
+asyncio only at the edges. The event loop receives and decodes, asks the
+`MicroBatcher` for batches, hands them to worker threads and publishes what
+comes back; it never waits on the GPU. Each worker thread owns a CUDA stream
+(`Backend.bind_worker`), so with two workers two micro-batches are in flight
+and one's copies overlap the other's scoring. A worker scores a batch with the
+same `Engine` as the offline search, then (under a lock) turns it into results
+with running q-values (`LiveRun`); the loop stamps, encodes and sends them.
+
+Every MS2 spectrum received is answered exactly once: scored
+(``identified``/``unidentified``), ``shed`` when the batcher is full or
+shutdown ran out of time, ``invalid`` when malformed but naming a run and scan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zmq
+import zmq.asyncio
+
+from rtsearch import wire
+from rtsearch.batching import BatchPolicy, EngineTimeModel, MicroBatcher
+from rtsearch.config import ServeConfig, mqtt_address
+from rtsearch.engine import Engine
+from rtsearch.ingest import Intake, Received
+from rtsearch.metrics import DaemonMetrics
+from rtsearch.publish import MqttPublisher, ZmqResults, write_run_results
+from rtsearch.runs import LiveRun, RunSummary
+from rtsearch.types import PROTON, ResultStatus, Spectrum
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Job:
+    """One MS2 spectrum between intake and its result."""
+
+    spectrum: Spectrum
+    sent_ns: int
+    received_ns: int  # wall clock, for the wire
+    received_mono: int  # monotonic, for latency
+    budget_ns: int
+
+
+@dataclass
+class RunState:
+    live: LiveRun
+    outstanding: int = 0  # received MS2 spectra not yet answered
+    ending: bool = False
+    expected: int | None = None
+    ms1: int = 0
+
+
+@dataclass
+class Endpoints:
+    """Where the daemon actually listens (ports resolved when 0 or ``*`` was asked for)."""
+
+    spectra: str = ""
+    results: str = ""
+    metrics_port: int = 0
+
+
+@dataclass
+class Finished:
+    """A finalized run: its summary and results file."""
+
+    summary: RunSummary
+    path: Path
+    expected: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Daemon:
+    """``await Daemon(engine, cfg).run(stop)`` serves until ``stop`` is set, then shuts down cleanly."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        cfg: ServeConfig,
+        *,
+        metrics: DaemonMetrics | None = None,
+        on_result: Callable[[dict[str, Any]], None] | None = None,
+        on_run_finished: Callable[[Finished], None] | None = None,
+        clock: Callable[[], int] = time.monotonic_ns,
+    ) -> None:
+        self.engine = engine
+        self.cfg = cfg
+        self.metrics = metrics or DaemonMetrics()
+        self.on_result = on_result
+        self.on_run_finished = on_run_finished
+        self.clock = clock
+        self.model = EngineTimeModel()
+        policy = BatchPolicy(max_batch=cfg.max_batch, max_queue=cfg.max_queue, linger_ms=cfg.linger_ms)
+        self.batcher: MicroBatcher[Job] = MicroBatcher(policy, self.model, clock)
+        self.endpoints = Endpoints()
+        self.ready = asyncio.Event()
+        self.finished: list[Finished] = []
+        self.mqtt: MqttPublisher | None = None
+        self._runs: dict[str, RunState] = {}
+        self._lock = threading.Lock()  # LiveRun state: touched by workers and the loop
+        self._in_flight = 0
+        self._closing = False
+        self._wake = asyncio.Event()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._pool: ThreadPoolExecutor | None = None
+        self._out: ZmqResults | None = None
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set; then answer what is in flight, write results, return."""
+        cfg = self.cfg
+        backend = self.engine.backend
+        self._pool = ThreadPoolExecutor(cfg.workers, thread_name_prefix="engine", initializer=backend.bind_worker)
+        ctx = zmq.asyncio.Context()
+        sync_ctx = zmq.Context()
+        http = None
+        try:
+            await self._warm_up()
+            if cfg.metrics_port or cfg.metrics_port == 0:
+                http, self.endpoints.metrics_port = self.metrics.serve(cfg.metrics_port, cfg.metrics_host)
+            self.metrics.describe(
+                backend=backend.name, device=backend.device, peptides=len(self.engine.peptide_mass),
+                gpu_bytes=backend.memory_used_bytes,
+            )  # fmt: skip
+            self._out = ZmqResults(sync_ctx, cfg.results)
+            self.endpoints.results = self._out.endpoint
+            async with contextlib.AsyncExitStack() as stack:
+                if cfg.mqtt:
+                    host, port = mqtt_address(cfg.mqtt)
+                    self.mqtt = await stack.enter_async_context(
+                        MqttPublisher(
+                            host, port, instrument=cfg.instrument, queue_size=cfg.mqtt_queue,
+                            on_drop=self.metrics.mqtt_dropped.inc, on_connected=self.metrics.mqtt_connected.set,
+                        )  # fmt: skip
+                    )
+                intake = Intake(ctx, cfg.spectra, mode=cfg.spectra_mode)
+                self.endpoints.spectra = intake.endpoint
+                ingest = asyncio.create_task(self._ingest(intake), name="ingest")
+                scheduler = asyncio.create_task(self._schedule(), name="scheduler")
+                self.metrics.ready.set(1)
+                self.ready.set()
+                log.info("ready: spectra %s (%s), results %s, metrics :%s", intake.endpoint, cfg.spectra_mode,
+                         self._out.endpoint, self.endpoints.metrics_port)  # fmt: skip
+                stopper = asyncio.create_task(stop.wait())
+                await asyncio.wait({stopper, ingest, scheduler}, return_when=asyncio.FIRST_COMPLETED)
+                stopper.cancel()
+                for t in (ingest, scheduler):
+                    if t.done() and t.exception():
+                        log.error("%s task failed", t.get_name(), exc_info=t.exception())
+                await self._shutdown(intake, ingest, scheduler)
+        finally:
+            self.metrics.ready.set(0)
+            if self._out is not None:
+                self._out.close()
+            ctx.term()
+            sync_ctx.term()
+            if http is not None:
+                http.shutdown()
+                http.server_close()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _shutdown(self, intake: Intake, ingest: asyncio.Task[None], scheduler: asyncio.Task[None]) -> None:
+        log.info("shutting down: intake closed, answering %d waiting and %d batches in flight",
+                 len(self.batcher), self._in_flight)  # fmt: skip
+        self.metrics.ready.set(0)
+        ingest.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ingest
+        intake.close()
+        self._closing = True
+        self._wake.set()
+        try:
+            async with asyncio.timeout(self.cfg.shutdown_timeout_s):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await scheduler
+                while self._tasks:
+                    await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        except TimeoutError:
+            left = self.batcher.drain()
+            log.warning("shutdown bound of %.0f s reached: %d spectra shed unscored", self.cfg.shutdown_timeout_s,
+                        len(left))  # fmt: skip
+            self._shed(left, "shutdown", "daemon shutting down before it could be scored")
+            scheduler.cancel()
+        for name in list(self._runs):
+            self._runs[name].ending = True
+            self._maybe_finish(name)
+        # run files are written even when scoring overran: wait for them (bounded again)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.cfg.shutdown_timeout_s):
+                while self._tasks:
+                    await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        if self.mqtt is not None:
+            await self.mqtt.flush(2.0)
+
+    async def _warm_up(self) -> None:
+        """Compile kernels and fill memory pools in every worker; seed the engine-time model."""
+        loop = asyncio.get_running_loop()
+        assert self._pool is not None
+        rng = np.random.default_rng(0)
+        masses = self.engine.peptide_mass
+        spectra = []
+        for i in range(64):
+            m = float(masses[(i * 7919) % len(masses)]) if len(masses) else 1000.0
+            mz = np.sort(rng.uniform(150, 1500, 120))
+            spectra.append(Spectrum("warm-up", i, 2, mz, rng.uniform(1, 100, 120).astype(np.float32),
+                                    (m + 2 * PROTON) / 2, (2,)))  # fmt: skip
+        for size in (1, 64):
+            for _ in range(self.cfg.workers):
+                t0 = time.perf_counter()
+                await loop.run_in_executor(self._pool, self.engine.score, spectra[:size])
+                self.model.observe(size, time.perf_counter() - t0)
+
+    # ---------------------------------------------------------------- intake
+
+    async def _ingest(self, intake: Intake) -> None:
+        async for chunk in intake:
+            for rec in chunk:
+                self._handle(rec)
+            self._wake.set()
+
+    def _handle(self, rec: Received) -> None:
+        msg = rec.message
+        if isinstance(msg, wire.SpectrumMessage):
+            sp = msg.spectrum
+            self.metrics.spectra_received.labels(ms_level=str(sp.ms_level)).inc()
+            state = self._state(sp.run)
+            if sp.ms_level < 2:
+                state.ms1 += 1
+                return
+            budget = msg.budget_ms if msg.budget_ms is not None else self.cfg.budget_ms
+            job = Job(sp, msg.sent_ns, rec.wall_ns, rec.mono_ns, int(budget * 1e6))
+            state.outstanding += 1
+            if not self.batcher.add(job, mass=sp.precursor_mz, budget_ms=budget):
+                self._shed([job], "queue_full", f"overload: {len(self.batcher)} spectra already waiting")
+            self.metrics.queue_depth.set(len(self.batcher))
+        elif isinstance(msg, wire.Invalid):
+            self.metrics.invalid.labels(reason=msg.code).inc()
+            log.debug("invalid message: %s", msg.reason)
+            if msg.answerable:
+                assert msg.run is not None and msg.scan is not None
+                state = self._state(msg.run)
+                state.outstanding += 1
+                with self._lock:
+                    res = state.live.add_unscored(ResultStatus.INVALID, [msg.scan], [float("nan")], [msg.reason])
+                self._publish(res[0], None, rec)
+        elif isinstance(msg, wire.RunStart):
+            if msg.run in self._runs:
+                log.warning("run.start for run %r, which is already open: continuing it", msg.run)
+            else:
+                self._state(msg.run, announced=True)
+        elif isinstance(msg, wire.RunEnd):
+            state = self._state(msg.run)
+            state.ending, state.expected = True, msg.n_spectra
+            self._maybe_finish(msg.run)
+
+    def _state(self, run: str, *, announced: bool = False) -> RunState:
+        state = self._runs.get(run)
+        if state is None:
+            if not announced:
+                log.info("run %r: first message without run.start, opening it", run)
+            with self._lock:
+                state = self._runs[run] = RunState(LiveRun(run, self.engine.index, primary=self.engine.cfg.score))
+            self.metrics.runs_open.set(len(self._runs))
+        return state
+
+    # ---------------------------------------------------------------- scheduling
+
+    async def _schedule(self) -> None:
+        free = self.cfg.workers
+        while True:
+            self._wake.clear()
+            batch = self.batcher.take(workers_free=free - self._in_flight)
+            if batch is None and self._closing and self._in_flight < free and len(self.batcher):
+                batch = self.batcher.drain()  # shutting down: nothing more will arrive, don't linger
+                while len(batch) > self.cfg.max_batch:
+                    self._dispatch(batch[: self.cfg.max_batch])
+                    batch = batch[self.cfg.max_batch :]
+            if batch:
+                self._dispatch(batch)
+                continue
+            if self._closing and not len(self.batcher) and self._in_flight == 0:
+                return
+            wake = self.batcher.wake_at() if self._in_flight < free else None
+            timeout = None if wake is None else max(0.0, (wake - self.clock()) / 1e9)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
+
+    def _dispatch(self, jobs: list[Job]) -> None:
+        now = self.clock()
+        for j in jobs:
+            self.metrics.queue_wait.observe((now - j.received_mono) / 1e9)
+        self.metrics.batch_size.observe(len(jobs))
+        self.metrics.queue_depth.set(len(self.batcher))
+        self._in_flight += 1
+        self.metrics.in_flight.set(self._in_flight)
+        loop = asyncio.get_running_loop()
+        assert self._pool is not None
+        fut = loop.run_in_executor(self._pool, self._score, jobs)
+        self._track(self._complete(fut, jobs))
+
+    def _track(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _score(self, jobs: list[Job]) -> tuple[float, list[tuple[dict[str, Any], Job]]]:
+        """Worker thread: score a batch, then build its results (running q-values) under the lock."""
+        t0 = time.perf_counter()
+        scored = self.engine.score([j.spectrum for j in jobs])
+        seconds = time.perf_counter() - t0
+        out: list[tuple[dict[str, Any], Job]] = []
+        with self._lock:
+            for rows, part in scored.by_run():
+                live = self._runs[part.run[0]].live
+                out.extend(zip(live.add_scored(part), (jobs[r] for r in rows), strict=True))
+        return seconds, out
+
+    async def _complete(self, fut: asyncio.Future[Any], jobs: list[Job]) -> None:
+        try:
+            seconds, results = await fut
+        except Exception as e:  # an engine failure answers the batch; it never loses it
+            log.exception("engine failed on a batch of %d spectra", len(jobs))
+            self._in_flight -= 1
+            self._unscored(jobs, ResultStatus.UNIDENTIFIED, f"engine error: {type(e).__name__}: {e}"[:300])
+        else:
+            self._in_flight -= 1
+            self.model.observe(len(jobs), seconds)
+            self.metrics.engine_batch.observe(seconds)
+            for res, job in results:
+                self._publish(res, job)
+        self.metrics.in_flight.set(self._in_flight)
+        self._wake.set()
+
+    # ---------------------------------------------------------------- answers
+
+    def _shed(self, jobs: list[Job], code: str, reason: str) -> None:
+        self.metrics.shed.labels(reason=code).inc(len(jobs))
+        self._unscored(jobs, ResultStatus.SHED, reason)
+
+    def _unscored(self, jobs: list[Job], status: ResultStatus, reason: str) -> None:
+        by_run: dict[str, list[Job]] = {}
+        for j in jobs:
+            by_run.setdefault(j.spectrum.run, []).append(j)
+        for run, js in by_run.items():
+            live = self._runs[run].live
+            with self._lock:
+                results = live.add_unscored(
+                    status, [j.spectrum.scan for j in js], [j.spectrum.precursor_mz for j in js], [reason] * len(js)
+                )
+            for res, job in zip(results, js, strict=True):
+                self._publish(res, job)
+
+    def _publish(self, res: dict[str, Any], job: Job | None, rec: Received | None = None) -> None:
+        """Stamp, send on ZeroMQ (and MQTT when identified), count; the one exit of every answer."""
+        now_mono = self.clock()
+        if job is not None:
+            res["sent_ns"], res["received_ns"] = job.sent_ns, job.received_ns
+            received_mono, budget = job.received_mono, job.budget_ns
+        else:
+            assert rec is not None
+            sent = rec.message.sent_ns if isinstance(rec.message, wire.Invalid) else None
+            res["sent_ns"], res["received_ns"] = sent, rec.wall_ns
+            received_mono, budget = rec.mono_ns, int(self.cfg.budget_ms * 1e6)
+        res["published_ns"] = time.time_ns()
+        frames = wire.encode_result(res)
+        assert self._out is not None
+        self._out.send(frames)
+        status = res["status"]
+        m = self.metrics
+        m.results.labels(status=status).inc()
+        elapsed = now_mono - received_mono
+        m.latency.observe(elapsed / 1e9)
+        if elapsed > budget:
+            m.deadline_missed.inc()
+        if status == ResultStatus.IDENTIFIED.value:
+            m.identifications.inc()
+            if self.mqtt is not None:
+                self.mqtt.psm(res["run"], frames[1])
+        if self.on_result is not None:
+            self.on_result(res)
+        run = res["run"]
+        state = self._runs[run]
+        state.outstanding -= 1
+        if state.ending and state.outstanding == 0:
+            self._maybe_finish(run)
+
+    # ---------------------------------------------------------------- runs
+
+    def _maybe_finish(self, run: str) -> None:
+        state = self._runs.get(run)
+        if state is None or not state.ending or state.outstanding > 0:
+            return
+        with self._lock:
+            del self._runs[run]
+        self.metrics.runs_open.set(len(self._runs))
+        self._track(self._finish(state))
+
+    async def _finish(self, state: RunState) -> None:
+        live = state.live
+        if state.expected is not None and state.expected != live.answered + state.ms1:
+            log.warning("run %r: run.end announced %d spectra, received %d MS2 + %d MS1", live.name,
+                        state.expected, live.answered, state.ms1)  # fmt: skip
+        table, summary = await asyncio.to_thread(live.finish)
+        path = await asyncio.to_thread(
+            write_run_results, table, self.cfg.results_dir, live.name, self.cfg.results_format
+        )
+        done = Finished(summary, path, state.expected)
+        self.finished.append(done)
+        self.metrics.runs_finished.inc()
+        log.info("run %r finished: %d spectra, %d PSMs at 1%% FDR, results in %s", live.name, summary.spectra,
+                 summary.psms_at_1pct, path)  # fmt: skip
+        if self.mqtt is not None:
+            self.mqtt.summary(live.name, {**summary.as_dict(), "results_file": str(path)})
+        if self.on_run_finished is not None:
+            self.on_run_finished(done)

@@ -1,0 +1,91 @@
+"""Prometheus metrics of the daemon: names with units, help text, explicit buckets.
+
+Each daemon owns a `DaemonMetrics` with its own registry (tests run several
+daemons in one process), served over HTTP on the metrics port. The daemon
+calls the small methods below; nothing here knows about ZeroMQ or MQTT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, start_http_server
+
+from rtsearch import __version__
+from rtsearch.types import ResultStatus
+from rtsearch.wire import INVALID_CODES
+
+LATENCY_BUCKETS = (0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+BATCH_BUCKETS = tuple(float(2**i) for i in range(14))  # 1 … 8192 spectra
+ENGINE_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+
+SHED_REASONS = ("queue_full", "shutdown")
+
+
+class DaemonMetrics:
+    """Every metric the daemon exports, registered on one registry."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        r = self.registry = registry or CollectorRegistry()
+        self.ready = Gauge("rtsearch_ready", "1 once the index is loaded and intake is open, else 0", registry=r)
+        self.spectra_received = Counter(
+            "rtsearch_spectra_received_total", "Valid spectra received, by MS level", ["ms_level"], registry=r
+        )
+        self.results = Counter("rtsearch_results_total", "Result messages published, by status", ["status"], registry=r)
+        self.identifications = Counter(
+            "rtsearch_identifications_total", "Target PSMs published with a running q-value <= 0.01", registry=r
+        )
+        self.latency = Histogram(
+            "rtsearch_latency_seconds", "Time from receiving a spectrum to publishing its result",
+            buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.queue_wait = Histogram(
+            "rtsearch_queue_wait_seconds", "Time a spectrum waited in the micro-batcher before scoring",
+            buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.batch_size = Histogram(
+            "rtsearch_batch_size", "Spectra per engine micro-batch", buckets=BATCH_BUCKETS, registry=r
+        )
+        self.engine_batch = Histogram(
+            "rtsearch_engine_batch_seconds", "Engine time to score one micro-batch (worker thread)",
+            buckets=ENGINE_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.queue_depth = Gauge("rtsearch_queue_depth", "Spectra waiting in the micro-batcher", registry=r)
+        self.in_flight = Gauge("rtsearch_batches_in_flight", "Micro-batches being scored now", registry=r)
+        self.deadline_missed = Counter(
+            "rtsearch_deadline_missed_total", "Results published after their spectrum's latency budget", registry=r
+        )
+        self.invalid = Counter("rtsearch_invalid_total", "Malformed messages received, by reason", ["reason"], registry=r)
+        self.shed = Counter("rtsearch_shed_total", "Spectra answered unscored under overload, by reason", ["reason"],
+                            registry=r)  # fmt: skip
+        self.mqtt_dropped = Counter(
+            "rtsearch_mqtt_dropped_total", "MQTT messages dropped (outbound queue full or broker down)", registry=r
+        )
+        self.mqtt_connected = Gauge("rtsearch_mqtt_connected", "1 while connected to the MQTT broker", registry=r)
+        self.index_peptides = Gauge("rtsearch_index_peptides", "Peptides (targets and decoys) in the loaded index",
+                                    registry=r)  # fmt: skip
+        self.gpu_memory = Gauge("rtsearch_gpu_memory_used_bytes", "Bytes held by the GPU memory pool", registry=r)
+        self.runs_open = Gauge("rtsearch_runs_open", "Runs started and not yet ended", registry=r)
+        self.runs_finished = Counter("rtsearch_runs_finished_total", "Runs finalized (results file written)",
+                                     registry=r)  # fmt: skip
+        self.build_info = Info("rtsearch_build", "Version, backend and device of this daemon", registry=r)
+        # every label value exists from the start, so rates are 0 rather than absent
+        for s in ResultStatus:
+            self.results.labels(status=s.value)
+        for code in INVALID_CODES:
+            self.invalid.labels(reason=code)
+        for reason in SHED_REASONS:
+            self.shed.labels(reason=reason)
+        for level in ("1", "2"):
+            self.spectra_received.labels(ms_level=level)
+
+    def describe(self, *, backend: str, device: str, peptides: int, gpu_bytes: Callable[[], float]) -> None:
+        self.build_info.info({"version": __version__, "backend": backend, "device": device})
+        self.index_peptides.set(peptides)
+        self.gpu_memory.set_function(gpu_bytes)
+
+    def serve(self, port: int, addr: str = "127.0.0.1") -> tuple[Any, int]:
+        """Start the HTTP endpoint; returns the server and the port it listens on (``port`` 0: a free one)."""
+        server, _thread = start_http_server(port, addr=addr, registry=self.registry)
+        return server, int(server.server_port)

@@ -1,0 +1,129 @@
+"""A run being acquired: per-spectrum results with running q-values, then the end-of-run table.
+
+`LiveRun` is core logic with no I/O: the daemon hands it each scored batch
+and gets back one result (a plain dict in the wire protocol's result fields)
+per spectrum; spectra that were shed or invalid are recorded with their
+reason. At the end `LiveRun.finish` fits the run's discriminant and final
+q-values exactly as the offline search does (`rtsearch.psms.PsmTable`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rtsearch.engine import ScoredBatch
+from rtsearch.fdr import RunningFdr
+from rtsearch.index.database import PeptideIndex
+from rtsearch.psms import PsmTable
+from rtsearch.scoring.features import FEATURES, BestMatches
+from rtsearch.types import ResultStatus
+
+IDENTIFIED_AT = 0.01  # running q-value at which a target PSM is reported as identified
+
+
+def unscored_batch(run: str, scans: Sequence[int], precursor_mz: Sequence[float], reasons: Sequence[str]) -> ScoredBatch:
+    """A `ScoredBatch` of spectra that were never scored (shed, invalid), with their reasons."""
+    n = len(scans)
+    best = BestMatches(
+        peptide=np.full(n, -1, np.int64), charge=np.zeros(n, np.int64), calc_mz=np.full(n, np.nan),
+        ppm_error=np.full(n, np.nan), matched_peaks=np.zeros(n, np.int64),
+        features=np.full((n, len(FEATURES)), np.nan),
+    )  # fmt: skip
+    return ScoredBatch(
+        run=[run] * n, scan=np.asarray(scans, np.int64), precursor_mz=np.asarray(precursor_mz, np.float64),
+        rt=np.zeros(n), best=best, reason=list(reasons),
+    )  # fmt: skip
+
+
+@dataclass
+class RunSummary:
+    """What a finished run amounts to (published on MQTT, printed by the demo)."""
+
+    run: str
+    spectra: int
+    scored: int
+    identified_running: int
+    psms_at_1pct: int
+    peptides_at_1pct: int
+    by_status: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run, "spectra": self.spectra, "scored": self.scored,
+            "identified_running": self.identified_running, "psms_at_1pct": self.psms_at_1pct,
+            "peptides_at_1pct": self.peptides_at_1pct, "by_status": dict(self.by_status),
+        }  # fmt: skip
+
+
+class LiveRun:
+    """Results of one run as its spectra are scored; see the module docstring."""
+
+    def __init__(self, name: str, index: PeptideIndex, *, primary: str = "hyperscore") -> None:
+        self.name = name
+        self.index = index
+        self.primary = primary
+        self.table = PsmTable(index, primary=primary)
+        self.fdr = RunningFdr()
+        self.by_status: dict[str, int] = dict.fromkeys((s.value for s in ResultStatus), 0)
+        self._col = FEATURES.index(primary)
+
+    @property
+    def answered(self) -> int:
+        return sum(self.by_status.values())
+
+    def add_scored(self, batch: ScoredBatch) -> list[dict[str, Any]]:
+        """One result dict per spectrum of ``batch`` (all of this run), running q-values included."""
+        self.table.add(batch)
+        best = batch.best
+        pep = best.peptide
+        scored = pep >= 0
+        raw = np.where(scored, best.features[:, self._col], np.nan)
+        decoy = np.zeros(len(pep), dtype=bool)
+        decoy[scored] = np.asarray(self.index.is_decoy(pep[scored]), dtype=bool)
+        q = self.fdr.add(raw, decoy)
+        out: list[dict[str, Any]] = []
+        for j in range(len(batch)):
+            res: dict[str, Any] = {"run": batch.run[j], "scan": int(batch.scan[j])}
+            p = int(pep[j])
+            if p < 0:
+                res.update(status=ResultStatus.UNIDENTIFIED.value, reason=batch.reason[j],
+                           precursor_mz=float(batch.precursor_mz[j]))  # fmt: skip
+            else:
+                ok = (not decoy[j]) and q[j] <= IDENTIFIED_AT
+                res.update(
+                    status=(ResultStatus.IDENTIFIED if ok else ResultStatus.UNIDENTIFIED).value,
+                    peptide=self.index.proforma(p), proteins=self.index.protein_accessions(p),
+                    charge=int(best.charge[j]), precursor_mz=float(batch.precursor_mz[j]),
+                    calc_mz=float(best.calc_mz[j]), ppm_error=float(best.ppm_error[j]), score=float(raw[j]),
+                    q_value=float(q[j]), is_decoy=bool(decoy[j]), matched_peaks=int(best.matched_peaks[j]),
+                )  # fmt: skip
+            self.by_status[res["status"]] += 1
+            out.append(res)
+        return out
+
+    def add_unscored(
+        self, status: ResultStatus, scans: Sequence[int], precursor_mz: Sequence[float], reasons: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """Results for spectra answered without scoring (``shed`` or ``invalid``)."""
+        self.table.add(unscored_batch(self.name, scans, precursor_mz, reasons))
+        self.by_status[status.value] += len(scans)
+        return [
+            {"run": self.name, "scan": int(s), "status": status.value, "reason": r, "precursor_mz": float(m)}
+            for s, m, r in zip(scans, precursor_mz, reasons, strict=True)
+        ]
+
+    def finish(self) -> tuple[PsmTable, RunSummary]:
+        """Final discriminant and q-values (as offline); the table and the run's summary."""
+        self.table.finalize()
+        psms, peptides = self.table.counts_at(0.01)
+        assert self.table.peptide is not None
+        summary = RunSummary(
+            run=self.name, spectra=self.answered, scored=int((self.table.peptide >= 0).sum()),
+            identified_running=self.by_status[ResultStatus.IDENTIFIED.value], psms_at_1pct=psms,
+            peptides_at_1pct=peptides, by_status=dict(self.by_status),
+        )  # fmt: skip
+        return self.table, summary

@@ -1,0 +1,245 @@
+"""Wire protocol v1: the ZeroMQ multipart frames between instrument, daemon and clients.
+
+Spectrum message (instrument → daemon)::
+
+    frame 0  b"spectrum"
+    frame 1  header, UTF-8 JSON: v, run, scan, ms_level, rt, precursor_mz, charge, n, sent_ns,
+             optional budget_ms, isolation_width, activation, precursor_intensity, charges
+    frame 2  m/z, little-endian float64 × n, ascending
+    frame 3  intensity, little-endian float32 × n
+
+Control messages: ``run.start`` (header ``v``, ``run``, optional metadata) and ``run.end``
+(``v``, ``run``, ``n_spectra``). Result message (daemon → clients): ``result`` and one
+JSON frame. ``charges`` is an optional list of candidate precursor charges for
+instruments (and ms2 files) that report several; ``charge`` alone is the usual case.
+
+`decode` never raises: anything that is not a valid message becomes an
+`Invalid` carrying a short ``code`` (a metric label) and a readable ``reason``,
+plus the run and scan when they could be read, so the daemon can answer it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from rtsearch.types import Spectrum
+
+VERSION = 1
+SPECTRUM, RUN_START, RUN_END, RESULT = b"spectrum", b"run.start", b"run.end", b"result"
+TOPICS = (SPECTRUM, RUN_START, RUN_END)
+MAX_CHARGE = 10
+
+InvalidCode = Literal["frames", "topic", "header", "version", "field", "peaks"]
+INVALID_CODES: tuple[InvalidCode, ...] = ("frames", "topic", "header", "version", "field", "peaks")
+
+
+@dataclass(frozen=True, slots=True)
+class SpectrumMessage:
+    """A decoded, valid spectrum and its wire metadata."""
+
+    spectrum: Spectrum
+    sent_ns: int
+    budget_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunStart:
+    run: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    run: str
+    n_spectra: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """A message that could not be used; ``run``/``scan`` are set when they could be read."""
+
+    code: InvalidCode
+    reason: str
+    run: str | None = None
+    scan: int | None = None
+    ms_level: int | None = None
+    sent_ns: int | None = None
+
+    @property
+    def answerable(self) -> bool:
+        """Whether it names a spectrum that gets an ``invalid`` result (MS2+ or level unknown)."""
+        return self.run is not None and self.scan is not None and (self.ms_level is None or self.ms_level >= 2)
+
+
+Message = SpectrumMessage | RunStart | RunEnd | Invalid
+
+
+class _Bad(Exception):
+    def __init__(self, code: InvalidCode, reason: str) -> None:
+        super().__init__(reason)
+        self.code: InvalidCode = code
+        self.reason = reason
+
+
+def _int(h: dict[str, Any], key: str, *, required: bool = True, minimum: int | None = None) -> int | None:
+    v = h.get(key)
+    if v is None:
+        if required:
+            raise _Bad("field", f"header field {key!r} is missing")
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _Bad("field", f"header field {key!r} must be an integer, got {v!r}"[:200])
+    if minimum is not None and v < minimum:
+        raise _Bad("field", f"header field {key!r} must be >= {minimum}, got {v}")
+    return v
+
+
+def _num(h: dict[str, Any], key: str, *, required: bool = True, positive: bool = False) -> float | None:
+    v = h.get(key)
+    if v is None:
+        if required:
+            raise _Bad("field", f"header field {key!r} is missing")
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise _Bad("field", f"header field {key!r} must be a finite number, got {v!r}"[:200])
+    if positive and v <= 0:
+        raise _Bad("field", f"header field {key!r} must be positive, got {v}")
+    return float(v)
+
+
+def _header(frame: bytes) -> dict[str, Any]:
+    try:
+        h = json.loads(frame.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise _Bad("header", "header is not UTF-8 JSON") from None
+    if not isinstance(h, dict):
+        raise _Bad("header", "header is not a JSON object")
+    return h
+
+
+def decode(frames: Sequence[bytes]) -> Message:
+    """Decode one multipart message; never raises (see the module docstring)."""
+    if not frames or len(frames) < 2:
+        return Invalid("frames", f"expected a topic and a header frame, got {len(frames) if frames else 0} frame(s)")
+    topic = bytes(frames[0])
+    run: str | None = None
+    scan: int | None = None
+    ms_level: int | None = None
+    sent_ns: int | None = None
+    try:
+        h = _header(bytes(frames[1]))
+        if isinstance(h.get("run"), str) and h["run"]:
+            run = h["run"]
+        if isinstance(h.get("scan"), int) and not isinstance(h.get("scan"), bool):
+            scan = h["scan"]
+        if isinstance(h.get("ms_level"), int) and not isinstance(h.get("ms_level"), bool):
+            ms_level = h["ms_level"]
+        if isinstance(h.get("sent_ns"), int) and not isinstance(h.get("sent_ns"), bool):
+            sent_ns = h["sent_ns"]
+        if topic not in TOPICS:
+            raise _Bad("topic", f"unknown topic {topic[:40]!r}")
+        if h.get("v") != VERSION:
+            raise _Bad("version", f"unsupported protocol version {h.get('v')!r} (this daemon speaks v{VERSION})"[:200])
+        if run is None:
+            raise _Bad("field", "header field 'run' must be a non-empty string")
+        if topic == RUN_START:
+            return RunStart(run, {k: v for k, v in h.items() if k not in ("v", "run")})
+        if topic == RUN_END:
+            return RunEnd(run, _int(h, "n_spectra", required=False, minimum=0))
+        return _spectrum(frames, h, run)
+    except _Bad as e:
+        return Invalid(e.code, e.reason, run, scan, ms_level, sent_ns)
+
+
+def _spectrum(frames: Sequence[bytes], h: dict[str, Any], run: str) -> SpectrumMessage:
+    scan = _int(h, "scan")
+    ms_level = _int(h, "ms_level", minimum=1)
+    rt = _num(h, "rt")
+    n = _int(h, "n", minimum=0)
+    sent_ns = _int(h, "sent_ns", minimum=0)
+    budget = _num(h, "budget_ms", required=False, positive=True)
+    assert scan is not None and ms_level is not None and rt is not None and n is not None and sent_ns is not None
+    precursor = 0.0
+    charges: tuple[int, ...] = ()
+    if ms_level >= 2:
+        precursor = _num(h, "precursor_mz", positive=True) or 0.0
+        charge = _int(h, "charge", minimum=0) or 0
+        if charge > MAX_CHARGE:
+            raise _Bad("field", f"header field 'charge' must be 0..{MAX_CHARGE}, got {charge}")
+        listed = h.get("charges")
+        if listed is not None:
+            if not isinstance(listed, list) or not all(
+                isinstance(z, int) and not isinstance(z, bool) and 1 <= z <= MAX_CHARGE for z in listed
+            ):
+                raise _Bad("field", f"header field 'charges' must be a list of integers 1..{MAX_CHARGE}")
+            charges = tuple(listed)
+        elif charge:
+            charges = (charge,)
+    if len(frames) != 4:
+        raise _Bad("frames", f"a spectrum has 4 frames, got {len(frames)}")
+    mz_b, in_b = bytes(frames[2]), bytes(frames[3])
+    if len(mz_b) != 8 * n or len(in_b) != 4 * n:
+        raise _Bad("peaks", f"peak frames hold {len(mz_b)} and {len(in_b)} bytes, header says n={n}")
+    mz = np.frombuffer(mz_b, dtype="<f8").astype(np.float64)
+    inten = np.frombuffer(in_b, dtype="<f4").astype(np.float32)
+    if n and not (np.isfinite(mz).all() and np.isfinite(inten).all()):
+        raise _Bad("peaks", "peaks hold NaN or infinite values")
+    if n > 1 and not (np.diff(mz) >= 0).all():
+        raise _Bad("peaks", "m/z values are not ascending")
+    if n and (inten < 0).any():
+        raise _Bad("peaks", "negative intensities")
+    pi = _num(h, "precursor_intensity", required=False) or 0.0
+    sp = Spectrum(run, scan, ms_level, mz, inten, precursor, charges, rt, pi)
+    return SpectrumMessage(sp, sent_ns, budget)
+
+
+def encode_spectrum(
+    sp: Spectrum, *, sent_ns: int | None = None, budget_ms: float | None = None, **extra: Any
+) -> list[bytes]:
+    """Frames of one spectrum message (``extra``: optional header fields such as ``activation``)."""
+    mz = np.ascontiguousarray(sp.mz, dtype="<f8")
+    inten = np.ascontiguousarray(sp.intensity, dtype="<f4")
+    header: dict[str, Any] = {
+        "v": VERSION, "run": sp.run, "scan": int(sp.scan), "ms_level": int(sp.ms_level), "rt": float(sp.rt),
+        "precursor_mz": float(sp.precursor_mz), "charge": int(sp.charges[0]) if len(sp.charges) == 1 else 0,
+        "n": int(mz.shape[0]), "sent_ns": time.time_ns() if sent_ns is None else int(sent_ns),
+    }  # fmt: skip
+    if len(sp.charges) > 1:
+        header["charges"] = [int(z) for z in sp.charges]
+    if sp.precursor_intensity:
+        header["precursor_intensity"] = float(sp.precursor_intensity)
+    if budget_ms is not None:
+        header["budget_ms"] = float(budget_ms)
+    header.update(extra)
+    return [SPECTRUM, json.dumps(header, separators=(",", ":")).encode(), mz.tobytes(), inten.tobytes()]
+
+
+def encode_run_start(run: str, **meta: Any) -> list[bytes]:
+    return [RUN_START, json.dumps({"v": VERSION, "run": run, **meta}).encode()]
+
+
+def encode_run_end(run: str, n_spectra: int) -> list[bytes]:
+    return [RUN_END, json.dumps({"v": VERSION, "run": run, "n_spectra": int(n_spectra)}).encode()]
+
+
+def encode_result(result: dict[str, Any]) -> list[bytes]:
+    """Frames of one result message (``v`` is added; NaN becomes null)."""
+    body = {"v": VERSION, **{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in result.items()}}
+    return [RESULT, json.dumps(body, separators=(",", ":")).encode()]
+
+
+def decode_result(frames: Sequence[bytes]) -> dict[str, Any]:
+    """The JSON object of a result message; raises ``ValueError`` on anything else."""
+    if len(frames) != 2 or bytes(frames[0]) != RESULT:
+        raise ValueError("not a result message")
+    body = json.loads(bytes(frames[1]))
+    if not isinstance(body, dict) or body.get("v") != VERSION:
+        raise ValueError("result message of another protocol version")
+    return body
