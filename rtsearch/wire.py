@@ -107,7 +107,11 @@ def _num(h: dict[str, Any], key: str, *, required: bool = True, positive: bool =
         if required:
             raise _Bad("field", f"header field {key!r} is missing")
         return None
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+    try:
+        finite = not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v)
+    except OverflowError:  # a JSON integer too large for a float
+        finite = False
+    if not finite:
         raise _Bad("field", f"header field {key!r} must be a finite number, got {v!r}"[:200])
     if positive and v <= 0:
         raise _Bad("field", f"header field {key!r} must be positive, got {v}")

@@ -21,3 +21,29 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def data() -> Path:
     return data_dir()
+
+
+@pytest.fixture(scope="session")
+def demo_index(tmp_path_factory):
+    """The bundled E. coli index (what `rtsearch demo` searches), built once per session."""
+    from rtsearch.demo import cached_index
+
+    index, _ = cached_index(tmp_path_factory.mktemp("demo-cache"))
+    return index
+
+
+@pytest.fixture(scope="session")
+def dev_indexes(tmp_path_factory, data):
+    """One index per distinct dev-run database, built through the CLI once per session."""
+    from rtsearch.cli import main
+    from tests.devruns import DEV_RUNS
+
+    out = {}
+    for dev in DEV_RUNS:
+        if dev.fastas in out:
+            continue
+        folder = tmp_path_factory.mktemp("index") / "idx"
+        fastas, _ = dev.paths(data)
+        assert main(["index", "build", "--fasta", *map(str, fastas), "--out", str(folder)]) == 0
+        out[dev.fastas] = folder
+    return out

@@ -138,6 +138,8 @@ def replay(
         sender.send(encode_run_start(name, source="rtsearch-sim"))
         out.runs.append(name)
         for sp in paced(spectra, offsets(spectra, speed=speed, rate=rate)):
+            if sp.run != name:
+                sp = dataclasses.replace(sp, run=name)
             now = time.time_ns()
             sender.send(encode_spectrum(sp, sent_ns=now, budget_ms=budget_ms))
             out.first_ns = out.first_ns or now

@@ -41,27 +41,13 @@ def _toml(dev: DevRun, path: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def indexes(tmp_path_factory, data) -> dict[tuple[str, ...], Path]:
-    """One index per distinct database, built through the CLI."""
-    out: dict[tuple[str, ...], Path] = {}
-    for dev in DEV_RUNS:
-        if dev.fastas in out:
-            continue
-        folder = tmp_path_factory.mktemp("index") / "idx"
-        fastas, _ = dev.paths(data)
-        assert main(["index", "build", "--fasta", *map(str, fastas), "--out", str(folder)]) == 0
-        out[dev.fastas] = folder
-    return out
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("dev", DEV_RUNS, ids=lambda d: d.name)
-def test_psms_at_1pct_reach_the_best_engine(dev, data, indexes, tmp_path, capsys):
+def test_psms_at_1pct_reach_the_best_engine(dev, data, dev_indexes, tmp_path, capsys):
     _, run = dev.paths(data)
     out = tmp_path / "results.tsv"
     cfg = _toml(dev, tmp_path / "search.toml")
-    code = main(["search", str(run), "--index", str(indexes[dev.fastas]), "--config", str(cfg),
+    code = main(["search", str(run), "--index", str(dev_indexes[dev.fastas]), "--config", str(cfg),
                  "--backend", "numpy", "-o", str(out)])
     assert code == 0
     with open(out, newline="") as fh:
