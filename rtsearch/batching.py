@@ -156,7 +156,13 @@ class MicroBatcher(Generic[T]):
             by_mass = sorted(range(len(pend)), key=lambda i: pend[i].mass)
             urgent = min(range(len(pend)), key=lambda i: pend[i].deadline_ns)
             at = by_mass.index(urgent)
-            start = min(max(at - cap // 2, 0), len(pend) - cap)
+            # the `cap` nearest in mass: the window of `cap` (in mass order) holding `at` that
+            # reaches least far from its mass (a window centred on `at` by rank need not be)
+            mu = pend[urgent].mass
+            start = min(
+                range(max(at - cap + 1, 0), min(at, len(pend) - cap) + 1),
+                key=lambda s: max(mu - pend[by_mass[s]].mass, pend[by_mass[s + cap - 1]].mass - mu),
+            )
             take = set(by_mass[start : start + cap])
             chosen = [pend[i] for i in by_mass[start : start + cap]]
             self._pending = [p for i, p in enumerate(pend) if i not in take]

@@ -341,7 +341,9 @@ def test_invalid_negative_intensity(sp) -> None:
 
 
 @pytest.mark.parametrize(
-    "topic", [b"spectra", b"", b"result", b"SPECTRUM", b"\x00\xff" * 500], ids=["spectra", "empty", "result", "upper", "long"]
+    "topic",
+    [b"spectra", b"", b"result", b"SPECTRUM", b"\x00\xff" * 500],
+    ids=["spectra", "empty", "result", "upper", "long"],
 )
 def test_invalid_topic(sp, topic) -> None:
     bad = _invalid([topic, *encode_spectrum(sp, sent_ns=5)[1:]])
@@ -400,11 +402,12 @@ def test_huge_integer_in_number_field(sp) -> None:
 
 # ---------------------------------------------------------------- fuzz: decode never raises
 
+_hostile = st.sampled_from([0, -1, 1, 2, 11, 2**63, -(2**63), 10**400, -(10**400), math.nan, math.inf, True, "", []])
 _json_leaf = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(),
-    st.sampled_from([0, -1, 1, 2, 11, 2**63, -(2**63), 10**400, -(10**400)]),
+    _hostile,
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=8),
 )
@@ -428,7 +431,7 @@ def _mutated_message(draw: st.DrawFn, base: list[list[bytes]]) -> list[bytes]:
         if draw(st.booleans()):
             h.pop(key, None)
         else:
-            h[key] = draw(_json_value)
+            h[key] = draw(st.one_of(_hostile, _json_value))
     header = json.dumps(h).encode()
     if draw(st.integers(0, 4)) == 0:  # byte-level damage of the header
         cut = draw(st.integers(0, len(header)))
@@ -461,7 +464,8 @@ def _base_messages(ms2: list[Spectrum]) -> list[list[bytes]]:
     ]
 
 
-def _check_decoded(frames: list[bytes]) -> None:
+def _check_decoded(frames: list[bytes]) -> SpectrumMessage | RunStart | RunEnd | Invalid:
+    """Decode (which must not raise) and check the message is well formed."""
     msg = decode(frames)
     assert isinstance(msg, SpectrumMessage | RunStart | RunEnd | Invalid)
     if isinstance(msg, Invalid):
@@ -474,6 +478,7 @@ def _check_decoded(frames: list[bytes]) -> None:
         assert np.isfinite(s.mz).all() and np.isfinite(s.intensity).all() and (s.intensity >= 0).all()
         assert (np.diff(s.mz) >= 0).all()
         assert math.isfinite(s.rt) and all(1 <= z <= MAX_CHARGE for z in s.charges)
+    return msg
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
@@ -487,3 +492,16 @@ def test_fuzz_decode_arbitrary_frames(frames) -> None:
 def test_fuzz_decode_mutated_messages(ms2, draws) -> None:
     frames = draws.draw(_mutated_message(_base_messages(ms2)))
     _check_decoded(frames)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(draws=st.data())
+def test_fuzz_decode_header_fields(sp, draws) -> None:
+    """Intact peak frames, 1-3 header fields of a valid spectrum set to odd JSON values."""
+    frames = encode_spectrum(dataclasses.replace(sp, mz=sp.mz[:5], intensity=sp.intensity[:5]), sent_ns=1)
+    changes = draws.draw(st.dictionaries(_keys, st.one_of(_hostile, _json_value), min_size=1, max_size=3))
+    msg = _check_decoded(_with_header(frames, **changes))
+    if isinstance(msg, Invalid):
+        # run and scan come back whenever the header still holds them
+        assert msg.run == ("Ecoli_MS2_small" if "run" not in changes else msg.run)
+        assert msg.scan == (11461 if "scan" not in changes else msg.scan)

@@ -1,0 +1,32 @@
+"""README's first command, `./scripts/demo` (→ `rtsearch demo`), as a user runs it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+from tests.conftest import ROOT
+
+
+def test_demo_replays_the_bundled_run_through_the_daemon(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    first_command = re.search(r"```(?:bash|sh)?\n(.*?)\n", readme).group(1).split("#")[0].strip()
+    assert first_command == "./scripts/demo"
+    proc = subprocess.run(
+        [str(ROOT / "scripts" / "demo"), "--cache", str(tmp_path / "cache"), "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    out = proc.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no GPU: scoring with NumPy on the CPU" in out or out.startswith("GPU: ")
+    assert "MQTT: no broker given" in out
+    m = re.search(r"(\d+) MS2 spectra answered of (\d+) sent \((\d+) lost\); (\d+) identified live .*?; "
+                  r"(\d+) PSMs and (\d+) peptides at 1% FDR", out)  # fmt: skip
+    assert m, out
+    answered, sent, lost, live, psms, _peptides = map(int, m.groups())
+    assert answered == sent == 139 and lost == 0
+    assert psms >= 85  # the search-core floor for this run
+    # identifications were printed as they arrived, one line each
+    assert len(re.findall(r"^  scan +\d+ ", out, flags=re.M)) == live > 0
+    assert re.search(r"latency sent -> result: p50 [\d.]+ ms, p99 [\d.]+ ms", out)
+    assert (tmp_path / "out" / "Ecoli_MS2_small.tsv").is_file()
