@@ -14,7 +14,6 @@ import asyncio
 import hashlib
 import logging
 import os
-import threading
 from importlib import resources
 from pathlib import Path
 from typing import Any

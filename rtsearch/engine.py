@@ -84,6 +84,8 @@ class Engine:
             from rtsearch.scoring.kernels import GpuIndex
 
             self._gpu = GpuIndex(index, self.backend.xp)
+            # worker threads score on non-blocking streams, which do not wait for this upload
+            self.backend.synchronize()
 
     def device_bytes(self) -> int:
         """Bytes of index data held on the device (0 on NumPy)."""

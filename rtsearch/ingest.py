@@ -72,7 +72,7 @@ class Intake:
             frames = await sock.recv_multipart()
             chunk = [Received(decode(frames), time.time_ns(), time.monotonic_ns())]
             while len(chunk) < DRAIN_MAX:
-                fut = sock.recv_multipart(flags=zmq.NOBLOCK)  # resolved at once: a message or zmq.Again
+                fut: Any = sock.recv_multipart(flags=zmq.NOBLOCK)  # resolved at once: a message or zmq.Again
                 try:
                     frames = fut.result()
                 except zmq.Again:

@@ -56,7 +56,9 @@ class DaemonMetrics:
         self.deadline_missed = Counter(
             "rtsearch_deadline_missed_total", "Results published after their spectrum's latency budget", registry=r
         )
-        self.invalid = Counter("rtsearch_invalid_total", "Malformed messages received, by reason", ["reason"], registry=r)
+        self.invalid = Counter(
+            "rtsearch_invalid_total", "Malformed messages received, by reason", ["reason"], registry=r
+        )
         self.shed = Counter("rtsearch_shed_total", "Spectra answered unscored under overload, by reason", ["reason"],
                             registry=r)  # fmt: skip
         self.mqtt_dropped = Counter(

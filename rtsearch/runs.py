@@ -25,7 +25,9 @@ from rtsearch.types import ResultStatus
 IDENTIFIED_AT = 0.01  # running q-value at which a target PSM is reported as identified
 
 
-def unscored_batch(run: str, scans: Sequence[int], precursor_mz: Sequence[float], reasons: Sequence[str]) -> ScoredBatch:
+def unscored_batch(
+    run: str, scans: Sequence[int], precursor_mz: Sequence[float], reasons: Sequence[str]
+) -> ScoredBatch:
     """A `ScoredBatch` of spectra that were never scored (shed, invalid), with their reasons."""
     n = len(scans)
     best = BestMatches(

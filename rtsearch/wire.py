@@ -235,7 +235,8 @@ def encode_run_end(run: str, n_spectra: int) -> list[bytes]:
 
 def encode_result(result: dict[str, Any]) -> list[bytes]:
     """Frames of one result message (``v`` is added; NaN becomes null)."""
-    body = {"v": VERSION, **{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in result.items()}}
+    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in result.items()}
+    body = {"v": VERSION, **clean}
     return [RESULT, json.dumps(body, separators=(",", ":")).encode()]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rtsearch.errors import RtsearchError
 from rtsearch_sim.collector import Collector
-from rtsearch_sim.replay import SendError, Sender, Sent, looped, replay, synthetic
+from rtsearch_sim.replay import Sender, SendError, Sent, looped, replay, synthetic
 
 EXAMPLES = """\
 examples:

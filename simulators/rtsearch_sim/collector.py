@@ -131,8 +131,8 @@ class Collector:
             if key not in expected:
                 unexpected += 1
                 continue
-            seen[key] = seen.get(key, 0) + 1  # type: ignore[index]
-            if seen[key] == 1:  # type: ignore[index]
+            seen[key] = seen.get(key, 0) + 1
+            if seen[key] == 1:
                 by_status[r["status"]] = by_status.get(r["status"], 0) + 1
                 if r.get("sent_ns"):
                     lat.append((r["collected_ns"] - r["sent_ns"]) / 1e6)

@@ -10,10 +10,10 @@ import pytest
 import zmq
 
 from rtsearch import wire
-from rtsearch.demo import TOML, bundled
-from rtsearch.config import load_config
-from rtsearch.engine import Engine
 from rtsearch.backend import get_backend
+from rtsearch.config import load_config
+from rtsearch.demo import TOML, bundled
+from rtsearch.engine import Engine
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, load_run, replay
 from tests.streaming import free_port, running, scrape, serve_config
@@ -31,7 +31,9 @@ def engine(demo_index):
     return Engine(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
 
 
-def _send_and_collect(spectra_ep: str, results_ep: str, mode: str, runs, *, rate: float = 2000.0) -> tuple[Sent, Collector]:
+def _send_and_collect(
+    spectra_ep: str, results_ep: str, mode: str, runs, *, rate: float = 2000.0
+) -> tuple[Sent, Collector]:
     col = Collector(results_ep).start()
     sent = Sent()
     try:

@@ -14,8 +14,8 @@ import time
 
 from rtsearch.cli import main
 from rtsearch.demo import FASTA, TOML, bundled
-from rtsearch_sim.collector import Collector
 from rtsearch.wire import encode_run_start, encode_spectrum
+from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, load_run
 from tests.streaming import free_port, scrape
 

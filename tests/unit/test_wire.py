@@ -372,7 +372,13 @@ def test_invalid_charge(sp, changes) -> None:
 
 
 def test_charge_limits_accepted(sp) -> None:
-    for changes, want in [({"charge": MAX_CHARGE}, (MAX_CHARGE,)), ({"charge": 0}, ()), ({"charges": []}, ())]:
+    cases: list[tuple[dict[str, Any], tuple[int, ...]]] = [
+        ({"charge": MAX_CHARGE}, (MAX_CHARGE,)),
+        ({"charge": 0}, ()),
+        ({"charges": []}, ()),
+        ({"charges": [1, MAX_CHARGE]}, (1, MAX_CHARGE)),
+    ]
+    for changes, want in cases:
         msg = decode(_with_header(encode_spectrum(sp, sent_ns=5), **changes))
         assert isinstance(msg, SpectrumMessage), msg
         assert msg.spectrum.charges == want

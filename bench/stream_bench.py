@@ -1,0 +1,189 @@
+"""Streaming benchmark: the daemon fed by `rtsearch-sim` in another process, measured by its collector.
+
+The daemon runs in this process on the ≥ 20,000-protein database of
+`bench/search_bench.py`; each phase starts ``rtsearch-sim load`` (real MS2
+spectra of the dev runs cycled at a fixed rate, PUSH → PULL, results
+collected over SUB) and reads its JSON report: sent, answered, lost, latency
+p50/p90/p99/max sent → received, throughput.
+
+Phases:
+
+- ``latency``: 200 spectra/s for ``--latency-seconds``.
+- ``sweep``: increasing rates, ``--sweep-seconds`` each; the highest rate with 0 lost, 0 shed and
+  p99 ≤ 50 ms is the sustained rate.
+- ``soak``: ``--soak-seconds`` at ``--soak-rate`` (default: the sweep's sustained rate), sampling
+  this process's resident memory every 5 s.
+
+    python bench/stream_bench.py --data ../shared/data --phases latency,sweep --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "simulators"))
+
+from bench.search_bench import entrapment_fasta  # noqa: E402
+from rtsearch.backend import get_backend  # noqa: E402
+from rtsearch.config import DatabaseConfig, SearchConfig, ServeConfig  # noqa: E402
+from rtsearch.daemon import Daemon  # noqa: E402
+from rtsearch.engine import Engine  # noqa: E402
+from rtsearch.index.build import build_index  # noqa: E402
+from rtsearch.index.store import load_index, save_index  # noqa: E402
+
+RUNS = ("bsa-orbitrapxl/BSA1.mzML.gz", "ecoli-small/Ecoli_MS2_small.mzML", "yeast-small/SmallCalibratible_Yeast.mzML")
+SUSTAINED_P99_MS = 50.0
+
+
+def rss_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def get_index(data: Path, proteins: int, cache: Path | None, xp: Any) -> tuple[Any, dict[str, Any]]:
+    info: dict[str, Any] = {}
+    if cache is not None and (cache / "manifest.json").is_file():
+        t0 = time.perf_counter()
+        index = load_index(cache)
+        info["index_load_seconds"] = round(time.perf_counter() - t0, 2)
+        return index, info
+    with tempfile.TemporaryDirectory() as tmp:
+        fasta = Path(tmp) / "bench.fasta"
+        info["proteins"] = entrapment_fasta(data, proteins, fasta)
+        t0 = time.perf_counter()
+        index = build_index([fasta], DatabaseConfig(), xp=xp)
+        info["index_build_seconds"] = round(time.perf_counter() - t0, 2)
+    if cache is not None:
+        save_index(index, cache)
+        index = load_index(cache)
+    return index, info
+
+
+async def load_phase(daemon: Daemon, runs: list[str], rate: float, seconds: float, tmp: Path) -> dict[str, Any]:
+    """One ``rtsearch-sim load`` at ``rate`` for ``seconds``; its collector's report."""
+    out = tmp / f"sim-{rate:g}-{time.monotonic_ns()}.json"
+    cmd = [
+        sys.executable, "-m", "rtsearch_sim.cli", "load", *runs, "--mode", "push",
+        "--endpoint", daemon.endpoints.spectra, "--collect", daemon.endpoints.results, "--rate", str(rate),
+        "--count", str(int(rate * seconds)), "--run-size", "50000", "--json", str(out), "--wait", "10",
+    ]  # fmt: skip
+    proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    stdout, stderr = await proc.communicate()
+    if not out.is_file():
+        raise RuntimeError(f"rtsearch-sim failed ({proc.returncode}): {stderr.decode()[-2000:]}")
+    report = json.loads(out.read_text())
+    report["rate"] = rate
+    report["shed"] = report["by_status"].get("shed", 0)
+    print(f"  {rate:>8,.0f}/s: {stdout.decode().strip()}", flush=True)
+    return report
+
+
+def sustained(r: dict[str, Any]) -> bool:
+    return r["lost"] == 0 and r["shed"] == 0 and r["latency_ms"].get("p99", 1e9) <= SUSTAINED_P99_MS
+
+
+async def bench(args: argparse.Namespace) -> dict[str, Any]:
+    backend = get_backend(args.backend)
+    res: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M"), "backend": backend.name, "device": backend.device,
+        "cpu": platform.processor() or platform.machine(),
+    }  # fmt: skip
+    index, info = get_index(args.data, args.proteins, args.index_cache, backend.xp)
+    res.update(info)
+    res["index_counts"] = index.manifest["counts"]
+    engine = Engine(index, SearchConfig(), backend)
+    runs = [str(args.data / r) for r in RUNS]
+    phases = args.phases.split(",")
+    with tempfile.TemporaryDirectory() as tmp_s:
+        tmp = Path(tmp_s)
+        cfg = ServeConfig(
+            spectra="tcp://127.0.0.1:*", spectra_mode="pull", results="tcp://127.0.0.1:*", metrics_port=0,
+            backend=backend.name, results_dir=str(tmp / "results"), workers=args.workers, max_batch=args.max_batch,
+            max_queue=max(8 * args.max_batch, 32768),
+        )  # fmt: skip
+        stop = asyncio.Event()
+        daemon = Daemon(engine, cfg)
+        task = asyncio.create_task(daemon.run(stop))
+        await daemon.ready.wait()
+        print(f"daemon ready on {backend.name} ({backend.device}); index {index.manifest['counts']}", flush=True)
+        try:
+            if "latency" in phases:
+                print("latency phase", flush=True)
+                res["latency_200"] = await load_phase(daemon, runs, 200.0, args.latency_seconds, tmp)
+            if "sweep" in phases:
+                print("sweep", flush=True)
+                sweep = []
+                for rate in [float(r) for r in args.rates.split(",")]:
+                    r = await load_phase(daemon, runs, rate, args.sweep_seconds, tmp)
+                    sweep.append(r)
+                    if not sustained(r):
+                        break
+                res["sweep"] = sweep
+                ok = [r["rate"] for r in sweep if sustained(r)]
+                res["sustained_rate"] = max(ok) if ok else 0.0
+            if "soak" in phases:
+                rate = args.soak_rate or res.get("sustained_rate") or 1000.0
+                print(f"soak: {args.soak_seconds:.0f} s at {rate:,.0f}/s", flush=True)
+                samples: list[tuple[float, int, int]] = []
+
+                async def sample() -> None:
+                    t0 = time.monotonic()
+                    while True:
+                        samples.append((round(time.monotonic() - t0, 1), rss_bytes(), backend.memory_used_bytes()))
+                        await asyncio.sleep(5)
+
+                sampler = asyncio.create_task(sample())
+                soak = await load_phase(daemon, runs, rate, args.soak_seconds, tmp)
+                sampler.cancel()
+                # flat: compare the last sample with the one a minute in (after warm-up of pools)
+                warm = [s for s in samples if s[0] >= 60] or samples
+                soak["rss_samples"] = samples
+                soak["rss_first_after_60s"] = warm[0][1]
+                soak["rss_last"] = warm[-1][1]
+                soak["rss_max"] = max(s[1] for s in warm)
+                soak["rss_growth"] = round(soak["rss_max"] / warm[0][1] - 1, 4)
+                res["soak"] = soak
+                print(f"  RSS {warm[0][1] / 1e9:.2f} GB after 60 s, max {soak['rss_max'] / 1e9:.2f} GB, "
+                      f"last {warm[-1][1] / 1e9:.2f} GB: growth {soak['rss_growth']:+.1%}", flush=True)
+        finally:
+            stop.set()
+            await task
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, required=True, help="the shared/data folder")
+    ap.add_argument("--backend", default="auto", choices=["auto", "cupy", "numpy"])
+    ap.add_argument("--proteins", type=int, default=20_000)
+    ap.add_argument("--index-cache", type=Path, help="save the built index here / load it if present")
+    ap.add_argument("--phases", default="latency,sweep", help="comma list of latency, sweep, soak")
+    ap.add_argument("--latency-seconds", type=float, default=30.0)
+    ap.add_argument("--sweep-seconds", type=float, default=10.0)
+    ap.add_argument("--rates", default="1000,2000,5000,10000,15000,20000,25000,30000,40000")
+    ap.add_argument("--soak-seconds", type=float, default=600.0)
+    ap.add_argument("--soak-rate", type=float)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--max-batch", type=int, default=4096)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    res = asyncio.run(bench(args))
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=2))
+    print(json.dumps({k: v for k, v in res.items() if k not in ("sweep", "soak", "latency_200")}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""Tests for `rtsearch.fdr.RunningFdr`: q-values while a run goes on.
+
+The running q of a batch must be what `q_values` gives on every PSM so far,
+read at that batch's PSMs: FDR = decoys / targets at or above a score (no
++1), decoys ranked first among equal scores, equal scores share the FDR at
+the end of their group, q = the smallest FDR at this score or below, and
+NaN (non-finite) scores get q = 1 and do not count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rtsearch.fdr import RunningFdr, q_values
+
+T, D = False, True
+
+
+def test_golden_two_batches() -> None:
+    rf = RunningFdr()
+    assert len(rf) == 0
+    # batch 1: 10 T, 9 D
+    #   from the top: 10T (d0, t1) FDR 0; 9D (d1, t1) FDR 1
+    #   q = min FDR from here down: 10T 0, 9D 1
+    q1 = rf.add(np.array([10.0, 9.0]), np.array([T, D]))
+    np.testing.assert_array_equal(q1, [0.0, 1.0])
+    # batch 2: 8 T, 7 T; all four from the top:
+    #   10T (0,1) 0; 9D (1,1) 1; 8T (1,2) 1/2; 7T (1,3) 1/3
+    #   q from the bottom up: 7T 1/3, 8T min(1/2, 1/3) = 1/3, 9D 1/3, 10T 0
+    q2 = rf.add(np.array([8.0, 7.0]), np.array([T, T]))
+    np.testing.assert_allclose(q2, [1 / 3, 1 / 3], rtol=1e-15)
+    assert len(rf) == 4
+
+
+def test_golden_batch_order_inside_batch() -> None:
+    # the same four PSMs in one shuffled batch: q follows each PSM, not the position
+    rf = RunningFdr()
+    q = rf.add(np.array([7.0, 9.0, 10.0, 8.0]), np.array([T, D, T, T]))
+    np.testing.assert_allclose(q, [1 / 3, 1 / 3, 0.0, 1 / 3], rtol=1e-15)
+
+
+def test_golden_tie_decoy_after_target() -> None:
+    rf = RunningFdr()
+    # batch 1: 5 T alone -> (0,1) FDR 0 -> q 0
+    np.testing.assert_array_equal(rf.add(np.array([5.0]), np.array([T])), [0.0])
+    # batch 2: 5 D, 4 T. Score 5 holds D and T; decoys rank first:
+    #   5D (1,0) FDR 1/max(0,1) = 1; 5T (1,1) 1 -> the group's FDR is the one at its end: 1
+    #   4T (1,2) 1/2
+    #   q from the bottom: 4T 1/2; group 5: min(1, 1/2) = 1/2
+    np.testing.assert_allclose(rf.add(np.array([5.0, 4.0]), np.array([D, T])), [0.5, 0.5], rtol=1e-15)
+
+
+def test_golden_tie_target_after_decoy() -> None:
+    rf = RunningFdr()
+    # 5 D alone: (1,0) FDR 1/max(0,1) = 1
+    np.testing.assert_array_equal(rf.add(np.array([5.0]), np.array([D])), [1.0])
+    # 5 T joins the tie: group {D, T} ends at (1,1) -> FDR 1, nothing below -> q 1 (a tie never flatters)
+    np.testing.assert_array_equal(rf.add(np.array([5.0]), np.array([T])), [1.0])
+    # 6 T above: 6T (0,1) 0; group 5 (1,2) 1/2 -> q [0] for 6T
+    np.testing.assert_array_equal(rf.add(np.array([6.0]), np.array([T])), [0.0])
+    # 3 T, 3 T below: (1,3) 1/3 and (1,4) 1/4 share the group end 1/4 -> q 1/4 for both
+    np.testing.assert_allclose(rf.add(np.array([3.0, 3.0]), np.array([T, T])), [0.25, 0.25], rtol=1e-15)
+
+
+def test_nan_scores_get_one_and_do_not_count() -> None:
+    rf = RunningFdr()
+    q = rf.add(np.array([np.nan, 10.0, np.inf, 9.0]), np.array([T, T, D, D]))
+    # only 10T and 9D count: 10T (0,1) 0; 9D (1,1) 1 -> q 0, 1; NaN and inf -> 1
+    np.testing.assert_array_equal(q, [1.0, 0.0, 1.0, 1.0])
+    assert len(rf) == 2
+    np.testing.assert_array_equal(rf.add(np.array([np.nan, np.nan]), np.array([D, T])), [1.0, 1.0])
+    assert len(rf) == 2
+    # a later target below: 10T 0; 9D (1,1) 1; 8T (1,2) 1/2 -> q 1/2
+    np.testing.assert_allclose(rf.add(np.array([8.0]), np.array([T])), [0.5], rtol=1e-15)
+
+
+def test_empty_batch() -> None:
+    rf = RunningFdr()
+    out = rf.add(np.zeros(0), np.zeros(0, dtype=bool))
+    assert out.shape == (0,)
+    assert len(rf) == 0
+    rf.add(np.array([1.0]), np.array([T]))
+    assert rf.add(np.zeros(0), np.zeros(0, dtype=bool)).shape == (0,)
+    assert len(rf) == 1
+
+
+def test_all_decoys_then_targets() -> None:
+    rf = RunningFdr()
+    # 3 decoys: (1,0) (2,0) (3,0) -> FDR d/max(t,1) = 1, 2, 3 -> capped q 1
+    np.testing.assert_array_equal(rf.add(np.array([3.0, 2.0, 1.0]), np.array([D, D, D])), [1.0, 1.0, 1.0])
+    # 4 targets below all decoys: (3,1) 3 (3,2) 1.5 (3,3) 1 (3,4) 0.75 -> q 0.75 for all four
+    q = rf.add(np.array([0.4, 0.3, 0.2, 0.1]), np.array([T, T, T, T]))
+    np.testing.assert_allclose(q, [0.75] * 4, rtol=1e-15)
+
+
+def _random_batch(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    n = int(rng.integers(0, 25))
+    score = np.round(rng.normal(0.0, 1.5, n), 1)  # one decimal: many ties
+    decoy = rng.random(n) < rng.uniform(0.1, 0.6)
+    bad = rng.random(n)
+    score[bad < 0.06] = np.nan
+    score[bad > 0.99] = np.inf
+    return score, decoy
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_running_equals_q_values_on_all_so_far(seed) -> None:
+    rng = np.random.default_rng(seed)
+    rf = RunningFdr()
+    all_score = np.zeros(0)
+    all_decoy = np.zeros(0, dtype=bool)
+    n_ties = 0
+    for _ in range(40):
+        score, decoy = _random_batch(rng)
+        got = rf.add(score, decoy)
+        all_score = np.r_[all_score, score]
+        all_decoy = np.r_[all_decoy, decoy]
+        want = q_values(all_score, all_decoy)[all_score.shape[0] - score.shape[0] :]
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+        assert got.shape == score.shape
+        assert ((got > 0) & (got <= 1)).all() or got.size == 0 or (got == 0).any()
+        assert (got[~np.isfinite(score)] == 1.0).all()
+        assert len(rf) == int(np.isfinite(all_score).sum())
+        finite = all_score[np.isfinite(all_score)]
+        n_ties = finite.size - np.unique(finite).size
+    # the random runs did exercise ties, decoys and NaN
+    assert n_ties > 100
+    assert all_decoy.any() and np.isnan(all_score).any()
+
+
+def test_running_equals_q_values_one_psm_at_a_time() -> None:
+    rng = np.random.default_rng(99)
+    rf = RunningFdr()
+    score = np.round(rng.normal(0.0, 1.0, 300), 1)
+    decoy = rng.random(300) < 0.4
+    for i in range(300):
+        got = rf.add(score[i : i + 1], decoy[i : i + 1])
+        want = q_values(score[: i + 1], decoy[: i + 1])[i]
+        assert got[0] == pytest.approx(want, rel=1e-12, abs=0), i
