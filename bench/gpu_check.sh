@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call (see bench/RESULTS.md):
-#   bash bench/gpu_check.sh [parity|bench|stream|soak|all]   (all = parity, bench, stream)
+#   bash bench/gpu_check.sh [parity] [bench] [stream] [soak] | all   (all = parity bench stream)
 # Expects the wheels in .whl/ (../shared/tools/device-wheels.sh) and the real data copied
 # to .gpudata/data/ (both git-ignored, carried by the device tool); writes logs under $OUT.
 set -uo pipefail
-mode=${1:-all}
+modes=" ${*:-all} "
+[[ $modes == " all " ]] && modes=" parity bench stream "
 out=${OUT:-/tmp/rtsearch-out}
 mkdir -p "$out"
 python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -12,20 +13,20 @@ export PYTHONPATH=/tmp/site:$PWD:$PWD/simulators PYTHONUNBUFFERED=1 RTSEARCH_DAT
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 python3 -c 'import cupy, numpy; print("cupy", cupy.__version__, "numpy", numpy.__version__)' | tee -a "$out/gpu.txt"
 rc=0
-if [[ $mode == parity || $mode == all ]]; then
+if [[ $modes == *" parity "* ]]; then
   python3 -m pytest -m gpu tests/gpu -q -s -p no:cacheprovider 2>&1 | tee "$out/pytest_gpu.log"
   rc=${PIPESTATUS[0]}
 fi
-if [[ $mode == bench || $mode == all ]]; then
+if [[ $modes == *" bench "* ]]; then
   python3 bench/search_bench.py --data "$RTSEARCH_DATA" ${BENCH_ARGS:-} --json "$out/search_bench.json" 2>&1 | tee "$out/search_bench.log"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
-if [[ $mode == stream || $mode == all ]]; then
+if [[ $modes == *" stream "* ]]; then
   python3 bench/stream_bench.py --data "$RTSEARCH_DATA" --index-cache .benchcache/idx20k ${STREAM_ARGS:-} \
     --json "$out/stream_bench.json" 2>&1 | tee "$out/stream_bench.log"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
-if [[ $mode == soak ]]; then
+if [[ $modes == *" soak "* ]]; then
   python3 bench/stream_bench.py --data "$RTSEARCH_DATA" --index-cache .benchcache/idx20k --phases soak ${STREAM_ARGS:-} \
     --json "$out/stream_soak.json" 2>&1 | tee "$out/stream_soak.log"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
