@@ -70,8 +70,33 @@ def get_index(data: Path, proteins: int, cache: Path | None, xp: Any) -> tuple[A
     return index, info
 
 
+def histograms(daemon: Daemon) -> dict[str, dict[str, float]]:
+    """Count, sum and cumulative buckets of the daemon's own histograms (for per-phase deltas)."""
+    out: dict[str, dict[str, float]] = {}
+    for fam in daemon.metrics.registry.collect():
+        if fam.type != "histogram":
+            continue
+        h: dict[str, float] = {}
+        for s in fam.samples:
+            if s.name.endswith("_bucket"):
+                h[f"le_{s.labels['le']}"] = s.value
+            elif s.name.endswith(("_count", "_sum")):
+                h[s.name.rsplit("_", 1)[1]] = s.value
+        out[fam.name] = h
+    return out
+
+
+def delta(after: dict[str, dict[str, float]], before: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    d = {n: {k: v - before.get(n, {}).get(k, 0.0) for k, v in h.items()} for n, h in after.items()}
+    for h in d.values():
+        h["mean"] = h["sum"] / h["count"] if h.get("count") else float("nan")
+    return d
+
+
 async def load_phase(daemon: Daemon, runs: list[str], rate: float, seconds: float, tmp: Path) -> dict[str, Any]:
-    """One ``rtsearch-sim load`` at ``rate`` for ``seconds``; its collector's report."""
+    """One ``rtsearch-sim load`` at ``rate`` for ``seconds``; its collector's report, plus the daemon's
+    own histograms over the phase (engine batch time, batch size, queue wait) for diagnosis."""
+    before = histograms(daemon)
     out = tmp / f"sim-{rate:g}-{time.monotonic_ns()}.json"
     cmd = [
         sys.executable, "-m", "rtsearch_sim.cli", "load", *runs, "--mode", "push",
@@ -85,7 +110,13 @@ async def load_phase(daemon: Daemon, runs: list[str], rate: float, seconds: floa
     report = json.loads(out.read_text())
     report["rate"] = rate
     report["shed"] = report["by_status"].get("shed", 0)
+    report["daemon"] = d = delta(histograms(daemon), before)
     print(f"  {rate:>8,.0f}/s: {stdout.decode().strip()}", flush=True)
+    print(f"            daemon: {d['rtsearch_batch_size']['count']:,.0f} batches, mean size "
+          f"{d['rtsearch_batch_size']['mean']:.1f}, engine "
+          f"{d['rtsearch_engine_batch_seconds']['mean'] * 1e3:.2f} ms/batch, "
+          f"queue wait {d['rtsearch_queue_wait_seconds']['mean'] * 1e3:.2f} ms, receive->publish "
+          f"{d['rtsearch_latency_seconds']['mean'] * 1e3:.2f} ms (means)", flush=True)
     return report
 
 
@@ -127,8 +158,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 for rate in [float(r) for r in args.rates.split(",")]:
                     r = await load_phase(daemon, runs, rate, args.sweep_seconds, tmp)
                     sweep.append(r)
-                    if not sustained(r):
-                        break
+                    if r["lost"] or r["shed"] or r["latency_ms"].get("p99", 1e9) > 20 * SUSTAINED_P99_MS:
+                        break  # overloaded: higher rates only shed more
                 res["sweep"] = sweep
                 ok = [r["rate"] for r in sweep if sustained(r)]
                 res["sustained_rate"] = max(ok) if ok else 0.0

@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -41,6 +43,11 @@ from rtsearch.runs import LiveRun, RunSummary
 from rtsearch.types import PROTON, ResultStatus, Spectrum
 
 log = logging.getLogger(__name__)
+
+# The engine releases the GIL at every device synchronization and must win it back from a busy event
+# loop each time; CPython hands it over only every switch interval (default 5 ms), so a batch with a
+# few hundred synchronizations could wait far longer than it computes. A short interval bounds that.
+GIL_SWITCH_S = float(os.environ.get("RTSEARCH_GIL_SWITCH_S", "0.0001"))
 
 
 @dataclass(slots=True)
@@ -80,6 +87,32 @@ class Finished:
     path: Path
     expected: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def warm_up_spectra(engine: Engine, n: int) -> list[Spectrum]:
+    """``n`` spectra made of index peptides' own fragment m/z (plus seeded noise), charges varied."""
+    rng = np.random.default_rng(0)
+    index = engine.index
+    n_pep = len(engine.peptide_mass)
+    if n_pep == 0:
+        return [Spectrum("warm-up", 0, 2, np.array([200.0, 300.0]), np.ones(2, np.float32), 500.0, (2,))]
+    chosen = np.unique(rng.integers(0, n_pep, n))
+    pick = np.zeros(n_pep, dtype=bool)
+    pick[chosen] = True
+    frags = index.fragments
+    hit = np.flatnonzero(pick[frags.peptide])
+    by_pep: dict[int, list[float]] = {}
+    for p, mz in zip(frags.peptide[hit].tolist(), frags.mz[hit].tolist(), strict=True):
+        by_pep.setdefault(p, []).append(mz)
+    charges: tuple[tuple[int, ...], ...] = ((2,), (), (2, 3), (3,))
+    out = []
+    for k, p in enumerate(chosen.tolist()):
+        mz = np.sort(np.concatenate([np.asarray(by_pep.get(p, []), np.float64), rng.uniform(150, 1500, 40)]))
+        inten = np.asarray(rng.uniform(10, 100, mz.shape[0]), dtype=np.float32)
+        z = charges[k % len(charges)]
+        prec = (float(engine.peptide_mass[p]) + (z[0] if z else 2) * PROTON) / (z[0] if z else 2)
+        out.append(Spectrum("warm-up", k, 2, mz, inten, prec, z))
+    return out
 
 
 class Daemon:
@@ -127,6 +160,9 @@ class Daemon:
         ctx = zmq.asyncio.Context()
         sync_ctx = zmq.Context()
         http = None
+        # the loop thread waits for the GIL behind busy workers for up to this long (default 5 ms)
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(GIL_SWITCH_S)
         try:
             await self._warm_up()
             if cfg.metrics_port or cfg.metrics_port == 0:
@@ -162,6 +198,7 @@ class Daemon:
                         log.error("%s task failed", t.get_name(), exc_info=t.exception())
                 await self._shutdown(intake, ingest, scheduler)
         finally:
+            sys.setswitchinterval(switch)
             self.metrics.ready.set(0)
             if self._out is not None:
                 self._out.close()
@@ -206,18 +243,17 @@ class Daemon:
             await self.mqtt.flush(2.0)
 
     async def _warm_up(self) -> None:
-        """Compile kernels and fill memory pools in every worker; seed the engine-time model."""
+        """Run every engine path in every worker before intake opens; seed the engine-time model.
+
+        CuPy compiles kernels on first use (seconds each on a fresh machine): spectra made
+        from index peptides' own fragments reach candidates, full scoring and features, with
+        known, unknown and several charges, at a few batch sizes, so no compile lands on a
+        real spectrum's latency.
+        """
         loop = asyncio.get_running_loop()
         assert self._pool is not None
-        rng = np.random.default_rng(0)
-        masses = self.engine.peptide_mass
-        spectra = []
-        for i in range(64):
-            m = float(masses[(i * 7919) % len(masses)]) if len(masses) else 1000.0
-            mz = np.sort(rng.uniform(150, 1500, 120))
-            spectra.append(Spectrum("warm-up", i, 2, mz, rng.uniform(1, 100, 120).astype(np.float32),
-                                    (m + 2 * PROTON) / 2, (2,)))  # fmt: skip
-        for size in (1, 64):
+        spectra = warm_up_spectra(self.engine, 64)
+        for size in (1, 7, 64):
             for _ in range(self.cfg.workers):
                 t0 = time.perf_counter()
                 await loop.run_in_executor(self._pool, self.engine.score, spectra[:size])
@@ -235,7 +271,7 @@ class Daemon:
         msg = rec.message
         if isinstance(msg, wire.SpectrumMessage):
             sp = msg.spectrum
-            self.metrics.spectra_received.labels(ms_level=str(sp.ms_level)).inc()
+            self.metrics.received(sp.ms_level).inc()
             state = self._state(sp.run)
             if sp.ms_level < 2:
                 state.ms1 += 1
@@ -381,7 +417,7 @@ class Daemon:
         self._out.send(frames)
         status = res["status"]
         m = self.metrics
-        m.results.labels(status=status).inc()
+        m.result(status).inc()
         elapsed = now_mono - received_mono
         m.latency.observe(elapsed / 1e9)
         if elapsed > budget:

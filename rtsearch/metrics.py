@@ -79,8 +79,20 @@ class DaemonMetrics:
             self.invalid.labels(reason=code)
         for reason in SHED_REASONS:
             self.shed.labels(reason=reason)
-        for level in ("1", "2"):
-            self.spectra_received.labels(ms_level=level)
+        self._results = {s.value: self.results.labels(status=s.value) for s in ResultStatus}
+        self._received: dict[int, Any] = {}
+        for level in (1, 2):
+            self.received(level)
+
+    def received(self, ms_level: int) -> Any:
+        """The received counter of ``ms_level`` (children cached: this runs once per message)."""
+        child = self._received.get(ms_level)
+        if child is None:
+            child = self._received[ms_level] = self.spectra_received.labels(ms_level=str(ms_level))
+        return child
+
+    def result(self, status: str) -> Any:
+        return self._results[status]
 
     def describe(self, *, backend: str, device: str, peptides: int, gpu_bytes: Callable[[], float]) -> None:
         self.build_info.info({"version": __version__, "backend": backend, "device": device})

@@ -1,0 +1,76 @@
+"""Engine time per batch size on the stream benchmark's spectra and settings, one thread and two.
+
+Separates the engine's own cost from the daemon's (GIL, scheduling): compare with the
+``rtsearch_engine_batch_seconds`` that stream_bench.py reports.
+
+    python bench/engine_probe.py --data ../shared/data --index-cache .benchcache/idx20k
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "simulators"))
+
+from bench.stream_bench import RUNS, get_index  # noqa: E402
+from rtsearch.backend import get_backend  # noqa: E402
+from rtsearch.config import SearchConfig  # noqa: E402
+from rtsearch.engine import Engine  # noqa: E402
+from rtsearch_sim.replay import load_run  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--index-cache", type=Path)
+    ap.add_argument("--backend", default="auto")
+    args = ap.parse_args()
+    backend = get_backend(args.backend)
+    index, _ = get_index(args.data, 20_000, args.index_cache, backend.xp)
+    pool = [s for r in RUNS for s in load_run(args.data / r) if s.ms_level == 2]
+    rng = np.random.default_rng(1)
+    rng.shuffle(pool)  # type: ignore[arg-type]
+    engine = Engine(index, SearchConfig(), backend)
+    for size in (1, 8, 64, 512):
+        engine.score(pool[:size])
+    for threads in (1, 2):
+        for size in (1, 4, 32, 256, 1024, 4096):
+            reps = max(4, min(100, 8000 // size))
+            times: list[float] = []
+
+            def work(seed: int, reps: int = reps, size: int = size, times: list[float] = times) -> None:
+                backend.bind_worker()
+                for r in range(reps):
+                    i = ((seed * 7 + r) * size) % (len(pool) - size)
+                    t0 = time.perf_counter()
+                    engine.score(pool[i : i + size])
+                    times.append(time.perf_counter() - t0)
+
+            ts = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+            t0 = time.perf_counter()
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            wall = time.perf_counter() - t0
+            a = np.array(times) * 1e3
+            print(f"threads {threads} batch {size:>5}: median {np.median(a):7.2f} ms p99 {np.percentile(a, 99):7.2f} "
+                  f"-> {threads * reps * size / wall:>9,.0f} spectra/s", flush=True)
+    prof = Engine(index, SearchConfig(), backend, profile=True)
+    for size in (1, 4096):
+        prof.stage_seconds.clear()
+        for r in range(10):
+            prof.score(pool[r * size : r * size + size] if size > 1 else pool[r : r + 1])
+        print(f"stages batch {size}: " + ", ".join(f"{k} {v / 10 * 1e3:.2f} ms" for k, v in prof.stage_seconds.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
