@@ -87,22 +87,24 @@ class LiveRun:
         decoy = np.zeros(len(pep), dtype=bool)
         decoy[scored] = np.asarray(self.index.is_decoy(pep[scored]), dtype=bool)
         q = self.fdr.add(raw, decoy)
+        # plain lists: indexing numpy scalars one by one costs more than the conversion
+        runs, scans, prec, reasons = batch.run, batch.scan.tolist(), batch.precursor_mz.tolist(), batch.reason
+        peps, charges, calc, ppm = pep.tolist(), best.charge.tolist(), best.calc_mz.tolist(), best.ppm_error.tolist()
+        raws, qs, decoys, matched = raw.tolist(), q.tolist(), decoy.tolist(), best.matched_peaks.tolist()
+        identified, unidentified = ResultStatus.IDENTIFIED.value, ResultStatus.UNIDENTIFIED.value
         out: list[dict[str, Any]] = []
-        for j in range(len(batch)):
-            res: dict[str, Any] = {"run": batch.run[j], "scan": int(batch.scan[j])}
-            p = int(pep[j])
+        for j, p in enumerate(peps):
             if p < 0:
-                res.update(status=ResultStatus.UNIDENTIFIED.value, reason=batch.reason[j],
-                           precursor_mz=float(batch.precursor_mz[j]))  # fmt: skip
+                res = {"run": runs[j], "scan": scans[j], "status": unidentified, "reason": reasons[j],
+                       "precursor_mz": prec[j]}  # fmt: skip
             else:
-                ok = (not decoy[j]) and q[j] <= IDENTIFIED_AT
-                res.update(
-                    status=(ResultStatus.IDENTIFIED if ok else ResultStatus.UNIDENTIFIED).value,
-                    peptide=self.index.proforma(p), proteins=self.index.protein_accessions(p),
-                    charge=int(best.charge[j]), precursor_mz=float(batch.precursor_mz[j]),
-                    calc_mz=float(best.calc_mz[j]), ppm_error=float(best.ppm_error[j]), score=float(raw[j]),
-                    q_value=float(q[j]), is_decoy=bool(decoy[j]), matched_peaks=int(best.matched_peaks[j]),
-                )  # fmt: skip
+                ok = not decoys[j] and qs[j] <= IDENTIFIED_AT
+                res = {
+                    "run": runs[j], "scan": scans[j], "status": identified if ok else unidentified,
+                    "peptide": self.index.proforma(p), "proteins": self.index.protein_accessions(p),
+                    "charge": charges[j], "precursor_mz": prec[j], "calc_mz": calc[j], "ppm_error": ppm[j],
+                    "score": raws[j], "q_value": qs[j], "is_decoy": decoys[j], "matched_peaks": matched[j],
+                }  # fmt: skip
             self.by_status[res["status"]] += 1
             out.append(res)
         return out

@@ -191,14 +191,20 @@ def _spectrum(frames: Sequence[bytes], h: dict[str, Any], run: str) -> SpectrumM
     mz_b, in_b = bytes(frames[2]), bytes(frames[3])
     if len(mz_b) != 8 * n or len(in_b) != 4 * n:
         raise _Bad("peaks", f"peak frames hold {len(mz_b)} and {len(in_b)} bytes, header says n={n}")
-    mz = np.frombuffer(mz_b, dtype="<f8").astype(np.float64)
-    inten = np.frombuffer(in_b, dtype="<f4").astype(np.float32)
-    if n and not (np.isfinite(mz).all() and np.isfinite(inten).all()):
-        raise _Bad("peaks", "peaks hold NaN or infinite values")
-    if n > 1 and not (np.diff(mz) >= 0).all():
-        raise _Bad("peaks", "m/z values are not ascending")
-    if n and (inten < 0).any():
-        raise _Bad("peaks", "negative intensities")
+    # read-only views of the frames (no copy); the engine copies when it packs a batch
+    mz = np.frombuffer(mz_b, dtype="<f8")
+    inten = np.frombuffer(in_b, dtype="<f4")
+    if n:
+        # NaN fails every comparison, so "ascending" also rejects NaN anywhere; then only the ends can be infinite
+        if n > 1 and not bool((mz[1:] >= mz[:-1]).all()):
+            raise _Bad("peaks", "m/z values are not ascending (or hold NaN)")
+        if not (math.isfinite(mz[0]) and math.isfinite(mz[-1])):
+            raise _Bad("peaks", "m/z values hold NaN or infinite values")
+        total = float(inten.sum(dtype=np.float64))
+        if not math.isfinite(total):
+            raise _Bad("peaks", "intensities hold NaN or infinite values")
+        if float(inten.min()) < 0:
+            raise _Bad("peaks", "negative intensities")
     pi = _num(h, "precursor_intensity", required=False) or 0.0
     sp = Spectrum(run, scan, ms_level, mz, inten, precursor, charges, rt, pi)
     return SpectrumMessage(sp, sent_ns, budget)

@@ -64,24 +64,35 @@ class PeptideIndex:
 
     def proforma(self, i: int) -> str:
         """ProForma 2.0 string, fixed modifications written out: ``AC[Carbamidomethyl]M[Oxidation]K``."""
-        seq = self.sequence(i)
-        labels = [[self.mods.fixed_label(aa)] if self.mods.fixed_label(aa) else [] for aa in seq]
-        n_term: list[str] = [m.label for m in self.mods.fixed if "n-term" in m.kind]
-        c_term: list[str] = [m.label for m in self.mods.fixed if "c-term" in m.kind]
-        for pos, mid in zip(self.forms.mod_pos[i], self.forms.mod_id[i], strict=True):
+        tokens, n_fixed, c_fixed = self._tokens()
+        b = int(self.forms.base[i])
+        codes = self.bases.residues[self.bases.offsets[b] : self.bases.offsets[b + 1]].tolist()
+        parts = [tokens[c] for c in codes]
+        n_term, c_term = list(n_fixed), list(c_fixed)
+        for pos, mid in zip(self.forms.mod_pos[i].tolist(), self.forms.mod_id[i].tolist(), strict=True):
             if pos < 0:
                 continue
-            mod = self.mods.variable[int(mid)]
+            mod = self.mods.variable[mid]
             if "n-term" in mod.kind:
                 n_term.append(mod.label)
             elif "c-term" in mod.kind:
                 c_term.append(mod.label)
             else:
-                labels[int(pos)].append(mod.label)
-        body = "".join(aa + "".join(f"[{lab}]" for lab in lab_list) for aa, lab_list in zip(seq, labels, strict=True))
+                parts[pos] += f"[{mod.label}]"
         pre = "".join(f"[{lab}]" for lab in n_term) + ("-" if n_term else "")
         post = ("-" if c_term else "") + "".join(f"[{lab}]" for lab in c_term)
-        return pre + body + post
+        return pre + "".join(parts) + post
+
+    def _tokens(self) -> tuple[list[str], tuple[str, ...], tuple[str, ...]]:
+        """Per residue code, the residue with its fixed modification; fixed terminal labels (cached)."""
+        cached = self.__dict__.get("_proforma_tokens")
+        if cached is None:
+            tokens = [""] + [aa + (f"[{self.mods.fixed_label(aa)}]" if self.mods.fixed_label(aa) else "")
+                             for aa in ALPHABET]  # fmt: skip
+            n_fixed = tuple(m.label for m in self.mods.fixed if "n-term" in m.kind)
+            c_fixed = tuple(m.label for m in self.mods.fixed if "c-term" in m.kind)
+            cached = self.__dict__["_proforma_tokens"] = (tokens, n_fixed, c_fixed)
+        return cached
 
     def protein_accessions(self, i: int) -> list[str]:
         b = int(self.forms.base[i])
