@@ -205,7 +205,7 @@ def main() -> int:
     ap.add_argument("--rates", default="1000,2000,5000,10000,15000,20000,25000,30000,40000")
     ap.add_argument("--soak-seconds", type=float, default=600.0)
     ap.add_argument("--soak-rate", type=float)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--max-batch", type=int, default=4096)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()

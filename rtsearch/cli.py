@@ -91,7 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--budget-ms", type=float, metavar="MS", help="default per-spectrum latency budget (default 100)")
     d.add_argument("--backend", choices=["auto", "cupy", "numpy"], help="compute backend (default auto)")
     d.add_argument("--results-dir", metavar="DIR", help="folder for each run's results file (default rtsearch-results)")
-    d.add_argument("--workers", type=int, metavar="N", help="engine worker threads / CUDA streams (default 2)")
+    d.add_argument("--workers", type=int, metavar="N",
+                   help="engine worker threads, each with its own CUDA stream (default 1; see bench/RESULTS.md)")
     d.add_argument("--max-batch", type=int, metavar="N", help="spectra per micro-batch at most (default 4096)")
 
     e = sub.add_parser(

@@ -86,7 +86,7 @@ class ServeConfig:
     max_batch: int = 4096
     max_queue: int = 32768
     linger_ms: float = 0.0
-    workers: int = 2
+    workers: int = 1  # engine threads; 2+ overlap copies with scoring, but contend for the GIL (bench/RESULTS.md)
     shutdown_timeout_s: float = 30.0
     mqtt_queue: int = 10000
 

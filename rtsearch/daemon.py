@@ -113,6 +113,14 @@ def warm_up_spectra(engine: Engine, n: int) -> list[Spectrum]:
         z = charges[k % len(charges)]
         prec = (float(engine.peptide_mass[p]) + (z[0] if z else 2) * PROTON) / (z[0] if z else 2)
         out.append(Spectrum("warm-up", k, 2, mz, inten, prec, z))
+    # the odd ones real runs bring: no peaks, too few, more than a batch row holds, no candidate, 4+
+    big = np.sort(rng.uniform(150, 2000, 5000))
+    out[1::16] = [
+        Spectrum("warm-up", 10_001, 2, np.zeros(0), np.zeros(0, np.float32), 600.0, (2,)),
+        Spectrum("warm-up", 10_002, 2, big[:3], np.ones(3, np.float32), 700.0, ()),
+        Spectrum("warm-up", 10_003, 2, big, rng.uniform(1, 9, 5000).astype(np.float32), 800.0, (3,)),
+        Spectrum("warm-up", 10_004, 2, big[::50], np.ones(100, np.float32), 99_999.0, (4,)),
+    ][: len(out[1::16])]
     return out
 
 

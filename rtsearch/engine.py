@@ -125,7 +125,8 @@ class Engine:
         rows = xp.arange(peaks.mz.shape[0])
         lo = peaks.mz[:, 0]
         hi = peaks.mz[rows, xp.maximum(n - 1, 0)]
-        span = xp.where(n > 1, hi - lo, 1.0)
+        with np.errstate(invalid="ignore"):  # empty rows: inf - inf, replaced just below
+            span = xp.where(n > 1, hi - lo, 1.0)
         span = xp.where(xp.isfinite(span) & (span > 0), span, 1.0)
         mid = xp.where(n > 0, (lo + hi) / 2, 1000.0)
         mid = xp.where(xp.isfinite(mid), mid, 1000.0)
