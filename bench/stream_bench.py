@@ -44,6 +44,13 @@ RUNS = ("bsa-orbitrapxl/BSA1.mzML.gz", "ecoli-small/Ecoli_MS2_small.mzML", "yeas
 SUSTAINED_P99_MS = 50.0
 
 
+def log_warnings() -> None:
+    """The daemon's warnings (slow batches, shedding) go to stderr with a timestamp."""
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
 def rss_bytes() -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -209,6 +216,7 @@ def main() -> int:
     ap.add_argument("--max-batch", type=int, default=4096)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    log_warnings()
     res = asyncio.run(bench(args))
     if args.json:
         args.json.write_text(json.dumps(res, indent=2))

@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 # The engine releases the GIL at every device synchronization and must win it back from a busy event
 # loop each time; CPython hands it over only every switch interval (default 5 ms), so a batch with a
 # few hundred synchronizations could wait far longer than it computes. A short interval bounds that.
+SLOW_BATCH_S = 0.5  # an engine batch slower than this is logged (first-use compilation, contention)
 GIL_SWITCH_S = float(os.environ.get("RTSEARCH_GIL_SWITCH_S", "0.0001"))
 
 
@@ -387,6 +388,9 @@ class Daemon:
             self._unscored(jobs, ResultStatus.UNIDENTIFIED, f"engine error: {type(e).__name__}: {e}"[:300])
         else:
             self._in_flight -= 1
+            if seconds > SLOW_BATCH_S:
+                log.warning("slow engine batch: %d spectra in %.0f ms (model predicted %.0f ms)", len(jobs),
+                            seconds * 1e3, self.model.predict(len(jobs)) * 1e3)  # fmt: skip
             self.model.observe(len(jobs), seconds)
             self.metrics.engine_batch.observe(seconds)
             for res, job in results:
