@@ -52,24 +52,26 @@ SLOW_BATCH_S = 0.5  # an engine batch slower than this is logged (first-use comp
 GIL_SWITCH_S = float(os.environ.get("RTSEARCH_GIL_SWITCH_S", "0.0001"))
 
 
+@dataclass(eq=False)
+class RunState:
+    live: LiveRun
+    outstanding: int = 0  # received MS2 spectra not yet answered
+    ending: bool = False
+    finishing: bool = False
+    expected: int | None = None
+    ms1: int = 0
+
+
 @dataclass(slots=True)
 class Job:
-    """One MS2 spectrum between intake and its result."""
+    """One MS2 spectrum between intake and its result, and the run (segment) it belongs to."""
 
     spectrum: Spectrum
     sent_ns: int
     received_ns: int  # wall clock, for the wire
     received_mono: int  # monotonic, for latency
     budget_ns: int
-
-
-@dataclass
-class RunState:
-    live: LiveRun
-    outstanding: int = 0  # received MS2 spectra not yet answered
-    ending: bool = False
-    expected: int | None = None
-    ms1: int = 0
+    state: RunState
 
 
 @dataclass
@@ -152,6 +154,8 @@ class Daemon:
         self.finished: list[Finished] = []
         self.mqtt: MqttPublisher | None = None
         self._runs: dict[str, RunState] = {}
+        self._draining: list[RunState] = []  # ended, still being answered, while a same-named run is open
+        self._parts: dict[str, int] = {}  # results files written per run name (a reopened run gets .partN)
         self._lock = threading.Lock()  # LiveRun state: touched by workers and the loop
         self._in_flight = 0
         self._closing = False
@@ -241,9 +245,9 @@ class Daemon:
                         len(left))  # fmt: skip
             self._shed(left, "shutdown", "daemon shutting down before it could be scored")
             scheduler.cancel()
-        for name in list(self._runs):
-            self._runs[name].ending = True
-            self._maybe_finish(name)
+        for state in [*self._runs.values(), *self._draining]:
+            state.ending = True
+            self._maybe_finish(state)
         # run files are written even when scoring overran: wait for them (bounded again)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.cfg.shutdown_timeout_s):
@@ -291,7 +295,7 @@ class Daemon:
                 state.ms1 += 1
                 return
             budget = msg.budget_ms if msg.budget_ms is not None else self.cfg.budget_ms
-            job = Job(sp, msg.sent_ns, rec.wall_ns, rec.mono_ns, int(budget * 1e6))
+            job = Job(sp, msg.sent_ns, rec.wall_ns, rec.mono_ns, int(budget * 1e6), state)
             state.outstanding += 1
             if not self.batcher.add(job, mass=sp.precursor_mz, budget_ms=budget):
                 self._shed([job], "queue_full", f"overload: {len(self.batcher)} spectra already waiting")
@@ -305,25 +309,36 @@ class Daemon:
                 state.outstanding += 1
                 with self._lock:
                     res = state.live.add_unscored(ResultStatus.INVALID, [msg.scan], [float("nan")], [msg.reason])
-                self._publish(res[0], None, rec)
+                self._publish(res[0], None, state, rec)
         elif isinstance(msg, wire.RunStart):
-            if msg.run in self._runs:
+            if msg.run in self._runs and not self._runs[msg.run].ending:
                 log.warning("run.start for run %r, which is already open: continuing it", msg.run)
             else:
                 self._state(msg.run, announced=True)
         elif isinstance(msg, wire.RunEnd):
+            current = self._runs.get(msg.run)
+            if current is not None and current.ending:
+                log.warning("run %r: a second run.end, ignored", msg.run)
+                return
             state = self._state(msg.run)
             state.ending, state.expected = True, msg.n_spectra
-            self._maybe_finish(msg.run)
+            self._maybe_finish(state)
 
     def _state(self, run: str, *, announced: bool = False) -> RunState:
+        """The open run ``run``; a new one if none is open or the last one got its ``run.end``."""
         state = self._runs.get(run)
+        if state is not None and state.ending:
+            # run.end came and its spectra are still being answered: what arrives now is a new segment
+            log.info("run %r: reopened after its run.end", run)
+            self._draining.append(state)
+            state = None
+            announced = True
         if state is None:
             if not announced:
                 log.info("run %r: first message without run.start, opening it", run)
             with self._lock:
                 state = self._runs[run] = RunState(LiveRun(run, self.engine.index, primary=self.engine.cfg.score))
-            self.metrics.runs_open.set(len(self._runs))
+            self.metrics.runs_open.set(len(self._runs) + len(self._draining))
         return state
 
     # ---------------------------------------------------------------- scheduling
@@ -374,8 +389,12 @@ class Daemon:
         seconds = time.perf_counter() - t0
         out: list[tuple[dict[str, Any], Job]] = []
         with self._lock:
-            for rows, part in scored.by_run():
-                live = self._runs[part.run[0]].live
+            groups: dict[int, list[int]] = {}
+            for i, j in enumerate(jobs):
+                groups.setdefault(id(j.state), []).append(i)
+            for rows in groups.values():
+                part = scored if len(groups) == 1 else scored.take(rows)
+                live = jobs[rows[0]].state.live
                 out.extend(zip(live.add_scored(part), (jobs[r] for r in rows), strict=True))
         return seconds, out
 
@@ -394,7 +413,7 @@ class Daemon:
             self.model.observe(len(jobs), seconds)
             self.metrics.engine_batch.observe(seconds)
             for res, job in results:
-                self._publish(res, job)
+                self._publish(res, job, job.state)
         self.metrics.in_flight.set(self._in_flight)
         self._wake.set()
 
@@ -405,19 +424,19 @@ class Daemon:
         self._unscored(jobs, ResultStatus.SHED, reason)
 
     def _unscored(self, jobs: list[Job], status: ResultStatus, reason: str) -> None:
-        by_run: dict[str, list[Job]] = {}
+        by_state: dict[int, list[Job]] = {}
         for j in jobs:
-            by_run.setdefault(j.spectrum.run, []).append(j)
-        for run, js in by_run.items():
-            live = self._runs[run].live
+            by_state.setdefault(id(j.state), []).append(j)
+        for js in by_state.values():
+            live = js[0].state.live
             with self._lock:
                 results = live.add_unscored(
                     status, [j.spectrum.scan for j in js], [j.spectrum.precursor_mz for j in js], [reason] * len(js)
                 )
             for res, job in zip(results, js, strict=True):
-                self._publish(res, job)
+                self._publish(res, job, job.state)
 
-    def _publish(self, res: dict[str, Any], job: Job | None, rec: Received | None = None) -> None:
+    def _publish(self, res: dict[str, Any], job: Job | None, state: RunState, rec: Received | None = None) -> None:
         """Stamp, send on ZeroMQ (and MQTT when identified), count; the one exit of every answer."""
         now_mono = self.clock()
         if job is not None:
@@ -445,21 +464,23 @@ class Daemon:
                 self.mqtt.psm(res["run"], frames[1])
         if self.on_result is not None:
             self.on_result(res)
-        run = res["run"]
-        state = self._runs[run]
         state.outstanding -= 1
         if state.ending and state.outstanding == 0:
-            self._maybe_finish(run)
+            self._maybe_finish(state)
 
     # ---------------------------------------------------------------- runs
 
-    def _maybe_finish(self, run: str) -> None:
-        state = self._runs.get(run)
-        if state is None or not state.ending or state.outstanding > 0:
+    def _maybe_finish(self, state: RunState) -> None:
+        if not state.ending or state.outstanding > 0 or state.finishing:
             return
+        state.finishing = True
+        name = state.live.name
         with self._lock:
-            del self._runs[run]
-        self.metrics.runs_open.set(len(self._runs))
+            if self._runs.get(name) is state:
+                del self._runs[name]
+            elif state in self._draining:
+                self._draining.remove(state)
+        self.metrics.runs_open.set(len(self._runs) + len(self._draining))
         self._track(self._finish(state))
 
     async def _finish(self, state: RunState) -> None:
@@ -467,9 +488,10 @@ class Daemon:
         if state.expected is not None and state.expected != live.answered + state.ms1:
             log.warning("run %r: run.end announced %d spectra, received %d MS2 + %d MS1", live.name,
                         state.expected, live.answered, state.ms1)  # fmt: skip
+        part = self._parts[live.name] = self._parts.get(live.name, 0) + 1
         table, summary = await asyncio.to_thread(live.finish)
         path = await asyncio.to_thread(
-            write_run_results, table, self.cfg.results_dir, live.name, self.cfg.results_format
+            write_run_results, table, self.cfg.results_dir, live.name, self.cfg.results_format, part
         )
         done = Finished(summary, path, state.expected)
         self.finished.append(done)

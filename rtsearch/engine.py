@@ -55,15 +55,6 @@ class ScoredBatch:
         return ScoredBatch([self.run[i] for i in idx], self.scan[idx], self.precursor_mz[idx], self.rt[idx], best,
                            [self.reason[i] for i in idx])  # fmt: skip
 
-    def by_run(self) -> list[tuple[list[int], ScoredBatch]]:
-        """The batch split by run (a micro-batch may hold several): each part's rows and the part."""
-        groups: dict[str, list[int]] = {}
-        for i, r in enumerate(self.run):
-            groups.setdefault(r, []).append(i)
-        if len(groups) == 1:
-            return [(list(range(len(self))), self)]
-        return [(rows, self.take(rows)) for rows in groups.values()]
-
 
 class Engine:
     """Scores spectra against a loaded `PeptideIndex` on one backend."""

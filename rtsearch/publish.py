@@ -36,9 +36,14 @@ def topic_segment(name: str) -> str:
     return _TOPIC_UNSAFE.sub("_", name) or "_"
 
 
-def results_path(folder: str | Path, run: str, fmt: str = "tsv") -> Path:
-    """The results file of ``run`` inside ``folder`` (the run name made file-safe)."""
-    return Path(folder) / f"{_FILE_UNSAFE.sub('_', run) or 'run'}.{fmt}"
+def results_path(folder: str | Path, run: str, fmt: str = "tsv", part: int = 1) -> Path:
+    """The results file of ``run`` inside ``folder`` (the run name made file-safe).
+
+    ``part`` > 1 names a later segment of a run that was reopened after its ``run.end``
+    (spectra arriving late), so an earlier file is never overwritten.
+    """
+    stem = _FILE_UNSAFE.sub("_", run) or "run"
+    return Path(folder) / (f"{stem}.{fmt}" if part <= 1 else f"{stem}.part{part}.{fmt}")
 
 
 class ZmqResults:
@@ -196,8 +201,8 @@ class MqttPublisher:
                 self.queue.task_done()
 
 
-def write_run_results(table: PsmTable, folder: str | Path, run: str, fmt: str = "tsv") -> Path:
+def write_run_results(table: PsmTable, folder: str | Path, run: str, fmt: str = "tsv", part: int = 1) -> Path:
     """Write a finalized run's table atomically; returns the path (blocking: call in a thread)."""
-    path = results_path(folder, run, fmt)
+    path = results_path(folder, run, fmt, part)
     write_results(table.rows(), path)
     return path

@@ -140,3 +140,21 @@ async def test_overload_sheds_with_a_reason_and_loses_nothing(engine, ecoli_run,
     assert metrics['rtsearch_shed_total{reason="queue_full"}'] == len(shed)
     assert report.by_status["shed"] + report.by_status.get("identified", 0) + report.by_status.get(
         "unidentified", 0) == len(ms2)
+
+
+async def test_a_run_reopened_after_its_end_gets_a_second_file_not_an_overwrite(engine, ecoli_run, tmp_path):
+    ms2 = [s for s in ecoli_run if s.ms_level == 2]
+    async with running(engine, serve_config(tmp_path)) as daemon:
+        sent, col = await asyncio.to_thread(
+            _send_and_collect, daemon.endpoints.spectra, daemon.endpoints.results, "push",
+            [("again", ms2[:5]), ("again", ms2[5:8])],
+        )  # fmt: skip
+        for _ in range(200):
+            if len(daemon.finished) == 2:
+                break
+            await asyncio.sleep(0.05)
+    assert col.report(sent.ms2).lost == 0
+    paths = sorted(f.path.name for f in daemon.finished)
+    assert paths == ["again.part2.tsv", "again.tsv"]
+    rows = {p: (tmp_path / "results" / p).read_text().count("\n") - 1 for p in paths}
+    assert rows == {"again.tsv": 5, "again.part2.tsv": 3}
