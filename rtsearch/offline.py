@@ -18,7 +18,7 @@ from rtsearch.engine import Engine
 from rtsearch.index.database import PeptideIndex
 from rtsearch.psms import PsmTable
 from rtsearch.readers import count_spectra, read_spectra
-from rtsearch.results import write_results
+from rtsearch.results import write_table as _write
 
 log = logging.getLogger(__name__)
 
@@ -84,4 +84,4 @@ def summarize(table: PsmTable, seconds: float) -> SearchSummary:
 
 
 def write_table(table: PsmTable, out: str | Path) -> int:
-    return write_results(table.rows(), out)
+    return _write(table, out)

@@ -8,7 +8,6 @@ offline search (and of the daemon's results file).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,36 +122,42 @@ class PsmTable:
         peptides = int(np.unique(self.peptide[target & (self.peptide_q <= level)]).shape[0])
         return psms, peptides
 
-    def rows(self) -> Iterator[dict[str, Any]]:
-        """One dict per spectrum with the `COLUMNS`, after `finalize`."""
+    def columns(self) -> dict[str, Any]:
+        """The `COLUMNS`, each as one array or list over every spectrum (NaN: empty), after `finalize`.
+
+        Column-wise so that writing a run's file is array work, not a Python loop over cells.
+        """
         if self.score is None:
             self.finalize()
         assert self.score is not None and self.q is not None and self.peptide_q is not None
-        assert self.decoy is not None and self.features is not None
-        i = 0
-        for b in self.batches:
-            best = b.best
-            for j in range(len(b)):
-                p = int(best.peptide[j])
-                row: dict[str, Any] = {
-                    "run": b.run[j], "scan": int(b.scan[j]), "precursor_mz": float(b.precursor_mz[j]),
-                    "reason": b.reason[j] if p < 0 else "",
-                }  # fmt: skip
-                if p >= 0:
-                    row.update(
-                        charge=int(best.charge[j]), calc_mz=float(best.calc_mz[j]),
-                        ppm_error=float(best.ppm_error[j]), peptide=self.index.proforma(p),
-                        proteins=";".join(self.index.protein_accessions(p)),
-                        is_decoy=bool(self.decoy[i]), score=float(self.score[i]),
-                        q_value=float(self.q[i]), peptide_q_value=float(self.peptide_q[i]),
-                        matched_peaks=int(best.matched_peaks[j]),
-                    )  # fmt: skip
-                    row.update({name: float(v) for name, v in zip(FEATURES, self.features[i], strict=True)})
-                else:
-                    row.update(
-                        charge=0, calc_mz=None, ppm_error=None, peptide="", proteins="", is_decoy=False,
-                        score=None, q_value=None, peptide_q_value=None, matched_peaks=0,
-                    )  # fmt: skip
-                    row.update(dict.fromkeys(FEATURES))
-                yield row
-                i += 1
+        assert self.decoy is not None and self.features is not None and self.peptide is not None
+        pep = self.peptide
+        scored = pep >= 0
+        nan = np.full(len(pep), np.nan)
+
+        def cat(attr: str) -> np.ndarray:
+            return self._cat(attr) if self.batches else np.zeros(0)
+
+        reasons = [r for b in self.batches for r in b.reason]
+        peps = pep.tolist()
+        index = self.index
+        cols: dict[str, Any] = {
+            "run": [r for b in self.batches for r in b.run],
+            "scan": np.concatenate([b.scan for b in self.batches]) if self.batches else np.zeros(0, np.int64),
+            "charge": np.where(scored, cat("charge"), 0).astype(np.int64),
+            "precursor_mz": np.concatenate([b.precursor_mz for b in self.batches]) if self.batches else nan,
+            "calc_mz": np.where(scored, cat("calc_mz"), nan),
+            "ppm_error": np.where(scored, cat("ppm_error"), nan),
+            "peptide": [index.proforma(p) if p >= 0 else "" for p in peps],
+            "proteins": [";".join(index.protein_accessions(p)) if p >= 0 else "" for p in peps],
+            "is_decoy": self.decoy & scored,
+            "score": np.where(scored, self.score, nan),
+            "q_value": np.where(scored, self.q, nan),
+            "peptide_q_value": np.where(scored, self.peptide_q, nan),
+            "matched_peaks": np.where(scored, cat("matched_peaks"), 0).astype(np.int64),
+            "reason": [r if p < 0 else "" for r, p in zip(reasons, peps, strict=True)],
+        }  # fmt: skip
+        for k, name in enumerate(FEATURES):
+            if name not in cols:
+                cols[name] = np.where(scored, self.features[:, k], nan)
+        return {c: cols[c] for c in COLUMNS}

@@ -23,7 +23,7 @@ from typing import Any
 import zmq
 
 from rtsearch.psms import PsmTable
-from rtsearch.results import write_results
+from rtsearch.results import write_table
 
 log = logging.getLogger(__name__)
 
@@ -204,5 +204,5 @@ class MqttPublisher:
 def write_run_results(table: PsmTable, folder: str | Path, run: str, fmt: str = "tsv", part: int = 1) -> Path:
     """Write a finalized run's table atomically; returns the path (blocking: call in a thread)."""
     path = results_path(folder, run, fmt, part)
-    write_results(table.rows(), path)
+    write_table(table, path)
     return path

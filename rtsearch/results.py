@@ -1,76 +1,66 @@
 """Result files: the PSM table written as TSV or Parquet, atomically.
 
-Columns are `rtsearch.psms.COLUMNS` (names exact); empty cells for spectra
-without a match. The file is written to a temporary name in the same folder
+Columns are `rtsearch.psms.COLUMNS` (names exact); empty cells (nulls) for
+spectra without a match. Written column-wise through Arrow (C++, without the
+GIL for the formatting), so a daemon finishing a run does not stall its
+scoring thread. The file is written to a temporary name in the same folder
 and renamed, so a reader never sees half a file.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import tempfile
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
 from rtsearch.errors import InputError
-from rtsearch.psms import COLUMNS
+from rtsearch.psms import COLUMNS, PsmTable
 
-_INT_COLUMNS = frozenset({"scan", "charge", "matched_peaks"})
-
-
-def _cell(name: str, value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return ""
-        if name in _INT_COLUMNS:
-            return str(int(value))
-        return f"{value:.6g}" if name in ("q_value", "peptide_q_value") else f"{value:.6f}".rstrip("0").rstrip(".")
-    return str(value).replace("\t", " ").replace("\n", " ")
+_STRINGS = frozenset({"run", "peptide", "proteins", "reason"})
 
 
-def write_results(rows: Iterable[dict[str, Any]], path: str | Path) -> int:
-    """Write rows to ``path`` (``.tsv`` or ``.parquet``); returns the row count."""
+_UNSAFE = str.maketrans({"\t": " ", "\n": " ", "\r": " ", '"': "'"})
+
+
+def _array(name: str, values: Any) -> pa.Array:
+    if name in _STRINGS:
+        # TSV without quoting: no tabs, line breaks or quotes inside a cell (run names come from the wire)
+        return pa.array([v.translate(_UNSAFE) for v in values], type=pa.string())
+    arr = np.asarray(values)
+    if arr.dtype.kind == "f":
+        return pa.array(arr, type=pa.float64(), mask=np.isnan(arr))
+    if arr.dtype.kind == "b":
+        return pa.array(arr, type=pa.bool_())
+    return pa.array(arr.astype(np.int64), type=pa.int64())
+
+
+def write_table(table: PsmTable, path: str | Path) -> int:
+    """Write a finalized table to ``path`` (``.tsv`` or ``.parquet``); returns the row count."""
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix not in (".tsv", ".parquet", ".txt"):
         raise InputError(f"{p}: output must end in .tsv or .parquet")
+    cols = table.columns()
+    arrow = pa.table({c: _array(c, cols[c]) for c in COLUMNS})
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-    n = 0
+    os.close(fd)
     try:
         if suffix == ".parquet":
-            os.close(fd)
-            n = _write_parquet(rows, tmp)
+            pq.write_table(arrow, tmp)
         else:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write("\t".join(COLUMNS) + "\n")
-                for row in rows:
-                    fh.write("\t".join(_cell(c, row.get(c)) for c in COLUMNS) + "\n")
-                    n += 1
+            opts = pacsv.WriteOptions(delimiter="\t", quoting_style="none", include_header=False)
+            with open(tmp, "wb") as fh:  # Arrow would quote the header's names
+                fh.write(("\t".join(COLUMNS) + "\n").encode())
+                pacsv.write_csv(arrow, fh, write_options=opts)
         os.replace(tmp, p)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return n
-
-
-def _write_parquet(rows: Iterable[dict[str, Any]], path: str) -> int:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    data: dict[str, list[Any]] = {c: [] for c in COLUMNS}
-    for row in rows:
-        for c in COLUMNS:
-            data[c].append(row.get(c))
-    types = {c: pa.string() for c in ("run", "peptide", "proteins", "reason")}
-    types.update({c: pa.int64() for c in _INT_COLUMNS})
-    types["is_decoy"] = pa.bool_()
-    table = pa.table({c: pa.array(v, type=types.get(c, pa.float64())) for c, v in data.items()})
-    pq.write_table(table, path)
-    return table.num_rows
+    return arrow.num_rows
