@@ -96,7 +96,10 @@ async def test_mqtt_topics_and_a_broker_killed_mid_run(demo_index, data, tmp_pat
             # the broker comes back on the same port: the daemon reconnects and publishes again
             broker.start()
             assert await asyncio.to_thread(_wait, lambda: daemon.mqtt.connects >= 2, 30)
-            assert await asyncio.to_thread(_wait, lambda: b"online" in listener.on("rtsearch/lab1/status"), 20)
+            # a second "online" (retained, republished on reconnect) proves the listener is subscribed again
+            assert await asyncio.to_thread(
+                _wait, lambda: listener.on("rtsearch/lab1/status").count(b"online") >= 2, 20
+            )
             await asyncio.to_thread(send, "after", run[:40], 500.0)
             await asyncio.to_thread(col.wait, len(sent.ms2), idle_s=20, timeout_s=60)
             col.stop()
