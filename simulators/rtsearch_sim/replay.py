@@ -80,6 +80,8 @@ class Sender:
         elif mode == "push":
             self.socket = self.ctx.socket(zmq.PUSH)
             self.socket.setsockopt(zmq.SNDHWM, 0)
+            # queue only to a connected daemon: with none, send waits (then fails) instead of "succeeding"
+            self.socket.setsockopt(zmq.IMMEDIATE, 1)
             self.socket.setsockopt(zmq.SNDTIMEO, int(wait_s * 1000))
             self.socket.connect(endpoint)
             self.endpoint = endpoint
