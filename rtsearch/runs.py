@@ -5,6 +5,13 @@ and gets back one result (a plain dict in the wire protocol's result fields)
 per spectrum; spectra that were shed or invalid are recorded with their
 reason. At the end `LiveRun.finish` fits the run's discriminant and final
 q-values exactly as the offline search does (`rtsearch.psms.PsmTable`).
+
+Running q-values rank by the primary score until ``REFIT_FIRST`` spectra of the
+run are scored; then by the run's own discriminant, fitted on everything so
+far (uncalibrated features: |ppm| instead of the run's z-score, no retention
+time) and refitted whenever the count doubles, with every PSM so far re-ranked.
+The primary score alone separates poorly on large databases; the discriminant
+is what the end of the run uses, so live identifications approach the final ones.
 """
 
 from __future__ import annotations
@@ -20,9 +27,12 @@ from rtsearch.fdr import RunningFdr
 from rtsearch.index.database import PeptideIndex
 from rtsearch.psms import PsmTable
 from rtsearch.scoring.features import FEATURES, BestMatches
+from rtsearch.scoring.lda import Discriminant, fit
 from rtsearch.types import ResultStatus
 
+_PPM, _SIGNED_PPM = FEATURES.index("ppm_error_z2"), FEATURES.index("signed_ppm_error")
 IDENTIFIED_AT = 0.01  # running q-value at which a target PSM is reported as identified
+REFIT_FIRST = 500  # scored spectra before the first live discriminant; refitted at every doubling after
 
 
 def unscored_batch(
@@ -72,6 +82,29 @@ class LiveRun:
         self.fdr = RunningFdr()
         self.by_status: dict[str, int] = dict.fromkeys((s.value for s in ResultStatus), 0)
         self._col = FEATURES.index(primary)
+        self._x: list[np.ndarray] = []  # live features of every scored PSM so far
+        self._d: list[np.ndarray] = []
+        self._n_scored = 0
+        self._next_fit = REFIT_FIRST
+        self.discriminant: Discriminant | None = None
+
+    def _running_q(self, feats: np.ndarray, decoy: np.ndarray) -> np.ndarray:
+        """Running q-values of new scored PSMs (see the module docstring)."""
+        x = feats.copy()
+        x[:, _PPM] = np.abs(x[:, _SIGNED_PPM])
+        self._x.append(x)
+        self._d.append(decoy)
+        self._n_scored += len(x)
+        if self._n_scored < self._next_fit:
+            s = self.discriminant.score(x) if self.discriminant is not None else x[:, self._col]
+            return self.fdr.add(s, decoy)
+        all_x, all_d = np.concatenate(self._x), np.concatenate(self._d)
+        self._x, self._d = [all_x], [all_d]
+        self.discriminant = fit(all_x, all_d, FEATURES, start=self.primary)
+        while self._next_fit <= self._n_scored:
+            self._next_fit *= 2
+        self.fdr = RunningFdr()
+        return self.fdr.add(self.discriminant.score(all_x), all_d)[-len(x) :]
 
     @property
     def answered(self) -> int:
@@ -86,7 +119,9 @@ class LiveRun:
         raw = np.where(scored, best.features[:, self._col], np.nan)
         decoy = np.zeros(len(pep), dtype=bool)
         decoy[scored] = np.asarray(self.index.is_decoy(pep[scored]), dtype=bool)
-        q = self.fdr.add(raw, decoy)
+        q = np.ones(len(pep))
+        if scored.any():
+            q[scored] = self._running_q(best.features[scored], decoy[scored])
         # plain lists: indexing numpy scalars one by one costs more than the conversion
         runs, scans, prec, reasons = batch.run, batch.scan.tolist(), batch.precursor_mz.tolist(), batch.reason
         peps, charges, calc, ppm = pep.tolist(), best.charge.tolist(), best.calc_mz.tolist(), best.ppm_error.tolist()

@@ -1,0 +1,72 @@
+"""LiveRun on the bundled real run: results per spectrum, running q-values, the live discriminant."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rtsearch import runs
+from rtsearch.backend import get_backend
+from rtsearch.config import load_config
+from rtsearch.demo import RUN, TOML, bundled
+from rtsearch.engine import Engine
+from rtsearch.fdr import q_values
+from rtsearch.readers import read_spectra
+from rtsearch.runs import LiveRun
+from rtsearch.types import ResultStatus
+
+
+@pytest.fixture(scope="module")
+def scored(demo_index):
+    cfg = load_config(bundled(TOML)).search
+    spectra = list(read_spectra(bundled(RUN), default_charges=cfg.charges))
+    batch = Engine(demo_index, cfg, get_backend("numpy")).score(spectra)
+    return demo_index, batch
+
+
+def _feed(index, batch, size: int = 10) -> tuple[LiveRun, list[dict]]:
+    live = LiveRun("r", index)
+    out: list[dict] = []
+    for s in range(0, len(batch), size):
+        out.extend(live.add_scored(batch.take(range(s, min(s + size, len(batch))))))
+    return live, out
+
+
+def test_one_result_per_spectrum_with_the_wire_fields(scored):
+    index, batch = scored
+    live, results = _feed(index, batch)
+    assert [r["scan"] for r in results] == batch.scan.tolist()
+    assert sum(live.by_status.values()) == len(batch) == 139
+    for r in results:
+        assert r["status"] in ("identified", "unidentified")
+        if "peptide" in r:
+            assert 0 <= r["q_value"] <= 1 and r["proteins"]
+            assert r["status"] == "identified" or r["is_decoy"] or r["q_value"] > runs.IDENTIFIED_AT
+        else:
+            assert r["reason"]
+    table, summary = live.finish()
+    assert summary.spectra == 139 and summary.psms_at_1pct >= 85
+
+
+def test_the_live_discriminant_is_refitted_and_reranks_everything(scored, monkeypatch):
+    index, batch = scored
+    _, raw = _feed(index, batch)  # 139 < REFIT_FIRST: primary score only
+    monkeypatch.setattr(runs, "REFIT_FIRST", 40)
+    live, fitted = _feed(index, batch)
+    assert live.discriminant is not None
+    assert live._next_fit == 160  # fitted at 40 and 80 scored spectra, next at 160
+    # from the last refit on, the q of each new PSM is q_values over every PSM up to its batch, ranked
+    # by that discriminant (it ranks all earlier PSMs again, not only the new ones)
+    x, d = np.concatenate(live._x), np.concatenate(live._d)
+    score = live.discriminant.score(x)
+    got = np.array([r["q_value"] for r in fitted if "peptide" in r])
+    ends = np.cumsum([sum("peptide" in r for r in fitted[s : s + 10]) for s in range(0, len(fitted), 10)])
+    start = int(np.searchsorted(ends, 80))  # the batch whose PSMs crossed 80 triggered the last refit
+    checked = 0
+    for k in range(start, len(ends)):
+        lo, hi = (ends[k - 1] if k else 0), ends[k]
+        np.testing.assert_allclose(got[lo:hi], q_values(score[:hi], d[:hi])[lo:hi])
+        checked += hi - lo
+    assert checked >= 40
+    ident = lambda rs: sum(r["status"] == ResultStatus.IDENTIFIED.value for r in rs)  # noqa: E731
+    assert ident(fitted) >= ident(raw)
