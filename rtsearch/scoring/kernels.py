@@ -25,6 +25,9 @@ from rtsearch.scoring.matching import STATS, XCORR_HALF_WINDOW, MatchStats, frag
 from rtsearch.spectrum import PeakBatch
 from rtsearch.types import C13_DELTA, H2O, PROTON
 
+# the match kernel writes its outputs in STATS order; the stacked result is read back as MatchStats
+assert tuple(MatchStats.__dataclass_fields__) == STATS
+
 CHUNK = 8192  # peptides per block histogram (32 KiB of shared memory)
 MAX_COUNT = 1023  # counts are capped here for the selection histogram
 MAX_WIDTH = 256  # peaks per spectrum the matcher's bitmask holds
@@ -348,17 +351,24 @@ class GpuIndex:
 
     def match(self, peaks: PeakBatch, queries: Queries, cand: Any, cfg: SearchConfig) -> MatchStats:
         """Full scores of every candidate, as `match_numpy` computes them (arrays stay on the device)."""
+        return MatchStats(*self._match_stacked(peaks, queries, cand, cfg))
+
+    def _match_stacked(self, peaks: PeakBatch, queries: Queries, cand: Any, cfg: SearchConfig) -> Any:
+        """The `MatchStats` fields stacked into one ``[len(STATS), Q, K]`` device array.
+
+        One allocation, one scatter and (in `score`) one copy back, instead of one of each
+        per statistic: small batches are dominated by such per-call overheads.
+        """
         cp = self.cp
         n_q, k = cand.shape
+        out = cp.zeros((len(STATS), n_q, k), dtype=cp.float64)
+        out[:3] = -cp.inf  # hyperscore, dot, xcorr: no candidate is the worst score
         valid = cand >= 0
         pq, pk = cp.nonzero(valid)
         peps = cand[pq, pk]
         n = int(peps.shape[0])
-        out = {name: cp.zeros((n_q, k), dtype=cp.float64) for name in MatchStats.__dataclass_fields__}
-        for name in ("hyperscore", "dot", "xcorr"):
-            out[name][:] = -cp.inf
         if n == 0:
-            return MatchStats(**out)
+            return out
         inten = peaks.intensity.astype(cp.float64)
         width = int(peaks.mz.shape[1])
         cum = cp.zeros((inten.shape[0], width + 1), dtype=cp.float64)
@@ -366,7 +376,7 @@ class GpuIndex:
         spec_sum = inten.sum(axis=1)
         spec_sq = (inten**2).sum(axis=1)
         zmax = cp.asarray(fragment_charges(queries.charge, cfg.max_fragment_charge).astype(np.int64))
-        res = [cp.empty(n, dtype=cp.float64) for _ in STATS]
+        res = cp.empty((len(STATS), n), dtype=cp.float64)  # the kernel writes one row per statistic
         ft = cfg.fragment_tolerance
         self._match(
             ((n + 127) // 128,), (128,),
@@ -376,9 +386,8 @@ class GpuIndex:
              self.residues, self.base_off, self.residue_mass, np.float64(self.n_fixed), np.float64(self.c_fixed),
              np.float64(ft.value), np.int32(ft.unit == "ppm"), *res),
         )  # fmt: skip
-        for name, arr in zip(STATS, res, strict=True):  # the kernel writes them in STATS order
-            out[name][pq, pk] = arr
-        return MatchStats(**out)
+        out[:, pq, pk] = res
+        return out
 
     def score(
         self, peaks: PeakBatch, queries: Queries, cfg: SearchConfig, lap: Any = None
@@ -389,9 +398,9 @@ class GpuIndex:
         lap = lap or (lambda stage: None)
         cand, prelim = self.candidates(peaks, queries, cfg)
         lap("gpu candidates")
-        stats = self.match(peaks, queries, cand, cfg)
+        stacked = self._match_stacked(peaks, queries, cand, cfg)
         lap("gpu match")
-        host = MatchStats(*(self.cp.asnumpy(getattr(stats, f)) for f in MatchStats.__dataclass_fields__))
+        host = MatchStats(*self.cp.asnumpy(stacked))
         out = self.cp.asnumpy(cand), self.cp.asnumpy(prelim), host
         lap("device->host")
         return out
