@@ -9,7 +9,8 @@ q-values exactly as the offline search does (`rtsearch.psms.PsmTable`).
 Running q-values rank by the primary score until ``REFIT_FIRST`` spectra of the
 run are scored; then by the run's own discriminant, fitted on everything so
 far (uncalibrated features: |ppm| instead of the run's z-score, no retention
-time) and refitted whenever the count doubles, with every PSM so far re-ranked.
+time) and refitted whenever the count doubles up to ``REFIT_LAST``, with every
+PSM so far re-ranked.
 The primary score alone separates poorly on large databases; the discriminant
 is what the end of the run uses, so live identifications approach the final ones.
 """
@@ -33,6 +34,7 @@ from rtsearch.types import ResultStatus
 _PPM, _SIGNED_PPM = FEATURES.index("ppm_error_z2"), FEATURES.index("signed_ppm_error")
 IDENTIFIED_AT = 0.01  # running q-value at which a target PSM is reported as identified
 REFIT_FIRST = 500  # scored spectra before the first live discriminant; refitted at every doubling after
+REFIT_LAST = 8000  # no refits beyond this: the fit stabilizes, and its cost grows with the run
 
 
 def unscored_batch(
@@ -95,7 +97,7 @@ class LiveRun:
         self._x.append(x)
         self._d.append(decoy)
         self._n_scored += len(x)
-        if self._n_scored < self._next_fit:
+        if self._n_scored < self._next_fit or self._next_fit > REFIT_LAST:
             s = self.discriminant.score(x) if self.discriminant is not None else x[:, self._col]
             return self.fdr.add(s, decoy)
         all_x, all_d = np.concatenate(self._x), np.concatenate(self._d)
