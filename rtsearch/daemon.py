@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import zmq
 import zmq.asyncio
 
@@ -41,7 +40,8 @@ from rtsearch.ingest import Intake, Received
 from rtsearch.metrics import DaemonMetrics
 from rtsearch.publish import MqttPublisher, ZmqResults, write_run_results
 from rtsearch.runs import LiveRun, RunSummary
-from rtsearch.types import PROTON, ResultStatus, Spectrum
+from rtsearch.types import ResultStatus, Spectrum
+from rtsearch.warmup import warm_up_spectra
 
 log = logging.getLogger(__name__)
 
@@ -91,40 +91,6 @@ class Finished:
     path: Path
     expected: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def warm_up_spectra(engine: Engine, n: int) -> list[Spectrum]:
-    """``n`` spectra made of index peptides' own fragment m/z (plus seeded noise), charges varied."""
-    rng = np.random.default_rng(0)
-    index = engine.index
-    n_pep = len(engine.peptide_mass)
-    if n_pep == 0:
-        return [Spectrum("warm-up", 0, 2, np.array([200.0, 300.0]), np.ones(2, np.float32), 500.0, (2,))]
-    chosen = np.unique(rng.integers(0, n_pep, n))
-    pick = np.zeros(n_pep, dtype=bool)
-    pick[chosen] = True
-    frags = index.fragments
-    hit = np.flatnonzero(pick[frags.peptide])
-    by_pep: dict[int, list[float]] = {}
-    for p, mz in zip(frags.peptide[hit].tolist(), frags.mz[hit].tolist(), strict=True):
-        by_pep.setdefault(p, []).append(mz)
-    charges: tuple[tuple[int, ...], ...] = ((2,), (), (2, 3), (3,))
-    out = []
-    for k, p in enumerate(chosen.tolist()):
-        mz = np.sort(np.concatenate([np.asarray(by_pep.get(p, []), np.float64), rng.uniform(150, 1500, 40)]))
-        inten = np.asarray(rng.uniform(10, 100, mz.shape[0]), dtype=np.float32)
-        z = charges[k % len(charges)]
-        prec = (float(engine.peptide_mass[p]) + (z[0] if z else 2) * PROTON) / (z[0] if z else 2)
-        out.append(Spectrum("warm-up", k, 2, mz, inten, prec, z))
-    # the odd ones real runs bring: no peaks, too few, more than a batch row holds, no candidate, 4+
-    big = np.sort(rng.uniform(150, 2000, 5000))
-    out[1::16] = [
-        Spectrum("warm-up", 10_001, 2, np.zeros(0), np.zeros(0, np.float32), 600.0, (2,)),
-        Spectrum("warm-up", 10_002, 2, big[:3], np.ones(3, np.float32), 700.0, ()),
-        Spectrum("warm-up", 10_003, 2, big, rng.uniform(1, 9, 5000).astype(np.float32), 800.0, (3,)),
-        Spectrum("warm-up", 10_004, 2, big[::50], np.ones(100, np.float32), 99_999.0, (4,)),
-    ][: len(out[1::16])]
-    return out
 
 
 class Daemon:
