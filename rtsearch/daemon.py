@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +90,6 @@ class Finished:
     summary: RunSummary
     path: Path
     expected: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Daemon:

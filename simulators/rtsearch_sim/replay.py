@@ -9,7 +9,6 @@ that binds PULL (lossless: PUSH waits instead of dropping).
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -184,7 +183,3 @@ def synthetic(
         yield name, [dataclasses.replace(pool[(made + i) % len(pool)], run=name, scan=i + 1) for i in range(n)]
         made += n
         r += 1
-
-
-def header_of(frames: list[bytes]) -> dict[str, Any]:
-    return json.loads(frames[1])
