@@ -36,6 +36,7 @@ from rtsearch import wire
 from rtsearch.batching import BatchPolicy, EngineTimeModel, MicroBatcher
 from rtsearch.config import ServeConfig, mqtt_address
 from rtsearch.engine import Engine
+from rtsearch.errors import EndpointError
 from rtsearch.ingest import Intake, Received
 from rtsearch.metrics import DaemonMetrics
 from rtsearch.publish import MqttPublisher, ZmqResults, write_run_results
@@ -144,13 +145,19 @@ class Daemon:
         sys.setswitchinterval(GIL_SWITCH_S)
         try:
             await self._warm_up()
-            if cfg.metrics_port or cfg.metrics_port == 0:
+            try:
                 http, self.endpoints.metrics_port = self.metrics.serve(cfg.metrics_port, cfg.metrics_host)
+            except OSError as e:
+                raise EndpointError(f"metrics port {cfg.metrics_host}:{cfg.metrics_port}: {e.strerror or e}; "
+                                    "choose another with --metrics-port (0: any free port)") from None
             self.metrics.describe(
                 backend=backend.name, device=backend.device, peptides=len(self.engine.peptide_mass),
                 gpu_bytes=backend.memory_used_bytes,
             )  # fmt: skip
-            self._out = ZmqResults(sync_ctx, cfg.results)
+            try:
+                self._out = ZmqResults(sync_ctx, cfg.results)
+            except zmq.ZMQError as e:
+                raise EndpointError(f"results endpoint {cfg.results}: {e}") from None
             self.endpoints.results = self._out.endpoint
             async with contextlib.AsyncExitStack() as stack:
                 if cfg.mqtt:
@@ -161,7 +168,10 @@ class Daemon:
                             on_drop=self.metrics.mqtt_dropped.inc, on_connected=self.metrics.mqtt_connected.set,
                         )  # fmt: skip
                     )
-                intake = Intake(ctx, cfg.spectra, mode=cfg.spectra_mode)
+                try:
+                    intake = Intake(ctx, cfg.spectra, mode=cfg.spectra_mode)
+                except zmq.ZMQError as e:
+                    raise EndpointError(f"spectra endpoint {cfg.spectra} ({cfg.spectra_mode}): {e}") from None
                 self.endpoints.spectra = intake.endpoint
                 ingest = asyncio.create_task(self._ingest(intake), name="ingest")
                 scheduler = asyncio.create_task(self._schedule(), name="scheduler")
@@ -181,8 +191,9 @@ class Daemon:
             self.metrics.ready.set(0)
             if self._out is not None:
                 self._out.close()
-            ctx.term()
-            sync_ctx.term()
+            # destroy: closes any socket still open (one whose bind failed, say) so term cannot hang
+            ctx.destroy(linger=0)
+            sync_ctx.destroy(linger=1000)
             if http is not None:
                 http.shutdown()
                 http.server_close()

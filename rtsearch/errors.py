@@ -28,3 +28,7 @@ class IndexMismatchError(RtsearchError):
 
 class BackendError(RtsearchError):
     """The requested compute backend (e.g. CuPy) is not available."""
+
+
+class EndpointError(RtsearchError):
+    """A socket or port the daemon must bind or connect to cannot be used (in use, malformed)."""
