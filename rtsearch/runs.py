@@ -94,17 +94,19 @@ class LiveRun:
         """Running q-values of new scored PSMs (see the module docstring)."""
         x = feats.copy()
         x[:, _PPM] = np.abs(x[:, _SIGNED_PPM])
-        self._x.append(x)
-        self._d.append(decoy)
         self._n_scored += len(x)
-        if self._n_scored < self._next_fit or self._next_fit > REFIT_LAST:
+        refits_left = self._next_fit <= REFIT_LAST
+        if refits_left:  # kept only while a later refit will read them
+            self._x.append(x)
+            self._d.append(decoy)
+        if not refits_left or self._n_scored < self._next_fit:
             s = self.discriminant.score(x) if self.discriminant is not None else x[:, self._col]
             return self.fdr.add(s, decoy)
         all_x, all_d = np.concatenate(self._x), np.concatenate(self._d)
-        self._x, self._d = [all_x], [all_d]
         self.discriminant = fit(all_x, all_d, FEATURES, start=self.primary)
         while self._next_fit <= self._n_scored:
             self._next_fit *= 2
+        self._x, self._d = ([all_x], [all_d]) if self._next_fit <= REFIT_LAST else ([], [])
         self.fdr = RunningFdr()
         return self.fdr.add(self.discriminant.score(all_x), all_d)[-len(x) :]
 

@@ -70,3 +70,13 @@ def test_the_live_discriminant_is_refitted_and_reranks_everything(scored, monkey
     assert checked >= 40
     ident = lambda rs: sum(r["status"] == ResultStatus.IDENTIFIED.value for r in rs)  # noqa: E731
     assert ident(fitted) >= ident(raw)
+
+
+def test_no_refits_and_no_kept_features_beyond_refit_last(scored, monkeypatch):
+    index, batch = scored
+    monkeypatch.setattr(runs, "REFIT_FIRST", 40)
+    monkeypatch.setattr(runs, "REFIT_LAST", 80)
+    live, results = _feed(index, batch)
+    assert live.discriminant is not None and live._next_fit == 160
+    assert live._x == [] and live._d == []  # nothing kept once no refit can read it
+    assert len(live.fdr) == sum("peptide" in r for r in results)  # every scored PSM still ranked
