@@ -31,6 +31,7 @@ def main() -> int:
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--index-cache", type=Path)
     ap.add_argument("--backend", default="auto")
+    ap.add_argument("--threads", default="1", help="comma list of engine thread counts to time (e.g. 1,2)")
     args = ap.parse_args()
     backend = get_backend(args.backend)
     index, _ = get_index(args.data, 20_000, args.index_cache, backend.xp)
@@ -38,11 +39,23 @@ def main() -> int:
     rng = np.random.default_rng(1)
     rng.shuffle(pool)  # type: ignore[arg-type]
     engine = Engine(index, SearchConfig(), backend)
-    for size in (1, 8, 64, 512):
+    for size in (1, 8, 64, 512, 4096):
         engine.score(pool[:size])
-    for threads in (1, 2):
-        for size in (1, 4, 32, 256, 1024, 4096):
-            reps = max(4, min(100, 8000 // size))
+
+    def median_ms(eng: Engine, size: int, reps: int) -> tuple[float, float]:
+        times = []
+        for r in range(reps):
+            i = (r * size * 7) % (len(pool) - size)
+            t0 = time.perf_counter()
+            eng.score(pool[i : i + size])
+            times.append(time.perf_counter() - t0)
+        a = np.array(times) * 1e3
+        return float(np.median(a)), float(np.percentile(a, 99))
+
+    threads_list = [int(t) for t in args.threads.split(",")]
+    for threads in threads_list:
+        for size in (1, 4, 32, 128, 256, 1024, 4096):
+            reps = max(4, min(200, 8000 // size))
             times: list[float] = []
 
             def work(seed: int, reps: int = reps, size: int = size, times: list[float] = times) -> None:
@@ -63,11 +76,22 @@ def main() -> int:
             a = np.array(times) * 1e3
             print(f"threads {threads} batch {size:>5}: median {np.median(a):7.2f} ms p99 {np.percentile(a, 99):7.2f} "
                   f"-> {threads * reps * size / wall:>9,.0f} spectra/s", flush=True)
+    if backend.is_gpu:
+        # preprocessing on the host vs on the device, same engine otherwise (Engine.host_preprocess_max)
+        host = Engine(index, SearchConfig(), backend, host_preprocess_max=1 << 30)
+        dev = Engine(index, SearchConfig(), backend, host_preprocess_max=0)
+        for size in (1, 16, 64, 128, 256, 512, 1024):
+            host.score(pool[:size])
+            dev.score(pool[:size])
+            h, d = median_ms(host, size, 40), median_ms(dev, size, 40)
+            print(f"preprocess batch {size:>5}: host {h[0]:6.2f} ms (p99 {h[1]:6.2f}), device {d[0]:6.2f} ms "
+                  f"(p99 {d[1]:6.2f})", flush=True)
     prof = Engine(index, SearchConfig(), backend, profile=True)
-    for size in (1, 4096):
+    for size in (1, 32, 4096):
+        prof.score(pool[:size])
         prof.stage_seconds.clear()
         for r in range(10):
-            prof.score(pool[r * size : r * size + size] if size > 1 else pool[r : r + 1])
+            prof.score(pool[r * size : r * size + size])
         print(f"stages batch {size}: " + ", ".join(f"{k} {v / 10 * 1e3:.2f} ms" for k, v in prof.stage_seconds.items()))
     return 0
 

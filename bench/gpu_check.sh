@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call (see bench/RESULTS.md):
-#   bash bench/gpu_check.sh [parity] [bench] [stream] [soak] | all   (all = parity bench stream)
+#   bash bench/gpu_check.sh [parity] [probe] [bench] [stream] [soak] | all   (all = parity bench stream)
 # Expects the wheels in .whl/ (../shared/tools/device-wheels.sh) and the real data copied
 # to .gpudata/data/ (both git-ignored, carried by the device tool); writes logs under $OUT.
 set -uo pipefail
@@ -16,6 +16,10 @@ rc=0
 if [[ $modes == *" parity "* ]]; then
   python3 -m pytest -m gpu tests/gpu -q -s -p no:cacheprovider 2>&1 | tee "$out/pytest_gpu.log"
   rc=${PIPESTATUS[0]}
+fi
+if [[ $modes == *" probe "* ]]; then
+  python3 bench/engine_probe.py --data "$RTSEARCH_DATA" --index-cache .benchcache/idx20k ${PROBE_ARGS:-} 2>&1 | tee "$out/engine_probe.log"
+  [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if [[ $modes == *" bench "* ]]; then
   python3 bench/search_bench.py --data "$RTSEARCH_DATA" ${BENCH_ARGS:-} --json "$out/search_bench.json" 2>&1 | tee "$out/search_bench.log"

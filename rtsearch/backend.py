@@ -86,7 +86,8 @@ class Backend:
         return view
 
     def to_host(self, a: Any) -> np.ndarray:
-        if self.is_gpu:
+        """``a`` as a NumPy array (a copy back from the device when it lives there)."""
+        if self.is_gpu and not isinstance(a, np.ndarray):
             return np.asarray(a.get())
         return np.asarray(a)
 

@@ -23,12 +23,13 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import zmq
 import zmq.asyncio
 
@@ -285,7 +286,7 @@ class Daemon:
                 state.outstanding += 1
                 with self._lock:
                     res = state.live.add_unscored(ResultStatus.INVALID, [msg.scan], [float("nan")], [msg.reason])
-                self._publish(res[0], None, state, rec)
+                self._answer_invalid(res[0], state, rec)
         elif isinstance(msg, wire.RunStart):
             if msg.run in self._runs and not self._runs[msg.run].ending:
                 log.warning("run.start for run %r, which is already open: continuing it", msg.run)
@@ -341,9 +342,8 @@ class Daemon:
                     await self._wake.wait()
 
     def _dispatch(self, jobs: list[Job]) -> None:
-        now = self.clock()
-        for j in jobs:
-            self.metrics.queue_wait.observe((now - j.received_mono) / 1e9)
+        received = np.fromiter((j.received_mono for j in jobs), dtype=np.int64, count=len(jobs))
+        self.metrics.queue_wait.observe_many((self.clock() - received) / 1e9)
         self.metrics.batch_size.observe(len(jobs))
         self.metrics.queue_depth.set(len(self.batcher))
         self._in_flight += 1
@@ -388,8 +388,7 @@ class Daemon:
                             seconds * 1e3, self.model.predict(len(jobs)) * 1e3)  # fmt: skip
             self.model.observe(len(jobs), seconds)
             self.metrics.engine_batch.observe(seconds)
-            for res, job in results:
-                self._publish(res, job, job.state)
+            self._answer(results)
         self.metrics.in_flight.set(self._in_flight)
         self._wake.set()
 
@@ -409,35 +408,61 @@ class Daemon:
                 results = live.add_unscored(
                     status, [j.spectrum.scan for j in js], [j.spectrum.precursor_mz for j in js], [reason] * len(js)
                 )
-            for res, job in zip(results, js, strict=True):
-                self._publish(res, job, job.state)
+            self._answer(list(zip(results, js, strict=True)))
 
-    def _publish(self, res: dict[str, Any], job: Job | None, state: RunState, rec: Received | None = None) -> None:
-        """Stamp, send on ZeroMQ (and MQTT when identified), count; the one exit of every answer."""
-        now_mono = self.clock()
-        if job is not None:
-            res["sent_ns"], res["received_ns"] = job.sent_ns, job.received_ns
-            received_mono, budget = job.received_mono, job.budget_ns
-        else:
-            assert rec is not None
-            sent = rec.message.sent_ns if isinstance(rec.message, wire.Invalid) else None
-            res["sent_ns"], res["received_ns"] = sent, rec.wall_ns
-            received_mono, budget = rec.mono_ns, int(self.cfg.budget_ms * 1e6)
-        res["published_ns"] = time.time_ns()
-        frames = wire.encode_result(res)
+    def _answer(self, pairs: Sequence[tuple[dict[str, Any], Job]]) -> None:
+        """Stamp, send on ZeroMQ (and MQTT when identified) and count: the one exit of every MS2 answer.
+
+        Counted per call, not per result (a batch's latencies in one histogram update); the
+        latency clock is read after the last send, so no result's latency is under-reported.
+        """
         assert self._out is not None
-        self._out.send(frames)
-        status = res["status"]
+        send, encode, wall = self._out.send, wire.encode_result, time.time_ns
+        identified = ResultStatus.IDENTIFIED.value
+        mqtt, on_result = self.mqtt, self.on_result
+        received = np.fromiter((job.received_mono for _, job in pairs), dtype=np.int64, count=len(pairs))
+        budget = np.fromiter((job.budget_ns for _, job in pairs), dtype=np.int64, count=len(pairs))
+        by_status: dict[str, int] = {}
+        ended: list[RunState] = []
+        for res, job in pairs:
+            res["sent_ns"], res["received_ns"], res["published_ns"] = job.sent_ns, job.received_ns, wall()
+            frames = encode(res)
+            send(frames)
+            status = res["status"]
+            by_status[status] = by_status.get(status, 0) + 1
+            if status == identified and mqtt is not None:
+                mqtt.psm(res["run"], frames[1])
+            if on_result is not None:
+                on_result(res)
+            state = job.state
+            state.outstanding -= 1
+            if state.ending and state.outstanding == 0:
+                ended.append(state)
+        elapsed = self.clock() - received
         m = self.metrics
-        m.result(status).inc()
-        elapsed = now_mono - received_mono
+        m.latency.observe_many(elapsed / 1e9)
+        missed = int(np.count_nonzero(elapsed > budget))
+        if missed:
+            m.deadline_missed.inc(missed)
+        for status, count in by_status.items():
+            m.result(status).inc(count)
+        if by_status.get(identified):
+            m.identifications.inc(by_status[identified])
+        for state in ended:
+            self._maybe_finish(state)
+
+    def _answer_invalid(self, res: dict[str, Any], state: RunState, rec: Received) -> None:
+        """Answer a malformed message that names its run and scan (status ``invalid``)."""
+        assert self._out is not None
+        sent = rec.message.sent_ns if isinstance(rec.message, wire.Invalid) else None
+        res["sent_ns"], res["received_ns"], res["published_ns"] = sent, rec.wall_ns, time.time_ns()
+        self._out.send(wire.encode_result(res))
+        elapsed = self.clock() - rec.mono_ns
+        m = self.metrics
+        m.result(res["status"]).inc()
         m.latency.observe(elapsed / 1e9)
-        if elapsed > budget:
+        if elapsed > self.cfg.budget_ms * 1e6:
             m.deadline_missed.inc()
-        if status == ResultStatus.IDENTIFIED.value:
-            m.identifications.inc()
-            if self.mqtt is not None:
-                self.mqtt.psm(res["run"], frames[1])
         if self.on_result is not None:
             self.on_result(res)
         state.outstanding -= 1

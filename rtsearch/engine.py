@@ -13,8 +13,8 @@ from __future__ import annotations
 import itertools
 import time
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,10 @@ from rtsearch.types import Spectrum
 
 # Queries per NumPy step: bounds the size of the intermediate arrays.
 NUMPY_CHUNK = 128
+# On the GPU, batches up to this size are preprocessed on the host: a few dozen NumPy calls on
+# small arrays cost less than the same calls as CuPy launches (tens of µs each); larger batches
+# are preprocessed on the device. Same function either way (`rtsearch.spectrum.preprocess`).
+HOST_PREPROCESS_MAX = 128
 
 
 @dataclass
@@ -42,6 +46,9 @@ class ScoredBatch:
     rt: np.ndarray
     best: BestMatches
     reason: list[str]
+    # seconds per engine stage of the batch this came from (unsynchronized wall clock: where a slow
+    # batch spent its time, for the daemon's log); empty for batches not scored by the engine
+    stages: dict[str, float] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.run)
@@ -56,25 +63,47 @@ class ScoredBatch:
                            [self.reason[i] for i in idx])  # fmt: skip
 
 
+class _Stopwatch:
+    """Seconds per stage of one batch; ``sync`` (the device's) is called before each reading when given."""
+
+    def __init__(self, sync: Callable[[], None] | None = None) -> None:
+        self.sync = sync
+        self.stages: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def __call__(self, stage: str) -> None:
+        if self.sync is not None:
+            self.sync()
+        now = time.perf_counter()
+        self.stages[stage] = self.stages.get(stage, 0.0) + now - self._t
+        self._t = now
+
+
 class Engine:
     """Scores spectra against a loaded `PeptideIndex` on one backend."""
 
     def __init__(
-        self, index: PeptideIndex, cfg: SearchConfig, backend: Backend | None = None, *, profile: bool = False
+        self,
+        index: PeptideIndex,
+        cfg: SearchConfig,
+        backend: Backend | None = None,
+        *,
+        profile: bool = False,
+        host_preprocess_max: int = HOST_PREPROCESS_MAX,
     ) -> None:
         self.index = index
+        self.host_preprocess_max = host_preprocess_max
         # with profile=True each step synchronizes the device and adds its seconds here
         self.profile = profile
         self.stage_seconds: dict[str, float] = defaultdict(float)
-        self._t = 0.0
         self.cfg = cfg
         self.backend = backend or get_backend("auto")
         self.peptide_mass = np.ascontiguousarray(index.mass)
         self._gpu: Any = None
         if self.backend.is_gpu:
-            from rtsearch.scoring.kernels import GpuIndex
+            from rtsearch.scoring.gpu import GpuIndex
 
-            self._gpu = GpuIndex(index, self.backend.xp)
+            self._gpu = GpuIndex(index, self.backend.xp, self.backend.to_device)
             # worker threads score on non-blocking streams, which do not wait for this upload
             self.backend.synchronize()
 
@@ -97,9 +126,10 @@ class Engine:
             spec_idx, charges, prec, self.peptide_mass, self.cfg.precursor_tolerance, self.cfg.isotope_errors
         )
 
-    def preprocess(self, spectra: Sequence[Spectrum]) -> PeakBatch:
-        xp = self.backend.xp
-        batch = pad(pack(spectra), xp, self.backend.to_device)
+    def preprocess(self, spectra: Sequence[Spectrum], *, on_host: bool = False) -> PeakBatch:
+        """Pack, pad and preprocess on the backend's device (on the host with ``on_host``)."""
+        xp = np if on_host else self.backend.xp
+        batch = pad(pack(spectra), xp, None if on_host else self.backend.to_device)
         c = self.cfg
         # deisotope only where isotope peaks are resolved (high-resolution fragments)
         tol = float(c.fragment_tolerance.width(1000.0))
@@ -111,7 +141,7 @@ class Engine:
 
     def match_probability(self, peaks: PeakBatch) -> np.ndarray:
         """Chance that a random fragment m/z falls within tolerance of some peak, per spectrum."""
-        xp = self.backend.xp
+        xp = np if isinstance(peaks.mz, np.ndarray) else self.backend.xp
         n = peaks.n_peaks.astype(xp.int64)
         rows = xp.arange(peaks.mz.shape[0])
         lo = peaks.mz[:, 0]
@@ -124,33 +154,29 @@ class Engine:
         width = 2 * self.cfg.fragment_tolerance.width(mid)
         return self.backend.to_host(xp.clip(n * width / span, 1e-6, 1.0))
 
-    def _lap(self, stage: str) -> None:
-        if self.profile:
-            self.backend.synchronize()
-            now = time.perf_counter()
-            self.stage_seconds[stage] += now - self._t
-            self._t = now
-
     def score(self, spectra: Sequence[Spectrum]) -> ScoredBatch:
         """Best match and features of every spectrum (see the module docstring)."""
-        self._t = time.perf_counter()
+        lap = _Stopwatch(self.backend.synchronize if self.profile else None)
         self.backend.begin_batch()
         n = len(spectra)
         reason = [sp.problem for sp in spectra]
-        peaks = self.preprocess(spectra)
-        self._lap("pack+preprocess")
-        n_peaks = self.backend.to_host(peaks.n_peaks)
+        on_host = self._gpu is not None and n <= self.host_preprocess_max
+        peaks = self.preprocess(spectra, on_host=on_host)
+        n_peaks = np.asarray(peaks.n_peaks) if on_host else self.backend.to_host(peaks.n_peaks)
+        lap("pack+preprocess")
         for i in range(n):
             if not reason[i] and n_peaks[i] < self.cfg.min_peaks:
                 reason[i] = f"too few peaks after preprocessing ({n_peaks[i]} < {self.cfg.min_peaks})"
         ok = np.array([not r for r in reason], dtype=bool)
         queries = self.queries(spectra, ok)
-        self._lap("queries")
+        lap("queries")
         if self._gpu is not None:
-            cand, prelim, stats = self._gpu.score(peaks, queries, self.cfg, lap=self._lap)
+            dev = self._gpu.upload(peaks) if on_host else self._gpu.on_device(peaks)
+            lap("upload")
+            cand, prelim, stats = self._gpu.score(dev, queries, self.cfg, lap=lap)
         else:
             cand, prelim, stats = self._score_numpy(peaks, queries)
-            self._lap("candidates+match")
+            lap("candidates+match")
         best = best_matches(
             self.index, queries, cand, prelim, stats, n,
             primary=self.cfg.score, precursor_tolerance=self.cfg.precursor_tolerance,
@@ -160,7 +186,10 @@ class Engine:
         for i in range(n):
             if ok[i] and best.peptide[i] < 0:
                 reason[i] = "no candidate peptide matched"
-        self._lap("features")
+        lap("features")
+        if self.profile:
+            for stage, seconds in lap.stages.items():
+                self.stage_seconds[stage] += seconds
         return ScoredBatch(
             run=[sp.run for sp in spectra],
             scan=np.fromiter((sp.scan for sp in spectra), dtype=np.int64, count=n),
@@ -168,6 +197,7 @@ class Engine:
             rt=np.fromiter((sp.rt for sp in spectra), dtype=np.float64, count=n),
             best=best,
             reason=reason,
+            stages=lap.stages,
         )
 
     def _score_numpy(self, peaks: PeakBatch, queries: Queries) -> tuple[np.ndarray, np.ndarray, MatchStats]:

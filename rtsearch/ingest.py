@@ -51,6 +51,9 @@ class Intake:
         else:
             self.socket.bind(endpoint)
             self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        # the same socket without the asyncio wrapper: a burst is drained with plain non-blocking
+        # receives (a future per message costs more than decoding it); only the first one is awaited
+        self._sync: zmq.Socket[bytes] = zmq.Socket.shadow(self.socket.underlying)
         self.received = 0
 
     async def __aenter__(self) -> Intake:
@@ -67,16 +70,16 @@ class Intake:
         return self._chunks()
 
     async def _chunks(self) -> AsyncIterator[list[Received]]:
-        sock = self.socket
+        sock, recv = self.socket, self._sync.recv_multipart
+        wall, mono = time.time_ns, time.monotonic_ns
         while True:
             frames = await sock.recv_multipart()
-            chunk = [Received(decode(frames), time.time_ns(), time.monotonic_ns())]
+            chunk = [Received(decode(frames), wall(), mono())]
             while len(chunk) < DRAIN_MAX:
-                fut: Any = sock.recv_multipart(flags=zmq.NOBLOCK)  # resolved at once: a message or zmq.Again
                 try:
-                    frames = fut.result()
+                    frames = recv(zmq.NOBLOCK)
                 except zmq.Again:
                     break
-                chunk.append(Received(decode(frames), time.time_ns(), time.monotonic_ns()))
+                chunk.append(Received(decode(frames), wall(), mono()))
             self.received += len(chunk)
             yield chunk

@@ -7,10 +7,15 @@ calls the small methods below; nothing here knows about ZeroMQ or MQTT.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, start_http_server
+from prometheus_client.metrics_core import HistogramMetricFamily
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from rtsearch import __version__
 from rtsearch.types import ResultStatus
@@ -21,6 +26,48 @@ BATCH_BUCKETS = tuple(float(2**i) for i in range(14))  # 1 … 8192 spectra
 ENGINE_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 
 SHED_REASONS = ("queue_full", "shutdown")
+
+
+class BulkHistogram(Collector):
+    """A Prometheus histogram that takes a whole batch of observations in one call.
+
+    `prometheus_client.Histogram.observe` takes a lock and walks the buckets in Python
+    for every value; at tens of thousands of spectra a second that is a measurable share
+    of the event loop. Here a batch is counted with one `numpy.searchsorted` and one
+    `numpy.bincount`. Exposed exactly like a client histogram (``_bucket``, ``_count``,
+    ``_sum``; ``le`` is "less than or equal").
+    """
+
+    def __init__(self, name: str, documentation: str, buckets: Sequence[float], registry: CollectorRegistry) -> None:
+        self.name, self.documentation = name, documentation
+        self.bounds = np.asarray(sorted(buckets), dtype=np.float64)
+        self._counts = np.zeros(self.bounds.shape[0] + 1, dtype=np.int64)  # the last one is +Inf
+        self._sum = 0.0
+        self._lock = threading.Lock()
+        registry.register(self)
+
+    def observe(self, value: float) -> None:
+        self.observe_many(np.asarray([value], dtype=np.float64))
+
+    def observe_many(self, values: np.ndarray) -> None:
+        """Count every value of ``values`` (NaN is ignored)."""
+        v = np.asarray(values, dtype=np.float64)
+        v = v[~np.isnan(v)]
+        if not v.size:
+            return
+        counts = np.bincount(np.searchsorted(self.bounds, v, side="left"), minlength=self._counts.shape[0])
+        with self._lock:
+            self._counts += counts
+            self._sum += float(v.sum())
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        with self._lock:
+            cumulative = np.cumsum(self._counts).tolist()
+            total = self._sum
+        labels = [*(floatToGoString(b) for b in self.bounds.tolist()), "+Inf"]
+        fam = HistogramMetricFamily(self.name, self.documentation)
+        fam.add_metric([], list(zip(labels, cumulative, strict=True)), total)
+        yield fam
 
 
 class DaemonMetrics:
@@ -36,11 +83,11 @@ class DaemonMetrics:
         self.identifications = Counter(
             "rtsearch_identifications_total", "Target PSMs published with a running q-value <= 0.01", registry=r
         )
-        self.latency = Histogram(
+        self.latency = BulkHistogram(
             "rtsearch_latency_seconds", "Time from receiving a spectrum to publishing its result",
             buckets=LATENCY_BUCKETS, registry=r,
         )  # fmt: skip
-        self.queue_wait = Histogram(
+        self.queue_wait = BulkHistogram(
             "rtsearch_queue_wait_seconds", "Time a spectrum waited in the micro-batcher before scoring",
             buckets=LATENCY_BUCKETS, registry=r,
         )  # fmt: skip

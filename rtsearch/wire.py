@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+import orjson
 
 from rtsearch.types import Spectrum
 
@@ -120,9 +121,14 @@ def _num(h: dict[str, Any], key: str, *, required: bool = True, positive: bool =
 
 def _header(frame: bytes) -> dict[str, Any]:
     try:
-        h = json.loads(frame.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise _Bad("header", "header is not UTF-8 JSON") from None
+        h = orjson.loads(frame)  # several times faster than json: this runs once per message
+    except orjson.JSONDecodeError:
+        # what orjson refuses but Python's json reads (NaN literals, integers beyond 64 bits) is then
+        # refused field by field, naming the field, and the run and scan stay readable
+        try:
+            h = json.loads(frame.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            raise _Bad("header", "header is not UTF-8 JSON") from None
     if not isinstance(h, dict):
         raise _Bad("header", "header is not a JSON object")
     return h
@@ -228,7 +234,7 @@ def encode_spectrum(
     if budget_ms is not None:
         header["budget_ms"] = float(budget_ms)
     header.update(extra)
-    return [SPECTRUM, json.dumps(header, separators=(",", ":")).encode(), mz.tobytes(), inten.tobytes()]
+    return [SPECTRUM, orjson.dumps(header, option=orjson.OPT_SERIALIZE_NUMPY), mz.tobytes(), inten.tobytes()]
 
 
 def encode_run_start(run: str, **meta: Any) -> list[bytes]:
@@ -240,17 +246,15 @@ def encode_run_end(run: str, n_spectra: int) -> list[bytes]:
 
 
 def encode_result(result: dict[str, Any]) -> list[bytes]:
-    """Frames of one result message (``v`` is added; NaN becomes null)."""
-    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in result.items()}
-    body = {"v": VERSION, **clean}
-    return [RESULT, json.dumps(body, separators=(",", ":")).encode()]
+    """Frames of one result message (``v`` is added; NaN and infinities become null)."""
+    return [RESULT, orjson.dumps({"v": VERSION, **result}, option=orjson.OPT_SERIALIZE_NUMPY)]
 
 
 def decode_result(frames: Sequence[bytes]) -> dict[str, Any]:
     """The JSON object of a result message; raises ``ValueError`` on anything else."""
     if len(frames) != 2 or bytes(frames[0]) != RESULT:
         raise ValueError("not a result message")
-    body = json.loads(bytes(frames[1]))
+    body = orjson.loads(bytes(frames[1]))
     if not isinstance(body, dict) or body.get("v") != VERSION:
         raise ValueError("result message of another protocol version")
     return body

@@ -121,7 +121,9 @@ def load_index(folder: str | Path, *, expect: DatabaseConfig | None = None) -> P
     for name in _ARRAYS:
         path = Path(folder) / f"{name}.npy"
         try:
-            arrays[name] = np.load(path, mmap_mode="r")
+            # a plain ndarray view of the map: same pages, but indexing skips np.memmap's Python-level
+            # __getitem__/__array_finalize__ (microseconds per access, paid per result in the daemon)
+            arrays[name] = np.load(path, mmap_mode="r").view(np.ndarray)
         except (OSError, ValueError) as e:
             raise InputError(f"{path}: missing or damaged index array: {e}") from None
     proteins = json.loads((Path(folder) / "proteins.json").read_text())

@@ -1,32 +1,27 @@
-"""CuPy kernels for the two hot steps, computing exactly what the NumPy references do.
+"""CUDA source of the two hot steps, computing exactly what the NumPy references do.
 
 - ``count_select``: `rtsearch.scoring.candidates.candidates_numpy` — one
   CUDA block per (query, chunk of its peptide window): matched-fragment
   counts in a shared-memory histogram, isotope-window mask, then the ``k``
   best by (count desc, peptide asc) chosen with a count histogram and an
-  ordered block scan. A final 64-bit key sort merges the chunks of a query.
+  ordered block scan, written in that order. Only queries whose window spans
+  several chunks need a merge afterwards (a 64-bit key sort).
 - ``match``: `rtsearch.scoring.matching.match_numpy` — one thread per
-  (query, candidate): b/y ions built from residue masses in the same order
-  of float64 additions, matched to the most intense peak in tolerance.
+  (query, candidate slot) of the ``[Q, k]`` candidates: b/y ions built from
+  residue masses in the same order of float64 additions, matched to the most
+  intense peak in tolerance; the ten statistics go to one ``[10, Q, k]`` array.
 
-Parity with NumPy is tested in ``tests/gpu``. Nothing here runs without CuPy.
+`rtsearch.scoring.gpu.GpuIndex` compiles and launches them. Parity with NumPy is
+tested in ``tests/gpu``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-
-from rtsearch.config import SearchConfig
-from rtsearch.index.database import PeptideIndex
-from rtsearch.scoring.candidates import Queries
-from rtsearch.scoring.matching import STATS, XCORR_HALF_WINDOW, MatchStats, fragment_charges
-from rtsearch.spectrum import PeakBatch
+from rtsearch.scoring.matching import STATS, XCORR_HALF_WINDOW, MatchStats
 from rtsearch.types import C13_DELTA, H2O, PROTON
 
 # the match kernel writes its outputs in STATS order; the stacked result is read back as MatchStats
-assert tuple(MatchStats.__dataclass_fields__) == STATS
+assert tuple(MatchStats.__dataclass_fields__) == STATS and len(STATS) == 10
 
 CHUNK = 8192  # peptides per block histogram (32 KiB of shared memory)
 MAX_COUNT = 1023  # counts are capped here for the selection histogram
@@ -35,6 +30,8 @@ MAX_LENGTH = 64  # residues per peptide the matcher's local array holds
 
 _SOURCE = r"""
 #define CHUNK %(chunk)d
+#define CHUNK_BITS %(chunk_bits)d
+#define NEG_INF __longlong_as_double((long long)0xfff0000000000000ULL)
 #define MAX_COUNT %(max_count)d
 #define MAX_WORDS %(max_words)d
 #define C13 %(c13).17g
@@ -153,10 +150,27 @@ extern "C" __global__ void count_select(
         out_pep[(long long)task * k + slot] = -1;
         out_cnt[(long long)task * k + slot] = 0;
     }
+    // order the outputs by (count desc, peptide asc), as the merge would: a query that fits one
+    // chunk then needs no merge. Keys reuse the histogram: (MAX_COUNT - count) << CHUNK_BITS | offset.
+    __syncthreads();
+    const int n_out = s_n_out;
+    for (int i = threadIdx.x; i < n_out; i += blockDim.x) {
+        const long long p = out_pep[(long long)task * k + i];
+        const int c = out_cnt[(long long)task * k + i];
+        hist[i] = ((unsigned int)(MAX_COUNT - c) << CHUNK_BITS) | (unsigned int)(p - lo);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < n_out; i += blockDim.x) {
+        const unsigned int key = hist[i];
+        int rank = 0;
+        for (int j = 0; j < n_out; ++j) rank += hist[j] < key;  // keys are distinct (one per peptide)
+        out_pep[(long long)task * k + rank] = lo + (long long)(key & ((1u << CHUNK_BITS) - 1u));
+        out_cnt[(long long)task * k + rank] = MAX_COUNT - (int)(key >> CHUNK_BITS);
+    }
 }
 
 extern "C" __global__ void match(
-    int n_pairs, const long long* __restrict__ pair_q, const long long* __restrict__ pair_pep,
+    int n_pairs, int k, const long long* __restrict__ cand,
     const long long* __restrict__ q_spec, const long long* __restrict__ q_zmax,
     const double* __restrict__ peaks_mz, const double* __restrict__ peaks_int, const double* __restrict__ cum_int,
     int width, const int* __restrict__ n_peaks, const double* __restrict__ spec_sum, const double* __restrict__ spec_sq,
@@ -165,15 +179,18 @@ extern "C" __global__ void match(
     int n_mods, const double* __restrict__ mod_delta,
     const unsigned char* __restrict__ residues, const long long* __restrict__ base_off,
     const double* __restrict__ residue_mass, double n_fixed, double c_fixed,
-    double frag_tol, int frag_ppm,
-    double* __restrict__ o_hyper, double* __restrict__ o_dot, double* __restrict__ o_xcorr,
-    double* __restrict__ o_nb, double* __restrict__ o_ny, double* __restrict__ o_summed,
-    double* __restrict__ o_peaks, double* __restrict__ o_explained, double* __restrict__ o_run,
-    double* __restrict__ o_ferr)
+    double frag_tol, int frag_ppm, double* __restrict__ out)
 {
+    // one thread per (query, slot) of cand [Q, k]; out is [10, Q, k] in STATS order
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n_pairs) return;
-    const long long q = pair_q[t], pep = pair_pep[t];
+    const long long pep = cand[t];
+    if (pep < 0) {  // no candidate: the worst score, zero statistics
+        out[t] = NEG_INF; out[n_pairs + t] = NEG_INF; out[2 * n_pairs + t] = NEG_INF;
+        for (int f = 3; f < 10; ++f) out[(long long)f * n_pairs + t] = 0.0;
+        return;
+    }
+    const long long q = t / k;
     const long long spec = q_spec[q];
     const int zmax = (int)q_zmax[q];
     const long long b = form_base[pep];
@@ -251,156 +268,22 @@ extern "C" __global__ void match(
     int distinct = 0;
     for (int w = 0; w < MAX_WORDS; ++w) distinct += __popc(used[w]);
     const double norm = sqrt(spec_sq[spec]) * sqrt((double)(n_theo > 1 ? n_theo : 1));
-    o_hyper[t] = lgamma(nb + 1.0) + lgamma(ny + 1.0) + log1p(100.0 * sum_b) + log1p(100.0 * sum_y);
-    o_dot[t] = summed / (norm > 1e-12 ? norm : 1e-12);
-    o_xcorr[t] = xcorr;
-    o_nb[t] = nb; o_ny[t] = ny; o_summed[t] = summed; o_peaks[t] = distinct;
-    o_explained[t] = explained / (spec_sum[spec] > 1e-12 ? spec_sum[spec] : 1e-12);
-    o_run[t] = best_run;
-    o_ferr[t] = n_matched > 0 ? err_sum / n_matched : 1.0;
+    const long long n = n_pairs;
+    out[t] = lgamma(nb + 1.0) + lgamma(ny + 1.0) + log1p(100.0 * sum_b) + log1p(100.0 * sum_y);
+    out[n + t] = summed / (norm > 1e-12 ? norm : 1e-12);
+    out[2 * n + t] = xcorr;
+    out[3 * n + t] = nb; out[4 * n + t] = ny; out[5 * n + t] = summed; out[6 * n + t] = distinct;
+    out[7 * n + t] = explained / (spec_sum[spec] > 1e-12 ? spec_sum[spec] : 1e-12);
+    out[8 * n + t] = best_run;
+    out[9 * n + t] = n_matched > 0 ? err_sum / n_matched : 1.0;
 }
 """
 
 
-class GpuIndex:
-    """The index's arrays on the GPU and the two compiled kernels."""
-
-    def __init__(self, index: PeptideIndex, cp: Any) -> None:
-        if index.params.max_length > MAX_LENGTH:
-            from rtsearch.errors import BackendError
-
-            raise BackendError(f"the GPU backend scores peptides up to {MAX_LENGTH} residues (max_length is "
-                               f"{index.params.max_length}); use --backend numpy")
-        self.cp = cp
-        self.index = index
-        f = index.fragments
-        up = cp.asarray
-        self.frag_mz = up(np.ascontiguousarray(f.mz))
-        self.frag_pep = up(np.ascontiguousarray(f.peptide))
-        self.bucket_min = up(np.ascontiguousarray(f.bucket_min_mz))
-        self.bucket_size = f.bucket_size
-        self.pep_mass = up(np.ascontiguousarray(index.mass))
-        self.form_base = up(np.ascontiguousarray(index.forms.base))
-        self.n_mods = int(index.forms.mod_pos.shape[1])
-        self.mod_pos = up(np.ascontiguousarray(index.forms.mod_pos, dtype=np.int16))
-        self.mod_id = up(np.ascontiguousarray(index.forms.mod_id, dtype=np.uint8))
-        self.mod_delta = up(np.array([m.delta for m in index.mods.variable] or [0.0], dtype=np.float64))
-        self.residues = up(np.ascontiguousarray(index.bases.residues))
-        self.base_off = up(np.ascontiguousarray(index.bases.offsets, dtype=np.int64))
-        self.residue_mass = up(index.residue_mass)
-        self.n_fixed, self.c_fixed = index.mods.terminal_fixed()
-        src = _SOURCE % {
-            "chunk": CHUNK, "max_count": MAX_COUNT, "max_words": MAX_WIDTH // 32,
-            "c13": C13_DELTA, "proton": PROTON, "h2o": H2O, "xhalf": XCORR_HALF_WINDOW,
-        }  # fmt: skip
-        module = cp.RawModule(code=src, options=("--std=c++17",))
-        self._count = module.get_function("count_select")
-        self._match = module.get_function("match")
-        self.nbytes = int(
-            sum(a.nbytes for a in (
-                self.frag_mz, self.frag_pep, self.bucket_min, self.pep_mass, self.form_base, self.mod_pos,
-                self.mod_id, self.residues, self.base_off,
-            ))
-        )  # fmt: skip
-
-    def candidates(self, peaks: PeakBatch, queries: Queries, cfg: SearchConfig) -> tuple[Any, Any]:
-        """``(peptide [Q, k], count [Q, k])`` on the device, as `candidates_numpy` computes them."""
-        cp = self.cp
-        k = cfg.candidates
-        n_q = len(queries)
-        span = queries.hi - queries.lo
-        n_chunks = (span + CHUNK - 1) // CHUNK
-        t_query = np.repeat(np.arange(n_q, dtype=np.int64), n_chunks)
-        first = np.repeat(np.cumsum(n_chunks) - n_chunks, n_chunks)
-        t_lo = queries.lo[t_query] + (np.arange(t_query.shape[0]) - first) * CHUNK
-        t_hi = np.minimum(t_lo + CHUNK, queries.hi[t_query])
-        n_tasks = int(t_query.shape[0])
-        out_pep = cp.full((n_q, k), -1, dtype=cp.int64)
-        out_cnt = cp.zeros((n_q, k), dtype=cp.int32)
-        if n_tasks == 0:
-            return out_pep, out_cnt
-        tp = cp.empty((n_tasks, k), dtype=cp.int64)
-        tc = cp.empty((n_tasks, k), dtype=cp.int32)
-        pt, ft = cfg.precursor_tolerance, cfg.fragment_tolerance
-        iso = cp.asarray(np.array(cfg.isotope_errors, dtype=np.int32))
-        self._count(
-            (n_tasks,), (256,),
-            (self.frag_mz, self.frag_pep, self.bucket_min, np.int32(self.bucket_min.shape[0]),
-             np.int64(self.frag_mz.shape[0]), np.int32(self.bucket_size),
-             peaks.mz, np.int32(peaks.mz.shape[1]), peaks.n_peaks,
-             cp.asarray(t_query), cp.asarray(t_lo), cp.asarray(t_hi),
-             cp.asarray(queries.spectrum), cp.asarray(queries.mass), self.pep_mass,
-             np.float64(ft.value), np.int32(ft.unit == "ppm"), np.float64(pt.value), np.int32(pt.unit == "ppm"),
-             iso, np.int32(iso.shape[0]), np.int32(k), np.int32(cfg.min_matched_peaks), tp, tc),
-        )  # fmt: skip
-        # merge the chunks of each query: sort by (query, count desc, peptide asc), keep k
-        d_tq = cp.asarray(t_query)
-        valid = tp >= 0
-        qq = cp.broadcast_to(d_tq[:, None], tp.shape)[valid]
-        pp, cc = tp[valid], tc[valid]
-        key = (qq.astype(cp.uint64) << cp.uint64(42)) | ((MAX_COUNT - cc).astype(cp.uint64) << cp.uint64(32))
-        key |= pp.astype(cp.uint64)
-        order = cp.argsort(key)
-        qq, pp, cc = qq[order], pp[order], cc[order]
-        start = cp.searchsorted(qq, cp.arange(n_q), side="left")
-        rank = cp.arange(qq.shape[0]) - start[qq]
-        sel = rank < k
-        out_pep[qq[sel], rank[sel]] = pp[sel]
-        out_cnt[qq[sel], rank[sel]] = cc[sel]
-        return out_pep, out_cnt
-
-    def match(self, peaks: PeakBatch, queries: Queries, cand: Any, cfg: SearchConfig) -> MatchStats:
-        """Full scores of every candidate, as `match_numpy` computes them (arrays stay on the device)."""
-        return MatchStats(*self._match_stacked(peaks, queries, cand, cfg))
-
-    def _match_stacked(self, peaks: PeakBatch, queries: Queries, cand: Any, cfg: SearchConfig) -> Any:
-        """The `MatchStats` fields stacked into one ``[len(STATS), Q, K]`` device array.
-
-        One allocation, one scatter and (in `score`) one copy back, instead of one of each
-        per statistic: small batches are dominated by such per-call overheads.
-        """
-        cp = self.cp
-        n_q, k = cand.shape
-        out = cp.zeros((len(STATS), n_q, k), dtype=cp.float64)
-        out[:3] = -cp.inf  # hyperscore, dot, xcorr: no candidate is the worst score
-        valid = cand >= 0
-        pq, pk = cp.nonzero(valid)
-        peps = cand[pq, pk]
-        n = int(peps.shape[0])
-        if n == 0:
-            return out
-        inten = peaks.intensity.astype(cp.float64)
-        width = int(peaks.mz.shape[1])
-        cum = cp.zeros((inten.shape[0], width + 1), dtype=cp.float64)
-        cum[:, 1:] = cp.cumsum(inten, axis=1)
-        spec_sum = inten.sum(axis=1)
-        spec_sq = (inten**2).sum(axis=1)
-        zmax = cp.asarray(fragment_charges(queries.charge, cfg.max_fragment_charge).astype(np.int64))
-        res = cp.empty((len(STATS), n), dtype=cp.float64)  # the kernel writes one row per statistic
-        ft = cfg.fragment_tolerance
-        self._match(
-            ((n + 127) // 128,), (128,),
-            (np.int32(n), pq.astype(cp.int64), peps.astype(cp.int64), cp.asarray(queries.spectrum), zmax,
-             peaks.mz, inten, cum, np.int32(width), peaks.n_peaks, spec_sum, spec_sq,
-             self.form_base, self.mod_pos, self.mod_id, np.int32(self.n_mods), self.mod_delta,
-             self.residues, self.base_off, self.residue_mass, np.float64(self.n_fixed), np.float64(self.c_fixed),
-             np.float64(ft.value), np.int32(ft.unit == "ppm"), *res),
-        )  # fmt: skip
-        out[:, pq, pk] = res
-        return out
-
-    def score(
-        self, peaks: PeakBatch, queries: Queries, cfg: SearchConfig, lap: Any = None
-    ) -> tuple[np.ndarray, np.ndarray, MatchStats]:
-        """Candidates and full scores, copied back to the host (``lap(stage)`` marks steps)."""
-        if int(peaks.mz.shape[1]) > MAX_WIDTH:
-            raise ValueError(f"at most {MAX_WIDTH} peaks per spectrum on the GPU")
-        lap = lap or (lambda stage: None)
-        cand, prelim = self.candidates(peaks, queries, cfg)
-        lap("gpu candidates")
-        stacked = self._match_stacked(peaks, queries, cand, cfg)
-        lap("gpu match")
-        host = MatchStats(*self.cp.asnumpy(stacked))
-        out = self.cp.asnumpy(cand), self.cp.asnumpy(prelim), host
-        lap("device->host")
-        return out
+def source() -> str:
+    """The CUDA source with this module's constants filled in."""
+    assert CHUNK & (CHUNK - 1) == 0 and (MAX_COUNT << (CHUNK.bit_length() - 1)) < 2**32
+    return _SOURCE % {
+        "chunk": CHUNK, "chunk_bits": CHUNK.bit_length() - 1, "max_count": MAX_COUNT, "max_words": MAX_WIDTH // 32,
+        "c13": C13_DELTA, "proton": PROTON, "h2o": H2O, "xhalf": XCORR_HALF_WINDOW,
+    }  # fmt: skip

@@ -9,7 +9,6 @@ collector run on one machine).
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 import zmq
 
 from rtsearch.wire import RESULT
@@ -86,7 +86,7 @@ class Collector:
                         break
                     raw.append((frames[1], time.time_ns()))
                     if self.on_message is not None:
-                        self.on_message(json.loads(frames[1]))
+                        self.on_message(orjson.loads(frames[1]))
         finally:
             sock.close(linger=0)
 
@@ -113,7 +113,7 @@ class Collector:
     def results(self) -> list[dict[str, Any]]:
         out = []
         for body, t in list(self.raw):
-            r = json.loads(body)
+            r = orjson.loads(body)
             r["collected_ns"] = t
             out.append(r)
         return out

@@ -1,0 +1,155 @@
+"""The daemon's own cost per spectrum, without the engine: intake, batching, results, publishing.
+
+The daemon runs here with an engine whose ``score`` returns at once (canned best matches
+for real index peptides, so results carry real ProForma strings, proteins and running
+q-values); ``rtsearch-sim load`` feeds it from another process and collects the results.
+What is left is the shell's per-spectrum Python — the ceiling on throughput whatever the
+GPU does. Reports the collector's figures and this process's CPU seconds per spectrum.
+
+    python bench/shell_probe.py --rates 2000,5000,10000 --seconds 5 [--profile out.html]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "simulators"))
+
+from rtsearch.backend import get_backend  # noqa: E402
+from rtsearch.config import SearchConfig, ServeConfig  # noqa: E402
+from rtsearch.daemon import Daemon  # noqa: E402
+from rtsearch.demo import bundled, cached_index, default_cache  # noqa: E402
+from rtsearch.engine import Engine, ScoredBatch  # noqa: E402
+from rtsearch.scoring.features import FEATURES, BestMatches  # noqa: E402
+from rtsearch.types import Spectrum  # noqa: E402
+
+
+class InstantEngine(Engine):
+    """An `Engine` whose scoring is canned: seeded random peptides and features, no search."""
+
+    def __init__(self, *args: object, **kw: object) -> None:
+        super().__init__(*args, **kw)  # type: ignore[arg-type]
+        self.rng = np.random.default_rng(0)
+
+    def score(self, spectra: Sequence[Spectrum]) -> ScoredBatch:
+        n = len(spectra)
+        rng = self.rng
+        pep = rng.integers(0, len(self.peptide_mass), n)
+        feats = rng.normal(size=(n, len(FEATURES)))
+        feats[:, FEATURES.index("hyperscore")] += 3 * (~np.asarray(self.index.is_decoy(pep), dtype=bool))
+        best = BestMatches(pep, np.full(n, 2), rng.uniform(400, 1200, n), rng.normal(size=n),
+                           rng.integers(3, 30, n), feats)  # fmt: skip
+        return ScoredBatch(
+            run=[s.run for s in spectra], scan=np.fromiter((s.scan for s in spectra), np.int64, n),
+            precursor_mz=np.fromiter((s.precursor_mz for s in spectra), np.float64, n),
+            rt=np.zeros(n), best=best, reason=[""] * n,
+        )  # fmt: skip
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds of each thread of this process, by thread name (Linux /proc)."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            name = names.get(int(task.name)) or (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+async def phase(daemon: Daemon, run: str, rate: float, seconds: float, tmp: Path) -> dict[str, object]:
+    out = tmp / f"sim-{rate:g}.json"
+    cmd = [
+        sys.executable, "-m", "rtsearch_sim.cli", "load", run, "--mode", "push", "--endpoint", daemon.endpoints.spectra,
+        "--collect", daemon.endpoints.results, "--rate", str(rate), "--count", str(int(rate * seconds)),
+        "--run-size", "50000", "--json", str(out), "--wait", "10",
+    ]  # fmt: skip
+    cpu0, wall0, threads0 = time.process_time(), time.perf_counter(), thread_cpu()
+    proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    stdout, stderr = await proc.communicate()
+    cpu = time.process_time() - cpu0
+    threads = {k: v - threads0.get(k, 0.0) for k, v in thread_cpu().items()}
+    if not out.is_file():
+        raise RuntimeError(stderr.decode()[-2000:])
+    rep = json.loads(out.read_text())
+    rep["daemon_cpu_us_per_spectrum"] = cpu / max(rep["answered"], 1) * 1e6
+    print(f"{rate:>8,.0f}/s: {stdout.decode().strip()}\n           daemon CPU {rep['daemon_cpu_us_per_spectrum']:.1f} "
+          f"µs/spectrum over the phase ({cpu:.2f} s CPU in {time.perf_counter() - wall0:.1f} s); by thread, "
+          "µs/spectrum: " + ", ".join(f"{k} {v / max(rep['answered'], 1) * 1e6:.0f}"
+                                     for k, v in sorted(threads.items(), key=lambda kv: -kv[1]) if v > 0.01),
+          flush=True)  # fmt: skip
+    return rep
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    index, _ = cached_index(Path(args.cache) if args.cache else default_cache())
+    engine = InstantEngine(index, SearchConfig(), get_backend("numpy"))
+    run = str(bundled("Ecoli_MS2_small.mzML"))
+    with tempfile.TemporaryDirectory() as tmp_s:
+        tmp = Path(tmp_s)
+        cfg = ServeConfig(spectra="tcp://127.0.0.1:*", spectra_mode="pull", results="tcp://127.0.0.1:*",
+                          metrics_port=0, results_dir=str(tmp / "out"))  # fmt: skip
+        daemon = Daemon(engine, cfg)
+        stop = asyncio.Event()
+        task = asyncio.create_task(daemon.run(stop))
+        await daemon.ready.wait()
+        prof: Any = None
+        if args.cprofile:
+            import cProfile
+
+            prof = cProfile.Profile()  # the event loop's thread only
+            prof.enable()
+        elif args.profile:
+            from pyinstrument import Profiler
+
+            prof = Profiler(async_mode="disabled")
+            prof.start()
+        try:
+            for rate in (float(r) for r in args.rates.split(",")):
+                await phase(daemon, run, rate, args.seconds, tmp)
+        finally:
+            if args.cprofile:
+                import pstats
+
+                prof.disable()
+                pstats.Stats(prof).sort_stats("tottime").print_stats(args.cprofile)
+            elif prof is not None:
+                prof.stop()
+                Path(args.profile).write_text(prof.output_html())
+                print(prof.output_text(show_all=False)[:args.profile_chars])
+            stop.set()
+            await task
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rates", default="2000,5000,10000")
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--cache", help="index cache folder (default: the demo's)")
+    ap.add_argument("--profile", help="write a pyinstrument HTML profile of the daemon process here")
+    ap.add_argument("--profile-chars", type=int, default=6000)
+    ap.add_argument("--cprofile", type=int, default=0, metavar="N",
+                    help="cProfile the event loop's thread and print its N costliest functions")
+    asyncio.run(main_async(ap.parse_args()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
