@@ -32,12 +32,16 @@ def main() -> int:
     ap.add_argument("--index-cache", type=Path)
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--threads", default="1", help="comma list of engine thread counts to time (e.g. 1,2)")
+    ap.add_argument("--blocks", action="store_true", help="time count_select block sizes (GPU)")
+    ap.add_argument("--preprocess", action="store_true", help="time host vs device preprocessing (GPU)")
     args = ap.parse_args()
     backend = get_backend(args.backend)
     index, _ = get_index(args.data, 20_000, args.index_cache, backend.xp)
     pool = [s for r in RUNS for s in load_run(args.data / r) if s.ms_level == 2]
     rng = np.random.default_rng(1)
     rng.shuffle(pool)  # type: ignore[arg-type]
+    while len(pool) < 2 * 4096:  # the runs cycled: every batch below is a full one (the engine ignores scans)
+        pool = pool + pool
     engine = Engine(index, SearchConfig(), backend)
     for size in (1, 8, 64, 512, 4096):
         engine.score(pool[:size])
@@ -76,7 +80,19 @@ def main() -> int:
             a = np.array(times) * 1e3
             print(f"threads {threads} batch {size:>5}: median {np.median(a):7.2f} ms p99 {np.percentile(a, 99):7.2f} "
                   f"-> {threads * reps * size / wall:>9,.0f} spectra/s", flush=True)
-    if backend.is_gpu:
+    if backend.is_gpu and args.blocks:
+        # threads per count_select block, forced for every batch size (GpuIndex.count_threads)
+        gpu = engine._gpu
+        saved = gpu.small_block, gpu.large_block
+        for size in (1, 8, 32, 256, 1024, 4096):
+            row = []
+            for block in (256, 512, 1024):
+                gpu.small_block = gpu.large_block = block
+                engine.score(pool[:size])
+                row.append(f"{block}: {median_ms(engine, size, max(10, min(100, 4000 // size)))[0]:6.2f} ms")
+            print(f"count block, batch {size:>5}: " + ", ".join(row), flush=True)
+        gpu.small_block, gpu.large_block = saved
+    if backend.is_gpu and args.preprocess:
         # preprocessing on the host vs on the device, same engine otherwise (Engine.host_preprocess_max)
         host = Engine(index, SearchConfig(), backend, host_preprocess_max=1 << 30)
         dev = Engine(index, SearchConfig(), backend, host_preprocess_max=0)
@@ -91,7 +107,8 @@ def main() -> int:
         prof.score(pool[:size])
         prof.stage_seconds.clear()
         for r in range(10):
-            prof.score(pool[r * size : r * size + size])
+            i = (r * size * 7) % (len(pool) - size)
+            prof.score(pool[i : i + size])
         print(f"stages batch {size}: " + ", ".join(f"{k} {v / 10 * 1e3:.2f} ms" for k, v in prof.stage_seconds.items()))
     return 0
 

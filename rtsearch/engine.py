@@ -171,8 +171,7 @@ class Engine:
         queries = self.queries(spectra, ok)
         lap("queries")
         if self._gpu is not None:
-            dev = self._gpu.upload(peaks) if on_host else self._gpu.on_device(peaks)
-            lap("upload")
+            dev = peaks if on_host else self._gpu.on_device(peaks)  # host peaks travel with the queries
             cand, prelim, stats = self._gpu.score(dev, queries, self.cfg, lap=lap)
         else:
             cand, prelim, stats = self._score_numpy(peaks, queries)

@@ -4,15 +4,15 @@ A batch costs a fixed handful of device calls, whatever its size, because small
 batches (the daemon at low rates scores spectra one by one) are dominated by
 per-call overhead, not by arithmetic:
 
-1. peaks: preprocessed on the host and uploaded as one float64 block (small
-   batches; `GpuIndex.upload`) or preprocessed on the device (`GpuIndex.on_device`);
-2. queries: one int64 block (tasks, windows, spectrum rows, fragment charges)
-   and one float64 array (masses);
-3. ``count_select`` writes each query's ``k`` best candidates in their final
+1. one copy to the device (`Upload`): the queries (tasks, windows, spectrum
+   rows, fragment charges, masses) and, for small batches preprocessed on the
+   host, the peaks with the matcher's row sums; large batches are preprocessed
+   on the device (`GpuIndex.on_device`);
+2. ``count_select`` writes each query's ``k`` best candidates in their final
    order straight into the output (only queries spanning several chunks are
    merged afterwards);
-4. ``match`` scores the ``[Q, k]`` candidate grid into the same output buffer;
-5. one copy brings candidates, counts and the ten statistics back.
+3. ``match`` scores the ``[Q, k]`` candidate grid into the same output buffer;
+4. one copy brings candidates, counts and the ten statistics back.
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ from rtsearch.scoring.candidates import Queries
 from rtsearch.scoring.kernels import CHUNK, MAX_COUNT, MAX_LENGTH, MAX_WIDTH, source
 from rtsearch.scoring.matching import STATS, MatchStats, fragment_charges
 from rtsearch.spectrum import PeakBatch
+
+SMALL_BLOCK = 1024  # threads per count block while the tasks fill at most two blocks per SM
+LARGE_BLOCK = 256
 
 
 @dataclass
@@ -54,6 +57,54 @@ def row_sums(intensity: Any, xp: Any) -> tuple[Any, Any, Any, Any]:
     cum = xp.zeros((inten.shape[0], inten.shape[1] + 1), dtype=xp.float64)
     cum[:, 1:] = xp.cumsum(inten, axis=1)
     return inten, cum, inten.sum(axis=1), (inten * inten).sum(axis=1)
+
+
+class Upload:
+    """Host arrays packed into one float64 block, so a batch costs one host-to-device copy.
+
+    Each part is stored at an 8-byte boundary in its own dtype (int32 parts padded to an
+    even count). `Upload.send` copies the block; the kernels then take each part as a raw
+    device pointer (`Uploaded.ptr`): a CuPy view per part costs more host time (several
+    microseconds each) than the copy itself for a small batch.
+    """
+
+    def __init__(self) -> None:
+        self._parts: list[np.ndarray] = []
+        self._where: dict[str, tuple[int, np.dtype[Any], tuple[int, ...]]] = {}
+        self._at = 0  # in 8-byte words
+
+    def add(self, name: str, a: np.ndarray) -> None:
+        a = np.ascontiguousarray(a)
+        raw = a.reshape(-1).view(np.uint8)
+        words = -(-raw.shape[0] // 8)
+        if words * 8 != raw.shape[0]:
+            raw = np.concatenate([raw, np.zeros(words * 8 - raw.shape[0], np.uint8)])
+        self._parts.append(raw.view(np.float64))
+        self._where[name] = (self._at, a.dtype, a.shape)
+        self._at += words
+
+    def send(self, to_device: Callable[[np.ndarray], Any]) -> Uploaded:
+        block = to_device(np.concatenate(self._parts) if self._parts else np.zeros(1))
+        return Uploaded(block, self._where)
+
+
+@dataclass
+class Uploaded:
+    """The block on the device and where each part lies in it."""
+
+    block: Any  # float64 [words] on the device (a NumPy array in tests)
+    where: dict[str, tuple[int, np.dtype[Any], tuple[int, ...]]]
+
+    def ptr(self, name: str) -> Any:
+        """Device pointer to part ``name`` (a kernel argument)."""
+        return self.block.data + 8 * self.where[name][0]
+
+    def array(self, name: str) -> Any:
+        """Part ``name`` as an array view of the block."""
+        at, dtype, shape = self.where[name]
+        n = int(np.prod(shape))
+        words = -(-n * dtype.itemsize // 8)
+        return self.block[at : at + words].view(dtype)[:n].reshape(shape)
 
 
 class GpuIndex:
@@ -86,6 +137,9 @@ class GpuIndex:
         self._count = module.get_function("count_select")
         self._match = module.get_function("match")
         self._iso: dict[tuple[int, ...], Any] = {}
+        # count_select block size by number of tasks (see `count_threads`; measured in bench/engine_probe.py)
+        self.small_block, self.large_block = SMALL_BLOCK, LARGE_BLOCK
+        self.small_tasks = 2 * int(cp.cuda.Device().attributes["MultiProcessorCount"])
         self.nbytes = int(
             sum(a.nbytes for a in (
                 self.frag_mz, self.frag_pep, self.bucket_min, self.pep_mass, self.form_base, self.mod_pos,
@@ -95,51 +149,69 @@ class GpuIndex:
 
     # ---------------------------------------------------------------- peaks
 
-    def upload(self, peaks: PeakBatch) -> DevicePeaks:
-        """Host-preprocessed peaks to the device: sums on the host, one float64 block, one int32 array."""
-        inten, cum, total, sq = row_sums(np.asarray(peaks.intensity), np)
-        s, w = inten.shape
-        parts = (np.asarray(peaks.mz, dtype=np.float64), inten, cum, total, sq)
-        block = np.concatenate([p.ravel() for p in parts])
-        d = self.to_device(block)
-        a, b, c = s * w, 2 * s * w, 2 * s * w + s * (w + 1)
-        return DevicePeaks(
-            d[:a].reshape(s, w), d[a:b].reshape(s, w), d[b:c].reshape(s, w + 1), d[c : c + s], d[c + s :],
-            self.cp.asarray(np.asarray(peaks.n_peaks, dtype=np.int32)),
-        )  # fmt: skip
-
     def on_device(self, peaks: PeakBatch) -> DevicePeaks:
         """Device-preprocessed peaks, with the matcher's sums computed there."""
         inten, cum, total, sq = row_sums(peaks.intensity, self.cp)
         return DevicePeaks(peaks.mz, inten, cum, total, sq, peaks.n_peaks.astype(self.cp.int32, copy=False))
 
+    @staticmethod
+    def _add_host_peaks(up: Upload, peaks: PeakBatch) -> None:
+        inten, cum, total, sq = row_sums(np.asarray(peaks.intensity), np)
+        up.add("mz", np.asarray(peaks.mz, dtype=np.float64))
+        up.add("intensity", inten)
+        up.add("cum", cum)
+        up.add("total", total)
+        up.add("sq", sq)
+        up.add("n_peaks", np.asarray(peaks.n_peaks, dtype=np.int32))
+
     # ---------------------------------------------------------------- scoring
 
     def score(
-        self, peaks: DevicePeaks, queries: Queries, cfg: SearchConfig, lap: Callable[[str], None] | None = None
-    ) -> tuple[np.ndarray, np.ndarray, MatchStats]:
-        """``(candidates [Q, k], counts [Q, k], statistics)`` on the host, as the NumPy references give them."""
-        if peaks.width > MAX_WIDTH:
-            raise ValueError(f"at most {MAX_WIDTH} peaks per spectrum on the GPU")
+        self, peaks: PeakBatch | DevicePeaks, queries: Queries, cfg: SearchConfig,
+        lap: Callable[[str], None] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, MatchStats]:  # fmt: skip
+        """``(candidates [Q, k], counts [Q, k], statistics)`` on the host, as the NumPy references give them.
+
+        ``peaks`` is a host `PeakBatch` (uploaded here, in the batch's one copy) or `DevicePeaks`.
+        """
         lap = lap or (lambda stage: None)
         cp = self.cp
         n_q, k = len(queries), cfg.candidates
         qk = n_q * k
+        up = Upload()
+        tasks = self._tasks(queries)
+        for name, a in tasks.items():
+            up.add(name, a)
+        up.add("zmax", fragment_charges(queries.charge, cfg.max_fragment_charge).astype(np.int64))
+        up.add("mass", queries.mass.astype(np.float64, copy=False))
+        if isinstance(peaks, PeakBatch):
+            width = int(peaks.mz.shape[1])
+            self._add_host_peaks(up, peaks)
+        else:
+            width = peaks.width
+        if width > MAX_WIDTH:
+            raise ValueError(f"at most {MAX_WIDTH} peaks per spectrum on the GPU")
+        d = up.send(self.to_device)
+        if isinstance(peaks, PeakBatch):
+            names = ("mz", "intensity", "cum", "n_peaks", "total", "sq")
+            mz, inten, cum, n_peaks, total, sq = (d.ptr(n) for n in names)
+        else:
+            p = peaks
+            mz, inten, cum, n_peaks, total, sq = p.mz, p.intensity, p.cum, p.n_peaks, p.total, p.sq
+        lap("upload")
         # one output buffer: candidates int64 [Q, k] | counts int32 [Q, k] (8-aligned) | stats float64 [10, Q, k]
         at_cnt = 8 * qk
         at_stats = at_cnt + 8 * ((4 * qk + 7) // 8)
         end = at_stats + 8 * len(STATS) * qk
         buf = cp.empty(max(end, 8), dtype=cp.uint8)
         if n_q:
-            out_pep = buf[:at_cnt].view(cp.int64).reshape(n_q, k)
-            out_cnt = buf[at_cnt : at_cnt + 4 * qk].view(cp.int32).reshape(n_q, k)
-            stats = buf[at_stats:end].view(cp.float64).reshape(len(STATS), n_q, k)
-            q_spec, zmax = self._candidates(peaks, queries, cfg, out_pep, out_cnt)
+            out_pep, stats = buf.data, buf.data + at_stats
+            self._candidates(mz, width, n_peaks, d, n_q, cfg, buf, at_cnt)
             lap("gpu candidates")
             self._match(
                 ((qk + 127) // 128,), (128,),
-                (np.int32(qk), np.int32(k), out_pep, q_spec, zmax, peaks.mz, peaks.intensity, peaks.cum,
-                 np.int32(peaks.width), peaks.n_peaks, peaks.total, peaks.sq,
+                (np.int32(qk), np.int32(k), out_pep, d.ptr("spectrum"), d.ptr("zmax"), mz, inten, cum,
+                 np.int32(width), n_peaks, total, sq,
                  self.form_base, self.mod_pos, self.mod_id, np.int32(self.n_mods), self.mod_delta,
                  self.residues, self.base_off, self.residue_mass, np.float64(self.n_fixed), np.float64(self.c_fixed),
                  np.float64(cfg.fragment_tolerance.value), np.int32(cfg.fragment_tolerance.unit == "ppm"), stats),
@@ -151,42 +223,55 @@ class GpuIndex:
         prelim = host[at_cnt : at_cnt + 4 * qk].view(np.int32).reshape(n_q, k)
         return cand, prelim, MatchStats(*host[at_stats:end].view(np.float64).reshape(len(STATS), n_q, k))
 
-    def _candidates(self, peaks: DevicePeaks, queries: Queries, cfg: SearchConfig, out_pep: Any,
-                    out_cnt: Any) -> tuple[Any, Any]:  # fmt: skip
-        """Fill ``out_pep``/``out_cnt`` as `candidates_numpy` does; returns the queries' device rows and zmax."""
-        cp = self.cp
-        k = cfg.candidates
+    @staticmethod
+    def _tasks(queries: Queries) -> dict[str, np.ndarray]:
+        """The count kernel's tasks: one per (query, chunk of ``CHUNK`` peptides of its window)."""
         n_q = len(queries)
         span = queries.hi - queries.lo
         n_chunks = np.maximum((span + CHUNK - 1) // CHUNK, 1)  # an empty window is one (empty) task
-        single = bool((n_chunks == 1).all())
-        if single:
+        if (n_chunks == 1).all():
             t_query, t_lo, t_hi = np.arange(n_q, dtype=np.int64), queries.lo, queries.hi
         else:
             t_query = np.repeat(np.arange(n_q, dtype=np.int64), n_chunks)
             first = np.repeat(np.cumsum(n_chunks) - n_chunks, n_chunks)
             t_lo = queries.lo[t_query] + (np.arange(t_query.shape[0]) - first) * CHUNK
             t_hi = np.minimum(t_lo + CHUNK, queries.hi[t_query])
-        n_t = int(t_query.shape[0])
-        zmax = fragment_charges(queries.charge, cfg.max_fragment_charge)
-        ints = cp.asarray(np.concatenate([t_query, t_lo, t_hi, queries.spectrum, zmax]).astype(np.int64, copy=False))
-        d_tq, d_lo, d_hi = ints[:n_t], ints[n_t : 2 * n_t], ints[2 * n_t : 3 * n_t]
-        q_spec, d_zmax = ints[3 * n_t : 3 * n_t + n_q], ints[3 * n_t + n_q :]
-        tp, tc = (out_pep, out_cnt) if single else (cp.empty((n_t, k), cp.int64), cp.empty((n_t, k), cp.int32))
+        as64 = {"t_query": t_query, "t_lo": t_lo, "t_hi": t_hi, "spectrum": queries.spectrum}
+        return {name: a.astype(np.int64, copy=False) for name, a in as64.items()}
+
+    def _candidates(
+        self, mz: Any, width: int, n_peaks: Any, d: Uploaded, n_q: int, cfg: SearchConfig, buf: Any, at_cnt: int
+    ) -> None:
+        """Candidates and counts into ``buf`` (int64 [Q, k] at 0, int32 [Q, k] at ``at_cnt``), as
+        `candidates_numpy` computes them."""
+        cp = self.cp
+        k = cfg.candidates
+        n_t = int(d.where["t_query"][2][0])
+        single = n_t == n_q  # every query's window fits one chunk: the kernel's output is final
+        if single:
+            tp, tc = buf.data, buf.data + at_cnt
+        else:
+            tp, tc = cp.empty((n_t, k), cp.int64), cp.empty((n_t, k), cp.int32)
         iso = self._isotopes(cfg.isotope_errors)
         pt, ft = cfg.precursor_tolerance, cfg.fragment_tolerance
         self._count(
-            (n_t,), (256,),
+            (n_t,), (self.count_threads(n_t),),
             (self.frag_mz, self.frag_pep, self.bucket_min, np.int32(self.bucket_min.shape[0]),
              np.int64(self.frag_mz.shape[0]), np.int32(self.bucket_size),
-             peaks.mz, np.int32(peaks.width), peaks.n_peaks, d_tq, d_lo, d_hi, q_spec, cp.asarray(queries.mass),
-             self.pep_mass, np.float64(ft.value), np.int32(ft.unit == "ppm"), np.float64(pt.value),
+             mz, np.int32(width), n_peaks, d.ptr("t_query"), d.ptr("t_lo"), d.ptr("t_hi"), d.ptr("spectrum"),
+             d.ptr("mass"), self.pep_mass, np.float64(ft.value), np.int32(ft.unit == "ppm"), np.float64(pt.value),
              np.int32(pt.unit == "ppm"), iso, np.int32(iso.shape[0]), np.int32(k), np.int32(cfg.min_matched_peaks),
              tp, tc),
         )  # fmt: skip
         if not single:
-            self._merge(d_tq, tp, tc, n_q, k, out_pep, out_cnt)
-        return q_spec, d_zmax
+            qk = n_q * k
+            out_pep = buf[: 8 * qk].view(cp.int64).reshape(n_q, k)
+            out_cnt = buf[at_cnt : at_cnt + 4 * qk].view(cp.int32).reshape(n_q, k)
+            self._merge(d.array("t_query"), tp, tc, n_q, k, out_pep, out_cnt)
+
+    def count_threads(self, n_tasks: int) -> int:
+        """Threads per count block: many when few blocks run (latency), fewer when the GPU is full."""
+        return self.small_block if n_tasks <= self.small_tasks else self.large_block
 
     def _merge(self, d_tq: Any, tp: Any, tc: Any, n_q: int, k: int, out_pep: Any, out_cnt: Any) -> None:
         """The ``k`` best of each query over its chunks: sort by (query, count desc, peptide asc)."""

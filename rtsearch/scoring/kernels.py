@@ -34,16 +34,11 @@ _SOURCE = r"""
 #define NEG_INF __longlong_as_double((long long)0xfff0000000000000ULL)
 #define MAX_COUNT %(max_count)d
 #define MAX_WORDS %(max_words)d
+#define MAX_PEAKS %(max_peaks)d
 #define C13 %(c13).17g
 #define PROTON %(proton).17g
 #define H2O %(h2o).17g
 #define XHALF %(xhalf).17g
-
-__device__ __forceinline__ long long lower_bound_u32(const unsigned int* a, long long lo, long long hi,
-                                                     unsigned int v) {
-    while (lo < hi) { long long m = (lo + hi) >> 1; if (a[m] < v) lo = m + 1; else hi = m; }
-    return lo;
-}
 
 extern "C" __global__ void count_select(
     const float* __restrict__ frag_mz, const unsigned int* __restrict__ frag_pep,
@@ -59,7 +54,9 @@ extern "C" __global__ void count_select(
     __shared__ unsigned int hist[CHUNK];
     __shared__ int count_hist[MAX_COUNT + 1];
     __shared__ int warp_sums[32];
-    __shared__ int s_threshold, s_take_at, s_n_out, s_base;
+    __shared__ double s_pm[MAX_PEAKS], s_tol[MAX_PEAKS];
+    __shared__ int s_b0[MAX_PEAKS], s_nb[MAX_PEAKS];
+    __shared__ int s_threshold, s_take_at, s_n_out, s_base, s_max_nb, s_max_count;
     const int task = blockIdx.x;
     const long long q = t_query[task];
     const long long lo = t_lo[task], hi = t_hi[task];
@@ -67,9 +64,10 @@ extern "C" __global__ void count_select(
     const long long spec = q_spec[q];
     for (int i = threadIdx.x; i < span; i += blockDim.x) hist[i] = 0;
     for (int i = threadIdx.x; i <= MAX_COUNT; i += blockDim.x) count_hist[i] = 0;
-    if (threadIdx.x == 0) { s_n_out = 0; s_base = 0; }
+    if (threadIdx.x == 0) { s_n_out = 0; s_base = 0; s_max_nb = 0; s_max_count = 0; }
     __syncthreads();
 
+    // 1. per peak, the buckets that can hold m/z within tolerance (bucket minima: small, cached)
     const int npk = n_peaks[spec];
     for (int p = threadIdx.x; p < npk; p += blockDim.x) {
         const double pm = peaks_mz[spec * width + p];
@@ -78,17 +76,30 @@ extern "C" __global__ void count_select(
         int l = 0, h = n_buckets;                 // first bucket with min >= a
         while (l < h) { int m = (l + h) >> 1; if ((double)bucket_min[m] < a) l = m + 1; else h = m; }
         int b0 = l - 1; if (b0 < 0) b0 = 0;
-        l = 0; h = n_buckets;                     // first bucket with min > b
+        l = b0; h = n_buckets;                    // first bucket with min > b
         while (l < h) { int m = (l + h) >> 1; if ((double)bucket_min[m] <= b) l = m + 1; else h = m; }
-        const int b1 = l;
-        for (int bk = b0; bk < b1; ++bk) {
-            const long long start = (long long)bk * bucket_size;
-            long long end = start + bucket_size; if (end > n_frag) end = n_frag;
-            const long long s = lower_bound_u32(frag_pep, start, end, (unsigned int)lo);
-            const long long e = lower_bound_u32(frag_pep, s, end, (unsigned int)hi);
-            for (long long f = s; f < e; ++f) {
-                if (fabs((double)frag_mz[f] - pm) <= tol) atomicAdd(&hist[frag_pep[f] - (unsigned int)lo], 1u);
-            }
+        s_pm[p] = pm; s_tol[p] = tol; s_b0[p] = b0; s_nb[p] = l - b0;
+        atomicMax(&s_max_nb, l - b0);
+    }
+    __syncthreads();
+    // 2. one thread per (peak, bucket): the binary searches are chains of dependent global loads,
+    //    so latency, not bandwidth, bounds a small batch; spreading the pairs over the block's threads
+    //    shortens the longest chain (one peak's ~10 buckets were one thread's work before)
+    const int max_nb = s_max_nb;
+    for (int idx = threadIdx.x; idx < npk * max_nb; idx += blockDim.x) {
+        const int p = idx / max_nb, j = idx - p * max_nb;
+        if (j >= s_nb[p]) continue;
+        const double pm = s_pm[p], tol = s_tol[p];
+        const long long start = (long long)(s_b0[p] + j) * bucket_size;
+        long long end = start + bucket_size; if (end > n_frag) end = n_frag;
+        // both ends of the peptide window searched together: two independent load chains
+        long long l1 = start, h1 = end, l2 = start, h2 = end;
+        while (l1 < h1 || l2 < h2) {
+            if (l1 < h1) { long long m = (l1 + h1) >> 1; if (frag_pep[m] < (unsigned int)lo) l1 = m + 1; else h1 = m; }
+            if (l2 < h2) { long long m = (l2 + h2) >> 1; if (frag_pep[m] < (unsigned int)hi) l2 = m + 1; else h2 = m; }
+        }
+        for (long long f = l1; f < l2; ++f) {
+            if (fabs((double)frag_mz[f] - pm) <= tol) atomicAdd(&hist[frag_pep[f] - (unsigned int)lo], 1u);
         }
     }
     __syncthreads();
@@ -105,11 +116,12 @@ extern "C" __global__ void count_select(
         if (!ok || (int)c < min_count) { hist[i] = 0; continue; }
         if (c > MAX_COUNT) { c = MAX_COUNT; hist[i] = c; }
         atomicAdd(&count_hist[c], 1);
+        atomicMax(&s_max_count, (int)c);
     }
     __syncthreads();
     if (threadIdx.x == 0) {
         int acc = 0, t = 0, take = 0;
-        for (int c = MAX_COUNT; c >= 1; --c) {
+        for (int c = s_max_count; c >= 1; --c) {
             if (acc + count_hist[c] >= k) { t = c; take = k - acc; break; }
             acc += count_hist[c];
         }
@@ -285,5 +297,6 @@ def source() -> str:
     assert CHUNK & (CHUNK - 1) == 0 and (MAX_COUNT << (CHUNK.bit_length() - 1)) < 2**32
     return _SOURCE % {
         "chunk": CHUNK, "chunk_bits": CHUNK.bit_length() - 1, "max_count": MAX_COUNT, "max_words": MAX_WIDTH // 32,
+        "max_peaks": MAX_WIDTH,
         "c13": C13_DELTA, "proton": PROTON, "h2o": H2O, "xhalf": XCORR_HALF_WINDOW,
     }  # fmt: skip
