@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +27,34 @@ from rtsearch.engine import Engine  # noqa: E402
 from rtsearch_sim.replay import load_run  # noqa: E402
 
 
+def paced(engine: Engine, pool: list[Any], hz: float, seconds: float) -> int:
+    """Batches of one at a fixed rate, as the daemon sees them at low load: p50/p99/max and when the slow ones came.
+
+    Tells a machine's periodic stalls (the same pattern with no daemon around) from the daemon's own.
+    """
+    out: list[tuple[float, float]] = []
+
+    def work() -> None:
+        engine.backend.bind_worker()
+        start = time.perf_counter()
+        for r in range(int(hz * seconds)):
+            time.sleep(max(0.0, start + r / hz - time.perf_counter()))
+            t0 = time.perf_counter()
+            engine.score(pool[r % len(pool) : r % len(pool) + 1])
+            out.append((time.time(), (time.perf_counter() - t0) * 1e3))
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    a = np.array([ms for _, ms in out])
+    print(f"paced {hz:g}/s x {len(a)}: median {np.median(a):.2f} ms p99 {np.percentile(a, 99):.2f} max {a.max():.2f}; "
+          f"{int((a > 4).sum())} over 4 ms at:", flush=True)
+    for when, ms in out:
+        if ms > 4:
+            print(f"  {time.strftime('%H:%M:%S', time.localtime(when))}.{int(when % 1 * 1000):03d} {ms:.1f} ms")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, required=True)
@@ -34,6 +63,9 @@ def main() -> int:
     ap.add_argument("--threads", default="1", help="comma list of engine thread counts to time (e.g. 1,2)")
     ap.add_argument("--blocks", action="store_true", help="time count_select block sizes (GPU)")
     ap.add_argument("--preprocess", action="store_true", help="time host vs device preprocessing (GPU)")
+    ap.add_argument("--paced", type=float, metavar="HZ",
+                    help="only: one spectrum at a time at HZ for --seconds, in a worker thread; list slow batches")
+    ap.add_argument("--seconds", type=float, default=15.0)
     args = ap.parse_args()
     backend = get_backend(args.backend)
     index, _ = get_index(args.data, 20_000, args.index_cache, backend.xp)
@@ -56,6 +88,8 @@ def main() -> int:
         a = np.array(times) * 1e3
         return float(np.median(a)), float(np.percentile(a, 99))
 
+    if args.paced:
+        return paced(engine, pool, args.paced, args.seconds)
     threads_list = [int(t) for t in args.threads.split(",")]
     for threads in threads_list:
         for size in (1, 4, 32, 128, 256, 1024, 4096):

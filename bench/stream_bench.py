@@ -100,6 +100,16 @@ def delta(after: dict[str, dict[str, float]], before: dict[str, dict[str, float]
     return d
 
 
+def bucket_quantile(h: dict[str, float], q: float) -> str:
+    """Upper bound (ms) of the histogram bucket holding quantile ``q``, as ``<= X ms``."""
+    n = h.get("count", 0.0)
+    bounds = sorted((float(k[3:]), v) for k, v in h.items() if k.startswith("le_"))
+    for le, cum in bounds:
+        if n and cum >= q * n:
+            return f"<= {le * 1e3:g} ms" if le != float("inf") else "> last bucket"
+    return "n/a"
+
+
 async def load_phase(daemon: Daemon, runs: list[str], rate: float, seconds: float, tmp: Path) -> dict[str, Any]:
     """One ``rtsearch-sim load`` at ``rate`` for ``seconds``; its collector's report, plus the daemon's
     own histograms over the phase (engine batch time, batch size, queue wait) for diagnosis."""
@@ -123,7 +133,10 @@ async def load_phase(daemon: Daemon, runs: list[str], rate: float, seconds: floa
           f"{d['rtsearch_batch_size']['mean']:.1f}, engine "
           f"{d['rtsearch_engine_batch_seconds']['mean'] * 1e3:.2f} ms/batch, "
           f"queue wait {d['rtsearch_queue_wait_seconds']['mean'] * 1e3:.2f} ms, receive->publish "
-          f"{d['rtsearch_latency_seconds']['mean'] * 1e3:.2f} ms (means)", flush=True)
+          f"{d['rtsearch_latency_seconds']['mean'] * 1e3:.2f} ms (means); p99 receive->publish "
+          f"{bucket_quantile(d['rtsearch_latency_seconds'], 0.99)}, engine "
+          f"{bucket_quantile(d['rtsearch_engine_batch_seconds'], 0.99)}, queue wait "
+          f"{bucket_quantile(d['rtsearch_queue_wait_seconds'], 0.99)}", flush=True)
     return report
 
 
@@ -213,11 +226,18 @@ def main() -> int:
     ap.add_argument("--soak-seconds", type=float, default=600.0)
     ap.add_argument("--soak-rate", type=float)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--stalls", action="store_true", help="log GC pauses and GIL stalls over 2 ms (bench/stalls.py)")
     ap.add_argument("--max-batch", type=int, default=4096)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     log_warnings()
+    if args.stalls:
+        import stalls
+
+        stalls.watch()
     res = asyncio.run(bench(args))
+    if args.stalls:
+        print(stalls.report())
     if args.json:
         args.json.write_text(json.dumps(res, indent=2))
     print(json.dumps({k: v for k, v in res.items() if k not in ("sweep", "soak", "latency_200")}, indent=2))

@@ -131,11 +131,14 @@ class MicroBatcher(Generic[T]):
         assert flush is not None
         return min(oldest + int(self.policy.linger_ms * MS), flush)
 
-    def take(self, *, workers_free: int) -> list[T] | None:
-        """The next batch to score, or ``None`` when it should wait (or no worker is free)."""
+    def take(self, *, workers_free: int, now: bool = False) -> list[T] | None:
+        """The next batch to score, or ``None`` when it should wait (or no worker is free).
+
+        ``now``: don't wait for deadlines or lingering (shutting down, nothing more will come).
+        """
         if not self._pending or workers_free <= 0:
             return None
-        full = len(self._pending) >= self.policy.max_batch
+        full = now or len(self._pending) >= self.policy.max_batch
         wake = self.wake_at()
         if not full and (wake is None or self.clock() < wake):
             return None

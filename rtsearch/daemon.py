@@ -1,12 +1,16 @@
 """The daemon: intake → micro-batcher → engine workers → publish, and the runs in between.
 
-asyncio only at the edges. The event loop receives and decodes, asks the
-`MicroBatcher` for batches, hands them to worker threads and publishes what
-comes back; it never waits on the GPU. Each worker thread owns a CUDA stream
-(`Backend.bind_worker`), so with two workers two micro-batches are in flight
-and one's copies overlap the other's scoring. A worker scores a batch with the
-same `Engine` as the offline search, then (under a lock) turns it into results
-with running q-values (`LiveRun`); the loop stamps, encodes and sends them.
+asyncio only at the edges. The event loop receives and decodes (`Intake`) and
+queues MS2 spectra in the `MicroBatcher`; engine worker threads take batches
+from it when the batcher says they should go, score them with the same
+`Engine` as the offline search, turn them into results with running q-values
+(`LiveRun`) and publish them on the results socket themselves: a spectrum
+crosses threads once, and the loop never waits on the GPU. Batcher, runs and
+results socket are shared under one lock, held for bookkeeping and publishing,
+never while scoring. Each worker owns a CUDA stream (`Backend.bind_worker`), so
+with two workers two micro-batches are in flight and one's copies overlap the
+other's scoring. MQTT and run ends are handed back to the loop. The workers' half of
+the class (threads, warm-up, refits, GC) is `rtsearch.workers.WorkerLoop`.
 
 Every MS2 spectrum received is answered exactly once: scored
 (``identified``/``unidentified``), ``shed`` when the batcher is full or
@@ -16,15 +20,16 @@ shutdown ran out of time, ``invalid`` when malformed but naming a run and scan.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import gc
 import logging
+import multiprocessing
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,14 +48,14 @@ from rtsearch.metrics import DaemonMetrics
 from rtsearch.publish import MqttPublisher, ZmqResults, write_run_results
 from rtsearch.runs import LiveRun, RunSummary
 from rtsearch.types import ResultStatus, Spectrum
-from rtsearch.warmup import warm_up_spectra
+from rtsearch.workers import WorkerLoop
 
 log = logging.getLogger(__name__)
 
 # The engine releases the GIL at every device synchronization and must win it back from a busy event
 # loop each time; CPython hands it over only every switch interval (default 5 ms), so a batch with a
 # few hundred synchronizations could wait far longer than it computes. A short interval bounds that.
-SLOW_BATCH_S = 0.5  # an engine batch slower than this is logged (first-use compilation, contention)
+LIVE_Q_REFRESH = 0.01  # running q-values read off a curve at most 1 % of the run old (`RunningFdr`)
 GIL_SWITCH_S = float(os.environ.get("RTSEARCH_GIL_SWITCH_S", "0.0001"))
 
 
@@ -94,7 +99,7 @@ class Finished:
     expected: int | None = None
 
 
-class Daemon:
+class Daemon(WorkerLoop):
     """``await Daemon(engine, cfg).run(stop)`` serves until ``stop`` is set, then shuts down cleanly."""
 
     def __init__(
@@ -103,14 +108,12 @@ class Daemon:
         cfg: ServeConfig,
         *,
         metrics: DaemonMetrics | None = None,
-        on_result: Callable[[dict[str, Any]], None] | None = None,
         on_run_finished: Callable[[Finished], None] | None = None,
         clock: Callable[[], int] = time.monotonic_ns,
     ) -> None:
         self.engine = engine
         self.cfg = cfg
         self.metrics = metrics or DaemonMetrics()
-        self.on_result = on_result
         self.on_run_finished = on_run_finished
         self.clock = clock
         self.model = EngineTimeModel()
@@ -123,12 +126,18 @@ class Daemon:
         self._runs: dict[str, RunState] = {}
         self._draining: list[RunState] = []  # ended, still being answered, while a same-named run is open
         self._parts: dict[str, int] = {}  # results files written per run name (a reopened run gets .partN)
-        self._lock = threading.Lock()  # LiveRun state: touched by workers and the loop
+        # one lock for what the loop and the workers share: batcher, runs, results socket (re-entrant:
+        # an answer can end a run, which takes it again)
+        self._cv = threading.Condition(threading.RLock())
         self._in_flight = 0
-        self._closing = False
-        self._wake = asyncio.Event()
+        self._closing = False  # intake closed: workers drain the batcher, then stop
+        self._abandoned = False  # shutdown bound passed: late batches are not published
+        self._workers: list[threading.Thread] = []
+        # live refits are seconds of NumPy at most; in a thread they would hold the GIL against the
+        # engine and the loop (p99 latency), so they run in a process of their own
+        self._fitter = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._pool: ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._out: ZmqResults | None = None
 
     # ---------------------------------------------------------------- lifecycle
@@ -137,7 +146,7 @@ class Daemon:
         """Serve until ``stop`` is set; then answer what is in flight, write results, return."""
         cfg = self.cfg
         backend = self.engine.backend
-        self._pool = ThreadPoolExecutor(cfg.workers, thread_name_prefix="engine", initializer=backend.bind_worker)
+        self._loop = asyncio.get_running_loop()
         ctx = zmq.asyncio.Context()
         sync_ctx = zmq.Context()
         http = None
@@ -145,7 +154,7 @@ class Daemon:
         switch = sys.getswitchinterval()
         sys.setswitchinterval(GIL_SWITCH_S)
         try:
-            await self._warm_up()
+            await self._start_workers()
             try:
                 http, self.endpoints.metrics_port = self.metrics.serve(cfg.metrics_port, cfg.metrics_host)
             except OSError as e:
@@ -175,32 +184,34 @@ class Daemon:
                     raise EndpointError(f"spectra endpoint {cfg.spectra} ({cfg.spectra_mode}): {e}") from None
                 self.endpoints.spectra = intake.endpoint
                 ingest = asyncio.create_task(self._ingest(intake), name="ingest")
-                scheduler = asyncio.create_task(self._schedule(), name="scheduler")
                 self.metrics.ready.set(1)
                 self.ready.set()
                 log.info("ready: spectra %s (%s), results %s, metrics :%s", intake.endpoint, cfg.spectra_mode,
                          self._out.endpoint, self.endpoints.metrics_port)  # fmt: skip
                 stopper = asyncio.create_task(stop.wait())
-                await asyncio.wait({stopper, ingest, scheduler}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({stopper, ingest}, return_when=asyncio.FIRST_COMPLETED)
                 stopper.cancel()
-                for t in (ingest, scheduler):
-                    if t.done() and t.exception():
-                        log.error("%s task failed", t.get_name(), exc_info=t.exception())
-                await self._shutdown(intake, ingest, scheduler)
+                if ingest.done() and ingest.exception():
+                    log.error("ingest task failed", exc_info=ingest.exception())
+                await self._shutdown(intake, ingest)
         finally:
+            gc.enable()
             sys.setswitchinterval(switch)
             self.metrics.ready.set(0)
-            if self._out is not None:
-                self._out.close()
+            with self._cv:
+                self._closing = self._abandoned = True
+                self._cv.notify_all()
+                if self._out is not None:
+                    self._out.close()
             # destroy: closes any socket still open (one whose bind failed, say) so term cannot hang
             ctx.destroy(linger=0)
             sync_ctx.destroy(linger=1000)
             if http is not None:
                 http.shutdown()
                 http.server_close()
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._fitter.shutdown(wait=False, cancel_futures=True)
 
-    async def _shutdown(self, intake: Intake, ingest: asyncio.Task[None], scheduler: asyncio.Task[None]) -> None:
+    async def _shutdown(self, intake: Intake, ingest: asyncio.Task[None]) -> None:
         log.info("shutting down: intake closed, answering %d waiting and %d batches in flight",
                  len(self.batcher), self._in_flight)  # fmt: skip
         self.metrics.ready.set(0)
@@ -208,59 +219,41 @@ class Daemon:
         with contextlib.suppress(asyncio.CancelledError):
             await ingest
         intake.close()
-        self._closing = True
-        self._wake.set()
-        try:
-            async with asyncio.timeout(self.cfg.shutdown_timeout_s):
-                with contextlib.suppress(asyncio.CancelledError):
-                    await scheduler
-                while self._tasks:
-                    await asyncio.gather(*list(self._tasks), return_exceptions=True)
-        except TimeoutError:
-            left = self.batcher.drain()
-            log.warning("shutdown bound of %.0f s reached: %d spectra shed unscored", self.cfg.shutdown_timeout_s,
-                        len(left))  # fmt: skip
-            self._shed(left, "shutdown", "daemon shutting down before it could be scored")
-            scheduler.cancel()
+        with self._cv:
+            self._closing = True
+            self._cv.notify_all()
+        bound = self.cfg.shutdown_timeout_s
+        deadline = time.monotonic() + bound
+        while any(w.is_alive() for w in self._workers) and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        if any(w.is_alive() for w in self._workers):
+            with self._cv:
+                self._abandoned = True
+                left = self.batcher.drain()
+                log.warning("shutdown bound of %.0f s reached: %d spectra shed unscored, %d batches abandoned",
+                            bound, len(left), self._in_flight)  # fmt: skip
+                self._shed(left, "shutdown", "daemon shutting down before it could be scored")
+        await asyncio.sleep(0)  # run ends the workers handed to the loop
         for state in [*self._runs.values(), *self._draining]:
             state.ending = True
             self._maybe_finish(state)
         # run files are written even when scoring overran: wait for them (bounded again)
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.cfg.shutdown_timeout_s):
+            async with asyncio.timeout(bound):
                 while self._tasks:
                     await asyncio.gather(*list(self._tasks), return_exceptions=True)
         if self.mqtt is not None:
             await self.mqtt.flush(2.0)
 
-    async def _warm_up(self) -> None:
-        """Run every engine path in every worker before intake opens; seed the engine-time model.
-
-        CuPy compiles kernels on first use (seconds each on a fresh machine): spectra made
-        from index peptides' own fragments reach candidates, full scoring and features, with
-        known, unknown and several charges, at a few batch sizes, so no compile lands on a
-        real spectrum's latency.
-        """
-        loop = asyncio.get_running_loop()
-        assert self._pool is not None
-        spectra = warm_up_spectra(self.engine, 64)
-        for size in sorted({1, 7, 64, 512, self.cfg.max_batch}):
-            batch = (spectra * (size // len(spectra) + 1))[:size]
-            for _ in range(self.cfg.workers):
-                t0 = time.perf_counter()
-                await loop.run_in_executor(self._pool, self.engine.score, batch)
-                self.model.observe(size, time.perf_counter() - t0)
-        # what exists now (index, kernels, caches) lives as long as the daemon: keep it out of GC passes
-        gc.collect()
-        gc.freeze()
-
     # ---------------------------------------------------------------- intake
 
     async def _ingest(self, intake: Intake) -> None:
         async for chunk in intake:
-            for rec in chunk:
-                self._handle(rec)
-            self._wake.set()
+            with self._cv:
+                for rec in chunk:
+                    self._handle(rec)
+                self.metrics.queue_depth.set(len(self.batcher))
+                self._cv.notify()
 
     def _handle(self, rec: Received) -> None:
         msg = rec.message
@@ -276,7 +269,6 @@ class Daemon:
             state.outstanding += 1
             if not self.batcher.add(job, mass=sp.precursor_mz, budget_ms=budget):
                 self._shed([job], "queue_full", f"overload: {len(self.batcher)} spectra already waiting")
-            self.metrics.queue_depth.set(len(self.batcher))
         elif isinstance(msg, wire.Invalid):
             self.metrics.invalid.labels(reason=msg.code).inc()
             log.debug("invalid message: %s", msg.reason)
@@ -284,8 +276,7 @@ class Daemon:
                 assert msg.run is not None and msg.scan is not None
                 state = self._state(msg.run)
                 state.outstanding += 1
-                with self._lock:
-                    res = state.live.add_unscored(ResultStatus.INVALID, [msg.scan], [float("nan")], [msg.reason])
+                res = state.live.add_unscored(ResultStatus.INVALID, [msg.scan], [float("nan")], [msg.reason])
                 self._answer_invalid(res[0], state, rec)
         elif isinstance(msg, wire.RunStart):
             if msg.run in self._runs and not self._runs[msg.run].ending:
@@ -313,86 +304,13 @@ class Daemon:
         if state is None:
             if not announced:
                 log.info("run %r: first message without run.start, opening it", run)
-            with self._lock:
-                state = self._runs[run] = RunState(LiveRun(run, self.engine.index, primary=self.engine.cfg.score))
+            live = LiveRun(run, self.engine.index, primary=self.engine.cfg.score, refits="deferred",
+                           q_refresh=LIVE_Q_REFRESH)  # fmt: skip
+            state = self._runs[run] = RunState(live)
             self.metrics.runs_open.set(len(self._runs) + len(self._draining))
         return state
 
-    # ---------------------------------------------------------------- scheduling
-
-    async def _schedule(self) -> None:
-        free = self.cfg.workers
-        while True:
-            self._wake.clear()
-            batch = self.batcher.take(workers_free=free - self._in_flight)
-            if batch is None and self._closing and self._in_flight < free and len(self.batcher):
-                batch = self.batcher.drain()  # shutting down: nothing more will arrive, don't linger
-                while len(batch) > self.cfg.max_batch:
-                    self._dispatch(batch[: self.cfg.max_batch])
-                    batch = batch[self.cfg.max_batch :]
-            if batch:
-                self._dispatch(batch)
-                continue
-            if self._closing and not len(self.batcher) and self._in_flight == 0:
-                return
-            wake = self.batcher.wake_at() if self._in_flight < free else None
-            timeout = None if wake is None else max(0.0, (wake - self.clock()) / 1e9)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await self._wake.wait()
-
-    def _dispatch(self, jobs: list[Job]) -> None:
-        received = np.fromiter((j.received_mono for j in jobs), dtype=np.int64, count=len(jobs))
-        self.metrics.queue_wait.observe_many((self.clock() - received) / 1e9)
-        self.metrics.batch_size.observe(len(jobs))
-        self.metrics.queue_depth.set(len(self.batcher))
-        self._in_flight += 1
-        self.metrics.in_flight.set(self._in_flight)
-        loop = asyncio.get_running_loop()
-        assert self._pool is not None
-        fut = loop.run_in_executor(self._pool, self._score, jobs)
-        self._track(self._complete(fut, jobs))
-
-    def _track(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _score(self, jobs: list[Job]) -> tuple[float, list[tuple[dict[str, Any], Job]]]:
-        """Worker thread: score a batch, then build its results (running q-values) under the lock."""
-        t0 = time.perf_counter()
-        scored = self.engine.score([j.spectrum for j in jobs])
-        seconds = time.perf_counter() - t0
-        out: list[tuple[dict[str, Any], Job]] = []
-        with self._lock:
-            groups: dict[int, list[int]] = {}
-            for i, j in enumerate(jobs):
-                groups.setdefault(id(j.state), []).append(i)
-            for rows in groups.values():
-                part = scored if len(groups) == 1 else scored.take(rows)
-                live = jobs[rows[0]].state.live
-                out.extend(zip(live.add_scored(part), (jobs[r] for r in rows), strict=True))
-        return seconds, out
-
-    async def _complete(self, fut: asyncio.Future[Any], jobs: list[Job]) -> None:
-        try:
-            seconds, results = await fut
-        except Exception as e:  # an engine failure answers the batch; it never loses it
-            log.exception("engine failed on a batch of %d spectra", len(jobs))
-            self._in_flight -= 1
-            self._unscored(jobs, ResultStatus.UNIDENTIFIED, f"engine error: {type(e).__name__}: {e}"[:300])
-        else:
-            self._in_flight -= 1
-            if seconds > SLOW_BATCH_S:
-                log.warning("slow engine batch: %d spectra in %.0f ms (model predicted %.0f ms)", len(jobs),
-                            seconds * 1e3, self.model.predict(len(jobs)) * 1e3)  # fmt: skip
-            self.model.observe(len(jobs), seconds)
-            self.metrics.engine_batch.observe(seconds)
-            self._answer(results)
-        self.metrics.in_flight.set(self._in_flight)
-        self._wake.set()
-
-    # ---------------------------------------------------------------- answers
+    # ---------------------------------------------------------------- answers (the lock is held)
 
     def _shed(self, jobs: list[Job], code: str, reason: str) -> None:
         self.metrics.shed.labels(reason=code).inc(len(jobs))
@@ -404,25 +322,27 @@ class Daemon:
             by_state.setdefault(id(j.state), []).append(j)
         for js in by_state.values():
             live = js[0].state.live
-            with self._lock:
-                results = live.add_unscored(
-                    status, [j.spectrum.scan for j in js], [j.spectrum.precursor_mz for j in js], [reason] * len(js)
-                )
+            results = live.add_unscored(
+                status, [j.spectrum.scan for j in js], [j.spectrum.precursor_mz for j in js], [reason] * len(js)
+            )
             self._answer(list(zip(results, js, strict=True)))
 
     def _answer(self, pairs: Sequence[tuple[dict[str, Any], Job]]) -> None:
         """Stamp, send on ZeroMQ (and MQTT when identified) and count: the one exit of every MS2 answer.
 
-        Counted per call, not per result (a batch's latencies in one histogram update); the
-        latency clock is read after the last send, so no result's latency is under-reported.
+        Called with the lock held, from a worker or the loop. Counted per call, not per
+        result (a batch's latencies in one histogram update); the latency clock is read
+        after the last send, so no result's latency is under-reported.
         """
-        assert self._out is not None
+        if self._abandoned and threading.current_thread() in self._workers:
+            return  # shutdown gave up on this batch; the results socket may be closed
+        assert self._out is not None and self._loop is not None
         send, encode, wall = self._out.send, wire.encode_result, time.time_ns
         identified = ResultStatus.IDENTIFIED.value
-        mqtt, on_result = self.mqtt, self.on_result
         received = np.fromiter((job.received_mono for _, job in pairs), dtype=np.int64, count=len(pairs))
         budget = np.fromiter((job.budget_ns for _, job in pairs), dtype=np.int64, count=len(pairs))
         by_status: dict[str, int] = {}
+        psms: list[tuple[str, bytes]] = []
         ended: list[RunState] = []
         for res, job in pairs:
             res["sent_ns"], res["received_ns"], res["published_ns"] = job.sent_ns, job.received_ns, wall()
@@ -430,10 +350,8 @@ class Daemon:
             send(frames)
             status = res["status"]
             by_status[status] = by_status.get(status, 0) + 1
-            if status == identified and mqtt is not None:
-                mqtt.psm(res["run"], frames[1])
-            if on_result is not None:
-                on_result(res)
+            if status == identified:
+                psms.append((res["run"], frames[1]))
             state = job.state
             state.outstanding -= 1
             if state.ending and state.outstanding == 0:
@@ -448,8 +366,15 @@ class Daemon:
             m.result(status).inc(count)
         if by_status.get(identified):
             m.identifications.inc(by_status[identified])
+        if psms and self.mqtt is not None:
+            self._loop.call_soon_threadsafe(self._mqtt_psms, psms)
         for state in ended:
-            self._maybe_finish(state)
+            self._loop.call_soon_threadsafe(self._maybe_finish, state)
+
+    def _mqtt_psms(self, psms: list[tuple[str, bytes]]) -> None:
+        if self.mqtt is not None:
+            for run, payload in psms:
+                self.mqtt.psm(run, payload)
 
     def _answer_invalid(self, res: dict[str, Any], state: RunState, rec: Received) -> None:
         """Answer a malformed message that names its run and scan (status ``invalid``)."""
@@ -463,8 +388,6 @@ class Daemon:
         m.latency.observe(elapsed / 1e9)
         if elapsed > self.cfg.budget_ms * 1e6:
             m.deadline_missed.inc()
-        if self.on_result is not None:
-            self.on_result(res)
         state.outstanding -= 1
         if state.ending and state.outstanding == 0:
             self._maybe_finish(state)
@@ -476,13 +399,18 @@ class Daemon:
             return
         state.finishing = True
         name = state.live.name
-        with self._lock:
+        with self._cv:
             if self._runs.get(name) is state:
                 del self._runs[name]
             elif state in self._draining:
                 self._draining.remove(state)
         self.metrics.runs_open.set(len(self._runs) + len(self._draining))
         self._track(self._finish(state))
+
+    def _track(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _finish(self, state: RunState) -> None:
         live = state.live

@@ -63,6 +63,17 @@ class ScoredBatch:
                            [self.reason[i] for i in idx])  # fmt: skip
 
 
+def concat_batches(batches: Sequence[ScoredBatch]) -> ScoredBatch:
+    """One `ScoredBatch` holding ``batches`` in order (stages dropped)."""
+    bs = [b.best for b in batches]
+    best = BestMatches(*(np.concatenate([getattr(b, f) for b in bs]) for f in BestMatches.__dataclass_fields__))
+    return ScoredBatch(
+        [r for b in batches for r in b.run], np.concatenate([b.scan for b in batches]),
+        np.concatenate([b.precursor_mz for b in batches]), np.concatenate([b.rt for b in batches]), best,
+        [r for b in batches for r in b.reason],
+    )  # fmt: skip
+
+
 class _Stopwatch:
     """Seconds per stage of one batch; ``sync`` (the device's) is called before each reading when given."""
 

@@ -69,14 +69,29 @@ class RunningFdr:
     linear pass, not a sort of the whole run. A PSM's running q-value is
     final for its message only: later PSMs move the estimate, and the
     end-of-run `q_values` on the run's discriminant supersede it.
+
+    ``refresh`` trades exactness for a bounded cost per PSM: with ``refresh=0``
+    (the default) every batch gets exactly `q_values` over all PSMs so far; with
+    ``refresh=0.01`` a batch adding fewer PSMs than 1 % of those already ranked is
+    read off the last computed q curve (its score's tie group, else the next
+    lower score's q or the PSM's own FDR, whichever is lower; both bound the exact
+    q from above, up to the PSMs not yet merged) and merged at the next
+    refresh, so one spectrum costs a binary search instead of a pass over the run.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, refresh: float = 0.0) -> None:
+        if not 0.0 <= refresh < 1.0:
+            raise ValueError("refresh must be in [0, 1)")
+        self.refresh = refresh
         self._score = np.zeros(0, dtype=np.float64)
         self._decoy = np.zeros(0, dtype=bool)
+        self._q: np.ndarray | None = None  # q of each element of _score, as last computed
+        self._decoys_below: np.ndarray | None = None  # decoys among elements [0, i) of _score
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []  # added since, not yet merged
+        self._n_pending = 0
 
     def __len__(self) -> int:
-        return int(self._score.shape[0])
+        return int(self._score.shape[0]) + self._n_pending
 
     def add(self, score: np.ndarray, is_decoy: np.ndarray) -> np.ndarray:
         """Add PSMs and return their running q-values (NaN scores are not added and get 1)."""
@@ -87,19 +102,53 @@ class RunningFdr:
         if not ok.any():
             return out
         s, d = score[ok], decoy[ok]
-        order = np.lexsort((d, s))
-        s, d = s[order], d[order]
-        # targets before, decoys after equal old scores: decoys rank first among ties
-        pos = np.where(d, np.searchsorted(self._score, s, "right"), np.searchsorted(self._score, s, "left"))
-        self._score = np.insert(self._score, pos, s)
-        self._decoy = np.insert(self._decoy, pos, d)
-        q_sorted = self._q_sorted()
+        if self._q is not None and self._n_pending + s.shape[0] <= self.refresh * self._score.shape[0]:
+            self._pending.append((s, d))
+            self._n_pending += s.shape[0]
+            out[ok] = self._read_stale(s, d)
+            return out
+        if self._pending:
+            old_s, old_d = zip(*self._pending, strict=True)
+            self._merge(np.concatenate(old_s), np.concatenate(old_d))
+            self._pending, self._n_pending = [], 0
+        order = self._merge(s, d)
+        s = s[order]
+        q_sorted = self._q = self._q_sorted()
+        if self.refresh:
+            self._decoys_below = np.r_[0, np.cumsum(self._decoy)]
         # equal scores share one q: read it at the first element of the group
         q_new = q_sorted[np.searchsorted(self._score, s, "left")]
         res = np.empty_like(q_new)
         res[order] = q_new
         out[ok] = res
         return out
+
+    def _merge(self, s: np.ndarray, d: np.ndarray) -> np.ndarray:
+        """Insert PSMs into the sorted arrays; the order that sorts ``s`` (with ``d``)."""
+        order = np.lexsort((d, s))
+        s, d = s[order], d[order]
+        # targets before, decoys after equal old scores: decoys rank first among ties
+        pos = np.where(d, np.searchsorted(self._score, s, "right"), np.searchsorted(self._score, s, "left"))
+        self._score = np.insert(self._score, pos, s)
+        self._decoy = np.insert(self._decoy, pos, d)
+        return order
+
+    def _read_stale(self, s: np.ndarray, d: np.ndarray) -> np.ndarray:
+        """q of new PSMs against the last computed curve (see the class docstring)."""
+        assert self._q is not None and self._decoys_below is not None
+        n = self._score.shape[0]
+        i = np.searchsorted(self._score, s, "left")  # first element >= s: its tie group, or the next higher
+        j = np.minimum(i, n - 1)
+        tie = (i < n) & (self._score[j] == s)
+        # this PSM's own FDR: decoys / targets at or above it, itself included
+        below = self._decoys_below[i]
+        dec = self._decoys_below[-1] - below + d
+        tgt = (n - i) - (self._decoys_below[-1] - below) + ~d
+        own = np.minimum(dec / np.maximum(tgt, 1), 1.0)
+        # a target only lowers the FDR of what is below it, so the lower score's old q bounds it from
+        # above; a decoy raises it, so a decoy takes its own FDR (also an upper bound)
+        lower = np.where((i > 0) & ~d, self._q[np.maximum(i - 1, 0)], 1.0)
+        return np.where(tie, self._q[j], np.minimum(own, lower))
 
     def _q_sorted(self) -> np.ndarray:
         s = self._score[::-1]

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from rtsearch.engine import ScoredBatch
+from rtsearch.engine import ScoredBatch, concat_batches
 from rtsearch.fdr import peptide_q_values, q_values
 from rtsearch.index.database import PeptideIndex
 from rtsearch.scoring.features import FEATURES
@@ -55,6 +55,9 @@ def confident(score: np.ndarray, decoy: np.ndarray, *, minimum: int = 10) -> np.
     return good
 
 
+COMPACT_EVERY = 64  # small batches merged into one (`PsmTable.add`)
+
+
 @dataclass
 class PsmTable:
     """Every spectrum of one or more runs, in arrival order."""
@@ -70,9 +73,16 @@ class PsmTable:
     peptide: np.ndarray | None = None
     decoy: np.ndarray | None = None
     features: np.ndarray | None = None
+    _small: int = field(default=0, init=False, repr=False)  # small batches at the end of ``batches``
 
     def add(self, batch: ScoredBatch) -> None:
         self.batches.append(batch)
+        # a live run adds batches of a few spectra thousands of times: every COMPACT_EVERY small ones
+        # become one, so the table holds few Python objects (full GC passes stay short) and few parts
+        self._small = self._small + 1 if len(batch) < COMPACT_EVERY else 0
+        if self._small == COMPACT_EVERY:
+            self.batches[-COMPACT_EVERY:] = [concat_batches(self.batches[-COMPACT_EVERY:])]
+            self._small = 0
 
     def _cat(self, attr: str) -> np.ndarray:
         return np.concatenate([getattr(b.best, attr) for b in self.batches]) if self.batches else np.zeros(0)
@@ -140,7 +150,8 @@ class PsmTable:
 
         reasons = [r for b in self.batches for r in b.reason]
         peps = pep.tolist()
-        index = self.index
+        hits = pep[scored]
+        names, proteins = iter(self.index.proformas(hits)), iter(self.index.accessions(hits))
         cols: dict[str, Any] = {
             "run": [r for b in self.batches for r in b.run],
             "scan": np.concatenate([b.scan for b in self.batches]) if self.batches else np.zeros(0, np.int64),
@@ -148,8 +159,8 @@ class PsmTable:
             "precursor_mz": np.concatenate([b.precursor_mz for b in self.batches]) if self.batches else nan,
             "calc_mz": np.where(scored, cat("calc_mz"), nan),
             "ppm_error": np.where(scored, cat("ppm_error"), nan),
-            "peptide": [index.proforma(p) if p >= 0 else "" for p in peps],
-            "proteins": [";".join(index.protein_accessions(p)) if p >= 0 else "" for p in peps],
+            "peptide": [next(names) if p >= 0 else "" for p in peps],
+            "proteins": [";".join(next(proteins)) if p >= 0 else "" for p in peps],
             "is_decoy": self.decoy & scored,
             "score": np.where(scored, self.score, nan),
             "q_value": np.where(scored, self.q, nan),

@@ -10,16 +10,22 @@ Running q-values rank by the primary score until ``REFIT_FIRST`` spectra of the
 run are scored; then by the run's own discriminant, fitted on everything so
 far (uncalibrated features: |ppm| instead of the run's z-score, no retention
 time) and refitted whenever the count doubles up to ``REFIT_LAST``, with every
-PSM so far re-ranked.
+PSM so far re-ranked. With ``refits="inline"`` the refit runs inside the
+`add_scored` call that crosses the count; with ``refits="deferred"`` (the
+daemon) `LiveRun.refit_due` hands it out to run elsewhere, off the scoring
+path, and `LiveRun.install` brings the result back. ``q_refresh`` is
+`RunningFdr`'s: the daemon lets a batch read its q-values off a curve at most
+1 % of the run old rather than pay a pass over the run per spectrum.
 The primary score alone separates poorly on large databases; the discriminant
 is what the end of the run uses, so live identifications approach the final ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -76,18 +82,29 @@ class RunSummary:
 class LiveRun:
     """Results of one run as its spectra are scored; see the module docstring."""
 
-    def __init__(self, name: str, index: PeptideIndex, *, primary: str = "hyperscore") -> None:
+    def __init__(
+        self,
+        name: str,
+        index: PeptideIndex,
+        *,
+        primary: str = "hyperscore",
+        refits: Literal["inline", "deferred"] = "inline",
+        q_refresh: float = 0.0,
+    ) -> None:
         self.name = name
         self.index = index
         self.primary = primary
+        self.refits = refits
+        self.q_refresh = q_refresh
         self.table = PsmTable(index, primary=primary)
-        self.fdr = RunningFdr()
+        self.fdr = RunningFdr(refresh=q_refresh)
         self.by_status: dict[str, int] = dict.fromkeys((s.value for s in ResultStatus), 0)
         self._col = FEATURES.index(primary)
         self._x: list[np.ndarray] = []  # live features of every scored PSM so far
         self._d: list[np.ndarray] = []
         self._n_scored = 0
         self._next_fit = REFIT_FIRST
+        self._fitting = False
         self.discriminant: Discriminant | None = None
 
     def _running_q(self, feats: np.ndarray, decoy: np.ndarray) -> np.ndarray:
@@ -95,20 +112,43 @@ class LiveRun:
         x = feats.copy()
         x[:, _PPM] = np.abs(x[:, _SIGNED_PPM])
         self._n_scored += len(x)
-        refits_left = self._next_fit <= REFIT_LAST
-        if refits_left:  # kept only while a later refit will read them
+        if self._next_fit <= REFIT_LAST or self._fitting:  # kept only while a refit will read them
             self._x.append(x)
             self._d.append(decoy)
-        if not refits_left or self._n_scored < self._next_fit:
-            s = self.discriminant.score(x) if self.discriminant is not None else x[:, self._col]
-            return self.fdr.add(s, decoy)
+        if self.refits == "inline" and (refit := self.refit_due()) is not None:
+            return self.install(refit())[-len(x) :]  # every PSM re-ranked, this batch's read off
+        s = self.discriminant.score(x) if self.discriminant is not None else x[:, self._col]
+        return self.fdr.add(s, decoy)
+
+    def refit_due(self) -> Callable[[], Discriminant] | None:
+        """The live discriminant's refit when the run has grown enough (``None``: not now).
+
+        The returned call fits on every PSM so far and may run in another thread, off the
+        scoring path (``refits="deferred"``); hand its result to `install`. Until then the
+        run keeps ranking by the discriminant it has.
+        """
+        if self._fitting or self._next_fit > REFIT_LAST or self._n_scored < self._next_fit:
+            return None
         all_x, all_d = np.concatenate(self._x), np.concatenate(self._d)
-        self.discriminant = fit(all_x, all_d, FEATURES, start=self.primary)
+        self._x, self._d = [all_x], [all_d]
         while self._next_fit <= self._n_scored:
             self._next_fit *= 2
+        self._fitting = True
+        return functools.partial(fit, all_x, all_d, FEATURES, start=self.primary)
+
+    def install(self, discriminant: Discriminant | None) -> np.ndarray:
+        """Rank every PSM so far by a refitted ``discriminant``; their q-values, in scoring order.
+
+        ``None`` (the refit failed) keeps the discriminant the run has.
+        """
+        self._fitting = False
+        all_x, all_d = np.concatenate(self._x), np.concatenate(self._d)
         self._x, self._d = ([all_x], [all_d]) if self._next_fit <= REFIT_LAST else ([], [])
-        self.fdr = RunningFdr()
-        return self.fdr.add(self.discriminant.score(all_x), all_d)[-len(x) :]
+        if discriminant is None:
+            return np.ones(0)
+        self.discriminant = discriminant
+        self.fdr = RunningFdr(refresh=self.q_refresh)
+        return self.fdr.add(discriminant.score(all_x), all_d)
 
     @property
     def answered(self) -> int:
@@ -131,6 +171,8 @@ class LiveRun:
         peps, charges, calc, ppm = pep.tolist(), best.charge.tolist(), best.calc_mz.tolist(), best.ppm_error.tolist()
         raws, qs, decoys, matched = raw.tolist(), q.tolist(), decoy.tolist(), best.matched_peaks.tolist()
         identified, unidentified = ResultStatus.IDENTIFIED.value, ResultStatus.UNIDENTIFIED.value
+        hits = pep[scored]
+        names, proteins = iter(self.index.proformas(hits)), iter(self.index.accessions(hits))
         out: list[dict[str, Any]] = []
         for j, p in enumerate(peps):
             if p < 0:
@@ -140,7 +182,7 @@ class LiveRun:
                 ok = not decoys[j] and qs[j] <= IDENTIFIED_AT
                 res = {
                     "run": runs[j], "scan": scans[j], "status": identified if ok else unidentified,
-                    "peptide": self.index.proforma(p), "proteins": self.index.protein_accessions(p),
+                    "peptide": next(names), "proteins": next(proteins),
                     "charge": charges[j], "precursor_mz": prec[j], "calc_mz": calc[j], "ppm_error": ppm[j],
                     "score": raws[j], "q_value": qs[j], "is_decoy": decoys[j], "matched_peaks": matched[j],
                 }  # fmt: skip

@@ -83,6 +83,49 @@ class PeptideIndex:
         post = ("-" if c_term else "") + "".join(f"[{lab}]" for lab in c_term)
         return pre + "".join(parts) + post
 
+    def proformas(self, ids: np.ndarray) -> list[str]:
+        """`proforma` of each peptide of ``ids`` (all >= 0), as one vectorized lookup.
+
+        Unmodified forms (most) are the residue codes run through one `str.translate`
+        (code -> residue with its fixed modification); forms with variable modifications
+        or fixed terminal ones take `proforma`.
+        """
+        ids = np.asarray(ids, dtype=np.int64)
+        table, plain_ok = self._translate()
+        base = self.forms.base[ids]
+        lo, hi = self.bases.offsets[base].tolist(), self.bases.offsets[base + 1].tolist()
+        modified: Any = np.zeros(len(ids), dtype=bool)
+        if len(ids):
+            modified = (np.asarray(self.forms.mod_pos[ids]) >= 0).any(axis=1)
+        res = self.bases.residues
+        out = []
+        for i, a, b, m in zip(ids.tolist(), lo, hi, modified.tolist(), strict=True):
+            out.append(self.proforma(i) if m or not plain_ok else res[a:b].tobytes().decode("latin-1").translate(table))
+        return out
+
+    def accessions(self, ids: np.ndarray) -> list[list[str]]:
+        """`protein_accessions` of each peptide of ``ids`` (all >= 0)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        base = self.forms.base[ids]
+        lo = self.base_protein_offsets[base].tolist()
+        hi = self.base_protein_offsets[base + 1].tolist()
+        decoy = self.bases.is_decoy[base].tolist()
+        names, links, prefix = self.proteins, self.base_proteins, self.params.decoy_prefix
+        out = []
+        for a, b, d in zip(lo, hi, decoy, strict=True):
+            ks = links[a:b].tolist()
+            out.append([prefix + names[k] for k in ks] if d else [names[k] for k in ks])
+        return out
+
+    def _translate(self) -> tuple[dict[int, str], bool]:
+        """`str.translate` table from residue code to ProForma token; whether it is enough unmodified."""
+        cached = self.__dict__.get("_proforma_table")
+        if cached is None:
+            tokens, n_fixed, c_fixed = self._tokens()
+            table = {code: tok for code, tok in enumerate(tokens) if code}
+            cached = self.__dict__["_proforma_table"] = (table, not n_fixed and not c_fixed)
+        return cached
+
     def _tokens(self) -> tuple[list[str], tuple[str, ...], tuple[str, ...]]:
         """Per residue code, the residue with its fixed modification; fixed terminal labels (cached)."""
         cached = self.__dict__.get("_proforma_tokens")

@@ -232,3 +232,19 @@ def test_real_bsa_peptide(bsa_small_buckets: PeptideIndex) -> None:
     assert index.mass[i] == pytest.approx(pymass.calculate_mass(sequence="LVNELTEFAK"), abs=1e-5)
     d = _find(index, "AFETLENVLK", 0)
     assert index.protein_accessions(d) == ["rev_sp|P02769|ALBU_BOVIN"]
+
+
+@pytest.mark.parametrize("mods", [("Oxidation@M",), ("+15.9949@M", "Acetyl@Protein N-term")])
+def test_batched_names_equal_one_by_one(tmp_path: Path, mods: tuple[str, ...]) -> None:
+    index = _tiny_index(tmp_path, mods)
+    ids = np.arange(len(index))[::-1]  # any order, modified and unmodified, targets and decoys
+    assert index.proformas(ids) == [index.proforma(int(i)) for i in ids]
+    assert index.accessions(ids) == [index.protein_accessions(int(i)) for i in ids]
+    assert index.proformas(ids[:0]) == [] and index.accessions(ids[:0]) == []
+
+
+def test_batched_names_on_real_bsa(bsa_small_buckets: PeptideIndex) -> None:
+    index = bsa_small_buckets
+    ids = np.random.default_rng(7).integers(0, len(index), 500)
+    assert index.proformas(ids) == [index.proforma(int(i)) for i in ids]
+    assert index.accessions(ids) == [index.protein_accessions(int(i)) for i in ids]

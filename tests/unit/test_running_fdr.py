@@ -138,3 +138,47 @@ def test_running_equals_q_values_one_psm_at_a_time() -> None:
         got = rf.add(score[i : i + 1], decoy[i : i + 1])
         want = q_values(score[: i + 1], decoy[: i + 1])[i]
         assert got[0] == pytest.approx(want, rel=1e-12, abs=0), i
+
+
+def test_refresh_golden_stale_reads_then_exact() -> None:
+    rf = RunningFdr(refresh=0.5)
+    # the first batch is always exact: 10T 0; 9D (1,1) 1; 8T (1,2) 1/2; 7T (1,3) 1/3 -> q 0, 1/3, 1/3, 1/3
+    q = rf.add(np.array([10.0, 9.0, 8.0, 7.0]), np.array([T, D, T, T]))
+    np.testing.assert_allclose(q, [0.0, 1 / 3, 1 / 3, 1 / 3], rtol=1e-15)
+    # 1 new <= 0.5 * 4 ranked: read off the curve. 9.0 ties the 9D group -> its q 1/3
+    np.testing.assert_allclose(rf.add(np.array([9.0]), np.array([T])), [1 / 3], rtol=1e-15)
+    # 2 pending <= 2: 7.5 falls between 8T and 7T -> the next lower score's q (7T: 1/3)
+    np.testing.assert_allclose(rf.add(np.array([7.5]), np.array([T])), [1 / 3], rtol=1e-15)
+    assert len(rf) == 6
+    # 3 pending > 2: everything is merged and this batch is exact again
+    score = np.array([10.0, 9.0, 8.0, 7.0, 9.0, 7.5, 11.0])
+    decoy = np.array([T, D, T, T, T, T, D])
+    got = rf.add(score[-1:], decoy[-1:])
+    np.testing.assert_allclose(got, q_values(score, decoy)[-1:], rtol=1e-15)
+    # below every score, read off the curve: its own FDR, all 7 above it and itself: 2 D / 6 T = 1/3
+    # (exact here: 11D 1, 10T 1, group 9 (2,2) 1, 8T 2/3, 7.5T 1/2, 7T 2/5, 1T 1/3)
+    np.testing.assert_allclose(rf.add(np.array([1.0]), np.array([T])), [1 / 3], rtol=1e-15)
+    assert len(rf) == 8
+
+
+def test_refresh_stays_close_to_exact_one_psm_at_a_time() -> None:
+    rng = np.random.default_rng(5)
+    n = 3000
+    score = rng.normal(0.0, 1.0, n) + 2.5 * (rng.random(n) < 0.3)  # a tail of true hits
+    decoy = rng.random(n) < 0.35
+    decoy[score > 2.5] = rng.random(int((score > 2.5).sum())) < 0.05
+    stale, exact = RunningFdr(refresh=0.01), RunningFdr()
+    a = np.array([stale.add(score[i : i + 1], decoy[i : i + 1])[0] for i in range(n)])
+    b = np.array([exact.add(score[i : i + 1], decoy[i : i + 1])[0] for i in range(n)])
+    assert len(stale) == len(exact) == n
+    assert ((a >= 0) & (a <= 1)).all()
+    late, target = slice(500, None), ~decoy[500:]
+    diff = (a - b)[late]
+    # targets: within 1 % of the exact q (1 % of PSMs unmerged at most); decoys may read higher, never much lower
+    assert np.abs(diff[target]).max() < 0.01
+    assert diff[~target].min() > -0.01
+    assert np.abs(diff).max() > 0.0  # stale reads did happen
+    # the same identifications at 1 %
+    assert ((a <= 0.01) & ~decoy).sum() == ((b <= 0.01) & ~decoy).sum() > 50
+    with pytest.raises(ValueError):
+        RunningFdr(refresh=1.0)

@@ -80,3 +80,50 @@ def test_no_refits_and_no_kept_features_beyond_refit_last(scored, monkeypatch):
     assert live.discriminant is not None and live._next_fit == 160
     assert live._x == [] and live._d == []  # nothing kept once no refit can read it
     assert len(live.fdr) == sum("peptide" in r for r in results)  # every scored PSM still ranked
+
+
+def test_deferred_refits_wait_for_install(scored, monkeypatch):
+    index, batch = scored
+    monkeypatch.setattr(runs, "REFIT_FIRST", 40)
+    monkeypatch.setattr(runs, "REFIT_LAST", 80)
+    live = LiveRun("r", index, refits="deferred", q_refresh=0.01)
+    live.add_scored(batch.take(range(60)))
+    assert live.discriminant is None  # nothing fitted behind the caller's back
+    refit = live.refit_due()
+    assert refit is not None and live.refit_due() is None  # one refit at a time
+    live.add_scored(batch.take(range(60, len(batch))))  # scored while the refit "runs": primary score still
+    assert live.discriminant is None
+    q = live.install(refit())
+    # every PSM so far, also those scored during the refit, is ranked by the new discriminant, exactly
+    hit = batch.best.peptide >= 0
+    x = batch.best.features[hit].copy()
+    x[:, runs._PPM] = np.abs(x[:, runs._SIGNED_PPM])
+    decoy = np.asarray(index.is_decoy(batch.best.peptide[hit]), dtype=bool)
+    np.testing.assert_allclose(q, q_values(live.discriminant.score(x), decoy))
+    assert len(live.fdr) == int(hit.sum())
+    assert live._next_fit == 80  # the next refit is due already (138 scored): install it too
+    second = live.refit_due()
+    assert second is not None
+    live.install(second())
+    assert live._x == [] and live._next_fit == 160  # REFIT_LAST passed: nothing kept after install
+    assert live.refit_due() is None
+    inline, _ = _feed(index, batch.take(range(60)), size=60)
+    assert inline.discriminant is not None  # inline: fitted in the call that crossed 40
+
+
+def test_the_table_compacts_small_batches_in_order(scored):
+    from rtsearch.psms import COMPACT_EVERY, PsmTable
+
+    index, batch = scored
+    one, many = PsmTable(index), PsmTable(index)
+    one.add(batch)
+    for s in range(len(batch)):  # 139 batches of one spectrum
+        many.add(batch.take([s]))
+    assert len(many.batches) == 139 // COMPACT_EVERY + 139 % COMPACT_EVERY == 13
+    assert len(many) == len(one) == 139
+    one.finalize()
+    many.finalize()
+    a, b = one.columns(), many.columns()
+    assert list(a["scan"]) == list(b["scan"]) == batch.scan.tolist()
+    assert a["peptide"] == b["peptide"] and a["proteins"] == b["proteins"]
+    np.testing.assert_array_equal(a["q_value"], b["q_value"])
