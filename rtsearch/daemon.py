@@ -161,7 +161,8 @@ class Daemon(WorkerLoop):
                 raise EndpointError(f"metrics port {cfg.metrics_host}:{cfg.metrics_port}: {e.strerror or e}; "
                                     "choose another with --metrics-port (0: any free port)") from None
             self.metrics.describe(
-                backend=backend.name, device=backend.device, peptides=len(self.engine.peptide_mass),
+                backend=backend.name, device=backend.device, instrument=cfg.instrument,
+                budget_s=cfg.budget_ms / 1e3, mqtt=bool(cfg.mqtt), peptides=len(self.engine.peptide_mass),
                 gpu_bytes=backend.memory_used_bytes,
             )  # fmt: skip
             try:
@@ -344,15 +345,19 @@ class Daemon(WorkerLoop):
         by_status: dict[str, int] = {}
         psms: list[tuple[str, bytes]] = []
         ended: list[RunState] = []
+        per_run: dict[int, list[Any]] = {}  # id(state) -> [state, results, identified]
         for res, job in pairs:
             res["sent_ns"], res["received_ns"], res["published_ns"] = job.sent_ns, job.received_ns, wall()
             frames = encode(res)
             send(frames)
             status = res["status"]
             by_status[status] = by_status.get(status, 0) + 1
+            state = job.state
+            counts = per_run.get(id(state)) or per_run.setdefault(id(state), [state, 0, 0])
+            counts[1] += 1
             if status == identified:
                 psms.append((res["run"], frames[1]))
-            state = job.state
+                counts[2] += 1
             state.outstanding -= 1
             if state.ending and state.outstanding == 0:
                 ended.append(state)
@@ -366,6 +371,8 @@ class Daemon(WorkerLoop):
             m.result(status).inc(count)
         if by_status.get(identified):
             m.identifications.inc(by_status[identified])
+        for state, n, k in per_run.values():
+            m.run_answered(self.cfg.instrument, state.live.name, n, k, state.live.fdr.threshold())
         if psms and self.mqtt is not None:
             self._loop.call_soon_threadsafe(self._mqtt_psms, psms)
         for state in ended:
@@ -385,6 +392,7 @@ class Daemon(WorkerLoop):
         elapsed = self.clock() - rec.mono_ns
         m = self.metrics
         m.result(res["status"]).inc()
+        m.run_answered(self.cfg.instrument, state.live.name, 1, 0, state.live.fdr.threshold())
         m.latency.observe(elapsed / 1e9)
         if elapsed > self.cfg.budget_ms * 1e6:
             m.deadline_missed.inc()
@@ -422,6 +430,8 @@ class Daemon(WorkerLoop):
         path = await asyncio.to_thread(
             write_run_results, table, self.cfg.results_dir, live.name, self.cfg.results_format, part
         )
+        if not any(s.live.name == live.name for s in [*self._runs.values(), *self._draining]):
+            self.metrics.run_closed(self.cfg.instrument, live.name)
         done = Finished(summary, path, state.expected)
         self.finished.append(done)
         self.metrics.runs_finished.inc()

@@ -123,6 +123,14 @@ class RunningFdr:
         out[ok] = res
         return out
 
+    def threshold(self, level: float = 0.01) -> float:
+        """Lowest score with q-value <= ``level`` on the last computed curve (NaN: none yet)."""
+        if self._q is None:
+            return float("nan")
+        ok = self._q <= level  # q falls as the score rises: the first True is the threshold
+        i = int(np.argmax(ok))
+        return float(self._score[i]) if ok[i] else float("nan")
+
     def _merge(self, s: np.ndarray, d: np.ndarray) -> np.ndarray:
         """Insert PSMs into the sorted arrays; the order that sorts ``s`` (with ``d``)."""
         order = np.lexsort((d, s))

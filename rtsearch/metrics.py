@@ -7,6 +7,7 @@ calls the small methods below; nothing here knows about ZeroMQ or MQTT.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -112,13 +113,35 @@ class DaemonMetrics:
             "rtsearch_mqtt_dropped_total", "MQTT messages dropped (outbound queue full or broker down)", registry=r
         )
         self.mqtt_connected = Gauge("rtsearch_mqtt_connected", "1 while connected to the MQTT broker", registry=r)
+        self.mqtt_configured = Gauge(
+            "rtsearch_mqtt_configured", "1 when the daemon publishes to an MQTT broker (--mqtt), else 0", registry=r
+        )
         self.index_peptides = Gauge("rtsearch_index_peptides", "Peptides (targets and decoys) in the loaded index",
                                     registry=r)  # fmt: skip
         self.gpu_memory = Gauge("rtsearch_gpu_memory_used_bytes", "Bytes held by the GPU memory pool", registry=r)
         self.runs_open = Gauge("rtsearch_runs_open", "Runs started and not yet ended", registry=r)
         self.runs_finished = Counter("rtsearch_runs_finished_total", "Runs finalized (results file written)",
                                      registry=r)  # fmt: skip
-        self.build_info = Info("rtsearch_build", "Version, backend and device of this daemon", registry=r)
+        self.build_info = Info(
+            "rtsearch_build", "Version, backend, device and instrument of this daemon", registry=r
+        )
+        self.budget = Gauge(
+            "rtsearch_latency_budget_seconds", "Default per-spectrum latency budget (a spectrum may carry its own)",
+            registry=r,
+        )  # fmt: skip
+        # per run, while the run is open (its series end when its results file is written)
+        run_labels = ["instrument", "run"]
+        self.run_results = Counter(
+            "rtsearch_run_results_total", "MS2 results published for the run", run_labels, registry=r
+        )
+        self.run_identifications = Counter(
+            "rtsearch_run_identifications_total", "Target PSMs of the run published with running q-value <= 0.01",
+            run_labels, registry=r,
+        )  # fmt: skip
+        self.run_score_threshold = Gauge(
+            "rtsearch_run_score_threshold", "Lowest live score the run accepts at running q-value <= 0.01 "
+            "(the running FDR threshold; NaN before any PSM passes)", run_labels, registry=r,
+        )  # fmt: skip
         # every label value exists from the start, so rates are 0 rather than absent
         for s in ResultStatus:
             self.results.labels(status=s.value)
@@ -141,8 +164,25 @@ class DaemonMetrics:
     def result(self, status: str) -> Any:
         return self._results[status]
 
-    def describe(self, *, backend: str, device: str, peptides: int, gpu_bytes: Callable[[], float]) -> None:
-        self.build_info.info({"version": __version__, "backend": backend, "device": device})
+    def run_answered(self, instrument: str, run: str, results: int, identified: int, threshold: float) -> None:
+        """Count a run's published results and set its running FDR threshold."""
+        self.run_results.labels(instrument=instrument, run=run).inc(results)
+        self.run_identifications.labels(instrument=instrument, run=run).inc(identified)
+        self.run_score_threshold.labels(instrument=instrument, run=run).set(threshold)
+
+    def run_closed(self, instrument: str, run: str) -> None:
+        """End a finished run's series (a daemon serving for months must not keep every run's)."""
+        for m in (self.run_results, self.run_identifications, self.run_score_threshold):
+            with contextlib.suppress(KeyError):
+                m.remove(instrument, run)
+
+    def describe(
+        self, *, backend: str, device: str, instrument: str, budget_s: float, mqtt: bool, peptides: int,
+        gpu_bytes: Callable[[], float],
+    ) -> None:  # fmt: skip
+        self.mqtt_configured.set(int(mqtt))
+        self.build_info.info({"version": __version__, "backend": backend, "device": device, "instrument": instrument})
+        self.budget.set(budget_s)
         self.index_peptides.set(peptides)
         self.gpu_memory.set_function(gpu_bytes)
 

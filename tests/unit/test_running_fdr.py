@@ -182,3 +182,15 @@ def test_refresh_stays_close_to_exact_one_psm_at_a_time() -> None:
     assert ((a <= 0.01) & ~decoy).sum() == ((b <= 0.01) & ~decoy).sum() > 50
     with pytest.raises(ValueError):
         RunningFdr(refresh=1.0)
+
+
+def test_threshold_is_the_lowest_score_at_the_level() -> None:
+    rf = RunningFdr()
+    assert np.isnan(rf.threshold())
+    # 10T 0; 9T 0; 8D (1,2) 1/2; 7T (1,3) 1/3 -> q 0, 0, 1/3, 1/3: lowest score with q <= 0.01 is 9
+    rf.add(np.array([10.0, 9.0, 8.0, 7.0]), np.array([T, T, D, T]))
+    assert rf.threshold(0.01) == 9.0
+    assert rf.threshold(0.5) == 7.0  # q 1/3 <= 0.5 down to 7
+    only_decoys = RunningFdr()
+    only_decoys.add(np.array([3.0]), np.array([D]))
+    assert np.isnan(only_decoys.threshold(0.01))
