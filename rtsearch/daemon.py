@@ -41,14 +41,14 @@ import zmq.asyncio
 from rtsearch import wire
 from rtsearch.batching import BatchPolicy, EngineTimeModel, MicroBatcher
 from rtsearch.config import ServeConfig, mqtt_address
-from rtsearch.engine import Engine
+from rtsearch.engine import Engine, concat_batches
 from rtsearch.errors import EndpointError
 from rtsearch.ingest import Intake, Received
 from rtsearch.metrics import DaemonMetrics
 from rtsearch.publish import MqttPublisher, ZmqResults, write_run_results
 from rtsearch.runs import LiveRun, RunSummary
 from rtsearch.types import ResultStatus, Spectrum
-from rtsearch.workers import WorkerLoop
+from rtsearch.workers import WorkerLoop, finish_run
 
 log = logging.getLogger(__name__)
 
@@ -415,6 +415,23 @@ class Daemon(WorkerLoop):
         self.metrics.runs_open.set(len(self._runs) + len(self._draining))
         self._track(self._finish(state))
 
+    async def _finalize(self, live: LiveRun, part: int) -> tuple[RunSummary, Path]:
+        """The run's final FDR and results file: in the refit process when the index has a folder there."""
+        target = (self.cfg.results_dir, live.name, self.cfg.results_format, part)
+        folder = self.engine.index.folder
+        if folder is not None and live.table.batches:
+            batch = await asyncio.to_thread(concat_batches, live.table.batches)
+            try:
+                return await asyncio.wrap_future(
+                    self._fitter.submit(finish_run, str(folder), live.primary, batch, live.name,
+                                        dict(live.by_status), target)  # fmt: skip
+                )
+            except Exception as e:  # the pool is gone (shutdown, a crash) or the child failed: do it here
+                log.warning("run %r: finishing in the refit process failed (%s: %s); finishing here", live.name,
+                            type(e).__name__, e)  # fmt: skip
+        table, summary = await asyncio.to_thread(live.finish)
+        return summary, await asyncio.to_thread(write_run_results, table, *target)
+
     def _track(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
@@ -426,10 +443,7 @@ class Daemon(WorkerLoop):
             log.warning("run %r: run.end announced %d spectra, received %d MS2 + %d MS1", live.name,
                         state.expected, live.answered, state.ms1)  # fmt: skip
         part = self._parts[live.name] = self._parts.get(live.name, 0) + 1
-        table, summary = await asyncio.to_thread(live.finish)
-        path = await asyncio.to_thread(
-            write_run_results, table, self.cfg.results_dir, live.name, self.cfg.results_format, part
-        )
+        summary, path = await self._finalize(live, part)
         if not any(s.live.name == live.name for s in [*self._runs.values(), *self._draining]):
             self.metrics.run_closed(self.cfg.instrument, live.name)
         done = Finished(summary, path, state.expected)

@@ -204,11 +204,15 @@ class LiveRun:
     def finish(self) -> tuple[PsmTable, RunSummary]:
         """Final discriminant and q-values (as offline); the table and the run's summary."""
         self.table.finalize()
-        psms, peptides = self.table.counts_at(0.01)
-        assert self.table.peptide is not None
-        summary = RunSummary(
-            run=self.name, spectra=self.answered, scored=int((self.table.peptide >= 0).sum()),
-            identified_running=self.by_status[ResultStatus.IDENTIFIED.value], psms_at_1pct=psms,
-            peptides_at_1pct=peptides, by_status=dict(self.by_status),
-        )  # fmt: skip
-        return self.table, summary
+        return self.table, run_summary(self.name, self.table, self.by_status)
+
+
+def run_summary(name: str, table: PsmTable, by_status: dict[str, int]) -> RunSummary:
+    """The summary of a run whose ``table`` is finalized; ``by_status`` counts its published results."""
+    psms, peptides = table.counts_at(0.01)
+    assert table.peptide is not None
+    return RunSummary(
+        run=name, spectra=sum(by_status.values()), scored=int((table.peptide >= 0).sum()),
+        identified_running=by_status[ResultStatus.IDENTIFIED.value], psms_at_1pct=psms,
+        peptides_at_1pct=peptides, by_status=dict(by_status),
+    )  # fmt: skip

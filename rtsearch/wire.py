@@ -169,18 +169,21 @@ def decode(frames: Sequence[bytes]) -> Message:
 
 
 def _spectrum(frames: Sequence[bytes], h: dict[str, Any], run: str) -> SpectrumMessage:
-    scan = _int(h, "scan")
-    ms_level = _int(h, "ms_level", minimum=1)
-    rt = _num(h, "rt")
-    n = _int(h, "n", minimum=0)
-    sent_ns = _int(h, "sent_ns", minimum=0)
-    budget = _num(h, "budget_ms", required=False, positive=True)
+    # the usual message takes the first branch of each line; anything else goes through the checks
+    get = h.get
+    scan = v if type(v := get("scan")) is int else _int(h, "scan")
+    ms_level = v if type(v := get("ms_level")) is int and v >= 1 else _int(h, "ms_level", minimum=1)
+    rt = float(v) if type(v := get("rt")) is float and math.isfinite(v) else _num(h, "rt")
+    n = v if type(v := get("n")) is int and v >= 0 else _int(h, "n", minimum=0)
+    sent_ns = v if type(v := get("sent_ns")) is int and v >= 0 else _int(h, "sent_ns", minimum=0)
+    budget = None if (v := get("budget_ms")) is None else _num(h, "budget_ms", positive=True)
     assert scan is not None and ms_level is not None and rt is not None and n is not None and sent_ns is not None
     precursor = 0.0
     charges: tuple[int, ...] = ()
     if ms_level >= 2:
-        precursor = _num(h, "precursor_mz", positive=True) or 0.0
-        charge = _int(h, "charge", minimum=0) or 0
+        v = get("precursor_mz")
+        precursor = v if type(v) is float and 0 < v < math.inf else (_num(h, "precursor_mz", positive=True) or 0.0)
+        charge = v if type(v := get("charge")) is int and v >= 0 else (_int(h, "charge", minimum=0) or 0)
         if charge > MAX_CHARGE:
             raise _Bad("field", f"header field 'charge' must be 0..{MAX_CHARGE}, got {charge}")
         listed = h.get("charges")
@@ -211,7 +214,7 @@ def _spectrum(frames: Sequence[bytes], h: dict[str, Any], run: str) -> SpectrumM
             raise _Bad("peaks", "intensities hold NaN or infinite values")
         if float(inten.min()) < 0:
             raise _Bad("peaks", "negative intensities")
-    pi = _num(h, "precursor_intensity", required=False) or 0.0
+    pi = 0.0 if (v := get("precursor_intensity")) is None else (_num(h, "precursor_intensity") or 0.0)
     sp = Spectrum(run, scan, ms_level, mz, inten, precursor, charges, rt, pi)
     return SpectrumMessage(sp, sent_ns, budget)
 

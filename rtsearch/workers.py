@@ -5,7 +5,8 @@ engine up, then loops: wait under the daemon's lock until the `MicroBatcher`
 releases a batch, score it with the lock released (the GPU's time, the GIL
 mostly free), then, under the lock again, build the results with running
 q-values (`LiveRun`) and publish them (`Daemon._answer`). Live discriminant
-refits run in a process of their own (`WorkerLoop._refit`); Python's cyclic GC
+refits, and each finished run's final FDR and results file (`finish_run`), run in
+a process of their own (`WorkerLoop._refit`); Python's cyclic GC
 runs when a worker goes idle (`collect_garbage`).
 
 `WorkerLoop` is the `Daemon`'s half that runs off the event loop; it reads the
@@ -23,10 +24,12 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rtsearch.runs import RunSummary, run_summary
 from rtsearch.types import ResultStatus
 from rtsearch.warmup import warm_up_spectra
 
@@ -35,10 +38,12 @@ if TYPE_CHECKING:
     from rtsearch.config import ServeConfig
     from rtsearch.daemon import Job
     from rtsearch.engine import Engine, ScoredBatch
+    from rtsearch.index.database import PeptideIndex
     from rtsearch.metrics import DaemonMetrics
     from rtsearch.runs import LiveRun
 
 log = logging.getLogger("rtsearch.daemon")
+ResultsTarget = tuple[str, str, str, int]  # write_run_results' folder, run, format, part
 
 SLOW_BATCH_S = float(os.environ.get("RTSEARCH_SLOW_BATCH_S", "0.5"))  # slower engine batches are logged
 GC_IDLE, GC_OVERDUE = 700, 20_000  # pending allocations before a collection when idle / regardless
@@ -57,6 +62,28 @@ def collect_garbage(*, idle: bool) -> None:
     if count0 < (GC_IDLE if idle else GC_OVERDUE):
         return
     gc.collect(2 if count2 >= 10 and count1 >= 10 else 1 if count1 >= 10 else 0)
+
+
+_INDEXES: dict[str, PeptideIndex] = {}  # in the refit process: indexes loaded for finishing runs
+
+
+def finish_run(
+    folder: str, primary: str, batch: ScoredBatch, name: str, by_status: dict[str, int], results: ResultsTarget
+) -> tuple[RunSummary, Path]:
+    """In the refit process: a run's final discriminant, q-values, summary and results file.
+
+    Seconds of NumPy and string building for a long run; in the daemon's process they would hold
+    the GIL against the next run's first spectra. The index is memory-mapped here once.
+    """
+    from rtsearch.index.store import load_index
+    from rtsearch.psms import PsmTable
+    from rtsearch.publish import write_run_results
+
+    index = _INDEXES.get(folder) or _INDEXES.setdefault(folder, load_index(folder))
+    table = PsmTable(index, primary=primary)
+    table.add(batch)
+    table.finalize()
+    return run_summary(name, table, by_status), write_run_results(table, *results)
 
 
 def _started() -> None:

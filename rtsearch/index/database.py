@@ -7,6 +7,7 @@ copies them whole.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,7 @@ class PeptideIndex:
     forms: Forms  # sorted by mass
     fragments: FragmentIndex
     manifest: dict[str, Any]
+    folder: Path | None = None  # where it was loaded from (None: built in memory)
 
     def __len__(self) -> int:
         return len(self.forms)

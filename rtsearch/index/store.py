@@ -141,4 +141,5 @@ def load_index(folder: str | Path, *, expect: DatabaseConfig | None = None) -> P
         fragments=FragmentIndex(a["fragment_mz"], a["fragment_peptide"], a["bucket_min_mz"],
                                 int(manifest["bucket_size"])),
         manifest=manifest,
+        folder=Path(folder),
     )  # fmt: skip

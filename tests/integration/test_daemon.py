@@ -46,7 +46,7 @@ def _send_and_collect(
 
 
 @pytest.mark.parametrize("mode", ["pull", "sub"])
-async def test_every_ms2_spectrum_is_answered_once(mode, engine, ecoli_run, tmp_path):
+async def test_every_ms2_spectrum_is_answered_once(mode, engine, ecoli_run, tmp_path, caplog):
     if mode == "sub":
         port = free_port()
         cfg = serve_config(tmp_path, spectra=f"tcp://127.0.0.1:{port}", spectra_mode="sub")
@@ -87,6 +87,9 @@ async def test_every_ms2_spectrum_is_answered_once(mode, engine, ecoli_run, tmp_
         rows = list(csv.DictReader(fh, delimiter="\t"))
     assert len(rows) == n_ms2 and {int(r["scan"]) for r in rows} == {s for _, s in sent.ms2}
     assert done.summary.psms_at_1pct >= 85  # the Ecoli floor of the search-core issue
+    # the run was finished in the refit process (a loaded index has a folder), not in the daemon's
+    assert engine.index.folder is not None
+    assert not [r for r in caplog.records if "finishing here" in r.getMessage()]
 
 
 async def test_malformed_messages_are_answered_or_counted_and_never_stop_intake(engine, ecoli_run, tmp_path):
