@@ -85,7 +85,11 @@ def _parser() -> argparse.ArgumentParser:
         description="Search every MS2 spectrum of mzML (.gz), MGF or ms2 files; one row per spectrum.",
     )
     s.add_argument("runs", nargs="+", metavar="RUN", help="spectrum files")
-    s.add_argument("--index", required=True, metavar="DIR", help="index built by 'rtsearch index build'")
+    target = s.add_mutually_exclusive_group(required=True)
+    target.add_argument("--index", metavar="DIR", help="index built by 'rtsearch index build'")
+    target.add_argument("--library", metavar="DIR",
+                        help="spectral library imported by 'rtsearch library import' (NumPy scoring for now; "
+                        "rows gain library_id, dot, dot_bias, delta_dot, f_value)")  # fmt: skip
     s.add_argument("--config", metavar="TOML", help="[search] settings; a [database] table must match the index")
     s.add_argument("--backend", default="auto", choices=["auto", "cupy", "numpy"], help="compute backend")
     s.add_argument("-o", "--output", required=True, metavar="FILE", help="results file (.tsv or .parquet)")
@@ -235,6 +239,8 @@ def _search(args: argparse.Namespace) -> int:
     for r in args.runs:
         if not Path(r).is_file():
             raise InputError(f"{r}: spectrum file not found")
+    if args.library:
+        return _search_library(args, cfg, out)
     index = load_index(args.index, expect=cfg.database if cfg.database_given else None)
     backend = get_backend(args.backend)
     log.info("backend %s (%s); search settings %s", backend.name, backend.device, resolved_dict(cfg.search))
@@ -245,6 +251,23 @@ def _search(args: argparse.Namespace) -> int:
     )  # fmt: skip
     bar.close()
     n = write_table(table, out)
+    print(f"{out}: {n:,} rows; {summary}")
+    return 0
+
+
+def _search_library(args: argparse.Namespace, cfg: Config, out: Path) -> int:
+    from rtsearch.index.library import load_library
+    from rtsearch.libsearch import OUTPUT_COLUMNS, search_library_runs
+    from rtsearch.results import write_columns
+
+    lib = load_library(args.library)
+    bar = Progress("library search", unit="spectra")
+    cols, summary = search_library_runs(
+        args.runs, lib, cfg.search.precursor_tolerance, batch_size=args.batch_size,
+        progress=lambda done, total: bar.set(done, total),
+    )  # fmt: skip
+    bar.close()
+    n = write_columns(cols, OUTPUT_COLUMNS, out)
     print(f"{out}: {n:,} rows; {summary}")
     return 0
 

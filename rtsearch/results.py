@@ -42,12 +42,16 @@ def _array(name: str, values: Any) -> pa.Array:
 
 def write_table(table: PsmTable, path: str | Path) -> int:
     """Write a finalized table to ``path`` (``.tsv`` or ``.parquet``); returns the row count."""
+    return write_columns(table.columns(), COLUMNS, path)
+
+
+def write_columns(cols: dict[str, Any], names: tuple[str, ...], path: str | Path) -> int:
+    """Write columns ``names`` of ``cols`` (one value per row each) to ``path``, atomically; the row count."""
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix not in (".tsv", ".parquet", ".txt"):
         raise InputError(f"{p}: output must end in .tsv or .parquet")
-    cols = table.columns()
-    arrow = pa.table({c: _array(c, cols[c]) for c in COLUMNS})
+    arrow = pa.table({c: _array(c, cols[c]) for c in names})
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
     os.close(fd)
@@ -57,7 +61,7 @@ def write_table(table: PsmTable, path: str | Path) -> int:
         else:
             opts = pacsv.WriteOptions(delimiter="\t", quoting_style="none", include_header=False)
             with open(tmp, "wb") as fh:  # Arrow would quote the header's names
-                fh.write(("\t".join(COLUMNS) + "\n").encode())
+                fh.write(("\t".join(names) + "\n").encode())
                 pacsv.write_csv(arrow, fh, write_options=opts)
         os.replace(tmp, p)
     finally:

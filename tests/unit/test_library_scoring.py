@@ -1,0 +1,55 @@
+"""Library scoring (`rtsearch.scoring.library`): SpectraST's scores, computed by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rtsearch.index.library import LibraryParams, import_library, load_library
+from rtsearch.scoring.library import f_value, score_library
+from rtsearch.types import Spectrum, Tolerance
+
+
+@pytest.mark.parametrize(
+    ("dot", "delta", "bias", "n", "want"),
+    [
+        # 0.6 * 0.8 + 0.4 * (0.3 / 0.8) = 0.48 + 0.15; dot bias 0.2 is in the penalty-free band
+        (0.8, 0.3, 0.2, 25, 0.63),
+        (0.8, 0.3, 0.2, 10, 0.64),  # fewer than 20 candidates: 0.8 * dot
+        (0.8, 0.3, 0.05, 25, 0.51),  # dot bias under 0.09: -0.12
+        (0.8, 0.3, 0.34, 25, 0.55),  # (0.34 - 0.32) * 4 = 0.08
+        (0.8, 0.3, 0.40, 25, 0.45),  # 0.12 + (0.40 - 0.35) * 1.2 = 0.18
+        (0.8, 0.3, 0.50, 25, 0.39),  # -0.24
+        (0.2, 0.19, 0.2, 25, 0.6 * 0.2 + 0.4 * 0.4),  # delta / dot = 0.95 capped at 2 * dot = 0.4
+        (0.0, 0.0, 0.0, 25, -1e-5),
+        (0.1, 0.0, 0.50, 25, -1e-5),  # 0.06 - 0.24 <= 0
+    ],
+)
+def test_f_value_golden(dot, delta, bias, n, want):
+    assert f_value(np.array([dot]), np.array([delta]), np.array([bias]), np.array([n]))[0] == pytest.approx(want)
+
+
+def _msp(path, entries):
+    lines = []
+    for name, peaks in entries:
+        lines += [f"Name: {name}", f"Num peaks: {len(peaks)}", *(f"{mz}\t{i}" for mz, i in peaks)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_scores_golden(tmp_path):
+    # PEPTIDEK/2: sqrt(36), sqrt(64) at 200 and 300 -> (0.6, 0.8); EPTIDEPK/2 (same precursor): sqrt(64) at 200,
+    # sqrt(36) at 400 -> (0.8, 0.6). The query is PEPTIDEK's spectrum: dot 1 with it, 0.6 * 0.8 = 0.48 with the other.
+    # dot bias sqrt(0.36^2 + 0.64^2) / 1 = 0.7343; delta 0.52; 2 candidates: F = 0.8 * 1 - 0.24 (bias > 0.45)
+    _msp(tmp_path / "l.msp", [("PEPTIDEK/2", [(200.0, 36), (300.0, 64)]), ("EPTIDEPK/2", [(200.0, 64), (400.0, 36)])])
+    import_library([tmp_path / "l.msp"], tmp_path / "lib", LibraryParams(decoys=False))
+    lib = load_library(tmp_path / "lib")
+    prec = float(lib.precursor_mz[0])
+    query = Spectrum("r", 1, 2, np.array([200.0, 300.0]), np.array([36.0, 64.0], np.float32), prec, (2,))
+    far = Spectrum("r", 2, 2, np.array([200.0]), np.array([1.0], np.float32), prec + 5, (2,))
+    other_charge = Spectrum("r", 3, 2, np.array([200.0]), np.array([1.0], np.float32), prec, (3,))
+    m = score_library(lib, [query, far, other_charge], Tolerance(20, "ppm"))
+    assert lib.peptides[m.entry[0]] == "PEPTIDEK"
+    assert m.dot[0] == pytest.approx(1.0, abs=1e-6) and m.delta_dot[0] == pytest.approx(0.52, abs=1e-6)
+    assert m.dot_bias[0] == pytest.approx(np.sqrt(0.36**2 + 0.64**2), abs=1e-6)
+    assert m.candidates[0] == 2 and m.f_value[0] == pytest.approx(0.56, abs=1e-6)
+    assert m.entry[1:].tolist() == [-1, -1] and m.f_value[1:].tolist() == [-1e-5, -1e-5]
