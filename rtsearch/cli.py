@@ -19,6 +19,7 @@ from rtsearch.backend import get_backend
 from rtsearch.config import Config, load_config, resolved_dict
 from rtsearch.errors import InputError, RtsearchError
 from rtsearch.progress import Progress
+from rtsearch.types import Tolerance
 
 log = logging.getLogger("rtsearch")
 
@@ -79,6 +80,21 @@ def _parser() -> argparse.ArgumentParser:
                     help="peaks this close to the precursor m/z are removed (default 2.0)")  # fmt: skip
     li.add_argument("--no-decoys", action="store_true", help="do not add shuffled decoys")
     li.add_argument("--seed", type=int, default=1, help="decoy shuffling seed (default 1)")
+    lb = lsub.add_parser(
+        "build",
+        help="a consensus library (MSP) from your own identifications",
+        description="Take the target PSMs at q <= --max-q of a results file (rtsearch search, or a daemon run "
+        "file), read their spectra from the runs, merge the replicates of each peptide and charge into a "
+        "SpectraST-style consensus spectrum, and write NIST MSP ('rtsearch library import' reads it).",
+    )
+    lb.add_argument("results", metavar="RESULTS", help="results file (.tsv) with run, scan, peptide, q_value")
+    lb.add_argument("runs", nargs="+", metavar="RUN", help="the spectrum files those results came from")
+    lb.add_argument("--out", required=True, metavar="LIB.msp", help="library file to write")
+    lb.add_argument("--max-q", type=float, default=0.01, help="q-value threshold (default 0.01)")
+    lb.add_argument("--peak-tolerance", type=float, default=0.02, metavar="TH",
+                    help="replicate peaks this close are one peak (default 0.02; ~0.5 for ion-trap spectra)")
+    lb.add_argument("--quorum", type=float, default=0.6,
+                    help="share of replicates a consensus peak must appear in (default 0.6)")  # fmt: skip
     s = sub.add_parser(
         "search",
         help="search spectrum files offline",
@@ -90,6 +106,9 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument("--library", metavar="DIR",
                         help="spectral library imported by 'rtsearch library import' (NumPy scoring for now; "
                         "rows gain library_id, dot, dot_bias, delta_dot, f_value)")  # fmt: skip
+    s.add_argument("--open", action="store_true",
+                   help="with --library: open-modification search, every entry within +-500 Da of the precursor "
+                   "(ppm_error then carries the modification's mass)")  # fmt: skip
     s.add_argument("--config", metavar="TOML", help="[search] settings; a [database] table must match the index")
     s.add_argument("--backend", default="auto", choices=["auto", "cupy", "numpy"], help="compute backend")
     s.add_argument("-o", "--output", required=True, metavar="FILE", help="results file (.tsv or .parquet)")
@@ -241,6 +260,8 @@ def _search(args: argparse.Namespace) -> int:
             raise InputError(f"{r}: spectrum file not found")
     if args.library:
         return _search_library(args, cfg, out)
+    if args.open:
+        raise InputError("--open applies to library search (--library)")
     index = load_index(args.index, expect=cfg.database if cfg.database_given else None)
     backend = get_backend(args.backend)
     log.info("backend %s (%s); search settings %s", backend.name, backend.device, resolved_dict(cfg.search))
@@ -255,6 +276,9 @@ def _search(args: argparse.Namespace) -> int:
     return 0
 
 
+OPEN_WINDOW_DA = 500.0  # open-modification library search: precursor window, +-Da
+
+
 def _search_library(args: argparse.Namespace, cfg: Config, out: Path) -> int:
     from rtsearch.index.library import load_library
     from rtsearch.libsearch import OUTPUT_COLUMNS, search_library_runs
@@ -262,13 +286,30 @@ def _search_library(args: argparse.Namespace, cfg: Config, out: Path) -> int:
 
     lib = load_library(args.library)
     bar = Progress("library search", unit="spectra")
+    tolerance = Tolerance(OPEN_WINDOW_DA, "Da") if args.open else cfg.search.precursor_tolerance
     cols, summary = search_library_runs(
-        args.runs, lib, cfg.search.precursor_tolerance, batch_size=args.batch_size,
+        args.runs, lib, tolerance, batch_size=args.batch_size,
         progress=lambda done, total: bar.set(done, total),
     )  # fmt: skip
     bar.close()
     n = write_columns(cols, OUTPUT_COLUMNS, out)
     print(f"{out}: {n:,} rows; {summary}")
+    return 0
+
+
+def _library_build(args: argparse.Namespace) -> int:
+    from rtsearch.index.libbuild import build_library
+
+    for f in [args.results, *args.runs]:
+        if not Path(f).is_file():
+            raise InputError(f"{f}: file not found")
+    if not (0 < args.max_q <= 1 and args.peak_tolerance > 0 and 0 < args.quorum <= 1):
+        raise InputError("library build: need 0 < --max-q <= 1, --peak-tolerance > 0 and 0 < --quorum <= 1")
+    rep = build_library(args.results, args.runs, args.out, max_q=args.max_q, peak_tolerance=args.peak_tolerance,
+                        quorum=args.quorum)  # fmt: skip
+    skipped = f"; {len(rep.skipped or [])} peptides skipped (modification without a Unimod name)" if rep.skipped else ""
+    print(f"{args.out}: {rep.entries:,} consensus entries from {rep.found:,} of {rep.identified:,} identified "
+          f"spectra{skipped}")  # fmt: skip
     return 0
 
 
@@ -308,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "index":
             return _index_build(args) if args.index_command == "build" else _index_info(args)
         if args.command == "library":
-            return _library_import(args)
+            return _library_import(args) if args.library_command == "import" else _library_build(args)
         if args.command == "search":
             return _search(args)
         if args.command == "serve":

@@ -55,3 +55,43 @@ def test_bsa1_library_search_reaches_the_database_search(data, dev_indexes, tmp_
     # the best-scoring targets are BSA peptides the library holds
     best = np.argsort(-np.where(hit & ~decoy, m.f_value, -np.inf))[:5]
     assert all(lib.proteins[m.entry[i]].startswith("sp|P02769|ALBU_BOVIN") for i in best)
+
+
+def test_a_library_built_from_our_identifications_finds_them_again(data, demo_index, tmp_path, capsys):
+    run = data / "ecoli-small/Ecoli_MS2_small.mzML"
+    db, msp, lib_dir, lib_out = tmp_path / "db.tsv", tmp_path / "own.msp", tmp_path / "own.lib", tmp_path / "lib.tsv"
+    assert main(["search", str(run), "--index", str(demo_index.folder), "-o", str(db)]) == 0
+    assert main(["library", "build", str(db), str(run), "--out", str(msp), "--peak-tolerance", "0.5"]) == 0
+    assert main(["library", "import", str(msp), "--out", str(lib_dir)]) == 0
+    assert main(["search", str(run), "--library", str(lib_dir), "-o", str(lib_out)]) == 0
+    with open(db, newline="") as fh:
+        ident = {r["scan"]: r["peptide"] for r in csv.DictReader(fh, delimiter="\t")
+                 if r["q_value"] and float(r["q_value"]) <= 0.01 and r["is_decoy"] == "false"}  # fmt: skip
+    with open(lib_out, newline="") as fh:
+        found = {r["scan"]: r["peptide"] for r in csv.DictReader(fh, delimiter="\t")}
+    same = sum(found[s] == p for s, p in ident.items())
+    with capsys.disabled():
+        print(f"\nEcoli_MS2_small: own library gives the same peptide for {same} of {len(ident)} identified spectra")
+    assert len(ident) >= 85 and same >= 0.9 * len(ident)
+
+
+def test_open_modification_library_search(data, tmp_path):
+    run = data / "bsa-orbitrapxl/BSA1.mzML.gz"
+    import_library([data / "spectral-libraries/nist-bsa_consensus.msp"], tmp_path / "lib")
+    counts = {}
+    for mode in ("narrow", "open"):
+        out = tmp_path / f"{mode}.tsv"
+        assert main(["search", str(run), "--library", str(tmp_path / "lib"), "-o", str(out),
+                     *(["--open"] if mode == "open" else [])]) == 0  # fmt: skip
+        with open(out, newline="") as fh:
+            rows = list(csv.DictReader(fh, delimiter="\t"))
+        counts[mode], _, _ = recount(rows)
+        shifts = [abs(float(r["precursor_mz"]) - float(r["calc_mz"])) for r in rows
+                  if r["q_value"] and float(r["q_value"]) <= 0.01 and r["is_decoy"] == "false"]  # fmt: skip
+        if mode == "open":
+            # identifications whose precursor is far from the library entry's: modified or other charge states
+            assert sum(s > 1.0 for s in shifts) > 10
+        else:
+            assert max(shifts) < 0.05  # 20 ppm
+    assert counts["open"] >= counts["narrow"] > 0
+    assert main(["search", str(run), "--index", str(tmp_path), "--open", "-o", str(tmp_path / "x.tsv")]) == 2

@@ -159,3 +159,30 @@ def test_cli_library_import(libs, tmp_path, capsys):
     assert main(["library", "import", str(tmp_path / "nope.msp"), "--out", str(out)]) == 2
     assert "library file not found" in capsys.readouterr().err
     assert main(["library", "import", str(libs / "testlib.sptxt"), "--out", str(out), "--top-peaks", "0"]) == 2
+
+
+def test_parse_proforma_golden():
+    from rtsearch.index.libbuild import parse_proforma
+
+    assert parse_proforma("[Acetyl]-AC[Carbamidomethyl]M[Oxidation]K") == (
+        "ACMK", [(-1, "Acetyl"), (1, "Carbamidomethyl"), (2, "Oxidation")])  # fmt: skip
+    assert parse_proforma("PEPTIDEK") == ("PEPTIDEK", [])
+    with pytest.raises(ValueError):
+        parse_proforma("pep")
+
+
+def test_consensus_golden():
+    from rtsearch.index.libbuild import consensus
+
+    # replicate 1 scaled to its top peak: 100 -> 1.0, 200 -> 0.5; replicate 2: 100.01 -> 1.0, 300 -> 1.0.
+    # 100 and 100.01 cluster (0.02 Th): m/z (100 * 1 + 100.01 * 1) / 2, intensity (1 + 1) / 2; 200: 0.5 / 2; 300: 1 / 2.
+    # Two replicates keep every cluster.
+    reps = [(np.array([100.0, 200.0]), np.array([10.0, 5.0])), (np.array([100.01, 300.0]), np.array([20.0, 20.0]))]
+    mz, inten = consensus(reps, peak_tolerance=0.02, quorum=0.6, top_peaks=150)
+    np.testing.assert_allclose(mz, [100.005, 200.0, 300.0])
+    np.testing.assert_allclose(inten, [1.0, 0.25, 0.5])
+    # a third replicate with only 100.0: quorum 0.6 of 3 needs 2 -> only the 100 cluster stays, (1 + 1 + 1) / 3
+    mz, inten = consensus([*reps, (np.array([100.0]), np.array([7.0]))], peak_tolerance=0.02, quorum=0.6,
+                          top_peaks=150)  # fmt: skip
+    np.testing.assert_allclose(mz, [(100.0 + 100.01 + 100.0) / 3])
+    np.testing.assert_allclose(inten, [1.0])
