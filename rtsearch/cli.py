@@ -289,6 +289,7 @@ def _search_library(args: argparse.Namespace, cfg: Config, out: Path) -> int:
     tolerance = Tolerance(OPEN_WINDOW_DA, "Da") if args.open else cfg.search.precursor_tolerance
     cols, summary = search_library_runs(
         args.runs, lib, tolerance, batch_size=args.batch_size,
+        isotope_errors=(0,) if args.open else cfg.search.isotope_errors,
         progress=lambda done, total: bar.set(done, total),
     )  # fmt: skip
     bar.close()

@@ -35,7 +35,7 @@ FEATURES = ("f_value", "dot", "delta_dot", "dot_bias", "abs_ppm_error", "log_can
 
 def search_library_runs(
     runs: Sequence[str | Path], lib: SpectralLibrary, tolerance: Tolerance, *, batch_size: int = 1024,
-    progress: Callable[[int, int | None], None] | None = None,
+    isotope_errors: Sequence[int] = (0,), progress: Callable[[int, int | None], None] | None = None,
 ) -> tuple[dict[str, Any], SearchSummary]:  # fmt: skip
     """Search every MS2 spectrum of ``runs`` against ``lib``; the result columns and a summary."""
     t0 = time.perf_counter()
@@ -48,13 +48,13 @@ def search_library_runs(
         for sp in read_spectra(run, default_charges=()):
             batch.append(sp)
             if len(batch) >= batch_size:
-                parts.append(score_library(lib, batch, tolerance))
+                parts.append(score_library(lib, batch, tolerance, isotope_errors=isotope_errors))
                 spectra += batch
                 batch = []
                 if progress:
                     progress(len(spectra), grand)
         if batch:
-            parts.append(score_library(lib, batch, tolerance))
+            parts.append(score_library(lib, batch, tolerance, isotope_errors=isotope_errors))
             spectra += batch
             if progress:
                 progress(len(spectra), grand)

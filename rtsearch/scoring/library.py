@@ -30,7 +30,8 @@ from rtsearch.index.library import LibraryParams, SpectralLibrary, preprocess_pe
 from rtsearch.types import Spectrum, Tolerance
 
 FRACTION_DELTA = 0.4  # SpectraST's default fvalFractionDelta
-FEW_CANDIDATES = 20  # fewer candidates than this: F from the dot alone
+FEW_CANDIDATES = 20
+C13 = 1.0033548  # Da between isotope peaks  # fewer candidates than this: F from the dot alone
 
 
 @dataclass
@@ -72,9 +73,16 @@ def _stripped(peptide: str) -> str:
 
 
 def score_library(
-    lib: SpectralLibrary, spectra: Sequence[Spectrum], tolerance: Tolerance, *, n_bins: int | None = None
+    lib: SpectralLibrary, spectra: Sequence[Spectrum], tolerance: Tolerance, *, n_bins: int | None = None,
+    isotope_errors: Sequence[int] = (0,),
 ) -> LibraryMatches:
-    """Best library entry and SpectraST scores of each spectrum (NumPy; see the module docstring)."""
+    """Best library entry and SpectraST scores of each spectrum (NumPy; see the module docstring).
+
+    ``isotope_errors``: the instrument may have picked the k-th isotope peak as the precursor, so
+    an entry is a candidate when ``precursor - k * 1.00335 / charge`` (the entry's charge) is
+    within the tolerance of its m/z for some k listed.
+    """
+    iso = np.asarray(sorted(set(isotope_errors)), dtype=np.float64)
     params: LibraryParams = lib.params
     n = len(spectra)
     out = LibraryMatches(np.full(n, -1, np.int64), np.zeros(n), np.zeros(n), np.zeros(n), np.full(n, -1e-5),
@@ -86,10 +94,14 @@ def score_library(
         if sp.ms_level < 2 or not sp.precursor_mz > 0:
             continue
         lo, hi = tolerance.bounds(sp.precursor_mz)
-        rng = lib.within(lo, hi)
+        rng = lib.within(lo - max(iso.max(), 0.0) * C13, hi - min(iso.min(), 0.0) * C13)
         if not len(rng):
             continue
         ids = np.arange(rng.start, rng.stop)
+        if iso.size > 1 or iso[0] != 0:
+            shift = iso[None, :] * C13 / np.maximum(lib.charge[ids], 1)[:, None]
+            width = float(tolerance.width(sp.precursor_mz))
+            ids = ids[(np.abs(sp.precursor_mz - shift - lib.precursor_mz[ids][:, None]) <= width).any(axis=1)]
         if sp.charges:
             ids = ids[np.isin(lib.charge[ids], np.asarray(sp.charges))]
         if not ids.size:

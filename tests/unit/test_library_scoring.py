@@ -53,3 +53,17 @@ def test_scores_golden(tmp_path):
     assert m.dot_bias[0] == pytest.approx(np.sqrt(0.36**2 + 0.64**2), abs=1e-6)
     assert m.candidates[0] == 2 and m.f_value[0] == pytest.approx(0.56, abs=1e-6)
     assert m.entry[1:].tolist() == [-1, -1] and m.f_value[1:].tolist() == [-1e-5, -1e-5]
+
+
+def test_isotope_error_candidates(tmp_path):
+    _msp(tmp_path / "l.msp", [("PEPTIDEK/2", [(200.0, 36), (300.0, 64)])])
+    import_library([tmp_path / "l.msp"], tmp_path / "lib", LibraryParams(decoys=False))
+    lib = load_library(tmp_path / "lib")
+    # the precursor picked one 13C peak up: 1.0033548 / 2 above the entry's m/z
+    prec = float(lib.precursor_mz[0]) + 1.0033548 / 2
+    query = Spectrum("r", 1, 2, np.array([200.0, 300.0]), np.array([36.0, 64.0], np.float32), prec, ())
+    tol = Tolerance(20, "ppm")
+    assert score_library(lib, [query], tol).entry.tolist() == [-1]
+    hit = score_library(lib, [query], tol, isotope_errors=(0, 1))
+    assert hit.entry.tolist() == [0] and hit.dot[0] == pytest.approx(1.0, abs=1e-6)
+    assert score_library(lib, [query], tol, isotope_errors=(-1, 0)).entry.tolist() == [-1]
