@@ -29,6 +29,7 @@ from rtsearch.readers import read_spectra
 from rtsearch.types import PROTON
 
 _TOKEN = re.compile(r"([A-Z])((?:\[[^\]]+\])*)")
+_NEEDED = ("run", "scan", "peptide", "charge", "proteins", "is_decoy", "q_value")
 _NTERM = re.compile(r"^((?:\[[^\]]+\])+)-")
 
 
@@ -93,7 +94,11 @@ def build_library(
     wanted: dict[tuple[str, int], tuple[str, int, str]] = {}
     try:
         with open(results, newline="") as fh:
-            for row in csv.DictReader(fh, delimiter="\t"):
+            reader = csv.DictReader(fh, delimiter="\t")
+            missing = [c for c in _NEEDED if c not in (reader.fieldnames or [])]
+            if missing:
+                raise KeyError("missing columns " + ", ".join(missing))
+            for row in reader:
                 if row.get("peptide") and row.get("is_decoy") == "false" and row.get("q_value") not in ("", None) \
                         and float(row["q_value"]) <= max_q:  # fmt: skip
                     wanted[(row["run"], int(row["scan"]))] = (row["peptide"], int(row["charge"]), row["proteins"])

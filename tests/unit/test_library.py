@@ -186,3 +186,21 @@ def test_consensus_golden():
                           top_peaks=150)  # fmt: skip
     np.testing.assert_allclose(mz, [(100.0 + 100.01 + 100.0) / 3])
     np.testing.assert_allclose(inten, [1.0])
+
+
+def test_cli_library_build_refuses_bad_input(libs, tmp_path, capsys, data):
+    run = data / "ecoli-small/Ecoli_MS2_small.mzML"
+    assert main(["library", "build", str(tmp_path / "none.tsv"), str(run), "--out", str(tmp_path / "o.msp")]) == 2
+    assert "file not found" in capsys.readouterr().err
+    other = tmp_path / "other.tsv"
+    other.write_text("a\tb\n1\t2\n")
+    assert main(["library", "build", str(other), str(run), "--out", str(tmp_path / "o.msp")]) == 2
+    assert "not a readable rtsearch results file" in capsys.readouterr().err
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("run\tscan\tpeptide\tcharge\tproteins\tis_decoy\tq_value\nx\t1\tPEPTIDEK\t2\tP\tfalse\t0.5\n")
+    assert main(["library", "build", str(empty), str(run), "--out", str(tmp_path / "o.msp")]) == 2
+    assert "no identification at q <= 0.01" in capsys.readouterr().err
+    assert main(["library", "build", str(empty), str(run), "--out", str(tmp_path / "o.msp"), "--quorum", "0"]) == 2
+    assert main(["search", str(run), "--library", str(tmp_path), "-o", str(tmp_path / "r.tsv")]) == 2
+    assert "not a spectral library folder" in capsys.readouterr().err
+    assert not (tmp_path / "o.msp").exists()
