@@ -353,7 +353,9 @@ class Daemon(WorkerLoop):
             status = res["status"]
             by_status[status] = by_status.get(status, 0) + 1
             state = job.state
-            counts = per_run.get(id(state)) or per_run.setdefault(id(state), [state, 0, 0])
+            counts = per_run.get(id(state))
+            if counts is None:
+                counts = per_run[id(state)] = [state, 0, 0]
             counts[1] += 1
             if status == identified:
                 psms.append((res["run"], frames[1]))

@@ -20,11 +20,10 @@ import numpy as np
 
 from rtsearch.fdr import count_at, peptide_q_values, q_values
 from rtsearch.index.library import SpectralLibrary
-from rtsearch.offline import SearchSummary
+from rtsearch.offline import SearchSummary, spectrum_batches
 from rtsearch.psms import COLUMNS
-from rtsearch.readers import count_spectra, read_spectra
 from rtsearch.scoring.lda import fit
-from rtsearch.scoring.library import score_library
+from rtsearch.scoring.library import LibraryMatches, score_library
 from rtsearch.types import Spectrum, Tolerance
 
 LIBRARY_COLUMNS = ("library_id", "dot", "dot_bias", "delta_dot", "f_value")
@@ -39,25 +38,11 @@ def search_library_runs(
 ) -> tuple[dict[str, Any], SearchSummary]:  # fmt: skip
     """Search every MS2 spectrum of ``runs`` against ``lib``; the result columns and a summary."""
     t0 = time.perf_counter()
-    expected = [count_spectra(r) for r in runs]
-    grand = sum(e for e in expected if e) if all(expected) else None
     spectra: list[Spectrum] = []
     parts = []
-    for run in runs:
-        batch: list[Spectrum] = []
-        for sp in read_spectra(run, default_charges=()):
-            batch.append(sp)
-            if len(batch) >= batch_size:
-                parts.append(score_library(lib, batch, tolerance, isotope_errors=isotope_errors))
-                spectra += batch
-                batch = []
-                if progress:
-                    progress(len(spectra), grand)
-        if batch:
-            parts.append(score_library(lib, batch, tolerance, isotope_errors=isotope_errors))
-            spectra += batch
-            if progress:
-                progress(len(spectra), grand)
+    for batch in spectrum_batches(runs, batch_size=batch_size, progress=progress):
+        parts.append(score_library(lib, batch, tolerance, isotope_errors=isotope_errors))
+        spectra += batch
     cols = _columns(lib, spectra, parts)
     scored = np.asarray(cols["library_id"]) >= 0
     q, decoy = np.asarray(cols["q_value"]), np.asarray(cols["is_decoy"])
@@ -68,18 +53,19 @@ def search_library_runs(
     return cols, SearchSummary(len(spectra), psms, peptides, time.perf_counter() - t0)
 
 
-def _columns(lib: SpectralLibrary, spectra: list[Spectrum], parts: list[Any]) -> dict[str, Any]:
-    n = len(spectra)
-    cat = (lambda f: np.concatenate([getattr(p, f) for p in parts])) if parts else (lambda f: np.zeros(0))
-    entry = cat("entry").astype(np.int64) if parts else np.zeros(0, np.int64)
+def _columns(lib: SpectralLibrary, spectra: list[Spectrum], parts: list[LibraryMatches]) -> dict[str, Any]:
+    fields = LibraryMatches.__dataclass_fields__
+    m = LibraryMatches(*(np.concatenate([getattr(p, f) for p in parts]) if parts else np.zeros(0) for f in fields))
+    entry = m.entry.astype(np.int64)
     hit = entry >= 0
     e = np.where(hit, entry, 0)
-    prec = np.array([s.precursor_mz for s in spectra])
-    calc = np.where(hit, lib.precursor_mz[e] if n else np.zeros(0), np.nan)
+    n = len(spectra)
+    prec = np.array([s.precursor_mz for s in spectra], dtype=np.float64)
+    calc = np.where(hit, lib.precursor_mz[e], np.nan)
     ppm = (prec - calc) / calc * 1e6
-    decoy = np.where(hit, lib.is_decoy[e] if n else np.zeros(0, bool), False)
-    feats = np.column_stack([cat("f_value"), cat("dot"), cat("delta_dot"), cat("dot_bias"), np.abs(ppm),
-                             np.log1p(cat("candidates")), cat("matched_peaks")]) if n else np.zeros((0, 7))  # fmt: skip
+    decoy = hit & lib.is_decoy[e]
+    feats = np.column_stack([m.f_value, m.dot, m.delta_dot, m.dot_bias, np.abs(ppm), np.log1p(m.candidates),
+                             m.matched_peaks]).reshape(n, len(FEATURES))  # fmt: skip
     runs = np.array([s.run for s in spectra], dtype=object)
     score = np.full(n, np.nan)
     for run in dict.fromkeys(runs.tolist()):
@@ -87,25 +73,21 @@ def _columns(lib: SpectralLibrary, spectra: list[Spectrum], parts: list[Any]) ->
         if rows.size:
             x = np.nan_to_num(feats[rows], nan=0.0)
             score[rows] = fit(x, decoy[rows], FEATURES, start="f_value").score(x)
-    q = q_values(score, decoy)
     peptide = [lib.peptides[i] if h else "" for i, h in zip(e.tolist(), hit.tolist(), strict=True)]
     pq = peptide_q_values(score, decoy, np.array([p or "-" for p in peptide], dtype=object))
-    nan = np.full(n, np.nan)
-    cols: dict[str, Any] = {c: nan for c in COLUMNS}
+    only_hits = lambda a: np.where(hit, a, np.nan)  # noqa: E731
+    cols: dict[str, Any] = dict.fromkeys(COLUMNS, np.full(n, np.nan))  # database-only features: empty
     cols.update({
-        "run": [s.run for s in spectra], "scan": np.array([s.scan for s in spectra], np.int64),
-        "charge": np.where(hit, lib.charge[e] if n else np.zeros(0), 0).astype(np.int64), "precursor_mz": prec,
-        "calc_mz": calc, "ppm_error": ppm, "peptide": peptide,
+        "run": runs.tolist(), "scan": np.array([s.scan for s in spectra], np.int64),
+        "charge": np.where(hit, lib.charge[e], 0).astype(np.int64), "precursor_mz": prec, "calc_mz": calc,
+        "ppm_error": ppm, "peptide": peptide,
         "proteins": [lib.proteins[i] if h else "" for i, h in zip(e.tolist(), hit.tolist(), strict=True)],
-        "is_decoy": decoy, "score": score, "q_value": np.where(hit, q, np.nan),
-        "peptide_q_value": np.where(hit, pq, np.nan),
-        "matched_peaks": np.where(hit, cat("matched_peaks") if n else np.zeros(0), 0).astype(np.int64),
+        "is_decoy": decoy, "score": score, "q_value": only_hits(q_values(score, decoy)),
+        "peptide_q_value": only_hits(pq), "matched_peaks": np.where(hit, m.matched_peaks, 0).astype(np.int64),
         "reason": ["" if h else (s.problem or "no library entry within the precursor tolerance")
                    for s, h in zip(spectra, hit.tolist(), strict=True)],
-        "library_id": entry, "dot": np.where(hit, cat("dot") if n else nan, np.nan),
-        "dot_bias": np.where(hit, cat("dot_bias") if n else nan, np.nan),
-        "delta_dot": np.where(hit, cat("delta_dot") if n else nan, np.nan),
-        "f_value": np.where(hit, cat("f_value") if n else nan, np.nan),
-        "log_candidates": np.where(hit, feats[:, FEATURES.index("log_candidates")] if n else nan, np.nan),
+        "library_id": entry, "dot": only_hits(m.dot), "dot_bias": only_hits(m.dot_bias),
+        "delta_dot": only_hits(m.delta_dot), "f_value": only_hits(m.f_value),
+        "log_candidates": only_hits(feats[:, FEATURES.index("log_candidates")]),
     })  # fmt: skip
     return cols

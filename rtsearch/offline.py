@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from rtsearch.index.database import PeptideIndex
 from rtsearch.psms import PsmTable
 from rtsearch.readers import count_spectra, read_spectra
 from rtsearch.results import write_table as _write
+from rtsearch.types import Spectrum
 
 log = logging.getLogger(__name__)
 
@@ -54,27 +55,40 @@ def search_runs(
     t0 = time.perf_counter()
     engine = Engine(index, cfg, backend)
     table = PsmTable(index, primary=cfg.score)
-    total = 0
-    expected = [count_spectra(r) for r in runs]
-    grand = sum(e for e in expected if e) if all(expected) else None
-    for run in runs:
-        batch = []
-        for sp in read_spectra(run, default_charges=cfg.charges):
-            batch.append(sp)
-            if len(batch) >= batch_size:
-                table.add(engine.score(batch))
-                total += len(batch)
-                batch = []
-                if progress:
-                    progress(total, grand)
-        if batch:
-            table.add(engine.score(batch))
-            total += len(batch)
-            if progress:
-                progress(total, grand)
+    for batch in spectrum_batches(runs, batch_size=batch_size, default_charges=cfg.charges, progress=progress):
+        table.add(engine.score(batch))
     table.finalize()
     summary = summarize(table, time.perf_counter() - t0)
     return table, summary
+
+
+def spectrum_batches(
+    runs: Sequence[str | Path], *, batch_size: int, default_charges: tuple[int, ...] = (),
+    progress: Callable[[int, int | None], None] | None = None,
+) -> Iterator[list[Spectrum]]:  # fmt: skip
+    """The MS2 spectra of ``runs`` in batches of ``batch_size`` (a batch never spans two runs).
+
+    ``progress(done, total)`` is called once each batch has been processed by the caller
+    (``total`` is ``None`` when a file's spectra cannot be counted up front).
+    """
+    expected = [count_spectra(r) for r in runs]
+    grand = sum(e for e in expected if e) if all(expected) else None
+    done = 0
+    for run in runs:
+        batch: list[Spectrum] = []
+        for sp in read_spectra(run, default_charges=default_charges):
+            batch.append(sp)
+            if len(batch) >= batch_size:
+                yield batch
+                done += len(batch)
+                batch = []
+                if progress:
+                    progress(done, grand)
+        if batch:
+            yield batch
+            done += len(batch)
+            if progress:
+                progress(done, grand)
 
 
 def summarize(table: PsmTable, seconds: float) -> SearchSummary:

@@ -123,8 +123,8 @@ class LiveRun:
     def refit_due(self) -> Callable[[], Discriminant] | None:
         """The live discriminant's refit when the run has grown enough (``None``: not now).
 
-        The returned call fits on every PSM so far and may run in another thread, off the
-        scoring path (``refits="deferred"``); hand its result to `install`. Until then the
+        The returned call fits on every PSM so far and may run elsewhere (the daemon: another
+        process), off the scoring path (``refits="deferred"``); hand its result to `install`. Until then the
         run keeps ranking by the discriminant it has.
         """
         if self._fitting or self._next_fit > REFIT_LAST or self._n_scored < self._next_fit:

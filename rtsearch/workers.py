@@ -79,7 +79,9 @@ def finish_run(
     from rtsearch.psms import PsmTable
     from rtsearch.publish import write_run_results
 
-    index = _INDEXES.get(folder) or _INDEXES.setdefault(folder, load_index(folder))
+    if folder not in _INDEXES:
+        _INDEXES[folder] = load_index(folder)
+    index = _INDEXES[folder]
     table = PsmTable(index, primary=primary)
     table.add(batch)
     table.finalize()
@@ -162,7 +164,9 @@ class WorkerLoop:
                 log.exception("engine failed on a batch of %d spectra", len(jobs))
                 with self._cv:
                     self._in_flight -= 1
+                    self.metrics.in_flight.set(self._in_flight)
                     self._unscored(jobs, ResultStatus.UNIDENTIFIED, f"engine error: {type(e).__name__}: {e}"[:300])
+                    self._cv.notify()  # this worker is free again: another may be waiting on the batcher
                 continue
             seconds = time.perf_counter() - t0
             with self._cv:
@@ -176,9 +180,9 @@ class WorkerLoop:
                                 {k: round(v * 1e3, 2) for k, v in scored.stages.items()})  # fmt: skip
                 self._answer(self._results(jobs, scored))
                 self._refit({id(j.state): j.state.live for j in jobs}.values())
-                self._cv.notify()
+                self._cv.notify()  # this worker is free again: another may be waiting on the batcher
                 idle = not len(self.batcher)
-            collect_garbage(idle=idle)  # a worker is free again: another may have been waiting for the batcher
+            collect_garbage(idle=idle)
 
     def _take(self) -> list[Job] | None:
         """Wait for the next batch (``None``: shutting down and nothing is left)."""
