@@ -106,11 +106,15 @@ class MicroBatcher(Generic[T]):
     def __len__(self) -> int:
         return len(self._pending)
 
-    def add(self, item: T, *, mass: float, budget_ms: float) -> bool:
-        """Queue ``item``; ``False`` (nothing queued) when ``max_queue`` spectra already wait."""
+    def add(self, item: T, *, mass: float, budget_ms: float, arrived_ns: int | None = None) -> bool:
+        """Queue ``item``; ``False`` (nothing queued) when ``max_queue`` spectra already wait.
+
+        ``arrived_ns`` (on the batcher's clock) is when the spectrum was received, if earlier
+        than now: its budget counts from then.
+        """
         if len(self._pending) >= self.policy.max_queue:
             return False
-        now = self.clock()
+        now = self.clock() if arrived_ns is None else arrived_ns
         self._pending.append(_Pending(item, mass, now, now + int(budget_ms * MS)))
         return True
 

@@ -20,6 +20,7 @@ shutdown ran out of time, ``invalid`` when malformed but naming a run and scan.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import gc
@@ -36,14 +37,13 @@ from typing import Any
 
 import numpy as np
 import zmq
-import zmq.asyncio
 
 from rtsearch import wire
 from rtsearch.batching import BatchPolicy, EngineTimeModel, MicroBatcher
 from rtsearch.config import ServeConfig, mqtt_address
 from rtsearch.engine import Engine, concat_batches
 from rtsearch.errors import EndpointError
-from rtsearch.ingest import Intake, Received
+from rtsearch.ingest import Intake, Received, SpectraChunk
 from rtsearch.metrics import DaemonMetrics
 from rtsearch.publish import MqttPublisher, ZmqResults, write_run_results
 from rtsearch.runs import LiveRun, RunSummary
@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 # few hundred synchronizations could wait far longer than it computes. A short interval bounds that.
 LIVE_Q_REFRESH = 0.01  # running q-values read off a curve at most 1 % of the run old (`RunningFdr`)
 GIL_SWITCH_S = float(os.environ.get("RTSEARCH_GIL_SWITCH_S", "0.0001"))
+INTAKE_STOP_S = 5.0  # at shutdown, how long the intake process may take to hand over what it read
 
 
 @dataclass(eq=False)
@@ -147,7 +148,6 @@ class Daemon(WorkerLoop):
         cfg = self.cfg
         backend = self.engine.backend
         self._loop = asyncio.get_running_loop()
-        ctx = zmq.asyncio.Context()
         sync_ctx = zmq.Context()
         http = None
         # the loop thread waits for the GIL behind busy workers for up to this long (default 5 ms)
@@ -179,10 +179,8 @@ class Daemon(WorkerLoop):
                             on_drop=self.metrics.mqtt_dropped.inc, on_connected=self.metrics.mqtt_connected.set,
                         )  # fmt: skip
                     )
-                try:
-                    intake = Intake(ctx, cfg.spectra, mode=cfg.spectra_mode)
-                except zmq.ZMQError as e:
-                    raise EndpointError(f"spectra endpoint {cfg.spectra} ({cfg.spectra_mode}): {e}") from None
+                # raises EndpointError when the endpoint cannot be used
+                intake = await stack.enter_async_context(Intake(cfg.spectra, mode=cfg.spectra_mode))
                 self.endpoints.spectra = intake.endpoint
                 ingest = asyncio.create_task(self._ingest(intake), name="ingest")
                 self.metrics.ready.set(1)
@@ -204,8 +202,6 @@ class Daemon(WorkerLoop):
                 self._cv.notify_all()
                 if self._out is not None:
                     self._out.close()
-            # destroy: closes any socket still open (one whose bind failed, say) so term cannot hang
-            ctx.destroy(linger=0)
             sync_ctx.destroy(linger=1000)
             if http is not None:
                 http.shutdown()
@@ -216,10 +212,17 @@ class Daemon(WorkerLoop):
         log.info("shutting down: intake closed, answering %d waiting and %d batches in flight",
                  len(self.batcher), self._in_flight)  # fmt: skip
         self.metrics.ready.set(0)
-        ingest.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await ingest
-        intake.close()
+        if not ingest.done():
+            # the intake process stops reading; what it had read still comes in and is answered
+            intake.stop()
+            try:
+                async with asyncio.timeout(INTAKE_STOP_S):
+                    await ingest
+            except TimeoutError:
+                log.warning("intake did not close within %.0f s", INTAKE_STOP_S)
+                ingest.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await ingest
         with self._cv:
             self._closing = True
             self._cv.notify_all()
@@ -249,28 +252,52 @@ class Daemon(WorkerLoop):
     # ---------------------------------------------------------------- intake
 
     async def _ingest(self, intake: Intake) -> None:
-        async for chunk in intake:
+        async for items in intake:
             with self._cv:
-                for rec in chunk:
-                    self._handle(rec)
+                for item in items:
+                    if isinstance(item, SpectraChunk):
+                        self._handle_spectra(item)
+                    else:
+                        self._handle(item)
                 self.metrics.queue_depth.set(len(self.batcher))
                 self._cv.notify()
 
+    def _handle_spectra(self, chunk: SpectraChunk) -> None:
+        """Count a chunk's spectra and queue its MS2 ones, run by run (the lock is held)."""
+        levels = chunk.ms_level
+        ms2 = levels >= 2
+        n2 = int(np.count_nonzero(ms2))
+        if n2 == len(levels) and n2 and levels.max() == 2:
+            self.metrics.received(2).inc(n2)
+        else:
+            for level, count in zip(*np.unique(levels, return_counts=True), strict=True):
+                self.metrics.received(int(level)).inc(int(count))
+        budget_ms = np.where(np.isnan(chunk.budget_ms), self.cfg.budget_ms, chunk.budget_ms)
+        shed: list[Job] = []
+        add = self.batcher.add
+        for r, name in enumerate(chunk.runs):
+            mine = chunk.run == r if len(chunk.runs) > 1 else np.ones(len(chunk), dtype=bool)
+            state = self._state(name)
+            state.ms1 += int(np.count_nonzero(mine & ~ms2))
+            rows = np.flatnonzero(mine & ms2)
+            if not len(rows):
+                continue
+            state.outstanding += len(rows)
+            budgets = budget_ms[rows].tolist()
+            for sp, sent, wall, mono, budget in zip(
+                chunk.spectra(rows), chunk.sent_ns[rows].tolist(), chunk.wall_ns[rows].tolist(),
+                chunk.mono_ns[rows].tolist(), budgets, strict=True,
+            ):  # fmt: skip
+                job = Job(sp, sent, wall, mono, int(budget * 1e6), state)
+                if not add(job, mass=sp.precursor_mz, budget_ms=budget, arrived_ns=mono):
+                    shed.append(job)
+        if shed:
+            self._shed(shed, "queue_full", f"overload: {len(self.batcher)} spectra already waiting")
+
     def _handle(self, rec: Received) -> None:
+        """A control message or a malformed one (spectra come in chunks: `_handle_spectra`)."""
         msg = rec.message
-        if isinstance(msg, wire.SpectrumMessage):
-            sp = msg.spectrum
-            self.metrics.received(sp.ms_level).inc()
-            state = self._state(sp.run)
-            if sp.ms_level < 2:
-                state.ms1 += 1
-                return
-            budget = msg.budget_ms if msg.budget_ms is not None else self.cfg.budget_ms
-            job = Job(sp, msg.sent_ns, rec.wall_ns, rec.mono_ns, int(budget * 1e6), state)
-            state.outstanding += 1
-            if not self.batcher.add(job, mass=sp.precursor_mz, budget_ms=budget):
-                self._shed([job], "queue_full", f"overload: {len(self.batcher)} spectra already waiting")
-        elif isinstance(msg, wire.Invalid):
+        if isinstance(msg, wire.Invalid):
             self.metrics.invalid.labels(reason=msg.code).inc()
             log.debug("invalid message: %s", msg.reason)
             if msg.answerable:
@@ -338,29 +365,27 @@ class Daemon(WorkerLoop):
         if self._abandoned and threading.current_thread() in self._workers:
             return  # shutdown gave up on this batch; the results socket may be closed
         assert self._out is not None and self._loop is not None
-        send, encode, wall = self._out.send, wire.encode_result, time.time_ns
+        send, body_of, wall = self._out.send_result, wire.result_body, time.time_ns
         identified = ResultStatus.IDENTIFIED.value
         received = np.fromiter((job.received_mono for _, job in pairs), dtype=np.int64, count=len(pairs))
         budget = np.fromiter((job.budget_ns for _, job in pairs), dtype=np.int64, count=len(pairs))
-        by_status: dict[str, int] = {}
         psms: list[tuple[str, bytes]] = []
-        ended: list[RunState] = []
-        per_run: dict[int, list[Any]] = {}  # id(state) -> [state, results, identified]
+        psm_states: list[RunState] = []
         for res, job in pairs:
             res["sent_ns"], res["received_ns"], res["published_ns"] = job.sent_ns, job.received_ns, wall()
-            frames = encode(res)
-            send(frames)
-            status = res["status"]
-            by_status[status] = by_status.get(status, 0) + 1
-            state = job.state
-            counts = per_run.get(id(state))
-            if counts is None:
-                counts = per_run[id(state)] = [state, 0, 0]
-            counts[1] += 1
-            if status == identified:
-                psms.append((res["run"], frames[1]))
-                counts[2] += 1
-            state.outstanding -= 1
+            body = body_of(res)
+            send(body)
+            if res["status"] == identified:
+                psms.append((res["run"], body))
+                psm_states.append(job.state)
+        by_status = collections.Counter(res["status"] for res, _ in pairs)
+        states = {id(job.state): job.state for _, job in pairs}
+        answered = collections.Counter(id(job.state) for _, job in pairs)
+        found = collections.Counter(id(state) for state in psm_states)
+        per_run = [(state, answered[k], found[k]) for k, state in states.items()]
+        ended: list[RunState] = []
+        for state, n, _ in per_run:
+            state.outstanding -= n
             if state.ending and state.outstanding == 0:
                 ended.append(state)
         elapsed = self.clock() - received
@@ -373,7 +398,7 @@ class Daemon(WorkerLoop):
             m.result(status).inc(count)
         if by_status.get(identified):
             m.identifications.inc(by_status[identified])
-        for state, n, k in per_run.values():
+        for state, n, k in per_run:
             m.run_answered(self.cfg.instrument, state.live.name, n, k, state.live.fdr.threshold())
         if psms and self.mqtt is not None:
             self._loop.call_soon_threadsafe(self._mqtt_psms, psms)
@@ -390,7 +415,7 @@ class Daemon(WorkerLoop):
         assert self._out is not None
         sent = rec.message.sent_ns if isinstance(rec.message, wire.Invalid) else None
         res["sent_ns"], res["received_ns"], res["published_ns"] = sent, rec.wall_ns, time.time_ns()
-        self._out.send(wire.encode_result(res))
+        self._out.send_result(wire.result_body(res))
         elapsed = self.clock() - rec.mono_ns
         m = self.metrics
         m.result(res["status"]).inc()

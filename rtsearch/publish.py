@@ -24,6 +24,7 @@ import zmq
 
 from rtsearch.psms import PsmTable
 from rtsearch.results import write_table
+from rtsearch.wire import RESULT
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +61,10 @@ class ZmqResults:
         self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self._send = self.socket.send
 
-    def send(self, frames: list[bytes]) -> None:
-        # frame by frame with plain int flags: send_multipart's flag handling costs more than the send
-        send, more = self._send, _MORE
-        for frame in frames[:-1]:
-            send(frame, more)
-        send(frames[-1], _LAST)
+    def send_result(self, body: bytes) -> None:
+        """One result message: the topic frame, then ``body`` (`rtsearch.wire.result_body`)."""
+        self._send(RESULT, _MORE)
+        self._send(body, _LAST)
 
     def close(self) -> None:
         self.socket.close()

@@ -88,36 +88,70 @@ class PeptideIndex:
     def proformas(self, ids: np.ndarray) -> list[str]:
         """`proforma` of each peptide of ``ids`` (all >= 0), as one vectorized lookup.
 
-        Unmodified forms (most) are the residue codes run through one `str.translate`
-        (code -> residue with its fixed modification); forms with variable modifications
-        or fixed terminal ones take `proforma`.
+        Every residue code of the batch is gathered and decoded once; unmodified forms (most)
+        are their codes run through one `str.translate` (code -> residue with its fixed
+        modification), the others take `proforma`'s rules on plain lists. The daemon calls this
+        for every scored spectrum.
         """
         ids = np.asarray(ids, dtype=np.int64)
+        if not len(ids):
+            return []
+        tokens, n_fixed, c_fixed = self._tokens()
         table, plain_ok = self._translate()
+        labels, where = self._variable_labels()
         base = self.forms.base[ids]
-        lo, hi = self.bases.offsets[base].tolist(), self.bases.offsets[base + 1].tolist()
-        modified: Any = np.zeros(len(ids), dtype=bool)
-        if len(ids):
-            modified = (np.asarray(self.forms.mod_pos[ids]) >= 0).any(axis=1)
-        res = self.bases.residues
+        codes, bounds = _gather(self.bases.residues, self.bases.offsets[base], self.bases.offsets[base + 1])
+        text = codes.tobytes().decode("latin-1")
+        mod_pos = np.asarray(self.forms.mod_pos[ids])
+        modified = (mod_pos >= 0).any(axis=1)
+        rows = np.asarray(modified if plain_ok else np.ones(len(ids), dtype=bool), dtype=bool)
+        pos_rows, id_rows = iter(mod_pos[rows].tolist()), iter(np.asarray(self.forms.mod_id[ids[rows]]).tolist())
         out = []
-        for i, a, b, m in zip(ids.tolist(), lo, hi, modified.tolist(), strict=True):
-            out.append(self.proforma(i) if m or not plain_ok else res[a:b].tobytes().decode("latin-1").translate(table))
+        slow: list[bool] = rows.tolist()
+        for a, b, m in zip(bounds[:-1], bounds[1:], slow, strict=True):
+            if not m:
+                out.append(text[a:b].translate(table))
+                continue
+            parts = [tokens[ord(c)] for c in text[a:b]]
+            n_term, c_term = list(n_fixed), list(c_fixed)
+            for pos, mid in zip(next(pos_rows), next(id_rows), strict=True):
+                if pos < 0:
+                    continue
+                if where[mid] == 1:
+                    n_term.append(labels[mid])
+                elif where[mid] == 2:
+                    c_term.append(labels[mid])
+                else:
+                    parts[pos] += f"[{labels[mid]}]"
+            pre = "".join(f"[{lab}]" for lab in n_term) + ("-" if n_term else "")
+            post = ("-" if c_term else "") + "".join(f"[{lab}]" for lab in c_term)
+            out.append(pre + "".join(parts) + post)
         return out
 
     def accessions(self, ids: np.ndarray) -> list[list[str]]:
-        """`protein_accessions` of each peptide of ``ids`` (all >= 0)."""
+        """`protein_accessions` of each peptide of ``ids`` (all >= 0), as one gather."""
         ids = np.asarray(ids, dtype=np.int64)
+        if not len(ids):
+            return []
         base = self.forms.base[ids]
-        lo = self.base_protein_offsets[base].tolist()
-        hi = self.base_protein_offsets[base + 1].tolist()
-        decoy = self.bases.is_decoy[base].tolist()
-        names, links, prefix = self.proteins, self.base_proteins, self.params.decoy_prefix
-        out = []
-        for a, b, d in zip(lo, hi, decoy, strict=True):
-            ks = links[a:b].tolist()
-            out.append([prefix + names[k] for k in ks] if d else [names[k] for k in ks])
-        return out
+        links, bounds = _gather(self.base_proteins, self.base_protein_offsets[base],
+                                self.base_protein_offsets[base + 1])  # fmt: skip
+        names, prefix = self.proteins, self.params.decoy_prefix
+        flat = [names[k] for k in links.tolist()]
+        decoy = np.asarray(self.bases.is_decoy[base]).tolist()
+        return [
+            [prefix + name for name in flat[a:b]] if d else flat[a:b]
+            for a, b, d in zip(bounds[:-1], bounds[1:], decoy, strict=True)
+        ]
+
+    def _variable_labels(self) -> tuple[list[str], list[int]]:
+        """Per variable modification id: its label, and where it goes (0 residue, 1 N-term, 2 C-term)."""
+        cached = self.__dict__.get("_variable_labels_cache")
+        if cached is None:
+            var = self.mods.variable
+            where = [1 if "n-term" in m.kind else 2 if "c-term" in m.kind else 0 for m in var]
+            cached = self.__dict__["_variable_labels_cache"] = ([m.label for m in var], where)
+        return cached
 
     def _translate(self) -> tuple[dict[int, str], bool]:
         """`str.translate` table from residue code to ProForma token; whether it is enough unmodified."""
@@ -152,3 +186,13 @@ class PeptideIndex:
             self.forms.mod_id, self.forms.mass,
         ]  # fmt: skip
         return int(sum(a.nbytes for a in arrays)) + self.fragments.nbytes
+
+
+def _gather(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, list[int]]:
+    """``values[lo[i]:hi[i]]`` of every ``i`` concatenated, and the bounds of each in the result."""
+    lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
+    lengths = hi - lo
+    bounds = np.zeros(len(lo) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    idx = np.arange(int(bounds[-1]), dtype=np.int64) + np.repeat(lo - bounds[:-1], lengths)
+    return np.asarray(values[idx]), bounds.tolist()

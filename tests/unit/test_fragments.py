@@ -9,6 +9,8 @@ b2../y2.. ion of every indexed peptide computed the same independent way.
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 
 import numpy as np
@@ -174,11 +176,13 @@ def test_bucket_size_does_not_change_the_fragments(data: Path, bsa_small_buckets
 # --------------------------------------------------------------------------- ProForma and proteins
 
 
-def _tiny_index(tmp_path: Path, variable: tuple[str, ...]) -> PeptideIndex:
+def _tiny_index(tmp_path: Path, variable: tuple[str, ...], fixed: tuple[str, ...] | None = None) -> PeptideIndex:
     fasta = tmp_path / "tiny.fasta"
     # trypsin: SACMPEK | GGR ; with one missed cleavage also SACMPEKGGR
     fasta.write_text(">P1 tiny\nSACMPEKGGR\n>P2 other\nWWWWKSACMPEK\n", encoding="utf-8")
     cfg = DatabaseConfig(min_length=4, min_mass=100.0, variable_mods=variable, max_variable_mods=2)
+    if fixed is not None:
+        cfg = dataclasses.replace(cfg, fixed_mods=fixed)
     return build_index([fasta], cfg)
 
 
@@ -234,9 +238,13 @@ def test_real_bsa_peptide(bsa_small_buckets: PeptideIndex) -> None:
     assert index.protein_accessions(d) == ["rev_sp|P02769|ALBU_BOVIN"]
 
 
-@pytest.mark.parametrize("mods", [("Oxidation@M",), ("+15.9949@M", "Acetyl@Protein N-term")])
-def test_batched_names_equal_one_by_one(tmp_path: Path, mods: tuple[str, ...]) -> None:
-    index = _tiny_index(tmp_path, mods)
+@pytest.mark.parametrize(
+    ("mods", "fixed"),
+    [(("Oxidation@M",), None), (("+15.9949@M", "Acetyl@Protein N-term"), None),
+     (("Oxidation@M", "Amidated@C-term"), ("Carbamidomethyl@C", "TMT6plex@N-term"))],
+)  # fmt: skip
+def test_batched_names_equal_one_by_one(tmp_path: Path, mods: tuple[str, ...], fixed: tuple[str, ...] | None) -> None:
+    index = _tiny_index(tmp_path, mods, fixed)
     ids = np.arange(len(index))[::-1]  # any order, modified and unmodified, targets and decoys
     assert index.proformas(ids) == [index.proforma(int(i)) for i in ids]
     assert index.accessions(ids) == [index.protein_accessions(int(i)) for i in ids]
