@@ -136,6 +136,14 @@ def main() -> int:
             h, d = median_ms(host, size, 40), median_ms(dev, size, 40)
             print(f"preprocess batch {size:>5}: host {h[0]:6.2f} ms (p99 {h[1]:6.2f}), device {d[0]:6.2f} ms "
                   f"(p99 {d[1]:6.2f})", flush=True)
+    for size in (256, 1024, 2048):  # stages as the daemon logs them (unsynchronized): comparable with its log
+        acc: dict[str, float] = {}
+        for r in range(10):
+            i = (r * size * 7) % (len(pool) - size)
+            for k, v in engine.score(pool[i : i + size]).stages.items():
+                acc[k] = acc.get(k, 0.0) + v / 10
+        print(f"unsynchronized stages batch {size}: total {sum(acc.values()) * 1e3:.2f} ms; "
+              + ", ".join(f"{k} {v * 1e3:.2f}" for k, v in acc.items()), flush=True)
     prof = Engine(index, SearchConfig(), backend, profile=True)
     for size in (1, 32, 4096):
         prof.score(pool[:size])

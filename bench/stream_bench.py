@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -33,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "simulators"))
 
 from bench.search_bench import entrapment_fasta  # noqa: E402
+from bench.shell_probe import thread_cpu  # noqa: E402
 from rtsearch.backend import get_backend  # noqa: E402
 from rtsearch.config import DatabaseConfig, SearchConfig, ServeConfig  # noqa: E402
 from rtsearch.daemon import Daemon  # noqa: E402
@@ -93,6 +95,33 @@ def histograms(daemon: Daemon) -> dict[str, dict[str, float]]:
     return out
 
 
+def counters(daemon: Daemon) -> dict[str, float]:
+    """Value of each labelled counter sample of the daemon, as ``name{label=value}``."""
+    out: dict[str, float] = {}
+    for fam in daemon.metrics.registry.collect():
+        if fam.type == "counter":
+            for smp in fam.samples:
+                if smp.name.endswith("_total"):
+                    out[smp.name + str(sorted(smp.labels.items()))] = smp.value
+    return out
+
+
+def process_cpu() -> dict[str, float]:
+    """CPU seconds of this process's threads by name, and of its spawned children (intake, refits)."""
+    out = {f"thread {k}": v for k, v in thread_cpu().items()}
+    tick = os.sysconf("SC_CLK_TCK")
+    me = os.getpid()
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat[1]) == me and b"spawn_main" in cmd:
+            out[f"child {pid}"] = (int(stat[11]) + int(stat[12])) / tick
+    return out
+
+
 def delta(after: dict[str, dict[str, float]], before: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
     d = {n: {k: v - before.get(n, {}).get(k, 0.0) for k, v in h.items()} for n, h in after.items()}
     for h in d.values():
@@ -113,7 +142,7 @@ def bucket_quantile(h: dict[str, float], q: float) -> str:
 async def load_phase(daemon: Daemon, runs: list[str], rate: float, seconds: float, tmp: Path) -> dict[str, Any]:
     """One ``rtsearch-sim load`` at ``rate`` for ``seconds``; its collector's report, plus the daemon's
     own histograms over the phase (engine batch time, batch size, queue wait) for diagnosis."""
-    before = histograms(daemon)
+    before, counts0, cpu0 = histograms(daemon), counters(daemon), process_cpu()
     out = tmp / f"sim-{rate:g}-{time.monotonic_ns()}.json"
     cmd = [
         sys.executable, "-m", "rtsearch_sim.cli", "load", *runs, "--mode", "push",
@@ -128,6 +157,13 @@ async def load_phase(daemon: Daemon, runs: list[str], rate: float, seconds: floa
     report["rate"] = rate
     report["shed"] = report["by_status"].get("shed", 0)
     report["daemon"] = d = delta(histograms(daemon), before)
+    n = max(report["answered"], 1)
+    counts = counters(daemon)
+    stages = {k.split("'stage', '")[1].split("'")[0]: (v - counts0.get(k, 0.0)) / n * 1e6
+              for k, v in counts.items() if k.startswith("rtsearch_worker_seconds_total")}  # fmt: skip
+    cpu = {k: (v - cpu0.get(k, 0.0)) / n * 1e6 for k, v in process_cpu().items()}
+    report["worker_us_per_spectrum"] = stages
+    report["cpu_us_per_spectrum"] = {k: round(v, 1) for k, v in cpu.items() if v >= 0.5}
     print(f"  {rate:>8,.0f}/s: {stdout.decode().strip()}", flush=True)
     print(f"            daemon: {d['rtsearch_batch_size']['count']:,.0f} batches, mean size "
           f"{d['rtsearch_batch_size']['mean']:.1f}, engine "
@@ -137,6 +173,9 @@ async def load_phase(daemon: Daemon, runs: list[str], rate: float, seconds: floa
           f"{bucket_quantile(d['rtsearch_latency_seconds'], 0.99)}, engine "
           f"{bucket_quantile(d['rtsearch_engine_batch_seconds'], 0.99)}, queue wait "
           f"{bucket_quantile(d['rtsearch_queue_wait_seconds'], 0.99)}", flush=True)
+    print("            worker µs/spectrum: " + ", ".join(f"{k} {v:.1f}" for k, v in stages.items())
+          + "; CPU µs/spectrum: " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(
+              report["cpu_us_per_spectrum"].items(), key=lambda kv: -kv[1])), flush=True)  # fmt: skip
     return report
 
 

@@ -40,10 +40,11 @@ import zmq
 
 from rtsearch import wire
 from rtsearch.batching import BatchPolicy, EngineTimeModel, MicroBatcher
+from rtsearch.chunks import Received, SpectraChunk
 from rtsearch.config import ServeConfig, mqtt_address
 from rtsearch.engine import Engine, concat_batches
 from rtsearch.errors import EndpointError
-from rtsearch.ingest import Intake, Received, SpectraChunk
+from rtsearch.ingest import Intake
 from rtsearch.metrics import DaemonMetrics
 from rtsearch.publish import MqttPublisher, ZmqResults, write_run_results
 from rtsearch.runs import LiveRun, RunSummary

@@ -1,51 +1,47 @@
 """The intake process: reads the spectra socket, decodes every message, hands chunks to the daemon.
 
 Started by `rtsearch.ingest.Intake` (its docstring says why intake has a process of
-its own). It speaks to the daemon over one PAIR socket (``ipc://`` in a private
-folder), each message a pickled tuple:
+its own). It speaks to the daemon over a Unix socket pair in `rtsearch.chunks`'
+messages:
 
-- child → daemon: ``("ready", endpoint)`` or ``("error", reason)`` once at start;
-  then ``("items", [SpectraChunk | Received, ...])`` for what it read, in arrival
-  order; ``("closed",)`` after its last read.
-- daemon → child: ``b"stop"``: stop reading, send what was read, say ``closed``, exit.
+- to the daemon: ``READY`` (the endpoint it listens on) or ``ERROR`` (why it
+  cannot) once at start; then, in arrival order, ``SPECTRA`` (a `SpectraChunk`) for
+  each run of consecutive valid spectra and ``MESSAGE`` (a pickled `Received`) for
+  each control or malformed message; ``CLOSED`` after its last read.
+- from the daemon: ``STOP``: stop reading, send what was read, say ``CLOSED``, exit.
+  End of file (the daemon is gone) ends it too.
 
-It ignores SIGINT and SIGTERM (a terminal's Ctrl-C or a service manager reaches the
-whole process group; the daemon decides when intake closes) and exits by itself when
-the daemon's process is gone.
+It ignores SIGINT and SIGTERM: a terminal's Ctrl-C or a service manager reaches the
+whole process group, and the daemon decides when intake closes.
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
 import pickle
 import signal
+import socket
 import time
 
 import zmq
 
-from rtsearch.ingest import CHUNK_MAX, FLUSH_S, ChunkBuilder, Items, Received
+from rtsearch.chunks import CLOSED, ERROR, MESSAGE, READY, SPECTRA, ChunkBuilder, Received, SpectraChunk, pack
 from rtsearch.wire import SpectrumMessage, decode
 
-PARENT_CHECK_MS = 500
+CHUNK_MAX = 512  # messages per chunk at most: bounds the daemon's lock hold per chunk
+FLUSH_S = 0.0005  # a chunk goes at most this long after its first message was read
 
 
-def _send(chan: zmq.Socket[bytes], obj: object) -> None:
-    chan.send(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-def read_available(sock: zmq.Socket[bytes], builder: ChunkBuilder) -> Items:
-    """Everything already queued on ``sock``, up to `CHUNK_MAX` messages or `FLUSH_S` seconds."""
-    recv, wall, mono = sock.recv_multipart, time.time_ns, time.monotonic_ns
-    items: Items = []
-    flush_at = 0
-    for k in range(CHUNK_MAX):
-        try:
-            frames = recv(zmq.NOBLOCK)
-        except zmq.Again:
+def read_available(sock: zmq.Socket[bytes], builder: ChunkBuilder) -> list[SpectraChunk | Received]:
+    """What is already queued on ``sock``, up to `CHUNK_MAX` messages or `FLUSH_S` seconds, decoded."""
+    recv, events, wall, mono = sock.recv_multipart, sock.get, time.time_ns, time.monotonic_ns
+    items: list[SpectraChunk | Received] = []
+    flush_at = mono() + int(FLUSH_S * 1e9)
+    for _ in range(CHUNK_MAX):
+        if not int(events(zmq.EVENTS)) & zmq.POLLIN:  # cheaper than the exception of an empty recv
             break
+        frames = recv(zmq.NOBLOCK)
         w, m = wall(), mono()
-        if k == 0:
-            flush_at = m + int(FLUSH_S * 1e9)
         msg = decode(frames)
         if type(msg) is SpectrumMessage:
             builder.add(msg, w, m)
@@ -60,16 +56,21 @@ def read_available(sock: zmq.Socket[bytes], builder: ChunkBuilder) -> Items:
     return items
 
 
-def serve(channel: str, endpoint: str, mode: str, hwm: int) -> None:
+def send_items(conn: socket.socket, items: list[SpectraChunk | Received]) -> None:
+    """Each item as one message to the daemon."""
+    for item in items:
+        if isinstance(item, Received):
+            conn.sendall(pack(MESSAGE, [pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)]))
+        else:
+            conn.sendall(pack(SPECTRA, item.parts()))
+
+
+def serve(conn: socket.socket, endpoint: str, mode: str, hwm: int) -> None:
     """The process's main function (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    parent = os.getppid()
+    conn.setblocking(True)
     ctx = zmq.Context()
-    chan = ctx.socket(zmq.PAIR)
-    chan.setsockopt(zmq.SNDHWM, 0)
-    chan.setsockopt(zmq.LINGER, 5000)  # what was read reaches the daemon, unless it is gone
-    chan.connect(channel)
     sock = ctx.socket(zmq.SUB if mode == "sub" else zmq.PULL)
     sock.setsockopt(zmq.RCVHWM, hwm)  # 0: unbounded in ZeroMQ; the daemon's batcher bounds memory
     sock.setsockopt(zmq.LINGER, 0)
@@ -83,29 +84,27 @@ def serve(channel: str, endpoint: str, mode: str, hwm: int) -> None:
             sock.bind(endpoint)
             bound = sock.getsockopt_string(zmq.LAST_ENDPOINT)
     except zmq.ZMQError as e:
-        _send(chan, ("error", str(e)))
+        with contextlib.suppress(OSError):
+            conn.sendall(pack(ERROR, [str(e).encode()]))
         sock.close(0)
-        chan.close()
         ctx.term()
         return
-    _send(chan, ("ready", bound))
+    builder = ChunkBuilder()
     poller = zmq.Poller()
     poller.register(sock, zmq.POLLIN)
-    poller.register(chan, zmq.POLLIN)
-    builder = ChunkBuilder()
+    poller.register(conn.fileno(), zmq.POLLIN)
     try:
+        conn.sendall(pack(READY, [bound.encode()]))
         while True:
-            events = dict(poller.poll(PARENT_CHECK_MS))
-            if chan in events and chan.recv() == b"stop":
-                break
+            events = dict(poller.poll())
             if sock in events:
-                items = read_available(sock, builder)
-                if items:
-                    _send(chan, ("items", items))
-            elif not events and os.getppid() != parent:
-                return  # the daemon is gone
-        _send(chan, ("closed",))
+                send_items(conn, read_available(sock, builder))
+            if conn.fileno() in events:
+                break  # STOP, or end of file: the daemon is gone
+        conn.sendall(pack(CLOSED))
+    except OSError:  # the daemon is gone: nobody to hand anything to
+        pass
     finally:
         sock.close(0)
-        chan.close()
         ctx.term()
+        conn.close()

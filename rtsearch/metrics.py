@@ -27,6 +27,7 @@ BATCH_BUCKETS = tuple(float(2**i) for i in range(14))  # 1 … 8192 spectra
 ENGINE_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 
 SHED_REASONS = ("queue_full", "shutdown")
+WORKER_STAGES = ("score", "lock", "results", "publish", "gc")
 
 
 class BulkHistogram(Collector):
@@ -99,6 +100,12 @@ class DaemonMetrics:
             "rtsearch_engine_batch_seconds", "Engine time to score one micro-batch (worker thread)",
             buckets=ENGINE_BUCKETS, registry=r,
         )  # fmt: skip
+        self.worker_seconds = Counter(
+            "rtsearch_worker_seconds_total", "Seconds the engine workers spent, by stage: score (the engine), lock "
+            "(waiting for the daemon's lock), results (running q-values, result records), publish (encode, send, "
+            "count), gc (garbage collection)", ["stage"], registry=r,
+        )  # fmt: skip
+        self._worker_stages = {k: self.worker_seconds.labels(stage=k) for k in WORKER_STAGES}
         self.queue_depth = Gauge("rtsearch_queue_depth", "Spectra waiting in the micro-batcher", registry=r)
         self.in_flight = Gauge("rtsearch_batches_in_flight", "Micro-batches being scored now", registry=r)
         self.deadline_missed = Counter(
@@ -160,6 +167,11 @@ class DaemonMetrics:
         if child is None:
             child = self._received[ms_level] = self.spectra_received.labels(ms_level=str(ms_level))
         return child
+
+    def worker_time(self, **seconds: float) -> None:
+        """Add one batch's seconds per worker stage (`WORKER_STAGES`)."""
+        for stage, value in seconds.items():
+            self._worker_stages[stage].inc(value)
 
     def result(self, status: str) -> Any:
         return self._results[status]

@@ -168,8 +168,10 @@ class WorkerLoop:
                     self._unscored(jobs, ResultStatus.UNIDENTIFIED, f"engine error: {type(e).__name__}: {e}"[:300])
                     self._cv.notify()  # this worker is free again: another may be waiting on the batcher
                 continue
-            seconds = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            seconds = t1 - t0
             with self._cv:
+                t2 = time.perf_counter()
                 self._in_flight -= 1
                 self.metrics.in_flight.set(self._in_flight)
                 self.model.observe(len(jobs), seconds)
@@ -178,11 +180,16 @@ class WorkerLoop:
                     log.warning("slow engine batch: %d spectra in %.1f ms (model predicted %.1f ms); stages %s",
                                 len(jobs), seconds * 1e3, self.model.predict(len(jobs)) * 1e3,
                                 {k: round(v * 1e3, 2) for k, v in scored.stages.items()})  # fmt: skip
-                self._answer(self._results(jobs, scored))
+                results = self._results(jobs, scored)
+                t3 = time.perf_counter()
+                self._answer(results)
                 self._refit({id(j.state): j.state.live for j in jobs}.values())
                 self._cv.notify()  # this worker is free again: another may be waiting on the batcher
                 idle = not len(self.batcher)
+            t4 = time.perf_counter()
             collect_garbage(idle=idle)
+            self.metrics.worker_time(score=seconds, lock=t2 - t1, results=t3 - t2, publish=t4 - t3,
+                                     gc=time.perf_counter() - t4)  # fmt: skip
 
     def _take(self) -> list[Job] | None:
         """Wait for the next batch (``None``: shutting down and nothing is left)."""

@@ -1,0 +1,215 @@
+"""What the intake process hands the daemon: spectra as columns, and the bytes between the two.
+
+A `SpectraChunk` holds consecutive valid spectrum messages column by column
+(built in the intake process by `ChunkBuilder`); a `Received` holds one control
+or malformed message. Between the processes they travel over a Unix socket
+pair, each as one length-prefixed message (`pack`, `Unpacker`)::
+
+    u64 length of what follows | u8 kind | u32 number of parts | u64 length of each part | the parts
+
+A chunk's parts are its JSON metadata and its raw arrays, so a burst of a few
+hundred spectra costs a handful of buffer copies, not a pickle per spectrum.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+
+from rtsearch.types import Spectrum
+from rtsearch.wire import Message, SpectrumMessage
+
+# kinds of message: intake process -> daemon (a stop request the other way is the byte STOP)
+SPECTRA, MESSAGE, READY, ERROR, CLOSED = 1, 2, 3, 4, 5
+STOP = b"S"
+
+_HEAD = struct.Struct("<QBI")  # length of the rest, kind, number of parts
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """A decoded message and when it arrived (wall clock for the wire, monotonic for latency)."""
+
+    message: Message
+    wall_ns: int
+    mono_ns: int
+
+
+_INTS = ("run", "scan", "ms_level", "sent_ns", "wall_ns", "mono_ns")  # columns of `SpectraChunk.ints`
+_FLOATS = ("rt", "precursor_mz", "precursor_intensity", "budget_ms")  # columns of `SpectraChunk.floats`
+
+
+@dataclass(slots=True)
+class SpectraChunk:
+    """Consecutive valid spectrum messages, column by column (row ``i`` is the ``i``-th received).
+
+    Integer header fields are the columns of ``ints`` (`_INTS`: ``run`` indexes ``runs``;
+    ``mono_ns`` is ``time.monotonic_ns`` at receipt, one system clock for the daemon's
+    processes), floats those of ``floats`` (`_FLOATS`: ``budget_ms`` NaN where the header gave
+    none). Peaks are concatenated; MS1 spectra keep their header fields but no peaks (the
+    daemon only counts them). It crosses from the intake process as raw frames (`frames`,
+    `from_frames`): a handful of buffers, whatever the number of spectra.
+    """
+
+    runs: list[str]
+    charges: list[tuple[int, ...]]
+    ints: np.ndarray  # int64 [n, len(_INTS)]
+    floats: np.ndarray  # float64 [n, len(_FLOATS)]
+    mz: np.ndarray  # float64, every spectrum's peaks concatenated
+    intensity: np.ndarray  # float32
+    offsets: np.ndarray  # int64 [n + 1]: peaks of row i are [offsets[i], offsets[i + 1])
+
+    def __len__(self) -> int:
+        return int(self.ints.shape[0])
+
+    @property
+    def run(self) -> np.ndarray:
+        return self.ints[:, _INTS.index("run")]  # index into ``runs``
+
+    @property
+    def scan(self) -> np.ndarray:
+        return self.ints[:, _INTS.index("scan")]
+
+    @property
+    def ms_level(self) -> np.ndarray:
+        return self.ints[:, _INTS.index("ms_level")]
+
+    @property
+    def sent_ns(self) -> np.ndarray:
+        return self.ints[:, _INTS.index("sent_ns")]  # the sender's clock
+
+    @property
+    def wall_ns(self) -> np.ndarray:
+        return self.ints[:, _INTS.index("wall_ns")]  # receipt, wall clock
+
+    @property
+    def mono_ns(self) -> np.ndarray:
+        return self.ints[:, _INTS.index("mono_ns")]  # receipt, ``time.monotonic_ns``
+
+    @property
+    def rt(self) -> np.ndarray:
+        return self.floats[:, _FLOATS.index("rt")]
+
+    @property
+    def precursor_mz(self) -> np.ndarray:
+        return self.floats[:, _FLOATS.index("precursor_mz")]
+
+    @property
+    def budget_ms(self) -> np.ndarray:
+        return self.floats[:, _FLOATS.index("budget_ms")]  # NaN: the daemon's default
+
+    def parts(self) -> list[bytes | memoryview]:
+        """The chunk as the parts of one `SPECTRA` message (`pack`): JSON metadata, then the raw arrays."""
+        meta = orjson.dumps({"runs": self.runs, "charges": self.charges})
+        arrays = (self.ints, self.floats, self.mz, self.intensity, self.offsets)
+        return [meta, *(np.ascontiguousarray(a).reshape(-1).view(np.uint8).data for a in arrays)]
+
+    @classmethod
+    def from_parts(cls, parts: Sequence[memoryview]) -> SpectraChunk:
+        """The chunk `parts` made (arrays are read-only views of the message's buffer)."""
+        meta = orjson.loads(parts[0])
+        ints = np.frombuffer(parts[1], dtype=np.int64).reshape(-1, len(_INTS))
+        floats = np.frombuffer(parts[2], dtype=np.float64).reshape(-1, len(_FLOATS))
+        return cls(meta["runs"], [tuple(z) for z in meta["charges"]], ints, floats,
+                   np.frombuffer(parts[3], dtype=np.float64), np.frombuffer(parts[4], dtype=np.float32),
+                   np.frombuffer(parts[5], dtype=np.int64))  # fmt: skip
+
+    def spectra(self, rows: Sequence[int] | np.ndarray) -> list[Spectrum]:
+        """`Spectrum` objects of ``rows`` (their peaks are views into this chunk's arrays)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        runs, mz, inten, charges = self.runs, self.mz, self.intensity, self.charges
+        lo, hi = self.offsets[rows].tolist(), self.offsets[rows + 1].tolist()
+        ints, floats = self.ints[rows].tolist(), self.floats[rows].tolist()
+        return [
+            Spectrum(runs[i[0]], i[1], i[2], mz[a:b], inten[a:b], f[1], charges[r], f[0], f[2])
+            for r, i, f, a, b in zip(rows.tolist(), ints, floats, lo, hi, strict=True)
+        ]
+
+
+class ChunkBuilder:
+    """Collects decoded spectrum messages into one `SpectraChunk` (in the intake process)."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._runs: dict[str, int] = {}
+        self._ints: list[tuple[int, ...]] = []
+        self._floats: list[tuple[float, ...]] = []
+        self._n_peaks: list[int] = []
+        self._charges: list[tuple[int, ...]] = []
+        self._mz: list[np.ndarray] = []
+        self._inten: list[np.ndarray] = []
+
+    def __len__(self) -> int:
+        return len(self._ints)
+
+    def add(self, msg: SpectrumMessage, wall_ns: int, mono_ns: int) -> None:
+        sp = msg.spectrum
+        run = self._runs.setdefault(sp.run, len(self._runs))
+        budget = msg.budget_ms if msg.budget_ms is not None else math.nan
+        self._ints.append((run, sp.scan, sp.ms_level, msg.sent_ns, wall_ns, mono_ns))
+        self._floats.append((sp.rt, sp.precursor_mz, sp.precursor_intensity, budget))
+        self._charges.append(sp.charges)
+        if sp.ms_level >= 2:
+            self._n_peaks.append(sp.mz.shape[0])
+            self._mz.append(sp.mz)
+            self._inten.append(sp.intensity)
+        else:
+            self._n_peaks.append(0)
+
+    def build(self) -> SpectraChunk:
+        """The chunk of everything added; the builder is empty again."""
+        offsets = np.zeros(len(self._ints) + 1, dtype=np.int64)
+        np.cumsum(self._n_peaks, out=offsets[1:])
+        chunk = SpectraChunk(
+            runs=list(self._runs), charges=self._charges,
+            ints=np.array(self._ints, dtype=np.int64).reshape(-1, len(_INTS)),
+            floats=np.array(self._floats, dtype=np.float64).reshape(-1, len(_FLOATS)),
+            mz=np.concatenate(self._mz) if self._mz else np.zeros(0, np.float64),
+            intensity=np.concatenate(self._inten) if self._inten else np.zeros(0, np.float32),
+            offsets=offsets,
+        )  # fmt: skip
+        self._reset()
+        return chunk
+
+
+def pack(kind: int, parts: Sequence[bytes | memoryview] = ()) -> bytes:
+    """One message of ``kind`` holding ``parts`` (see the module docstring)."""
+    lens = np.array([memoryview(p).nbytes for p in parts], dtype="<u8")
+    rest = 1 + 4 + lens.nbytes + int(lens.sum())
+    return b"".join([_HEAD.pack(rest, kind, len(parts)), lens.tobytes(), *parts])
+
+
+class Unpacker:
+    """Messages out of a byte stream fed in arbitrary pieces (`feed` returns the complete ones)."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[tuple[int, list[memoryview]]]:
+        buf = self._buf
+        buf += data
+        out = []
+        pos = 0
+        while len(buf) - pos >= 8:
+            (rest,) = struct.unpack_from("<Q", buf, pos)
+            if len(buf) - pos - 8 < rest:
+                break
+            msg = memoryview(bytes(buf[pos + 8 : pos + 8 + rest]))  # one copy; parts are views of it
+            kind, n = msg[0], struct.unpack_from("<I", msg, 1)[0]
+            lens = np.frombuffer(msg, dtype="<u8", count=n, offset=5).tolist()
+            at = 5 + 8 * n
+            parts = []
+            for k in lens:
+                parts.append(msg[at : at + k])
+                at += k
+            out.append((kind, parts))
+            pos += 8 + rest
+        del buf[:pos]
+        return out
