@@ -22,7 +22,7 @@ import numpy as np
 import orjson
 
 from rtsearch.types import Spectrum
-from rtsearch.wire import Message, SpectrumMessage
+from rtsearch.wire import Invalid, Message, SpectrumMessage, peak_problems
 
 # kinds of message: intake process -> daemon (a stop request the other way is the byte STOP)
 SPECTRA, MESSAGE, READY, ERROR, CLOSED = 1, 2, 3, 4, 5
@@ -132,7 +132,12 @@ class SpectraChunk:
 
 
 class ChunkBuilder:
-    """Collects decoded spectrum messages into one `SpectraChunk` (in the intake process)."""
+    """Collects decoded spectrum messages into `SpectraChunk` s (in the intake process).
+
+    Messages come in decoded with ``check_peaks=False`` (`rtsearch.wire.decode`): their
+    peaks are checked all at once when the chunk is built (`rtsearch.wire.peak_problems`,
+    the same rules and reasons), a few NumPy calls per chunk instead of per message.
+    """
 
     def __init__(self) -> None:
         self._reset()
@@ -145,6 +150,7 @@ class ChunkBuilder:
         self._charges: list[tuple[int, ...]] = []
         self._mz: list[np.ndarray] = []
         self._inten: list[np.ndarray] = []
+        self._ms1 = False
 
     def __len__(self) -> int:
         return len(self._ints)
@@ -156,27 +162,42 @@ class ChunkBuilder:
         self._ints.append((run, sp.scan, sp.ms_level, msg.sent_ns, wall_ns, mono_ns))
         self._floats.append((sp.rt, sp.precursor_mz, sp.precursor_intensity, budget))
         self._charges.append(sp.charges)
-        if sp.ms_level >= 2:
-            self._n_peaks.append(sp.mz.shape[0])
-            self._mz.append(sp.mz)
-            self._inten.append(sp.intensity)
-        else:
-            self._n_peaks.append(0)
+        self._n_peaks.append(sp.mz.shape[0])
+        self._mz.append(sp.mz)
+        self._inten.append(sp.intensity)
+        self._ms1 |= sp.ms_level < 2
 
-    def build(self) -> SpectraChunk:
-        """The chunk of everything added; the builder is empty again."""
+    def build(self) -> list[SpectraChunk | Received]:
+        """The chunk of everything added, then an ``invalid`` `Received` for each spectrum whose
+        peaks are refused (left out of the chunk); the builder is empty again."""
         offsets = np.zeros(len(self._ints) + 1, dtype=np.int64)
         np.cumsum(self._n_peaks, out=offsets[1:])
-        chunk = SpectraChunk(
-            runs=list(self._runs), charges=self._charges,
-            ints=np.array(self._ints, dtype=np.int64).reshape(-1, len(_INTS)),
-            floats=np.array(self._floats, dtype=np.float64).reshape(-1, len(_FLOATS)),
-            mz=np.concatenate(self._mz) if self._mz else np.zeros(0, np.float64),
-            intensity=np.concatenate(self._inten) if self._inten else np.zeros(0, np.float32),
-            offsets=offsets,
-        )  # fmt: skip
+        ints = np.array(self._ints, dtype=np.int64).reshape(-1, len(_INTS))
+        floats = np.array(self._floats, dtype=np.float64).reshape(-1, len(_FLOATS))
+        mz = np.concatenate(self._mz) if self._mz else np.zeros(0, np.float64)
+        inten = np.concatenate(self._inten) if self._inten else np.zeros(0, np.float32)
+        runs, charges = list(self._runs), self._charges
+        bad = peak_problems(mz, inten, offsets)
+        out: list[SpectraChunk | Received] = []
+        if bad or self._ms1:
+            keep = np.ones(len(ints), dtype=bool)
+            for row, _ in bad:
+                keep[row] = False
+            with_peaks = keep & (ints[:, _INTS.index("ms_level")] >= 2)  # MS1 spectra are only counted
+            n_peaks = np.diff(offsets)
+            take = np.repeat(with_peaks, n_peaks)
+            mz, inten = mz[take], inten[take]
+            offsets = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
+            np.cumsum((n_peaks * with_peaks)[keep], out=offsets[1:])
+            charges = [z for z, k in zip(charges, keep.tolist(), strict=True) if k]
+            bad_ints = ints[[row for row, _ in bad]].tolist()
+            ints, floats = ints[keep], floats[keep]
+            for (_, reason), (run, scan, level, sent, wall, mono) in zip(bad, bad_ints, strict=True):
+                out.append(Received(Invalid("peaks", reason, runs[run], scan, level, sent), wall, mono))
+        if len(ints):
+            out.insert(0, SpectraChunk(runs, charges, ints, floats, mz, inten, offsets))
         self._reset()
-        return chunk
+        return out
 
 
 def pack(kind: int, parts: Sequence[bytes | memoryview] = ()) -> bytes:

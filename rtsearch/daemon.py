@@ -49,7 +49,7 @@ from rtsearch.metrics import DaemonMetrics
 from rtsearch.publish import MqttPublisher, ZmqResults, write_run_results
 from rtsearch.runs import LiveRun, RunSummary
 from rtsearch.types import ResultStatus, Spectrum
-from rtsearch.workers import WorkerLoop, finish_run
+from rtsearch.workers import WorkerLoop, finish_run, single_threaded_blas
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,9 @@ class Daemon(WorkerLoop):
         self._workers: list[threading.Thread] = []
         # live refits are seconds of NumPy at most; in a thread they would hold the GIL against the
         # engine and the loop (p99 latency), so they run in a process of their own
-        self._fitter = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        self._fitter = concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context("spawn"), initializer=single_threaded_blas
+        )
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._out: ZmqResults | None = None
@@ -149,6 +151,7 @@ class Daemon(WorkerLoop):
         cfg = self.cfg
         backend = self.engine.backend
         self._loop = asyncio.get_running_loop()
+        single_threaded_blas()
         sync_ctx = zmq.Context()
         http = None
         # the loop thread waits for the GIL behind busy workers for up to this long (default 5 ms)

@@ -39,6 +39,10 @@ MAX_CHARGE = 10
 
 InvalidCode = Literal["frames", "topic", "header", "version", "field", "peaks"]
 INVALID_CODES: tuple[InvalidCode, ...] = ("frames", "topic", "header", "version", "field", "peaks")
+PEAK_REASONS = (
+    "m/z values are not ascending (or hold NaN)", "m/z values hold NaN or infinite values",
+    "intensities hold NaN or infinite values", "negative intensities",
+)  # reasons of the "peaks" code, in the order they are checked  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +138,12 @@ def _header(frame: bytes) -> dict[str, Any]:
     return h
 
 
-def decode(frames: Sequence[bytes]) -> Message:
-    """Decode one multipart message; never raises (see the module docstring)."""
+def decode(frames: Sequence[Any], *, check_peaks: bool = True) -> Message:
+    """Decode one multipart message of bytes-like frames (bytes, ``zmq.Frame``); never raises.
+
+    See the module docstring. ``check_peaks=False`` leaves the peak values unchecked (frame sizes are still checked):
+    for callers that check many spectra at once with `peak_problems`, as intake does.
+    """
     if not frames or len(frames) < 2:
         return Invalid("frames", f"expected a topic and a header frame, got {len(frames) if frames else 0} frame(s)")
     topic = bytes(frames[0])
@@ -163,12 +171,12 @@ def decode(frames: Sequence[bytes]) -> Message:
             return RunStart(run, {k: v for k, v in h.items() if k not in ("v", "run")})
         if topic == RUN_END:
             return RunEnd(run, _int(h, "n_spectra", required=False, minimum=0))
-        return _spectrum(frames, h, run)
+        return _spectrum(frames, h, run, check_peaks)
     except _Bad as e:
         return Invalid(e.code, e.reason, run, scan, ms_level, sent_ns)
 
 
-def _spectrum(frames: Sequence[bytes], h: dict[str, Any], run: str) -> SpectrumMessage:
+def _spectrum(frames: Sequence[Any], h: dict[str, Any], run: str, check_peaks: bool) -> SpectrumMessage:
     # the usual message takes the first branch of each line; anything else goes through the checks
     get = h.get
     scan = v if type(v := get("scan")) is int else _int(h, "scan")
@@ -203,20 +211,51 @@ def _spectrum(frames: Sequence[bytes], h: dict[str, Any], run: str) -> SpectrumM
     # read-only views of the frames (no copy); the engine copies when it packs a batch
     mz = np.frombuffer(mz_b, dtype="<f8")
     inten = np.frombuffer(in_b, dtype="<f4")
-    if n:
+    if n and check_peaks:
         # NaN fails every comparison, so "ascending" also rejects NaN anywhere; then only the ends can be infinite
         if n > 1 and not bool((mz[1:] >= mz[:-1]).all()):
-            raise _Bad("peaks", "m/z values are not ascending (or hold NaN)")
+            raise _Bad("peaks", PEAK_REASONS[0])
         if not (math.isfinite(mz[0]) and math.isfinite(mz[-1])):
-            raise _Bad("peaks", "m/z values hold NaN or infinite values")
+            raise _Bad("peaks", PEAK_REASONS[1])
         total = float(inten.sum(dtype=np.float64))
         if not math.isfinite(total):
-            raise _Bad("peaks", "intensities hold NaN or infinite values")
+            raise _Bad("peaks", PEAK_REASONS[2])
         if float(inten.min()) < 0:
-            raise _Bad("peaks", "negative intensities")
+            raise _Bad("peaks", PEAK_REASONS[3])
     pi = 0.0 if (v := get("precursor_intensity")) is None else (_num(h, "precursor_intensity") or 0.0)
     sp = Spectrum(run, scan, ms_level, mz, inten, precursor, charges, rt, pi)
     return SpectrumMessage(sp, sent_ns, budget)
+
+
+def peak_problems(mz: np.ndarray, intensity: np.ndarray, offsets: np.ndarray) -> list[tuple[int, str]]:
+    """The spectra whose peaks `decode` refuses, for many at once: ``(row, reason)`` pairs.
+
+    Row ``i``'s peaks are ``[offsets[i], offsets[i + 1])`` of the concatenated arrays; each
+    bad row gets the reason `decode` gives it (its checks, in its order), so checking a
+    chunk this way answers exactly as checking message by message.
+    """
+    offsets = np.asarray(offsets, dtype=np.int64)
+    lo, hi = offsets[:-1], offsets[1:]
+    n = hi - lo
+    total = int(offsets[-1]) if len(offsets) else 0
+    if total == 0:
+        return []
+
+    def rows(flags: np.ndarray) -> np.ndarray:  # whether any flag falls in each row's peaks (flags are rare)
+        hit = np.zeros(len(n), dtype=bool)
+        hit[np.searchsorted(offsets, np.flatnonzero(flags), side="right") - 1] = True
+        return hit
+
+    # a pair (i, i + 1) inside one spectrum that is not ascending; pairs across spectra don't count
+    bad_pair = np.zeros(total, dtype=bool)
+    bad_pair[:-1] = ~(mz[1:] >= mz[:-1])
+    bad_pair[hi[n > 0] - 1] = False  # the last peak of each spectrum starts no pair of it
+    not_ascending = (n > 1) & rows(bad_pair)
+    ends = np.zeros(len(n), dtype=bool)
+    some = n > 0
+    ends[some] = ~(np.isfinite(mz[lo[some]]) & np.isfinite(mz[hi[some] - 1]))
+    problems = np.select([not_ascending, ends, rows(~np.isfinite(intensity)), rows(intensity < 0)], [1, 2, 3, 4], 0)
+    return [(int(i), PEAK_REASONS[int(problems[i]) - 1]) for i in np.flatnonzero(problems)]
 
 
 def encode_spectrum(

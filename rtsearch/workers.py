@@ -49,6 +49,19 @@ SLOW_BATCH_S = float(os.environ.get("RTSEARCH_SLOW_BATCH_S", "0.5"))  # slower e
 GC_IDLE, GC_OVERDUE = 700, 20_000  # pending allocations before a collection when idle / regardless
 
 
+def single_threaded_blas() -> None:
+    """One BLAS thread in this process (the daemon's and its refit process).
+
+    The daemon's matrix work is small (a discriminant's matrix-vector product per batch,
+    fits on a few thousand rows), and OpenBLAS's worker threads spin between calls: on the
+    GPU machine they took 0.5 of a core in the daemon and 2-4 cores in the refit process at
+    20,000 spectra/s, next to the threads that score and publish.
+    """
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
+
+
 def collect_garbage(*, idle: bool) -> None:
     """Python's cyclic GC on the daemon's terms: when the engine is idle, or when overdue.
 

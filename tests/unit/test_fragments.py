@@ -10,7 +10,6 @@ b2../y2.. ion of every indexed peptide computed the same independent way.
 from __future__ import annotations
 
 import dataclasses
-
 from pathlib import Path
 
 import numpy as np

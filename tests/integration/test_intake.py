@@ -1,0 +1,79 @@
+"""The intake process on a real socket: order kept, nothing lost at stop, a dead child noticed."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import zmq
+
+from rtsearch.chunks import Received, SpectraChunk
+from rtsearch.errors import EndpointError
+from rtsearch.ingest import Intake
+from rtsearch.readers import read_spectra
+from rtsearch.wire import encode_run_end, encode_run_start, encode_spectrum
+
+
+def _flatten(items) -> list[tuple]:
+    out = []
+    for item in items:
+        if isinstance(item, SpectraChunk):
+            out.extend(("spectrum", int(s)) for s in item.scan)
+        else:
+            assert isinstance(item, Received)
+            m = item.message
+            out.append((type(m).__name__, getattr(m, "scan", None)))
+    return out
+
+
+@pytest.mark.asyncio
+async def test_order_and_stop(data) -> None:
+    spectra = list(read_spectra(data / "ecoli-small" / "Ecoli_MS2_small.mzML"))
+    async with Intake("tcp://127.0.0.1:*", mode="pull") as intake:
+        ctx = zmq.Context()
+        push = ctx.socket(zmq.PUSH)
+        push.connect(intake.endpoint)
+        sent = [encode_run_start("Ecoli")]
+        sent += [encode_spectrum(s) for s in spectra[:70]]
+        bad = encode_spectrum(spectra[70])
+        sent.append([bad[0], bad[1], bad[2][:-8], bad[3]])  # cut peak frame: answerable, invalid
+        sent += [encode_spectrum(s) for s in spectra[71:]]
+        sent.append(encode_run_end("Ecoli", len(spectra)))
+        for frames in sent:
+            push.send_multipart(frames)
+        got: list[tuple] = []
+        async with asyncio.timeout(30):
+            async for items in intake:
+                got.extend(_flatten(items))
+                if got and got[-1][0] == "RunEnd":
+                    intake.stop()
+        push.close(0)
+        ctx.term()
+    assert got[0] == ("RunStart", None) and got[-1] == ("RunEnd", None)
+    assert got[71] == ("Invalid", spectra[70].scan)
+    assert [g for g in got if g[0] == "spectrum"] == [("spectrum", s.scan) for s in spectra if s is not spectra[70]]
+    assert intake.received == len(sent)
+
+
+@pytest.mark.asyncio
+async def test_dead_child_ends_iteration_with_an_error() -> None:
+    async with Intake("tcp://127.0.0.1:*", mode="pull") as intake:
+        intake._proc.kill()
+        with pytest.raises(RuntimeError, match="intake process exited"):
+            async with asyncio.timeout(30):
+                async for _ in intake:
+                    pass
+
+
+@pytest.mark.asyncio
+async def test_endpoint_in_use_is_one_clear_error() -> None:
+    ctx = zmq.Context()
+    holder = ctx.socket(zmq.PULL)
+    port = holder.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        with pytest.raises(EndpointError, match="Address already in use"):
+            async with Intake(f"tcp://127.0.0.1:{port}", mode="pull"):
+                pass
+    finally:
+        holder.close(0)
+        ctx.term()

@@ -1,0 +1,177 @@
+"""What the intake process hands the daemon: chunks, their bytes, and peaks checked per chunk.
+
+The intake process reads with `read_available` (decode without peak checks, then
+`ChunkBuilder` checks a chunk's peaks at once); it must answer every message exactly as
+`rtsearch.wire.decode` does message by message. These tests send real and mutated
+messages through a ZeroMQ socket into `read_available` and compare.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import zmq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rtsearch.chunks import MESSAGE, SPECTRA, ChunkBuilder, Received, SpectraChunk, Unpacker, pack
+from rtsearch.intake_process import read_available
+from rtsearch.readers import read_spectra
+from rtsearch.types import Spectrum
+from rtsearch.wire import Invalid, RunEnd, RunStart, SpectrumMessage, decode, encode_spectrum
+from tests.unit.test_wire import _base_messages, _mutated_message, ms2  # noqa: F401  (ms2 is a fixture)
+
+
+@pytest.fixture()
+def pipe():
+    ctx = zmq.Context()
+    push, pull = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
+    push.setsockopt(zmq.SNDHWM, 0)
+    pull.setsockopt(zmq.RCVHWM, 0)
+    pull.bind("inproc://chunks")
+    push.connect("inproc://chunks")
+    yield push, pull
+    push.close(0)
+    pull.close(0)
+    ctx.term()
+
+
+def _read_all(push: zmq.Socket, pull: zmq.Socket, messages: list[list[bytes]]) -> list[SpectraChunk | Received]:
+    for frames in messages:
+        push.send_multipart(frames)
+    builder, items = ChunkBuilder(), []
+    # inproc delivers at once; read until every message came back
+    while sum(len(i) if isinstance(i, SpectraChunk) else 1 for i in items) < len(messages):
+        assert pull.poll(2000), "messages did not arrive"
+        items.extend(read_available(pull, builder))
+    return items
+
+
+def test_real_run_round_trip_through_bytes(pipe, data) -> None:
+    """A real run with MS1 and MS2 (yeast, Orbitrap Velos): every field survives reading, packing and
+    unpacking in pieces of any size; MS1 spectra are counted but carry no peaks."""
+    spectra = list(read_spectra(data / "yeast-small" / "SmallCalibratible_Yeast.mzML", ms_levels=(1, 2)))
+    assert {s.ms_level for s in spectra} == {1, 2}
+    messages = [encode_spectrum(s, sent_ns=1000 + i, budget_ms=25.0 if i % 2 else None) for i, s in enumerate(spectra)]
+    items = _read_all(*pipe, messages)
+    assert all(isinstance(i, SpectraChunk) for i in items)
+    stream = b"".join(pack(SPECTRA, i.parts()) for i in items if isinstance(i, SpectraChunk))
+    rng = np.random.default_rng(3)
+    unpacker, got = Unpacker(), []
+    at = 0
+    while at < len(stream):
+        step = int(rng.integers(1, 20_000))
+        got.extend(unpacker.feed(stream[at : at + step]))
+        at += step
+    chunks = [SpectraChunk.from_parts(parts) for kind, parts in got]
+    assert [k for k, _ in got] == [SPECTRA] * len(items)
+    rows = [(c, i) for c in chunks for i in range(len(c))]
+    assert len(rows) == len(spectra)
+    for (chunk, i), want, k in zip(rows, spectra, range(len(spectra)), strict=True):
+        (got_sp,) = chunk.spectra([i])
+        assert (got_sp.run, got_sp.scan, got_sp.ms_level) == (want.run, want.scan, want.ms_level)
+        assert got_sp.precursor_mz == want.precursor_mz and got_sp.rt == want.rt
+        assert got_sp.charges == want.charges
+        assert chunk.sent_ns[i] == 1000 + k
+        assert (chunk.budget_ms[i] == 25.0) if k % 2 else math.isnan(chunk.budget_ms[i])
+        if want.ms_level >= 2:
+            np.testing.assert_array_equal(got_sp.mz, want.mz)
+            np.testing.assert_array_equal(got_sp.intensity, want.intensity.astype(np.float32))
+        else:
+            assert got_sp.n_peaks == 0
+
+
+def _outcome(item: SpectrumMessage | Invalid | RunStart | RunEnd) -> tuple[object, ...]:
+    if isinstance(item, SpectrumMessage):
+        s = item.spectrum
+        return ("spectrum", s.run, s.scan, s.ms_level, s.charges, s.mz.tobytes() if s.ms_level >= 2 else b"")
+    if isinstance(item, Invalid):
+        return ("invalid", item.code, item.reason, item.run, item.scan, item.ms_level, item.sent_ns)
+    return (type(item).__name__, item.run)
+
+
+def _outcomes_read(items: list[SpectraChunk | Received]) -> list[tuple[object, ...]]:
+    out = []
+    for item in items:
+        if isinstance(item, Received):
+            out.append(_outcome(item.message))
+            continue
+        for i, s in enumerate(item.spectra(range(len(item)))):
+            out.append(_outcome(SpectrumMessage(s, int(item.sent_ns[i]))))
+    return out
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(draws=st.data())
+def test_fuzz_chunks_answer_as_message_by_message(ms2, draws) -> None:  # noqa: F811
+    """Mutated messages (damaged headers, NaN, disorder, negatives, cut frames) in a burst: the
+    chunk path gives each the outcome `decode` gives it alone, and control messages keep their
+    place among the spectra."""
+    base = _base_messages(ms2)
+    # (a message of no frames cannot cross ZeroMQ)
+    messages = draws.draw(st.lists(_mutated_message(base).filter(len), min_size=1, max_size=8))
+    want = [_outcome(decode(m)) for m in messages]
+    ctx = zmq.Context()
+    push, pull = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
+    try:
+        pull.bind("inproc://fuzz")
+        push.connect("inproc://fuzz")
+        got = _outcomes_read(_read_all(push, pull, messages))
+    finally:
+        push.close(0)
+        pull.close(0)
+        ctx.term()
+    assert collections.Counter(got) == collections.Counter(want)
+    control = {"RunStart", "RunEnd"}
+    # what came before each control message is the same set of outcomes
+    for seq in (got, want):
+        assert [o for o in seq if o[0] in control] == [o for o in want if o[0] in control]
+    cuts_got = [collections.Counter(got[:i]) for i, o in enumerate(got) if o[0] in control]
+    cuts_want = [collections.Counter(want[:i]) for i, o in enumerate(want) if o[0] in control]
+    assert cuts_got == cuts_want
+
+
+def test_peak_problems_reasons_in_one_chunk(pipe, ms2) -> None:  # noqa: F811
+    """Each kind of bad peaks in one burst, between good spectra: good ones stay in the chunk,
+    each bad one is answered with decode's reason, in decode's order of checks."""
+    sp: Spectrum = dataclasses.replace(ms2[0], mz=ms2[0].mz[:8].copy(), intensity=ms2[0].intensity[:8].copy())
+
+    def variant(scan: int, mz: np.ndarray | None = None, inten: np.ndarray | None = None) -> list[bytes]:
+        return encode_spectrum(dataclasses.replace(sp, scan=scan, mz=sp.mz if mz is None else mz,
+                                                   intensity=sp.intensity if inten is None else inten), sent_ns=scan)
+
+    unsorted, nan_end, inf_int, neg = sp.mz[::-1].copy(), sp.mz.copy(), sp.intensity.copy(), sp.intensity.copy()
+    nan_end[-1] = np.inf  # still ascending: refused for the infinite end
+    inf_int[3] = np.inf
+    neg[5] = -1.0
+    both = unsorted.copy()  # disorder is checked first, then the ends
+    both[0] = np.inf
+    messages = [variant(1), variant(2, mz=unsorted), variant(3), variant(4, mz=nan_end), variant(5, inten=inf_int),
+                variant(6, inten=neg), variant(7, mz=both), variant(8, mz=sp.mz[:0], inten=sp.intensity[:0])]
+    items = _read_all(*pipe, messages)
+    want = {scan: decode(m) for scan, m in zip(range(1, 9), messages, strict=True)}
+    got = {o[4]: o for o in _outcomes_read(items) if o[0] == "invalid"}
+    assert sorted(got) == [2, 4, 5, 6, 7]
+    for scan, o in got.items():
+        w = want[scan]
+        assert isinstance(w, Invalid) and (o[1], o[2]) == (w.code, w.reason)
+    chunk = items[0]
+    assert isinstance(chunk, SpectraChunk) and chunk.scan.tolist() == [1, 3, 8]
+    assert [r.message.reason for r in items[1:] if isinstance(r, Received)] == [  # type: ignore[union-attr]
+        "m/z values are not ascending (or hold NaN)", "m/z values hold NaN or infinite values",
+        "intensities hold NaN or infinite values", "negative intensities", "m/z values are not ascending (or hold NaN)",
+    ]  # scans 2, 4, 5, 6, 7  # fmt: skip
+
+
+def test_unpacker_splits_any_stream() -> None:
+    msgs = [(SPECTRA, [b"", b"abc", bytes(range(256)) * 40]), (MESSAGE, [b"x" * 70_000]), (3, [])]
+    stream = b"".join(pack(k, p) for k, p in msgs)
+    for step in (1, 7, 4096, len(stream)):
+        u, out = Unpacker(), []
+        for at in range(0, len(stream), step):
+            out.extend(u.feed(stream[at : at + step]))
+        assert [(k, [bytes(x) for x in p]) for k, p in out] == msgs
