@@ -66,6 +66,8 @@ def main() -> int:
     ap.add_argument("--paced", type=float, metavar="HZ",
                     help="only: one spectrum at a time at HZ for --seconds, in a worker thread; list slow batches")
     ap.add_argument("--seconds", type=float, default=15.0)
+    ap.add_argument("--hog", type=float, default=0.0, metavar="SHARE",
+                    help="also run a thread that holds the GIL for this share of the time (0-1)")
     args = ap.parse_args()
     backend = get_backend(args.backend)
     index, _ = get_index(args.data, 20_000, args.index_cache, backend.xp)
@@ -90,6 +92,20 @@ def main() -> int:
 
     if args.paced:
         return paced(engine, pool, args.paced, args.seconds)
+    if args.hog:
+        # a thread that holds the GIL for `hog` of its time in short Python slices, as the daemon's
+        # event loop does while it hands chunks to the batcher: what does that cost the engine?
+        stop = threading.Event()
+
+        def hog(share: float = args.hog) -> None:
+            while not stop.is_set():
+                t_end = time.perf_counter() + 50e-6 * share / (1 - share)
+                while time.perf_counter() < t_end:
+                    pass
+                time.sleep(50e-6)
+
+        threading.Thread(target=hog, daemon=True).start()
+        print(f"with a GIL hog at {args.hog:.0%}", flush=True)
     threads_list = [int(t) for t in args.threads.split(",")]
     for threads in threads_list:
         for size in (1, 4, 32, 128, 256, 1024, 4096):

@@ -1,9 +1,9 @@
 """What the intake process hands the daemon: chunks, their bytes, and peaks checked per chunk.
 
-The intake process reads with `read_available` (decode without peak checks, then
+The intake process reads with `Reader.read` (decode without peak checks, then
 `ChunkBuilder` checks a chunk's peaks at once); it must answer every message exactly as
 `rtsearch.wire.decode` does message by message. These tests send real and mutated
-messages through a ZeroMQ socket into `read_available` and compare.
+messages through a ZeroMQ socket into `Reader.read` and compare.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rtsearch.chunks import MESSAGE, SPECTRA, ChunkBuilder, Received, SpectraChunk, Unpacker, pack
-from rtsearch.intake_process import read_available
+from rtsearch.chunks import MESSAGE, SPECTRA, Received, SpectraChunk, Unpacker, pack
+from rtsearch.intake_process import Reader
 from rtsearch.readers import read_spectra
 from rtsearch.types import Spectrum
 from rtsearch.wire import Invalid, RunEnd, RunStart, SpectrumMessage, decode, encode_spectrum
@@ -43,11 +43,11 @@ def pipe():
 def _read_all(push: zmq.Socket, pull: zmq.Socket, messages: list[list[bytes]]) -> list[SpectraChunk | Received]:
     for frames in messages:
         push.send_multipart(frames)
-    builder, items = ChunkBuilder(), []
+    reader, items = Reader(pull), []
     # inproc delivers at once; read until every message came back
     while sum(len(i) if isinstance(i, SpectraChunk) else 1 for i in items) < len(messages):
         assert pull.poll(2000), "messages did not arrive"
-        items.extend(read_available(pull, builder))
+        items.extend(reader.read())
     return items
 
 
