@@ -66,6 +66,8 @@ def main() -> int:
     ap.add_argument("--paced", type=float, metavar="HZ",
                     help="only: one spectrum at a time at HZ for --seconds, in a worker thread; list slow batches")
     ap.add_argument("--seconds", type=float, default=15.0)
+    ap.add_argument("--sizes", default="1,4,32,128,256,1024,4096", help="batch sizes to time")
+    ap.add_argument("--stages", action="store_true", help="also time each engine stage")
     ap.add_argument("--hog", type=float, default=0.0, metavar="SHARE",
                     help="also run a thread that holds the GIL for this share of the time (0-1)")
     args = ap.parse_args()
@@ -108,7 +110,7 @@ def main() -> int:
         print(f"with a GIL hog at {args.hog:.0%}", flush=True)
     threads_list = [int(t) for t in args.threads.split(",")]
     for threads in threads_list:
-        for size in (1, 4, 32, 128, 256, 1024, 4096):
+        for size in [int(x) for x in args.sizes.split(",")]:
             reps = max(4, min(200, 8000 // size))
             times: list[float] = []
 
@@ -152,6 +154,8 @@ def main() -> int:
             h, d = median_ms(host, size, 40), median_ms(dev, size, 40)
             print(f"preprocess batch {size:>5}: host {h[0]:6.2f} ms (p99 {h[1]:6.2f}), device {d[0]:6.2f} ms "
                   f"(p99 {d[1]:6.2f})", flush=True)
+    if not args.stages:
+        return 0
     for size in (256, 1024, 2048):  # stages as the daemon logs them (unsynchronized): comparable with its log
         acc: dict[str, float] = {}
         for r in range(10):
