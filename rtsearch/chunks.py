@@ -13,7 +13,6 @@ hundred spectra costs a handful of buffer copies, not a pickle per spectrum.
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ import numpy as np
 import orjson
 
 from rtsearch.types import Spectrum
-from rtsearch.wire import Invalid, Message, SpectrumMessage, peak_problems
+from rtsearch.wire import Invalid, Message, RawSpectrum, peak_problems
 
 # kinds of message: intake process -> daemon (a stop request the other way is the byte STOP)
 SPECTRA, MESSAGE, READY, ERROR, CLOSED = 1, 2, 3, 4, 5
@@ -134,9 +133,9 @@ class SpectraChunk:
 class ChunkBuilder:
     """Collects decoded spectrum messages into `SpectraChunk` s (in the intake process).
 
-    Messages come in decoded with ``check_peaks=False`` (`rtsearch.wire.decode`): their
-    peaks are checked all at once when the chunk is built (`rtsearch.wire.peak_problems`,
-    the same rules and reasons), a few NumPy calls per chunk instead of per message.
+    Messages come in as `RawSpectrum` (`rtsearch.wire.decode` with ``peaks="raw"``): no
+    objects per spectrum, peak bytes joined once per chunk, and peak values checked all at
+    once when the chunk is built (`rtsearch.wire.peak_problems`, decode's rules and reasons).
     """
 
     def __init__(self) -> None:
@@ -148,21 +147,19 @@ class ChunkBuilder:
         self._floats: list[tuple[float, ...]] = []
         self._n_peaks: list[int] = []
         self._charges: list[tuple[int, ...]] = []
-        self._mz: list[np.ndarray] = []
-        self._inten: list[np.ndarray] = []
+        self._mz: list[bytes] = []
+        self._inten: list[bytes] = []
         self._ms1 = False
 
     def __len__(self) -> int:
         return len(self._ints)
 
-    def add(self, msg: SpectrumMessage, wall_ns: int, mono_ns: int) -> None:
-        sp = msg.spectrum
+    def add(self, sp: RawSpectrum, wall_ns: int, mono_ns: int) -> None:
         run = self._runs.setdefault(sp.run, len(self._runs))
-        budget = msg.budget_ms if msg.budget_ms is not None else math.nan
-        self._ints.append((run, sp.scan, sp.ms_level, msg.sent_ns, wall_ns, mono_ns))
-        self._floats.append((sp.rt, sp.precursor_mz, sp.precursor_intensity, budget))
+        self._ints.append((run, sp.scan, sp.ms_level, sp.sent_ns, wall_ns, mono_ns))
+        self._floats.append((sp.rt, sp.precursor_mz, sp.precursor_intensity, sp.budget_ms))
         self._charges.append(sp.charges)
-        self._n_peaks.append(sp.mz.shape[0])
+        self._n_peaks.append(len(sp.intensity) >> 2)
         self._mz.append(sp.mz)
         self._inten.append(sp.intensity)
         self._ms1 |= sp.ms_level < 2
@@ -174,8 +171,8 @@ class ChunkBuilder:
         np.cumsum(self._n_peaks, out=offsets[1:])
         ints = np.array(self._ints, dtype=np.int64).reshape(-1, len(_INTS))
         floats = np.array(self._floats, dtype=np.float64).reshape(-1, len(_FLOATS))
-        mz = np.concatenate(self._mz) if self._mz else np.zeros(0, np.float64)
-        inten = np.concatenate(self._inten) if self._inten else np.zeros(0, np.float32)
+        mz = np.frombuffer(b"".join(self._mz), dtype="<f8")
+        inten = np.frombuffer(b"".join(self._inten), dtype="<f4")
         runs, charges = list(self._runs), self._charges
         bad = peak_problems(mz, inten, offsets)
         out: list[SpectraChunk | Received] = []

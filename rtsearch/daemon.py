@@ -20,7 +20,6 @@ shutdown ran out of time, ``invalid`` when malformed but naming a run and scan.
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import contextlib
 import gc
@@ -267,34 +266,34 @@ class Daemon(WorkerLoop):
                 self._cv.notify()
 
     def _handle_spectra(self, chunk: SpectraChunk) -> None:
-        """Count a chunk's spectra and queue its MS2 ones, run by run (the lock is held)."""
-        levels = chunk.ms_level
-        ms2 = levels >= 2
-        n2 = int(np.count_nonzero(ms2))
-        if n2 == len(levels) and n2 and levels.max() == 2:
-            self.metrics.received(2).inc(n2)
-        else:
-            for level, count in zip(*np.unique(levels, return_counts=True), strict=True):
-                self.metrics.received(int(level)).inc(int(count))
-        budget_ms = np.where(np.isnan(chunk.budget_ms), self.cfg.budget_ms, chunk.budget_ms)
-        shed: list[Job] = []
-        add = self.batcher.add
-        for r, name in enumerate(chunk.runs):
-            mine = chunk.run == r if len(chunk.runs) > 1 else np.ones(len(chunk), dtype=bool)
-            state = self._state(name)
-            state.ms1 += int(np.count_nonzero(mine & ~ms2))
-            rows = np.flatnonzero(mine & ms2)
-            if not len(rows):
+        """Count a chunk's spectra and queue its MS2 ones (the lock is held).
+
+        Row by row on plain lists: a chunk holds one spectrum at low rates, where a dozen
+        NumPy calls per chunk would cost more than the Python per row at high ones.
+        """
+        states = [self._state(name) for name in chunk.runs]  # in order of first appearance
+        names, charges, mz, inten = chunk.runs, chunk.charges, chunk.mz, chunk.intensity
+        offsets = chunk.offsets.tolist()
+        default, add, shed = self.cfg.budget_ms, self.batcher.add, []
+        levels: dict[int, int] = {}
+        for i, ((r, scan, level, sent, wall, mono), (rt, prec, pi, budget)) in enumerate(
+            zip(chunk.ints.tolist(), chunk.floats.tolist(), strict=True)
+        ):
+            levels[level] = levels.get(level, 0) + 1
+            state = states[r]
+            if level < 2:
+                state.ms1 += 1
                 continue
-            state.outstanding += len(rows)
-            budgets = budget_ms[rows].tolist()
-            for sp, sent, wall, mono, budget in zip(
-                chunk.spectra(rows), chunk.sent_ns[rows].tolist(), chunk.wall_ns[rows].tolist(),
-                chunk.mono_ns[rows].tolist(), budgets, strict=True,
-            ):  # fmt: skip
-                job = Job(sp, sent, wall, mono, int(budget * 1e6), state)
-                if not add(job, mass=sp.precursor_mz, budget_ms=budget, arrived_ns=mono):
-                    shed.append(job)
+            if budget != budget:  # NaN: the header gave none
+                budget = default
+            a, b = offsets[i], offsets[i + 1]
+            job = Job(Spectrum(names[r], scan, level, mz[a:b], inten[a:b], prec, charges[i], rt, pi), sent, wall, mono,
+                      int(budget * 1e6), state)  # fmt: skip
+            state.outstanding += 1
+            if not add(job, mass=prec, budget_ms=budget, arrived_ns=mono):
+                shed.append(job)
+        for level, count in levels.items():
+            self.metrics.received(level).inc(count)
         if shed:
             self._shed(shed, "queue_full", f"overload: {len(self.batcher)} spectra already waiting")
 
@@ -374,21 +373,23 @@ class Daemon(WorkerLoop):
         received = np.fromiter((job.received_mono for _, job in pairs), dtype=np.int64, count=len(pairs))
         budget = np.fromiter((job.budget_ns for _, job in pairs), dtype=np.int64, count=len(pairs))
         psms: list[tuple[str, bytes]] = []
-        psm_states: list[RunState] = []
+        by_status: dict[str, int] = {}
+        per_run: dict[int, list[Any]] = {}  # id(state) -> [state, results, identified]
         for res, job in pairs:
             res["sent_ns"], res["received_ns"], res["published_ns"] = job.sent_ns, job.received_ns, wall()
             body = body_of(res)
             send(body)
-            if res["status"] == identified:
+            status = res["status"]
+            by_status[status] = by_status.get(status, 0) + 1
+            counts = per_run.get(id(job.state))
+            if counts is None:
+                counts = per_run[id(job.state)] = [job.state, 0, 0]
+            counts[1] += 1
+            if status == identified:
                 psms.append((res["run"], body))
-                psm_states.append(job.state)
-        by_status = collections.Counter(res["status"] for res, _ in pairs)
-        states = {id(job.state): job.state for _, job in pairs}
-        answered = collections.Counter(id(job.state) for _, job in pairs)
-        found = collections.Counter(id(state) for state in psm_states)
-        per_run = [(state, answered[k], found[k]) for k, state in states.items()]
+                counts[2] += 1
         ended: list[RunState] = []
-        for state, n, _ in per_run:
+        for state, n, _ in per_run.values():
             state.outstanding -= n
             if state.ending and state.outstanding == 0:
                 ended.append(state)
@@ -402,7 +403,7 @@ class Daemon(WorkerLoop):
             m.result(status).inc(count)
         if by_status.get(identified):
             m.identifications.inc(by_status[identified])
-        for state, n, k in per_run:
+        for state, n, k in per_run.values():
             m.run_answered(self.cfg.instrument, state.live.name, n, k, state.live.fdr.threshold())
         if psms and self.mqtt is not None:
             self._loop.call_soon_threadsafe(self._mqtt_psms, psms)

@@ -27,7 +27,7 @@ import time
 import zmq
 
 from rtsearch.chunks import CLOSED, ERROR, MESSAGE, READY, SPECTRA, ChunkBuilder, Received, SpectraChunk, pack
-from rtsearch.wire import SpectrumMessage, decode
+from rtsearch.wire import RawSpectrum, decode
 
 CHUNK_MAX = 512  # messages per chunk at most: bounds the daemon's lock hold per chunk
 FLUSH_S = 0.001  # a chunk goes at most this long after its first message was read
@@ -79,8 +79,8 @@ class Reader:
                 frames.append(frame)
             w, m = wall(), mono()
             arrivals.append(m)
-            msg = decode(frames, check_peaks=False)
-            if type(msg) is SpectrumMessage:
+            msg = decode(frames, peaks="raw")
+            if isinstance(msg, RawSpectrum):
                 builder.add(msg, w, m)
             else:
                 if len(builder):

@@ -166,29 +166,28 @@ class LiveRun:
         q = np.ones(len(pep))
         if scored.any():
             q[scored] = self._running_q(best.features[scored], decoy[scored])
-        # plain lists: indexing numpy scalars one by one costs more than the conversion
-        runs, scans, prec, reasons = batch.run, batch.scan.tolist(), batch.precursor_mz.tolist(), batch.reason
-        peps, charges, calc, ppm = pep.tolist(), best.charge.tolist(), best.calc_mz.tolist(), best.ppm_error.tolist()
-        raws, qs, decoys, matched = raw.tolist(), q.tolist(), decoy.tolist(), best.matched_peaks.tolist()
+        ok = scored & ~decoy & (q <= IDENTIFIED_AT)
+        n_ok = int(np.count_nonzero(ok))
         identified, unidentified = ResultStatus.IDENTIFIED.value, ResultStatus.UNIDENTIFIED.value
+        self.by_status[identified] += n_ok
+        self.by_status[unidentified] += len(pep) - n_ok
         hits = pep[scored]
         names, proteins = iter(self.index.proformas(hits)), iter(self.index.accessions(hits))
-        out: list[dict[str, Any]] = []
-        for j, p in enumerate(peps):
-            if p < 0:
-                res = {"run": runs[j], "scan": scans[j], "status": unidentified, "reason": reasons[j],
-                       "precursor_mz": prec[j]}  # fmt: skip
-            else:
-                ok = not decoys[j] and qs[j] <= IDENTIFIED_AT
-                res = {
-                    "run": runs[j], "scan": scans[j], "status": identified if ok else unidentified,
-                    "peptide": next(names), "proteins": next(proteins),
-                    "charge": charges[j], "precursor_mz": prec[j], "calc_mz": calc[j], "ppm_error": ppm[j],
-                    "score": raws[j], "q_value": qs[j], "is_decoy": decoys[j], "matched_peaks": matched[j],
-                }  # fmt: skip
-            self.by_status[res["status"]] += 1
-            out.append(res)
-        return out
+        # plain lists, zipped: indexing numpy scalars one by one costs more than the conversion
+        cols = zip(
+            batch.run, batch.scan.tolist(), batch.precursor_mz.tolist(), batch.reason, pep.tolist(),
+            best.charge.tolist(), best.calc_mz.tolist(), best.ppm_error.tolist(), raw.tolist(), q.tolist(),
+            decoy.tolist(), best.matched_peaks.tolist(), ok.tolist(), strict=True,
+        )  # fmt: skip
+        return [
+            {"run": run, "scan": scan, "status": unidentified, "reason": reason, "precursor_mz": prec}
+            if p < 0 else {
+                "run": run, "scan": scan, "status": identified if good else unidentified,
+                "peptide": next(names), "proteins": next(proteins), "charge": z, "precursor_mz": prec,
+                "calc_mz": calc, "ppm_error": ppm, "score": score, "q_value": qv, "is_decoy": d, "matched_peaks": k,
+            }
+            for run, scan, prec, reason, p, z, calc, ppm, score, qv, d, k, good in cols
+        ]  # fmt: skip
 
     def add_unscored(
         self, status: ResultStatus, scans: Sequence[int], precursor_mz: Sequence[float], reasons: Sequence[str]

@@ -25,7 +25,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple, overload
 
 import numpy as np
 import orjson
@@ -83,6 +83,23 @@ class Invalid:
         return self.run is not None and self.scan is not None and (self.ms_level is None or self.ms_level >= 2)
 
 
+class RawSpectrum(NamedTuple):
+    """A valid spectrum message's header fields and its peak bytes, peak values not yet checked
+    (`decode` with ``peaks="raw"``; `peak_problems` checks them). ``budget_ms`` NaN: none given."""
+
+    run: str
+    scan: int
+    ms_level: int
+    rt: float
+    precursor_mz: float
+    precursor_intensity: float
+    charges: tuple[int, ...]
+    sent_ns: int
+    budget_ms: float
+    mz: bytes  # little-endian float64
+    intensity: bytes  # little-endian float32
+
+
 Message = SpectrumMessage | RunStart | RunEnd | Invalid
 
 
@@ -138,11 +155,16 @@ def _header(frame: bytes) -> dict[str, Any]:
     return h
 
 
-def decode(frames: Sequence[Any], *, check_peaks: bool = True) -> Message:
+@overload
+def decode(frames: Sequence[Any], *, peaks: Literal["checked"] = "checked") -> Message: ...
+@overload
+def decode(frames: Sequence[Any], *, peaks: Literal["raw"]) -> Message | RawSpectrum: ...
+def decode(frames: Sequence[Any], *, peaks: Literal["checked", "raw"] = "checked") -> Message | RawSpectrum:
     """Decode one multipart message of bytes-like frames (bytes, ``zmq.Frame``); never raises.
 
-    See the module docstring. ``check_peaks=False`` leaves the peak values unchecked (frame sizes are still checked):
-    for callers that check many spectra at once with `peak_problems`, as intake does.
+    See the module docstring. With ``peaks="raw"`` a valid spectrum message comes back as a
+    `RawSpectrum`: header fields checked, peak values not (their byte counts are), for readers
+    that check many spectra at once with `peak_problems` (the intake process).
     """
     if not frames or len(frames) < 2:
         return Invalid("frames", f"expected a topic and a header frame, got {len(frames) if frames else 0} frame(s)")
@@ -171,12 +193,12 @@ def decode(frames: Sequence[Any], *, check_peaks: bool = True) -> Message:
             return RunStart(run, {k: v for k, v in h.items() if k not in ("v", "run")})
         if topic == RUN_END:
             return RunEnd(run, _int(h, "n_spectra", required=False, minimum=0))
-        return _spectrum(frames, h, run, check_peaks)
+        return _spectrum(frames, h, run, peaks == "raw")
     except _Bad as e:
         return Invalid(e.code, e.reason, run, scan, ms_level, sent_ns)
 
 
-def _spectrum(frames: Sequence[Any], h: dict[str, Any], run: str, check_peaks: bool) -> SpectrumMessage:
+def _spectrum(frames: Sequence[Any], h: dict[str, Any], run: str, raw: bool) -> SpectrumMessage | RawSpectrum:
     # the usual message takes the first branch of each line; anything else goes through the checks
     get = h.get
     scan = v if type(v := get("scan")) is int else _int(h, "scan")
@@ -203,15 +225,19 @@ def _spectrum(frames: Sequence[Any], h: dict[str, Any], run: str, check_peaks: b
             charges = tuple(listed)
         elif charge:
             charges = (charge,)
+    pi = 0.0 if get("precursor_intensity") is None else (_num(h, "precursor_intensity") or 0.0)
     if len(frames) != 4:
         raise _Bad("frames", f"a spectrum has 4 frames, got {len(frames)}")
     mz_b, in_b = bytes(frames[2]), bytes(frames[3])
     if len(mz_b) != 8 * n or len(in_b) != 4 * n:
         raise _Bad("peaks", f"peak frames hold {len(mz_b)} and {len(in_b)} bytes, header says n={n}")
+    if raw:
+        return RawSpectrum(run, scan, ms_level, rt, precursor, pi, charges, sent_ns,
+                           math.nan if budget is None else budget, mz_b, in_b)  # fmt: skip
     # read-only views of the frames (no copy); the engine copies when it packs a batch
     mz = np.frombuffer(mz_b, dtype="<f8")
     inten = np.frombuffer(in_b, dtype="<f4")
-    if n and check_peaks:
+    if n:
         # NaN fails every comparison, so "ascending" also rejects NaN anywhere; then only the ends can be infinite
         if n > 1 and not bool((mz[1:] >= mz[:-1]).all()):
             raise _Bad("peaks", PEAK_REASONS[0])
@@ -222,7 +248,6 @@ def _spectrum(frames: Sequence[Any], h: dict[str, Any], run: str, check_peaks: b
             raise _Bad("peaks", PEAK_REASONS[2])
         if float(inten.min()) < 0:
             raise _Bad("peaks", PEAK_REASONS[3])
-    pi = 0.0 if (v := get("precursor_intensity")) is None else (_num(h, "precursor_intensity") or 0.0)
     sp = Spectrum(run, scan, ms_level, mz, inten, precursor, charges, rt, pi)
     return SpectrumMessage(sp, sent_ns, budget)
 

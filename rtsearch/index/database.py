@@ -7,6 +7,7 @@ copies them whole.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -90,15 +91,16 @@ class PeptideIndex:
 
         Every residue code of the batch is gathered and decoded once; unmodified forms (most)
         are their codes run through one `str.translate` (code -> residue with its fixed
-        modification), the others take `proforma`'s rules on plain lists. The daemon calls this
-        for every scored spectrum.
+        modification), modified ones are translated in stretches between their modifications
+        (`proforma`'s rules). The daemon calls this for every scored spectrum.
         """
         ids = np.asarray(ids, dtype=np.int64)
         if not len(ids):
             return []
-        tokens, n_fixed, c_fixed = self._tokens()
+        _, n_fixed, c_fixed = self._tokens()
         table, plain_ok = self._translate()
         labels, where = self._variable_labels()
+        tags = [f"[{lab}]" for lab in labels]
         base = self.forms.base[ids]
         codes, bounds = _gather(self.bases.residues, self.bases.offsets[base], self.bases.offsets[base + 1])
         text = codes.tobytes().decode("latin-1")
@@ -109,23 +111,31 @@ class PeptideIndex:
         out = []
         slow: list[bool] = rows.tolist()
         for a, b, m in zip(bounds[:-1], bounds[1:], slow, strict=True):
+            seq = text[a:b]
             if not m:
-                out.append(text[a:b].translate(table))
+                out.append(seq.translate(table))
                 continue
-            parts = [tokens[ord(c)] for c in text[a:b]]
-            n_term, c_term = list(n_fixed), list(c_fixed)
-            for pos, mid in zip(next(pos_rows), next(id_rows), strict=True):
-                if pos < 0:
-                    continue
+            # residue modifications go right after their residue: translate the stretches between them
+            mods = [(pos, mid) for pos, mid in zip(next(pos_rows), next(id_rows), strict=True) if pos >= 0]
+            if len(mods) > 1:
+                mods.sort(key=_first)
+            n_term, c_term, pieces, prev = list(n_fixed), list(c_fixed), [], 0
+            for pos, mid in mods:
                 if where[mid] == 1:
                     n_term.append(labels[mid])
                 elif where[mid] == 2:
                     c_term.append(labels[mid])
                 else:
-                    parts[pos] += f"[{labels[mid]}]"
-            pre = "".join(f"[{lab}]" for lab in n_term) + ("-" if n_term else "")
-            post = ("-" if c_term else "") + "".join(f"[{lab}]" for lab in c_term)
-            out.append(pre + "".join(parts) + post)
+                    pieces.append(seq[prev : pos + 1].translate(table))
+                    pieces.append(tags[mid])
+                    prev = pos + 1
+            pieces.append(seq[prev:].translate(table))
+            if n_term or c_term:
+                pre = "".join(f"[{lab}]" for lab in n_term) + ("-" if n_term else "")
+                post = ("-" if c_term else "") + "".join(f"[{lab}]" for lab in c_term)
+                out.append(pre + "".join(pieces) + post)
+            else:
+                out.append("".join(pieces))
         return out
 
     def accessions(self, ids: np.ndarray) -> list[list[str]]:
@@ -196,3 +206,6 @@ def _gather(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndar
     np.cumsum(lengths, out=bounds[1:])
     idx = np.arange(int(bounds[-1]), dtype=np.int64) + np.repeat(lo - bounds[:-1], lengths)
     return np.asarray(values[idx]), bounds.tolist()
+
+
+_first = itemgetter(0)
