@@ -74,12 +74,17 @@ def thread_cpu() -> dict[str, float]:
     return out
 
 
-async def phase(daemon: Daemon, run: str, rate: float, seconds: float, tmp: Path) -> dict[str, object]:
+RUN_SIZE = 50_000  # spectra per run of the load (--run-size)
+
+
+async def phase(
+    daemon: Daemon, run: str, rate: float, seconds: float, tmp: Path, run_size: int = RUN_SIZE
+) -> dict[str, object]:
     out = tmp / f"sim-{rate:g}.json"
     cmd = [
         sys.executable, "-m", "rtsearch_sim.cli", "load", run, "--mode", "push", "--endpoint", daemon.endpoints.spectra,
         "--collect", daemon.endpoints.results, "--rate", str(rate), "--count", str(int(rate * seconds)),
-        "--run-size", "50000", "--json", str(out), "--wait", "10",
+        "--run-size", str(run_size), "--json", str(out), "--wait", "10",
     ]  # fmt: skip
     cpu0, wall0, threads0 = time.process_time(), time.perf_counter(), thread_cpu()
     proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -95,7 +100,29 @@ async def phase(daemon: Daemon, run: str, rate: float, seconds: float, tmp: Path
           "µs/spectrum: " + ", ".join(f"{k} {v / max(rep['answered'], 1) * 1e6:.0f}"
                                      for k, v in sorted(threads.items(), key=lambda kv: -kv[1]) if v > 0.01),
           flush=True)  # fmt: skip
+    rep["rss_mb"] = rss_mb()
+    print("           resident MB: " + ", ".join(f"{k} {v:.0f}" for k, v in rep["rss_mb"].items()), flush=True)
     return rep
+
+
+def rss_mb() -> dict[str, float]:
+    """Resident memory of this process and of its spawned children (intake, refits), MB."""
+    def vmrss(pid: str) -> float:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    out = {"daemon": vmrss("self")}
+    me = os.getpid()
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == me and b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                out[f"child {pid}"] = vmrss(pid)
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -123,7 +150,7 @@ async def main_async(args: argparse.Namespace) -> None:
             prof.start()
         try:
             for rate in (float(r) for r in args.rates.split(",")):
-                await phase(daemon, run, rate, args.seconds, tmp)
+                await phase(daemon, run, rate, args.seconds, tmp, args.run_size)
         finally:
             if args.cprofile:
                 import pstats
@@ -143,6 +170,7 @@ def main() -> int:
     ap.add_argument("--rates", default="2000,5000,10000")
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--cache", help="index cache folder (default: the demo's)")
+    ap.add_argument("--run-size", type=int, default=RUN_SIZE, help="spectra per run of the load")
     ap.add_argument("--profile", help="write a pyinstrument HTML profile of the daemon process here")
     ap.add_argument("--profile-chars", type=int, default=6000)
     ap.add_argument("--cprofile", type=int, default=0, metavar="N",

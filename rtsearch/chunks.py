@@ -66,41 +66,11 @@ class SpectraChunk:
     def __len__(self) -> int:
         return int(self.ints.shape[0])
 
-    @property
-    def run(self) -> np.ndarray:
-        return self.ints[:, _INTS.index("run")]  # index into ``runs``
-
-    @property
-    def scan(self) -> np.ndarray:
-        return self.ints[:, _INTS.index("scan")]
-
-    @property
-    def ms_level(self) -> np.ndarray:
-        return self.ints[:, _INTS.index("ms_level")]
-
-    @property
-    def sent_ns(self) -> np.ndarray:
-        return self.ints[:, _INTS.index("sent_ns")]  # the sender's clock
-
-    @property
-    def wall_ns(self) -> np.ndarray:
-        return self.ints[:, _INTS.index("wall_ns")]  # receipt, wall clock
-
-    @property
-    def mono_ns(self) -> np.ndarray:
-        return self.ints[:, _INTS.index("mono_ns")]  # receipt, ``time.monotonic_ns``
-
-    @property
-    def rt(self) -> np.ndarray:
-        return self.floats[:, _FLOATS.index("rt")]
-
-    @property
-    def precursor_mz(self) -> np.ndarray:
-        return self.floats[:, _FLOATS.index("precursor_mz")]
-
-    @property
-    def budget_ms(self) -> np.ndarray:
-        return self.floats[:, _FLOATS.index("budget_ms")]  # NaN: the daemon's default
+    def column(self, name: str) -> np.ndarray:
+        """One header field of every row, by its name in `_INTS` or `_FLOATS` (``"scan"``, ``"budget_ms"``)."""
+        if name in _INTS:
+            return self.ints[:, _INTS.index(name)]
+        return self.floats[:, _FLOATS.index(name)]
 
     def parts(self) -> list[bytes | memoryview]:
         """The chunk as the parts of one `SPECTRA` message (`pack`): JSON metadata, then the raw arrays."""

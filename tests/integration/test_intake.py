@@ -18,7 +18,7 @@ def _flatten(items) -> list[tuple]:
     out = []
     for item in items:
         if isinstance(item, SpectraChunk):
-            out.extend(("spectrum", int(s)) for s in item.scan)
+            out.extend(("spectrum", int(s)) for s in item.column("scan"))
         else:
             assert isinstance(item, Received)
             m = item.message

@@ -76,8 +76,8 @@ def test_real_run_round_trip_through_bytes(pipe, data) -> None:
         assert (got_sp.run, got_sp.scan, got_sp.ms_level) == (want.run, want.scan, want.ms_level)
         assert got_sp.precursor_mz == want.precursor_mz and got_sp.rt == want.rt
         assert got_sp.charges == want.charges
-        assert chunk.sent_ns[i] == 1000 + k
-        assert (chunk.budget_ms[i] == 25.0) if k % 2 else math.isnan(chunk.budget_ms[i])
+        assert chunk.column("sent_ns")[i] == 1000 + k
+        assert (chunk.column("budget_ms")[i] == 25.0) if k % 2 else math.isnan(chunk.column("budget_ms")[i])
         if want.ms_level >= 2:
             np.testing.assert_array_equal(got_sp.mz, want.mz)
             np.testing.assert_array_equal(got_sp.intensity, want.intensity.astype(np.float32))
@@ -101,7 +101,7 @@ def _outcomes_read(items: list[SpectraChunk | Received]) -> list[tuple[object, .
             out.append(_outcome(item.message))
             continue
         for i, s in enumerate(item.spectra(range(len(item)))):
-            out.append(_outcome(SpectrumMessage(s, int(item.sent_ns[i]))))
+            out.append(_outcome(SpectrumMessage(s, int(item.column("sent_ns")[i]))))
     return out
 
 
@@ -160,7 +160,7 @@ def test_peak_problems_reasons_in_one_chunk(pipe, ms2) -> None:  # noqa: F811
         w = want[scan]
         assert isinstance(w, Invalid) and (o[1], o[2]) == (w.code, w.reason)
     chunk = items[0]
-    assert isinstance(chunk, SpectraChunk) and chunk.scan.tolist() == [1, 3, 8]
+    assert isinstance(chunk, SpectraChunk) and chunk.column("scan").tolist() == [1, 3, 8]
     assert [r.message.reason for r in items[1:] if isinstance(r, Received)] == [  # type: ignore[union-attr]
         "m/z values are not ascending (or hold NaN)", "m/z values hold NaN or infinite values",
         "intensities hold NaN or infinite values", "negative intensities", "m/z values are not ascending (or hold NaN)",
