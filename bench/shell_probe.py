@@ -105,24 +105,29 @@ async def phase(
     return rep
 
 
+def spawned_children() -> list[str]:
+    """Pids of this process's multiprocessing children (the daemon's intake and refit processes)."""
+    me, out = os.getpid(), []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == me and b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                out.append(pid)
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 def rss_mb() -> dict[str, float]:
     """Resident memory of this process and of its spawned children (intake, refits), MB."""
+
     def vmrss(pid: str) -> float:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
         return 0.0
 
-    out = {"daemon": vmrss("self")}
-    me = os.getpid()
-    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-        try:
-            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            if ppid == me and b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                out[f"child {pid}"] = vmrss(pid)
-        except (OSError, ValueError):
-            continue
-    return out
+    return {"daemon": vmrss("self"), **{f"child {pid}": vmrss(pid) for pid in spawned_children()}}
 
 
 async def main_async(args: argparse.Namespace) -> None:

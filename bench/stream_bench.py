@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "simulators"))
 
 from bench.search_bench import entrapment_fasta  # noqa: E402
-from bench.shell_probe import thread_cpu  # noqa: E402
+from bench.shell_probe import spawned_children, thread_cpu  # noqa: E402
 from rtsearch.backend import get_backend  # noqa: E402
 from rtsearch.config import DatabaseConfig, SearchConfig, ServeConfig  # noqa: E402
 from rtsearch.daemon import Daemon  # noqa: E402
@@ -110,15 +110,12 @@ def process_cpu() -> dict[str, float]:
     """CPU seconds of this process's threads by name, and of its spawned children (intake, refits)."""
     out = {f"thread {k}": v for k, v in thread_cpu().items()}
     tick = os.sysconf("SC_CLK_TCK")
-    me = os.getpid()
-    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+    for pid in spawned_children():
         try:
             stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if int(stat[1]) == me and b"spawn_main" in cmd:
-            out[f"child {pid}"] = (int(stat[11]) + int(stat[12])) / tick
+        out[f"child {pid}"] = (int(stat[11]) + int(stat[12])) / tick
     return out
 
 

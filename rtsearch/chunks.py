@@ -14,7 +14,7 @@ hundred spectra costs a handful of buffer copies, not a pickle per spectrum.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,8 +51,8 @@ class SpectraChunk:
     ``mono_ns`` is ``time.monotonic_ns`` at receipt, one system clock for the daemon's
     processes), floats those of ``floats`` (`_FLOATS`: ``budget_ms`` NaN where the header gave
     none). Peaks are concatenated; MS1 spectra keep their header fields but no peaks (the
-    daemon only counts them). It crosses from the intake process as raw frames (`frames`,
-    `from_frames`): a handful of buffers, whatever the number of spectra.
+    daemon only counts them). It crosses from the intake process as one message (`parts`,
+    `from_parts`): a handful of buffers, whatever the number of spectra.
     """
 
     runs: list[str]
@@ -65,12 +65,6 @@ class SpectraChunk:
 
     def __len__(self) -> int:
         return int(self.ints.shape[0])
-
-    def column(self, name: str) -> np.ndarray:
-        """One header field of every row, by its name in `_INTS` or `_FLOATS` (``"scan"``, ``"budget_ms"``)."""
-        if name in _INTS:
-            return self.ints[:, _INTS.index(name)]
-        return self.floats[:, _FLOATS.index(name)]
 
     def parts(self) -> list[bytes | memoryview]:
         """The chunk as the parts of one `SPECTRA` message (`pack`): JSON metadata, then the raw arrays."""
@@ -88,16 +82,19 @@ class SpectraChunk:
                    np.frombuffer(parts[3], dtype=np.float64), np.frombuffer(parts[4], dtype=np.float32),
                    np.frombuffer(parts[5], dtype=np.int64))  # fmt: skip
 
-    def spectra(self, rows: Sequence[int] | np.ndarray) -> list[Spectrum]:
-        """`Spectrum` objects of ``rows`` (their peaks are views into this chunk's arrays)."""
-        rows = np.asarray(rows, dtype=np.int64)
-        runs, mz, inten, charges = self.runs, self.mz, self.intensity, self.charges
-        lo, hi = self.offsets[rows].tolist(), self.offsets[rows + 1].tolist()
-        ints, floats = self.ints[rows].tolist(), self.floats[rows].tolist()
-        return [
-            Spectrum(runs[i[0]], i[1], i[2], mz[a:b], inten[a:b], f[1], charges[r], f[0], f[2])
-            for r, i, f, a, b in zip(rows.tolist(), ints, floats, lo, hi, strict=True)
-        ]
+    def rows(self) -> Iterator[tuple[int, Spectrum, int, int, int, float]]:
+        """Each row as ``(run index, spectrum, sent_ns, wall_ns, mono_ns, budget_ms)``, in arrival order.
+
+        Plain lists underneath: a chunk holds one spectrum at low rates, where NumPy calls per
+        row would cost more than the Python. Peaks are views into this chunk's arrays.
+        """
+        names, charges, mz, inten, offsets = self.runs, self.charges, self.mz, self.intensity, self.offsets.tolist()
+        for i, ((r, scan, level, sent, wall, mono), (rt, prec, pi, budget)) in enumerate(
+            zip(self.ints.tolist(), self.floats.tolist(), strict=True)
+        ):
+            a, b = offsets[i], offsets[i + 1]
+            sp = Spectrum(names[r], scan, level, mz[a:b], inten[a:b], prec, charges[i], rt, pi)
+            yield r, sp, sent, wall, mono, budget
 
 
 class ChunkBuilder:

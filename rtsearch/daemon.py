@@ -266,31 +266,21 @@ class Daemon(WorkerLoop):
                 self._cv.notify()
 
     def _handle_spectra(self, chunk: SpectraChunk) -> None:
-        """Count a chunk's spectra and queue its MS2 ones (the lock is held).
-
-        Row by row on plain lists: a chunk holds one spectrum at low rates, where a dozen
-        NumPy calls per chunk would cost more than the Python per row at high ones.
-        """
+        """Count a chunk's spectra and queue its MS2 ones (the lock is held)."""
         states = [self._state(name) for name in chunk.runs]  # in order of first appearance
-        names, charges, mz, inten = chunk.runs, chunk.charges, chunk.mz, chunk.intensity
-        offsets = chunk.offsets.tolist()
         default, add, shed = self.cfg.budget_ms, self.batcher.add, []
         levels: dict[int, int] = {}
-        for i, ((r, scan, level, sent, wall, mono), (rt, prec, pi, budget)) in enumerate(
-            zip(chunk.ints.tolist(), chunk.floats.tolist(), strict=True)
-        ):
-            levels[level] = levels.get(level, 0) + 1
+        for r, sp, sent, wall, mono, budget in chunk.rows():
+            levels[sp.ms_level] = levels.get(sp.ms_level, 0) + 1
             state = states[r]
-            if level < 2:
+            if sp.ms_level < 2:
                 state.ms1 += 1
                 continue
             if budget != budget:  # NaN: the header gave none
                 budget = default
-            a, b = offsets[i], offsets[i + 1]
-            job = Job(Spectrum(names[r], scan, level, mz[a:b], inten[a:b], prec, charges[i], rt, pi), sent, wall, mono,
-                      int(budget * 1e6), state)  # fmt: skip
+            job = Job(sp, sent, wall, mono, int(budget * 1e6), state)
             state.outstanding += 1
-            if not add(job, mass=prec, budget_ms=budget, arrived_ns=mono):
+            if not add(job, mass=sp.precursor_mz, budget_ms=budget, arrived_ns=mono):
                 shed.append(job)
         for level, count in levels.items():
             self.metrics.received(level).inc(count)

@@ -313,15 +313,15 @@ def encode_run_end(run: str, n_spectra: int) -> list[bytes]:
 
 
 def encode_result(result: dict[str, Any]) -> list[bytes]:
-    """Frames of one result message (``v`` is added; NaN and infinities become null)."""
-    return [RESULT, orjson.dumps({"v": VERSION, **result}, option=orjson.OPT_SERIALIZE_NUMPY)]
+    """Frames of one result message (``v`` is added to a copy; NaN and infinities become null)."""
+    return [RESULT, result_body(dict(result))]
 
 
 def result_body(result: dict[str, Any]) -> bytes:
     """The JSON frame of a result message, adding ``v`` to ``result`` itself.
 
-    The daemon's hot path: no copy of the dict (`encode_result` makes one to put ``v`` first;
-    JSON readers don't care about the order). NaN and infinities become null.
+    The daemon's hot path: no copy of the dict (`encode_result` copies). NaN and infinities
+    become null.
     """
     result["v"] = VERSION
     return orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY)

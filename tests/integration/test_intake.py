@@ -18,7 +18,7 @@ def _flatten(items) -> list[tuple]:
     out = []
     for item in items:
         if isinstance(item, SpectraChunk):
-            out.extend(("spectrum", int(s)) for s in item.column("scan"))
+            out.extend(("spectrum", sp.scan) for _, sp, *_ in item.rows())
         else:
             assert isinstance(item, Received)
             m = item.message

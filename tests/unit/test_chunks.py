@@ -69,15 +69,14 @@ def test_real_run_round_trip_through_bytes(pipe, data) -> None:
         at += step
     chunks = [SpectraChunk.from_parts(parts) for kind, parts in got]
     assert [k for k, _ in got] == [SPECTRA] * len(items)
-    rows = [(c, i) for c in chunks for i in range(len(c))]
+    rows = [row for c in chunks for row in c.rows()]
     assert len(rows) == len(spectra)
-    for (chunk, i), want, k in zip(rows, spectra, range(len(spectra)), strict=True):
-        (got_sp,) = chunk.spectra([i])
+    for (_, got_sp, sent, _, _, budget), want, k in zip(rows, spectra, range(len(spectra)), strict=True):
         assert (got_sp.run, got_sp.scan, got_sp.ms_level) == (want.run, want.scan, want.ms_level)
         assert got_sp.precursor_mz == want.precursor_mz and got_sp.rt == want.rt
         assert got_sp.charges == want.charges
-        assert chunk.column("sent_ns")[i] == 1000 + k
-        assert (chunk.column("budget_ms")[i] == 25.0) if k % 2 else math.isnan(chunk.column("budget_ms")[i])
+        assert sent == 1000 + k
+        assert (budget == 25.0) if k % 2 else math.isnan(budget)
         if want.ms_level >= 2:
             np.testing.assert_array_equal(got_sp.mz, want.mz)
             np.testing.assert_array_equal(got_sp.intensity, want.intensity.astype(np.float32))
@@ -100,8 +99,8 @@ def _outcomes_read(items: list[SpectraChunk | Received]) -> list[tuple[object, .
         if isinstance(item, Received):
             out.append(_outcome(item.message))
             continue
-        for i, s in enumerate(item.spectra(range(len(item)))):
-            out.append(_outcome(SpectrumMessage(s, int(item.column("sent_ns")[i]))))
+        for _, s, sent, _, _, _ in item.rows():
+            out.append(_outcome(SpectrumMessage(s, sent)))
     return out
 
 
@@ -160,7 +159,7 @@ def test_peak_problems_reasons_in_one_chunk(pipe, ms2) -> None:  # noqa: F811
         w = want[scan]
         assert isinstance(w, Invalid) and (o[1], o[2]) == (w.code, w.reason)
     chunk = items[0]
-    assert isinstance(chunk, SpectraChunk) and chunk.column("scan").tolist() == [1, 3, 8]
+    assert isinstance(chunk, SpectraChunk) and [sp.scan for _, sp, *_ in chunk.rows()] == [1, 3, 8]
     assert [r.message.reason for r in items[1:] if isinstance(r, Received)] == [  # type: ignore[union-attr]
         "m/z values are not ascending (or hold NaN)", "m/z values hold NaN or infinite values",
         "intensities hold NaN or infinite values", "negative intensities", "m/z values are not ascending (or hold NaN)",
