@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call (see bench/RESULTS.md):
-#   bash bench/gpu_check.sh [parity] [probe] [bench] [stream] [soak] | all   (all = parity bench stream)
+#   bash bench/gpu_check.sh [parity] [probe] [bench] [library] [stream] [soak] | all   (all = parity bench library stream)
 # Expects the wheels in .whl/ (../shared/tools/device-wheels.sh) and the real data copied
 # to .gpudata/data/ (both git-ignored, carried by the device tool); writes logs under $OUT.
 set -uo pipefail
 modes=" ${*:-all} "
-[[ $modes == " all " ]] && modes=" parity bench stream "
+[[ $modes == " all " ]] && modes=" parity bench library stream "
 out=${OUT:-/tmp/rtsearch-out}
 mkdir -p "$out"
 python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -23,6 +23,11 @@ if [[ $modes == *" probe "* ]]; then
 fi
 if [[ $modes == *" bench "* ]]; then
   python3 bench/search_bench.py --data "$RTSEARCH_DATA" ${BENCH_ARGS:-} --json "$out/search_bench.json" 2>&1 | tee "$out/search_bench.log"
+  [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
+fi
+if [[ $modes == *" library "* ]]; then
+  python3 bench/library_bench.py --data "$RTSEARCH_DATA" ${LIBRARY_ARGS:-} --json "$out/library_bench.json" 2>&1 \
+    | tee "$out/library_bench.log"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if [[ $modes == *" stream "* ]]; then

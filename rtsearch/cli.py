@@ -104,8 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     target = s.add_mutually_exclusive_group(required=True)
     target.add_argument("--index", metavar="DIR", help="index built by 'rtsearch index build'")
     target.add_argument("--library", metavar="DIR",
-                        help="spectral library imported by 'rtsearch library import' (NumPy scoring for now; "
-                        "rows gain library_id, dot, dot_bias, delta_dot, f_value)")  # fmt: skip
+                        help="spectral library imported by 'rtsearch library import' (rows gain library_id, "
+                        "dot, dot_bias, delta_dot, f_value)")  # fmt: skip
     s.add_argument("--open", action="store_true",
                    help="with --library: open-modification search, every entry within +-500 Da of the precursor "
                    "(ppm_error then carries the modification's mass)")  # fmt: skip
@@ -285,12 +285,14 @@ def _search_library(args: argparse.Namespace, cfg: Config, out: Path) -> int:
     from rtsearch.results import write_columns
 
     lib = load_library(args.library)
+    backend = get_backend(args.backend)
+    log.info("backend %s (%s)", backend.name, backend.device)
     bar = Progress("library search", unit="spectra")
     tolerance = Tolerance(OPEN_WINDOW_DA, "Da") if args.open else cfg.search.precursor_tolerance
     cols, summary = search_library_runs(
         args.runs, lib, tolerance, batch_size=args.batch_size,
         isotope_errors=(0,) if args.open else cfg.search.isotope_errors,
-        progress=lambda done, total: bar.set(done, total),
+        progress=lambda done, total: bar.set(done, total), backend=backend,
     )  # fmt: skip
     bar.close()
     n = write_columns(cols, OUTPUT_COLUMNS, out)

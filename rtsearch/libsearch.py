@@ -18,12 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from rtsearch.backend import Backend
 from rtsearch.fdr import count_at, peptide_q_values, q_values
 from rtsearch.index.library import SpectralLibrary
 from rtsearch.offline import SearchSummary, spectrum_batches
 from rtsearch.psms import COLUMNS
 from rtsearch.scoring.lda import fit
-from rtsearch.scoring.library import LibraryMatches, score_library
+from rtsearch.scoring.library import LibraryMatches, LibraryMode, score_library
 from rtsearch.types import Spectrum, Tolerance
 
 LIBRARY_COLUMNS = ("library_id", "dot", "dot_bias", "delta_dot", "f_value")
@@ -32,16 +33,44 @@ OUTPUT_COLUMNS: tuple[str, ...] = COLUMNS + tuple(c for c in LIBRARY_COLUMNS if 
 FEATURES = ("f_value", "dot", "delta_dot", "dot_bias", "abs_ppm_error", "log_candidates", "matched_peaks")
 
 
+class LibraryScorer:
+    """Scores batches against one library on one backend: `GpuLibrary` on CuPy, `score_library` otherwise."""
+
+    def __init__(self, lib: SpectralLibrary, backend: Backend | None = None) -> None:
+        self.lib = lib
+        self.backend = backend
+        self._gpu: Any = None
+        if backend is not None and backend.is_gpu:
+            from rtsearch.scoring.library_gpu import GpuLibrary
+
+            self._gpu = GpuLibrary(lib, backend.xp)
+
+    def score(
+        self, spectra: Sequence[Spectrum], tolerance: Tolerance, *, isotope_errors: Sequence[int] = (0,),
+        mode: LibraryMode = "auto",
+    ) -> LibraryMatches:  # fmt: skip
+        """Best entry and scores of each spectrum (``mode`` chooses the GPU path; NumPy has one)."""
+        if self._gpu is not None:
+            return self._gpu.score(spectra, tolerance, isotope_errors=isotope_errors, mode=mode)
+        return score_library(self.lib, spectra, tolerance, isotope_errors=isotope_errors)
+
+    def device_bytes(self) -> int:
+        """Bytes of library data on the device (0 on NumPy)."""
+        return sum(self._gpu.device_bytes().values()) if self._gpu is not None else 0
+
+
 def search_library_runs(
     runs: Sequence[str | Path], lib: SpectralLibrary, tolerance: Tolerance, *, batch_size: int = 1024,
     isotope_errors: Sequence[int] = (0,), progress: Callable[[int, int | None], None] | None = None,
+    backend: Backend | None = None, mode: LibraryMode = "auto",
 ) -> tuple[dict[str, Any], SearchSummary]:  # fmt: skip
     """Search every MS2 spectrum of ``runs`` against ``lib``; the result columns and a summary."""
     t0 = time.perf_counter()
+    scorer = LibraryScorer(lib, backend)
     spectra: list[Spectrum] = []
     parts = []
     for batch in spectrum_batches(runs, batch_size=batch_size, progress=progress):
-        parts.append(score_library(lib, batch, tolerance, isotope_errors=isotope_errors))
+        parts.append(scorer.score(batch, tolerance, isotope_errors=isotope_errors, mode=mode))
         spectra += batch
     cols = _columns(lib, spectra, parts)
     scored = np.asarray(cols["library_id"]) >= 0

@@ -195,12 +195,13 @@ def import_library(
         "counts": {"entries": len(peptides), "targets": report.targets, "decoys": report.decoys,
                    "malformed": len(report.malformed), "peaks": int(counts.sum())},
     }  # fmt: skip
-    _write(Path(out), arrays, manifest, [peptides[i] for i in order], [proteins[i] for i in order])
+    write_store(Path(out), arrays, manifest, [peptides[i] for i in order], [proteins[i] for i in order])
     return report
 
 
-def _write(out: Path, arrays: dict[str, np.ndarray], manifest: dict[str, Any], peptides: list[str],
-           proteins: list[str]) -> None:  # fmt: skip
+def write_store(out: Path, arrays: dict[str, np.ndarray], manifest: dict[str, Any], peptides: list[str],
+                proteins: list[str]) -> None:  # fmt: skip
+    """Write a store folder (the module docstring's arrays, sorted by precursor m/z), replacing ``out``."""
     if out.exists() and not (out / "manifest.json").is_file():
         raise InputError(f"{out}: exists and is not a spectral library folder; choose another --out")
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -30,8 +31,12 @@ from rtsearch.index.library import LibraryParams, SpectralLibrary, preprocess_pe
 from rtsearch.types import Spectrum, Tolerance
 
 FRACTION_DELTA = 0.4  # SpectraST's default fvalFractionDelta
-FEW_CANDIDATES = 20
-C13 = 1.0033548  # Da between isotope peaks  # fewer candidates than this: F from the dot alone
+FEW_CANDIDATES = 20  # fewer candidates than this: F from the dot alone
+C13 = 1.0033548  # Da between isotope peaks
+
+# how the GPU finds each query's best entries: a warp walking its window ("narrow"), a matrix product
+# over the library ("open"), or by the batch's average window ("auto"); NumPy has one way
+LibraryMode = Literal["auto", "narrow", "open"]
 
 
 @dataclass
@@ -45,6 +50,47 @@ class LibraryMatches:
     f_value: np.ndarray
     candidates: np.ndarray  # int64 [S]
     matched_peaks: np.ndarray  # int64 [S]: bins the best entry shares with the query
+
+
+@dataclass
+class LibraryQueries:
+    """A batch's precursor windows against one library, as arrays (what the GPU kernels take).
+
+    Entries ``a[s]:b[s]`` lie in spectrum ``s``'s window (widened by the isotope errors);
+    with ``iso`` set, an entry must also lie within ``width[s]`` of ``precursor - k * C13 / z``
+    for some ``k`` in ``iso``; ``zmask[s]`` has bit ``z`` set for each precursor charge ``z``
+    to try (0: any charge; charges above 62 share bit 63). Unscorable spectra (MS1, no
+    precursor) have an empty window.
+    """
+
+    precursor_mz: np.ndarray  # float64 [S]
+    width: np.ndarray  # float64 [S]: the tolerance in m/z
+    a: np.ndarray  # int64 [S]
+    b: np.ndarray  # int64 [S]
+    zmask: np.ndarray  # uint64 [S]
+    iso: np.ndarray  # int32 [k]; empty when only isotope error 0 is searched (the range is the window)
+
+
+def library_queries(
+    lib: SpectralLibrary, spectra: Sequence[Spectrum], tolerance: Tolerance, isotope_errors: Sequence[int] = (0,)
+) -> LibraryQueries:
+    """Each spectrum's window of ``lib`` (the ranges `score_library` searches, vectorized)."""
+    iso = np.asarray(sorted(set(isotope_errors)), dtype=np.float64)
+    n = len(spectra)
+    prec = np.fromiter((sp.precursor_mz for sp in spectra), dtype=np.float64, count=n)
+    level = np.fromiter((sp.ms_level for sp in spectra), dtype=np.int64, count=n)
+    ok = (level >= 2) & (prec > 0)
+    width = np.asarray(tolerance.width(prec), dtype=np.float64) + np.zeros(n)
+    lo, hi = prec - width, prec + width
+    a = np.searchsorted(lib.precursor_mz, lo - max(iso.max(), 0.0) * C13, "left").astype(np.int64)
+    b = np.searchsorted(lib.precursor_mz, hi - min(iso.min(), 0.0) * C13, "right").astype(np.int64)
+    a, b = np.where(ok, a, 0), np.where(ok, np.maximum(a, b), 0)
+    zmask = np.zeros(n, dtype=np.uint64)
+    for s, sp in enumerate(spectra):
+        for z in sp.charges:
+            zmask[s] |= np.uint64(1) << np.uint64(min(max(int(z), 0), 63))
+    shifted = iso.size > 1 or iso[0] != 0
+    return LibraryQueries(prec, width, a, b, zmask, iso.astype(np.int32) if shifted else np.zeros(0, np.int32))
 
 
 def f_value(dot: np.ndarray, delta: np.ndarray, dot_bias: np.ndarray, n_candidates: np.ndarray) -> np.ndarray:

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from rtsearch.index.library import LibraryParams, import_library, load_library
-from rtsearch.scoring.library import f_value, score_library
+from rtsearch.readers import read_spectra
+from rtsearch.scoring.library import C13, f_value, library_queries, score_library
+from rtsearch.scoring.library_gpu import peptide_ids
 from rtsearch.types import Spectrum, Tolerance
 
 
@@ -67,3 +69,35 @@ def test_isotope_error_candidates(tmp_path):
     hit = score_library(lib, [query], tol, isotope_errors=(0, 1))
     assert hit.entry.tolist() == [0] and hit.dot[0] == pytest.approx(1.0, abs=1e-6)
     assert score_library(lib, [query], tol, isotope_errors=(-1, 0)).entry.tolist() == [-1]
+
+
+@pytest.mark.parametrize("isotopes", [(0,), (0, 1), (-1, 0, 1, 2)])
+def test_windows_as_arrays_hold_the_reference_candidates(data, tmp_path, isotopes):
+    """`library_queries` (what the GPU kernels walk) filtered as the kernel filters: the reference's counts."""
+    import_library([data / "spectral-libraries/nist-bsa_consensus.msp"], tmp_path / "lib")
+    lib = load_library(tmp_path / "lib")
+    spectra = list(read_spectra(data / "bsa-orbitrapxl/BSA1.mzML.gz"))  # MS1 among them: empty windows
+    spectra += [Spectrum("r", 0, 2, np.array([300.0]), np.array([1.0], np.float32), 600.0, (2, 3, 70))]
+    tol = Tolerance(20, "ppm")
+    q = library_queries(lib, spectra, tol, isotopes)
+    ref = score_library(lib, spectra, tol, isotope_errors=isotopes)
+    assert (q.iso.size == 0) == (isotopes == (0,))
+    counts = []
+    for s in range(len(spectra)):
+        e = np.arange(q.a[s], q.b[s])
+        z = lib.charge[e].astype(np.int64)
+        if q.zmask[s]:
+            keep = ((q.zmask[s] >> np.minimum(z, 63).astype(np.uint64)) & np.uint64(1)) == 1
+            e, z = e[keep], z[keep]
+        if q.iso.size:
+            shift = q.iso[None, :] * C13 / np.maximum(z, 1)[:, None]
+            e = e[(np.abs(q.precursor_mz[s] - shift - lib.precursor_mz[e][:, None]) <= q.width[s]).any(axis=1)]
+        counts.append(e.size)
+    assert np.array_equal(np.asarray(counts), ref.candidates)
+    assert (ref.candidates > 0).sum() > 150  # the test saw real windows
+    assert q.zmask[-1] == (1 << 2) | (1 << 3) | (1 << 63)
+
+
+def test_peptide_ids_compare_sequences():
+    assert peptide_ids(["PEPTIDEK", "PEPT[Phospho]IDEK", "[Acetyl]-PEPTIDEK", "AAAK", "PEPTIDEK"]).tolist() == [
+        0, 0, 0, 1, 0]
