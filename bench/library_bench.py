@@ -59,7 +59,7 @@ def replicated(base: SpectralLibrary, n_entries: int, spread: float, out: Path, 
     # peak positions of every copied entry: its source's offset plus 0..count-1
     starts = np.repeat(base.peak_offsets[src] - offsets[:-1], counts) + np.arange(int(offsets[-1]))
     arrays = {
-        "precursor_mz": prec, "charge": base.charge[src], "is_decoy": base.is_decoy[src], "peak_offsets": offsets,
+        "precursor_mz": prec, "charge": base.charge[src], "is_decoy": base.decoy[src], "peak_offsets": offsets,
         "peak_bins": base.peak_bins[starts], "peak_values": base.peak_values[starts],
     }  # fmt: skip
     manifest = dict(base.manifest)

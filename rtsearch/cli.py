@@ -13,13 +13,17 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rtsearch import __version__
-from rtsearch.backend import get_backend
+from rtsearch.backend import Backend, get_backend
 from rtsearch.config import Config, load_config, resolved_dict
 from rtsearch.errors import InputError, RtsearchError
 from rtsearch.progress import Progress
 from rtsearch.types import Tolerance
+
+if TYPE_CHECKING:
+    from rtsearch.engine import SearchEngine
 
 log = logging.getLogger("rtsearch")
 
@@ -121,7 +125,13 @@ def _parser() -> argparse.ArgumentParser:
         "micro-batches and publish one result per MS2 spectrum on ZeroMQ (and MQTT); write each run's results "
         "file at run.end. Flags override the [serve] table of --config. Stop with SIGINT or SIGTERM.",
     )
-    d.add_argument("--index", required=True, metavar="DIR", help="index built by 'rtsearch index build'")
+    d_target = d.add_mutually_exclusive_group(required=True)
+    d_target.add_argument("--index", metavar="DIR", help="index built by 'rtsearch index build'")
+    d_target.add_argument("--library", metavar="DIR",
+                          help="spectral library imported by 'rtsearch library import' (results gain library_id, "
+                          "dot, dot_bias, delta_dot, f_value)")  # fmt: skip
+    d.add_argument("--open", action="store_true",
+                   help="with --library: open-modification search, every entry within +-500 Da of the precursor")
     d.add_argument("--config", metavar="TOML", help="[search] and [serve] settings")
     d.add_argument("--spectra", metavar="ENDPOINT", help="spectra endpoint (default tcp://127.0.0.1:5555)")
     d.add_argument("--spectra-mode", choices=["sub", "pull"],
@@ -174,10 +184,16 @@ def _serve(args: argparse.Namespace) -> int:
     if serve.max_queue < serve.max_batch:
         serve = dataclasses.replace(serve, max_queue=8 * serve.max_batch)
     validate_serve(serve)
-    index = load_index(args.index, expect=cfg.database if cfg.database_given else None)
+    if args.open and not args.library:
+        raise InputError("--open applies to library search (--library)")
     backend = get_backend(serve.backend)
     log.info("backend %s (%s); serve settings %s", backend.name, backend.device, resolved_dict(serve))
-    engine = Engine(index, cfg.search, backend)
+    engine: SearchEngine
+    if args.library:
+        engine = _library_engine(args, cfg, backend)
+    else:
+        index = load_index(args.index, expect=cfg.database if cfg.database_given else None)
+        engine = Engine(index, cfg.search, backend)
 
     async def go() -> None:
         stop = asyncio.Event()
@@ -279,9 +295,21 @@ def _search(args: argparse.Namespace) -> int:
 OPEN_WINDOW_DA = 500.0  # open-modification library search: precursor window, +-Da
 
 
+def _library_engine(args: argparse.Namespace, cfg: Config, backend: Backend) -> SearchEngine:
+    """`LibraryEngine` for ``--library`` (and ``--open``) with the [search] tolerance and isotope errors."""
+    from rtsearch.index.library import load_library
+    from rtsearch.libengine import LibraryEngine
+
+    lib = load_library(args.library)
+    if args.open:
+        return LibraryEngine(lib, Tolerance(OPEN_WINDOW_DA, "Da"), backend)
+    return LibraryEngine(lib, cfg.search.precursor_tolerance, backend, isotope_errors=cfg.search.isotope_errors)
+
+
 def _search_library(args: argparse.Namespace, cfg: Config, out: Path) -> int:
     from rtsearch.index.library import load_library
-    from rtsearch.libsearch import OUTPUT_COLUMNS, search_library_runs
+    from rtsearch.libsearch import search_library_runs
+    from rtsearch.libtable import OUTPUT_COLUMNS
     from rtsearch.results import write_columns
 
     lib = load_library(args.library)

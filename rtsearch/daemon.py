@@ -41,7 +41,7 @@ from rtsearch import wire
 from rtsearch.batching import BatchPolicy, EngineTimeModel, MicroBatcher
 from rtsearch.chunks import Received, SpectraChunk
 from rtsearch.config import ServeConfig, mqtt_address
-from rtsearch.engine import Engine, concat_batches
+from rtsearch.engine import SearchEngine, concat_batches
 from rtsearch.errors import EndpointError
 from rtsearch.ingest import Intake
 from rtsearch.metrics import DaemonMetrics
@@ -105,7 +105,7 @@ class Daemon(WorkerLoop):
 
     def __init__(
         self,
-        engine: Engine,
+        engine: SearchEngine,
         cfg: ServeConfig,
         *,
         metrics: DaemonMetrics | None = None,
@@ -165,7 +165,7 @@ class Daemon(WorkerLoop):
                                     "choose another with --metrics-port (0: any free port)") from None
             self.metrics.describe(
                 backend=backend.name, device=backend.device, instrument=cfg.instrument,
-                budget_s=cfg.budget_ms / 1e3, mqtt=bool(cfg.mqtt), peptides=len(self.engine.peptide_mass),
+                budget_s=cfg.budget_ms / 1e3, mqtt=bool(cfg.mqtt), peptides=self.engine.entries,
                 gpu_bytes=backend.memory_used_bytes,
             )  # fmt: skip
             try:
@@ -325,8 +325,7 @@ class Daemon(WorkerLoop):
         if state is None:
             if not announced:
                 log.info("run %r: first message without run.start, opening it", run)
-            live = LiveRun(run, self.engine.index, primary=self.engine.cfg.score, refits="deferred",
-                           q_refresh=LIVE_Q_REFRESH)  # fmt: skip
+            live = self.engine.new_run(run, refits="deferred", q_refresh=LIVE_Q_REFRESH)
             state = self._runs[run] = RunState(live)
             self.metrics.runs_open.set(len(self._runs) + len(self._draining))
         return state
@@ -438,15 +437,15 @@ class Daemon(WorkerLoop):
         self._track(self._finish(state))
 
     async def _finalize(self, live: LiveRun, part: int) -> tuple[RunSummary, Path]:
-        """The run's final FDR and results file: in the refit process when the index has a folder there."""
+        """The run's final FDR and results file: in the refit process when the index (or library) has a
+        folder there."""
         target = (self.cfg.results_dir, live.name, self.cfg.results_format, part)
-        folder = self.engine.index.folder
-        if folder is not None and live.table.batches:
+        reload = self.engine.reload()
+        if reload is not None and live.table.batches:
             batch = await asyncio.to_thread(concat_batches, live.table.batches)
             try:
                 return await asyncio.wrap_future(
-                    self._fitter.submit(finish_run, str(folder), live.primary, batch, live.name,
-                                        dict(live.by_status), target)  # fmt: skip
+                    self._fitter.submit(finish_run, reload, batch, live.name, dict(live.by_status), target)
                 )
             except Exception as e:  # the pool is gone (shutdown, a crash) or the child failed: do it here
                 log.warning("run %r: finishing in the refit process failed (%s: %s); finishing here", live.name,

@@ -15,7 +15,8 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
@@ -27,6 +28,9 @@ from rtsearch.scoring.features import BestMatches, best_matches
 from rtsearch.scoring.matching import MatchStats, match_numpy
 from rtsearch.spectrum import PeakBatch, pack, pad, preprocess
 from rtsearch.types import Spectrum
+
+if TYPE_CHECKING:
+    from rtsearch.runs import LiveRun
 
 # Queries per NumPy step: bounds the size of the intermediate arrays.
 NUMPY_CHUNK = 128
@@ -72,6 +76,35 @@ def concat_batches(batches: Sequence[ScoredBatch]) -> ScoredBatch:
         np.concatenate([b.precursor_mz for b in batches]), np.concatenate([b.rt for b in batches]), best,
         [r for b in batches for r in b.reason],
     )  # fmt: skip
+
+
+Searching = Literal["index", "library"]
+
+
+@dataclass(frozen=True)
+class Reload:
+    """How another process rebuilds a run's table: what was searched, from which folder, ranked by what."""
+
+    kind: Searching
+    folder: str
+    primary: str
+
+
+class SearchEngine(Protocol):
+    """What the daemon needs of an engine: `Engine` (peptide index) or `LibraryEngine` (spectral library)."""
+
+    backend: Backend
+
+    def score(self, spectra: Sequence[Spectrum]) -> ScoredBatch: ...
+
+    def new_run(self, name: str, *, refits: Literal["inline", "deferred"], q_refresh: float) -> LiveRun: ...
+
+    def warm_up_spectra(self, n: int) -> list[Spectrum]: ...
+
+    @property
+    def entries(self) -> int: ...
+
+    def reload(self) -> Reload | None: ...
 
 
 class _Stopwatch:
@@ -121,6 +154,30 @@ class Engine:
     def device_bytes(self) -> int:
         """Bytes of index data held on the device (0 on NumPy)."""
         return self._gpu.nbytes if self._gpu is not None else 0
+
+    @property
+    def entries(self) -> int:
+        """Peptides (targets and decoys) searched."""
+        return len(self.peptide_mass)
+
+    def new_run(
+        self, name: str, *, refits: Literal["inline", "deferred"] = "inline", q_refresh: float = 0.0
+    ) -> LiveRun:
+        """A run's live results, ranked by the configured primary score."""
+        from rtsearch.runs import LiveRun
+
+        return LiveRun(name, self.index, primary=self.cfg.score, refits=refits, q_refresh=q_refresh)
+
+    def warm_up_spectra(self, n: int) -> list[Spectrum]:
+        """Spectra that reach every scoring path (`rtsearch.warmup`)."""
+        from rtsearch.warmup import warm_up_spectra
+
+        return warm_up_spectra(self, n)
+
+    def reload(self) -> Reload | None:
+        """How to rebuild a run's table elsewhere (``None``: the index was built in memory)."""
+        folder: Path | None = self.index.folder
+        return Reload("index", str(folder), self.cfg.score) if folder is not None else None
 
     def queries(self, spectra: Sequence[Spectrum], ok: np.ndarray) -> Queries:
         """One query per (spectrum, charge); the spectrum's charges or the configured ones."""

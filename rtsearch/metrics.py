@@ -123,8 +123,10 @@ class DaemonMetrics:
         self.mqtt_configured = Gauge(
             "rtsearch_mqtt_configured", "1 when the daemon publishes to an MQTT broker (--mqtt), else 0", registry=r
         )
-        self.index_peptides = Gauge("rtsearch_index_peptides", "Peptides (targets and decoys) in the loaded index",
-                                    registry=r)  # fmt: skip
+        self.index_peptides = Gauge(
+            "rtsearch_index_peptides",
+            "Peptides in the loaded index, or entries in the loaded spectral library (targets and decoys)", registry=r,
+        )  # fmt: skip
         self.gpu_memory = Gauge("rtsearch_gpu_memory_used_bytes", "Bytes held by the GPU memory pool", registry=r)
         self.runs_open = Gauge("rtsearch_runs_open", "Runs started and not yet ended", registry=r)
         self.runs_finished = Counter("rtsearch_runs_finished_total", "Runs finalized (results file written)",

@@ -9,7 +9,7 @@ offline search (and of the daemon's results file).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -58,22 +58,47 @@ def confident(score: np.ndarray, decoy: np.ndarray, *, minimum: int = 10) -> np.
 COMPACT_EVERY = 64  # small batches merged into one (`PsmTable.add`)
 
 
-@dataclass
-class PsmTable:
-    """Every spectrum of one or more runs, in arrival order."""
+class Searched(Protocol):
+    """What a run's results need from what was searched (`PeptideIndex`, `SpectralLibrary`), by match id."""
 
-    index: PeptideIndex
-    primary: str = "hyperscore"
-    batches: list[ScoredBatch] = field(default_factory=list)
-    score: np.ndarray | None = None
-    q: np.ndarray | None = None
-    peptide_q: np.ndarray | None = None
-    discriminants: dict[str, Discriminant] = field(default_factory=dict)
-    # set by finalize, one entry per spectrum: peptide index (-1 none), decoy flag, final features
-    peptide: np.ndarray | None = None
-    decoy: np.ndarray | None = None
-    features: np.ndarray | None = None
-    _small: int = field(default=0, init=False, repr=False)  # small batches at the end of ``batches``
+    def is_decoy(self, i: np.ndarray) -> Any: ...
+
+    def proformas(self, ids: np.ndarray) -> list[str]: ...
+
+    def accessions(self, ids: np.ndarray) -> list[list[str]]: ...
+
+
+class RunTable(Protocol):
+    """A run's table as `LiveRun`, the daemon and the results writer use it (`PsmTable`, `LibraryTable`)."""
+
+    column_names: ClassVar[tuple[str, ...]]
+    batches: list[ScoredBatch]
+    peptide: np.ndarray | None
+
+    def add(self, batch: ScoredBatch) -> None: ...
+
+    def finalize(self) -> None: ...
+
+    def counts_at(self, level: float = 0.01) -> tuple[int, int]: ...
+
+    def columns(self) -> dict[str, Any]: ...
+
+
+class Arrivals:
+    """Scored batches in arrival order, small ones compacted; the counts at an FDR once finalized.
+
+    The part `PsmTable` and `LibraryTable` share; each adds its own ``finalize`` and ``columns``.
+    """
+
+    batches: list[ScoredBatch]
+    q: np.ndarray | None
+    peptide_q: np.ndarray | None
+    peptide: np.ndarray | None
+    decoy: np.ndarray | None
+    _small: int
+
+    def finalize(self) -> None:
+        raise NotImplementedError
 
     def add(self, batch: ScoredBatch) -> None:
         self.batches.append(batch)
@@ -89,6 +114,36 @@ class PsmTable:
 
     def __len__(self) -> int:
         return sum(len(b) for b in self.batches)
+
+    def counts_at(self, level: float = 0.01) -> tuple[int, int]:
+        """Target PSMs and distinct target peptides at ``level`` FDR, after `finalize`."""
+        if self.q is None:
+            self.finalize()
+        assert self.q is not None and self.peptide_q is not None and self.peptide is not None
+        assert self.decoy is not None
+        target = (self.peptide >= 0) & ~self.decoy
+        psms = int(np.sum(target & (self.q <= level)))
+        peptides = int(np.unique(self.peptide[target & (self.peptide_q <= level)]).shape[0])
+        return psms, peptides
+
+
+@dataclass
+class PsmTable(Arrivals):
+    """Every spectrum of one or more runs, in arrival order (database search)."""
+
+    column_names: ClassVar[tuple[str, ...]] = COLUMNS
+    index: PeptideIndex
+    primary: str = "hyperscore"
+    batches: list[ScoredBatch] = field(default_factory=list)
+    score: np.ndarray | None = None
+    q: np.ndarray | None = None
+    peptide_q: np.ndarray | None = None
+    discriminants: dict[str, Discriminant] = field(default_factory=dict)
+    # set by finalize, one entry per spectrum: peptide index (-1 none), decoy flag, final features
+    peptide: np.ndarray | None = None
+    decoy: np.ndarray | None = None
+    features: np.ndarray | None = None
+    _small: int = field(default=0, init=False, repr=False)  # small batches at the end of ``batches``
 
     def finalize(self) -> None:
         """Fit each run's discriminant, then score and compute q-values (per run)."""
@@ -120,17 +175,6 @@ class PsmTable:
             pq[rows] = peptide_q_values(score[rows], decoy[rows], pep[rows])
         self.score, self.q, self.peptide_q = score, q, pq
         self.peptide, self.decoy, self.features = pep, decoy, feats
-
-    def counts_at(self, level: float = 0.01) -> tuple[int, int]:
-        """Target PSMs and distinct target peptides at ``level`` FDR, after `finalize`."""
-        if self.q is None:
-            self.finalize()
-        assert self.q is not None and self.peptide_q is not None and self.peptide is not None
-        assert self.decoy is not None
-        target = (self.peptide >= 0) & ~self.decoy
-        psms = int(np.sum(target & (self.q <= level)))
-        peptides = int(np.unique(self.peptide[target & (self.peptide_q <= level)]).shape[0])
-        return psms, peptides
 
     def columns(self) -> dict[str, Any]:
         """The `COLUMNS`, each as one array or list over every spectrum (NaN: empty), after `finalize`.

@@ -22,7 +22,7 @@ from typing import Any
 
 import zmq
 
-from rtsearch.psms import PsmTable
+from rtsearch.psms import RunTable
 from rtsearch.results import write_table
 from rtsearch.wire import RESULT
 
@@ -208,7 +208,7 @@ class MqttPublisher:
                 self.queue.task_done()
 
 
-def write_run_results(table: PsmTable, folder: str | Path, run: str, fmt: str = "tsv", part: int = 1) -> Path:
+def write_run_results(table: RunTable, folder: str | Path, run: str, fmt: str = "tsv", part: int = 1) -> Path:
     """Write a finalized run's table atomically; returns the path (blocking: call in a thread)."""
     path = results_path(folder, run, fmt, part)
     write_table(table, path)

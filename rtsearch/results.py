@@ -1,6 +1,7 @@
 """Result files: the PSM table written as TSV or Parquet, atomically.
 
-Columns are `rtsearch.psms.COLUMNS` (names exact); empty cells (nulls) for
+Columns are the table's ``column_names`` (`rtsearch.psms.COLUMNS`, or
+`rtsearch.libtable.OUTPUT_COLUMNS` for library search); empty cells (nulls) for
 spectra without a match. Written column-wise through Arrow (C++, without the
 GIL for the formatting), so a daemon finishing a run does not stall its
 scoring thread. The file is written to a temporary name in the same folder
@@ -20,7 +21,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from rtsearch.errors import InputError
-from rtsearch.psms import COLUMNS, PsmTable
+from rtsearch.psms import RunTable
 
 _STRINGS = frozenset({"run", "peptide", "proteins", "reason"})
 
@@ -40,9 +41,9 @@ def _array(name: str, values: Any) -> pa.Array:
     return pa.array(arr.astype(np.int64), type=pa.int64())
 
 
-def write_table(table: PsmTable, path: str | Path) -> int:
+def write_table(table: RunTable, path: str | Path) -> int:
     """Write a finalized table to ``path`` (``.tsv`` or ``.parquet``); returns the row count."""
-    return write_columns(table.columns(), COLUMNS, path)
+    return write_columns(table.columns(), table.column_names, path)
 
 
 def write_columns(cols: dict[str, Any], names: tuple[str, ...], path: str | Path) -> int:

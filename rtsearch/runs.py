@@ -31,27 +31,26 @@ import numpy as np
 
 from rtsearch.engine import ScoredBatch
 from rtsearch.fdr import RunningFdr
-from rtsearch.index.database import PeptideIndex
-from rtsearch.psms import PsmTable
+from rtsearch.psms import PsmTable, RunTable, Searched
 from rtsearch.scoring.features import FEATURES, BestMatches
 from rtsearch.scoring.lda import Discriminant, fit
 from rtsearch.types import ResultStatus
 
-_PPM, _SIGNED_PPM = FEATURES.index("ppm_error_z2"), FEATURES.index("signed_ppm_error")
 IDENTIFIED_AT = 0.01  # running q-value at which a target PSM is reported as identified
 REFIT_FIRST = 500  # scored spectra before the first live discriminant; refitted at every doubling after
 REFIT_LAST = 8000  # no refits beyond this: the fit stabilizes, and its cost grows with the run
 
 
 def unscored_batch(
-    run: str, scans: Sequence[int], precursor_mz: Sequence[float], reasons: Sequence[str]
-) -> ScoredBatch:
+    run: str, scans: Sequence[int], precursor_mz: Sequence[float], reasons: Sequence[str], *,
+    n_features: int = len(FEATURES),
+) -> ScoredBatch:  # fmt: skip
     """A `ScoredBatch` of spectra that were never scored (shed, invalid), with their reasons."""
     n = len(scans)
     best = BestMatches(
         peptide=np.full(n, -1, np.int64), charge=np.zeros(n, np.int64), calc_mz=np.full(n, np.nan),
         ppm_error=np.full(n, np.nan), matched_peaks=np.zeros(n, np.int64),
-        features=np.full((n, len(FEATURES)), np.nan),
+        features=np.full((n, n_features), np.nan),
     )  # fmt: skip
     return ScoredBatch(
         run=[run] * n, scan=np.asarray(scans, np.int64), precursor_mz=np.asarray(precursor_mz, np.float64),
@@ -80,26 +79,42 @@ class RunSummary:
 
 
 class LiveRun:
-    """Results of one run as its spectra are scored; see the module docstring."""
+    """Results of one run as its spectra are scored; see the module docstring.
+
+    ``index`` names the matches; ``table`` (a `PsmTable` of ``index`` unless given: library
+    search passes a `LibraryTable`) keeps the run for its end; ``features`` names the
+    columns of the scored batches' features (database search's `FEATURES` unless given).
+    """
 
     def __init__(
         self,
         name: str,
-        index: PeptideIndex,
+        index: Searched,
         *,
         primary: str = "hyperscore",
         refits: Literal["inline", "deferred"] = "inline",
         q_refresh: float = 0.0,
+        table: RunTable | None = None,
+        features: tuple[str, ...] = FEATURES,
     ) -> None:
         self.name = name
         self.index = index
         self.primary = primary
         self.refits = refits
         self.q_refresh = q_refresh
-        self.table = PsmTable(index, primary=primary)
+        self.features = features
+        if table is None:
+            from rtsearch.index.database import PeptideIndex
+
+            assert isinstance(index, PeptideIndex), "a PsmTable needs a PeptideIndex; pass table= otherwise"
+            table = PsmTable(index, primary=primary)
+        self.table = table
         self.fdr = RunningFdr(refresh=q_refresh)
         self.by_status: dict[str, int] = dict.fromkeys((s.value for s in ResultStatus), 0)
-        self._col = FEATURES.index(primary)
+        self._col = features.index(primary)
+        # database search's live ppm feature: |ppm| until the run's calibration at its end
+        self._ppm = (features.index("ppm_error_z2"), features.index("signed_ppm_error")) \
+            if "ppm_error_z2" in features else None  # fmt: skip
         self._x: list[np.ndarray] = []  # live features of every scored PSM so far
         self._d: list[np.ndarray] = []
         self._n_scored = 0
@@ -110,7 +125,8 @@ class LiveRun:
     def _running_q(self, feats: np.ndarray, decoy: np.ndarray) -> np.ndarray:
         """Running q-values of new scored PSMs (see the module docstring)."""
         x = feats.copy()
-        x[:, _PPM] = np.abs(x[:, _SIGNED_PPM])
+        if self._ppm is not None:
+            x[:, self._ppm[0]] = np.abs(x[:, self._ppm[1]])
         self._n_scored += len(x)
         if self._next_fit <= REFIT_LAST or self._fitting:  # kept only while a refit will read them
             self._x.append(x)
@@ -134,7 +150,7 @@ class LiveRun:
         while self._next_fit <= self._n_scored:
             self._next_fit *= 2
         self._fitting = True
-        return functools.partial(fit, all_x, all_d, FEATURES, start=self.primary)
+        return functools.partial(fit, all_x, all_d, self.features, start=self.primary)
 
     def install(self, discriminant: Discriminant | None) -> np.ndarray:
         """Rank every PSM so far by a refitted ``discriminant``; their q-values, in scoring order.
@@ -193,20 +209,20 @@ class LiveRun:
         self, status: ResultStatus, scans: Sequence[int], precursor_mz: Sequence[float], reasons: Sequence[str]
     ) -> list[dict[str, Any]]:
         """Results for spectra answered without scoring (``shed`` or ``invalid``)."""
-        self.table.add(unscored_batch(self.name, scans, precursor_mz, reasons))
+        self.table.add(unscored_batch(self.name, scans, precursor_mz, reasons, n_features=len(self.features)))
         self.by_status[status.value] += len(scans)
         return [
             {"run": self.name, "scan": int(s), "status": status.value, "reason": r, "precursor_mz": float(m)}
             for s, m, r in zip(scans, precursor_mz, reasons, strict=True)
         ]
 
-    def finish(self) -> tuple[PsmTable, RunSummary]:
+    def finish(self) -> tuple[RunTable, RunSummary]:
         """Final discriminant and q-values (as offline); the table and the run's summary."""
         self.table.finalize()
         return self.table, run_summary(self.name, self.table, self.by_status)
 
 
-def run_summary(name: str, table: PsmTable, by_status: dict[str, int]) -> RunSummary:
+def run_summary(name: str, table: RunTable, by_status: dict[str, int]) -> RunSummary:
     """The summary of a run whose ``table`` is finalized; ``by_status`` counts its published results."""
     psms, peptides = table.counts_at(0.01)
     assert table.peptide is not None

@@ -31,15 +31,14 @@ import numpy as np
 
 from rtsearch.runs import RunSummary, run_summary
 from rtsearch.types import ResultStatus
-from rtsearch.warmup import warm_up_spectra
 
 if TYPE_CHECKING:
     from rtsearch.batching import EngineTimeModel, MicroBatcher
     from rtsearch.config import ServeConfig
     from rtsearch.daemon import Job
-    from rtsearch.engine import Engine, ScoredBatch
-    from rtsearch.index.database import PeptideIndex
+    from rtsearch.engine import Reload, ScoredBatch, SearchEngine
     from rtsearch.metrics import DaemonMetrics
+    from rtsearch.psms import RunTable
     from rtsearch.runs import LiveRun
 
 log = logging.getLogger("rtsearch.daemon")
@@ -77,25 +76,35 @@ def collect_garbage(*, idle: bool) -> None:
     gc.collect(2 if count2 >= 10 and count1 >= 10 else 1 if count1 >= 10 else 0)
 
 
-_INDEXES: dict[str, PeptideIndex] = {}  # in the refit process: indexes loaded for finishing runs
+_LOADED: dict[tuple[str, str], Any] = {}  # in the refit process: indexes and libraries loaded for finishing runs
+
+
+def _table(reload: Reload) -> RunTable:
+    """An empty table of what ``reload`` names, its index or library memory-mapped here once."""
+    from rtsearch.index.library import load_library
+    from rtsearch.index.store import load_index
+    from rtsearch.libtable import LibraryTable
+    from rtsearch.psms import PsmTable
+
+    key = (reload.kind, reload.folder)
+    if key not in _LOADED:
+        _LOADED[key] = load_library(reload.folder) if reload.kind == "library" else load_index(reload.folder)
+    if reload.kind == "library":
+        return LibraryTable(_LOADED[key], primary=reload.primary)
+    return PsmTable(_LOADED[key], primary=reload.primary)
 
 
 def finish_run(
-    folder: str, primary: str, batch: ScoredBatch, name: str, by_status: dict[str, int], results: ResultsTarget
+    reload: Reload, batch: ScoredBatch, name: str, by_status: dict[str, int], results: ResultsTarget
 ) -> tuple[RunSummary, Path]:
     """In the refit process: a run's final discriminant, q-values, summary and results file.
 
     Seconds of NumPy and string building for a long run; in the daemon's process they would hold
-    the GIL against the next run's first spectra. The index is memory-mapped here once.
+    the GIL against the next run's first spectra.
     """
-    from rtsearch.index.store import load_index
-    from rtsearch.psms import PsmTable
     from rtsearch.publish import write_run_results
 
-    if folder not in _INDEXES:
-        _INDEXES[folder] = load_index(folder)
-    index = _INDEXES[folder]
-    table = PsmTable(index, primary=primary)
+    table = _table(reload)
     table.add(batch)
     table.finalize()
     return run_summary(name, table, by_status), write_run_results(table, *results)
@@ -108,7 +117,7 @@ def _started() -> None:
 class WorkerLoop:
     """Engine threads and the refit process of a `Daemon` (see the module docstring)."""
 
-    engine: Engine
+    engine: SearchEngine
     cfg: ServeConfig
     metrics: DaemonMetrics
     model: EngineTimeModel
@@ -148,7 +157,7 @@ class WorkerLoop:
         known, unknown and several charges, at a few batch sizes, so no compile lands on a
         real spectrum's latency.
         """
-        spectra = warm_up_spectra(self.engine, 64)
+        spectra = self.engine.warm_up_spectra(64)
         for size in sorted({1, 7, 64, 512, self.cfg.max_batch}):
             batch = (spectra * (size // len(spectra) + 1))[:size]
             t0 = time.perf_counter()

@@ -224,16 +224,29 @@ class SpectralLibrary:
     params: LibraryParams
     precursor_mz: np.ndarray
     charge: np.ndarray
-    is_decoy: np.ndarray
+    decoy: np.ndarray  # bool [E] (stored as is_decoy.npy)
     peak_offsets: np.ndarray
     peak_bins: np.ndarray
     peak_values: np.ndarray
     peptides: list[str]
     proteins: list[str]
     manifest: dict[str, Any]
+    folder: Path | None = None  # where it was loaded from
 
     def __len__(self) -> int:
         return int(self.precursor_mz.shape[0])
+
+    def is_decoy(self, i: int | np.ndarray) -> Any:
+        """Whether entry ``i`` (or each of an array of them) is a decoy."""
+        return self.decoy[i]
+
+    def proformas(self, ids: np.ndarray) -> list[str]:
+        """Each entry's peptide (ProForma), as a match's name in results."""
+        return [self.peptides[i] for i in np.asarray(ids, dtype=np.int64).tolist()]
+
+    def accessions(self, ids: np.ndarray) -> list[list[str]]:
+        """Each entry's proteins (the library's ``Protein`` field, split at ``;``)."""
+        return [[a for a in self.proteins[i].split(";") if a] for i in np.asarray(ids, dtype=np.int64).tolist()]
 
     def peaks(self, e: int) -> tuple[np.ndarray, np.ndarray]:
         lo, hi = int(self.peak_offsets[e]), int(self.peak_offsets[e + 1])
@@ -260,5 +273,6 @@ def load_library(folder: str | Path) -> SpectralLibrary:
         proteins = json.loads((folder / "proteins.json").read_text())
     except (OSError, ValueError) as e:
         raise InputError(f"{folder}: missing or damaged library file: {e}") from None
+    arrays["decoy"] = arrays.pop("is_decoy")
     return SpectralLibrary(LibraryParams(**manifest["params"]), peptides=peptides, proteins=proteins,
-                           manifest=manifest, **arrays)  # fmt: skip
+                           manifest=manifest, folder=folder, **arrays)  # fmt: skip

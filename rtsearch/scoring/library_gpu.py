@@ -24,6 +24,7 @@ copy for open search ``2 E * n_bins`` (`GpuLibrary.device_bytes`).
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -68,6 +69,7 @@ class GpuLibrary:
         self._open_reduce = module.get_function("open_reduce")
         self._pairs = module.get_function("pairs")
         self.dense: Any = None  # [E, K] half, made by the first open search
+        self._dense_lock = threading.Lock()  # engine workers warm up at once: one of them makes it
         cp.cuda.get_current_stream().synchronize()
 
     def device_bytes(self) -> dict[str, int]:
@@ -138,6 +140,10 @@ class GpuLibrary:
 
     def _dense(self) -> Any:
         """The library as a dense half matrix ``[E, K]`` (K: bins rounded up to 64), made once."""
+        with self._dense_lock:
+            return self._make_dense()
+
+    def _make_dense(self) -> Any:
         if self.dense is None:
             cp = self.cp
             k = -(-self.n_bins // 64) * 64
@@ -147,6 +153,7 @@ class GpuLibrary:
             dense[rows, self.bins] = self.vals.astype(cp.float16)
             del rows
             self.dense = dense
+            cp.cuda.get_current_stream().synchronize()  # other workers' streams read it next
             cp.get_default_memory_pool().free_all_blocks()  # the build's temporaries (2 x 8 bytes a peak)
         return self.dense
 

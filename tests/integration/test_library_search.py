@@ -36,7 +36,7 @@ def test_bsa1_library_search_reaches_the_database_search(data, dev_indexes, tmp_
     m = score_library(lib, spectra, Tolerance.parse(dev.precursor))
     hit = m.entry >= 0
     decoy = np.zeros(len(spectra), bool)
-    decoy[hit] = lib.is_decoy[m.entry[hit]]
+    decoy[hit] = lib.decoy[m.entry[hit]]
     by_f = count_at(q_values(np.where(hit, m.f_value, np.nan), decoy), decoy)
     # the CLI: features -> discriminant -> q-values, recounted from the file's score and is_decoy
     lib_out = tmp_path / "lib.tsv"

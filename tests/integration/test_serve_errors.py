@@ -53,3 +53,20 @@ def test_zeromq_endpoint_in_use(index_dir, which):
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("rtsearch: error: ") and "Address already in use" in last
     assert "Traceback" not in proc.stderr
+
+
+def _plain(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rtsearch.cli", "serve", "--backend", "numpy", *args],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_library_target_errors(index_dir, tmp_path):
+    """--open without --library, --index with --library, a folder that is no library: one line, no traceback."""
+    proc = _plain("--index", str(index_dir), "--open")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "rtsearch: error: --open applies to library search (--library)"
+    proc = _plain("--index", str(index_dir), "--library", str(index_dir))
+    assert proc.returncode == 2 and "not allowed with argument" in proc.stderr
+    proc = _plain("--library", str(tmp_path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"rtsearch: error: {tmp_path}: not a spectral library")

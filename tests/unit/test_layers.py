@@ -9,7 +9,8 @@ CORE = [
     "rtsearch.types", "rtsearch.spectrum", "rtsearch.fdr", "rtsearch.engine", "rtsearch.runs", "rtsearch.psms",
     "rtsearch.backend", "rtsearch.index.build", "rtsearch.index.store", "rtsearch.index.library",
     "rtsearch.scoring.features", "rtsearch.scoring.matching", "rtsearch.scoring.candidates",
-    "rtsearch.scoring.library", "rtsearch.scoring.lda", "rtsearch.libsearch", "rtsearch.offline",
+    "rtsearch.scoring.library", "rtsearch.scoring.lda", "rtsearch.libsearch", "rtsearch.libengine",
+    "rtsearch.libtable", "rtsearch.scoring.library_gpu", "rtsearch.offline",
 ]  # fmt: skip
 SHELL_ONLY = ("asyncio", "zmq", "aiomqtt", "paho", "prometheus_client")
 

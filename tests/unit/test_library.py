@@ -126,13 +126,13 @@ def test_store_round_trip_and_replacement(libs, tmp_path):
     report = import_library(files, out)
     assert (report.read, report.targets, report.decoys, len(report.malformed)) == (747, 727, 727, 20)
     lib = load_library(out)
-    assert len(lib) == 1454 and int(lib.is_decoy.sum()) == 727
+    assert len(lib) == 1454 and int(lib.decoy.sum()) == 727
     assert (np.diff(lib.precursor_mz) >= 0).all()
     for e in (0, 700, 1453):
         _, v = lib.peaks(e)
         assert float((v.astype(np.float64) ** 2).sum()) == pytest.approx(1.0, rel=1e-5)
     t = lib.peptides.index("AADDKEAC[Carbamidomethyl]FAVEGPK")
-    assert not lib.is_decoy[t] and lib.charge[t] == 3
+    assert not lib.decoy[t] and lib.charge[t] == 3
     r = lib.within(lib.precursor_mz[t] - 0.01, lib.precursor_mz[t] + 0.01)
     assert t in r and all(abs(lib.precursor_mz[i] - lib.precursor_mz[t]) <= 0.01 for i in r)
     assert lib.manifest["counts"]["malformed"] == 20

@@ -13,6 +13,7 @@ from rtsearch.engine import Engine
 from rtsearch.fdr import q_values
 from rtsearch.readers import read_spectra
 from rtsearch.runs import LiveRun
+from rtsearch.scoring.features import FEATURES
 from rtsearch.types import ResultStatus
 
 
@@ -97,7 +98,7 @@ def test_deferred_refits_wait_for_install(scored, monkeypatch):
     # every PSM so far, also those scored during the refit, is ranked by the new discriminant, exactly
     hit = batch.best.peptide >= 0
     x = batch.best.features[hit].copy()
-    x[:, runs._PPM] = np.abs(x[:, runs._SIGNED_PPM])
+    x[:, FEATURES.index("ppm_error_z2")] = np.abs(x[:, FEATURES.index("signed_ppm_error")])
     decoy = np.asarray(index.is_decoy(batch.best.peptide[hit]), dtype=bool)
     np.testing.assert_allclose(q, q_values(live.discriminant.score(x), decoy))
     assert len(live.fdr) == int(hit.sum())

@@ -1,0 +1,52 @@
+"""`rtsearch serve --library` on the GPU: BSA1 replayed, every spectrum answered with the NumPy search's entry."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from rtsearch.backend import get_backend
+from rtsearch.index.library import import_library, load_library
+from rtsearch.libengine import LibraryEngine
+from rtsearch.libsearch import search_library_runs
+from rtsearch.types import Tolerance
+from rtsearch_sim.collector import Collector
+from rtsearch_sim.replay import Sender, Sent, load_run, replay
+from tests.streaming import running, serve_config
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("window", ["20 ppm", "500 Da"], ids=["narrow", "open"])
+async def test_gpu_library_daemon_answers_like_numpy(data, tmp_path, window):
+    run_path = data / "bsa-orbitrapxl/BSA1.mzML.gz"
+    import_library([data / "spectral-libraries/nist-bsa_consensus.msp"], tmp_path / "lib")
+    lib = load_library(tmp_path / "lib")
+    tol = Tolerance.parse(window)
+    iso = (0, 1) if window == "20 ppm" else (0,)
+    cols, _ = search_library_runs([run_path], lib, tol, isotope_errors=iso, backend=get_backend("numpy"))
+    offline = dict(zip(cols["scan"].tolist(), cols["library_id"].tolist(), strict=True))
+    engine = LibraryEngine(lib, tol, get_backend("cupy"), isotope_errors=iso)
+    spectra = load_run(run_path)
+    async with running(engine, serve_config(tmp_path, backend="cupy", workers=2)) as daemon:
+
+        def simulate() -> tuple[Sent, Collector]:
+            col = Collector(daemon.endpoints.results).start()
+            sent = Sent()
+            with Sender(daemon.endpoints.spectra, mode="push") as s:
+                replay(s, [("BSA1", spectra)], speed=None, rate=5000.0, sent=sent)
+            col.wait(len(sent.ms2), idle_s=30, timeout_s=300)
+            col.stop()
+            return sent, col
+
+        sent, col = await asyncio.to_thread(simulate)
+    report = col.report(sent.ms2)
+    print(f"\nBSA1 from the library on the GPU ({window}): {report}")
+    assert report.sent == len(offline) and report.lost == 0 and report.duplicates == 0
+    online = {r["scan"]: r.get("library_id", -1) for r in col.results()}
+    same = sum(online[s] == e for s, e in offline.items())
+    # narrow: exactly NumPy's entries; open: ranked in half precision (tests/gpu/test_library_parity.py)
+    assert same == len(offline) if window == "20 ppm" else same >= 0.99 * len(offline)
+    assert engine.device_bytes() > 0
