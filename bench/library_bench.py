@@ -98,6 +98,27 @@ def agreement(ref: LibraryMatches, got: LibraryMatches) -> dict[str, float]:
             "max_dot_diff": float(np.abs(ref.dot - got.dot)[hit].max(initial=0.0))}  # fmt: skip
 
 
+def crossover(gpu: Any, batch: list[Spectrum]) -> list[dict[str, float]]:
+    """Queries/s of the warp walk and of the matrix product as the window widens (one batch, after a warm one)."""
+    from rtsearch.scoring.library import library_queries
+
+    rows = []
+    for half in (0.02, 0.2, 2.0, 20.0, 200.0):
+        tol = Tolerance(half, "Da")
+        q = library_queries(gpu.lib, batch, tol)
+        row = {"half_width_th": half, "candidates_mean": float((q.b - q.a).mean())}
+        for mode in ("narrow", "open"):
+            if mode == "narrow" and row["candidates_mean"] > 50_000:
+                continue
+            gpu.score(batch, tol, mode=mode)
+            t = time.perf_counter()
+            gpu.score(batch, tol, mode=mode)
+            row[f"{mode}_queries_per_s"] = len(batch) / (time.perf_counter() - t)
+        print("crossover: " + ", ".join(f"{k} {v:,.2f}" for k, v in row.items()), flush=True)
+        rows.append(row)
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, required=True, help="the shared data folder")
@@ -110,6 +131,8 @@ def main() -> int:
     ap.add_argument("--numpy-narrow", type=int, default=1120, help="queries NumPy scores narrow (default 1120)")
     ap.add_argument("--numpy-open", type=int, default=6, help="queries NumPy scores open (default 6)")
     ap.add_argument("--backend", choices=["auto", "cupy", "numpy"], default="auto")
+    ap.add_argument("--crossover", action="store_true",
+                    help="also time both GPU paths on windows of 0.02 to 200 Th (where 'auto' should switch)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     report: dict[str, Any] = {"entries": args.entries, "spread_th": args.spread}
@@ -157,6 +180,8 @@ def main() -> int:
         dense_s = time.perf_counter() - t
         r_open = rate(lambda b: gpu.score(b, OPEN, mode="open"), [repeat(spectra, args.open_batch)] * 2, args.seconds)
         agree_open = agreement(ref_open, gpu.score(very_few, OPEN, mode="open"))
+        if args.crossover:
+            report["crossover"] = crossover(gpu, repeat(spectra, args.open_batch))
         mem = gpu.device_bytes()
         report["gpu"] = {
             "load_s": load_s, "dense_build_s": dense_s, "narrow": r_narrow, "open": r_open,

@@ -37,7 +37,10 @@ from rtsearch.types import Spectrum, Tolerance
 
 WARPS_PER_BLOCK = 8
 PREPROCESS_THREADS = 128
-OPEN_MIN_CANDIDATES = 2048  # queries averaging more candidates than this go through the matrix product
+# queries averaging more candidates than this go through the matrix product: on an H100 with a
+# 1,000,000-entry library the walk does 109,000 queries/s at 4,944 candidates and 21,600 at 49,412,
+# the product 98,000 and 81,000 (bench/RESULTS.md, `library_bench.py --crossover`): even near 7,000
+OPEN_MIN_CANDIDATES = 7000
 OPEN_CHUNK_BYTES = 256 << 20  # bytes of half dots per chunk of the matrix product
 _STRIP = re.compile(r"\[[^\]]*\]-?")
 
