@@ -57,10 +57,11 @@ class LibraryQueries:
     """A batch's precursor windows against one library, as arrays (what the GPU kernels take).
 
     Entries ``a[s]:b[s]`` lie in spectrum ``s``'s window (widened by the isotope errors);
-    with ``iso`` set, an entry must also lie within ``width[s]`` of ``precursor - k * C13 / z``
-    for some ``k`` in ``iso``; ``zmask[s]`` has bit ``z`` set for each precursor charge ``z``
-    to try (0: any charge; charges above 62 share bit 63). Unscorable spectra (MS1, no
-    precursor) have an empty window.
+    with ``iso`` set, an entry must also be within ``width[s]`` of ``precursor - k * C13 / z``
+    for some ``k`` in ``iso`` (``z``: the entry's charge; with ``by_mass``, the distance in m/z
+    times ``z``: a Da tolerance bounds the mass). ``zmask[s]`` has bit ``z`` set for each
+    precursor charge ``z`` to try (0: any charge; charges above 62 share bit 63). Unscorable
+    spectra (MS1, no precursor) have an empty window.
     """
 
     precursor_mz: np.ndarray  # float64 [S]
@@ -68,7 +69,8 @@ class LibraryQueries:
     a: np.ndarray  # int64 [S]
     b: np.ndarray  # int64 [S]
     zmask: np.ndarray  # uint64 [S]
-    iso: np.ndarray  # int32 [k]; empty when only isotope error 0 is searched (the range is the window)
+    iso: np.ndarray  # int32 [k]; empty when the range is the window (isotope error 0, a ppm tolerance)
+    by_mass: bool  # a Da tolerance: on the mass, |precursor m/z - entry m/z| * z
 
 
 def library_queries(
@@ -89,8 +91,10 @@ def library_queries(
     for s, sp in enumerate(spectra):
         for z in sp.charges:
             zmask[s] |= np.uint64(1) << np.uint64(min(max(int(z), 0), 63))
-    shifted = iso.size > 1 or iso[0] != 0
-    return LibraryQueries(prec, width, a, b, zmask, iso.astype(np.int32) if shifted else np.zeros(0, np.int32))
+    by_mass = tolerance.unit == "Da"
+    filtered = by_mass or iso.size > 1 or iso[0] != 0
+    return LibraryQueries(prec, width, a, b, zmask, iso.astype(np.int32) if filtered else np.zeros(0, np.int32),
+                          by_mass)  # fmt: skip
 
 
 def f_value(dot: np.ndarray, delta: np.ndarray, dot_bias: np.ndarray, n_candidates: np.ndarray) -> np.ndarray:
@@ -126,9 +130,11 @@ def score_library(
 
     ``isotope_errors``: the instrument may have picked the k-th isotope peak as the precursor, so
     an entry is a candidate when ``precursor - k * 1.00335 / charge`` (the entry's charge) is
-    within the tolerance of its m/z for some k listed.
+    within the tolerance of its m/z for some k listed. A tolerance in Da bounds the mass: the
+    m/z difference times the entry's charge (the m/z range searched is the charge-1 one).
     """
     iso = np.asarray(sorted(set(isotope_errors)), dtype=np.float64)
+    by_mass = tolerance.unit == "Da"
     params: LibraryParams = lib.params
     n = len(spectra)
     out = LibraryMatches(np.full(n, -1, np.int64), np.zeros(n), np.zeros(n), np.zeros(n), np.full(n, -1e-5),
@@ -144,10 +150,12 @@ def score_library(
         if not len(rng):
             continue
         ids = np.arange(rng.start, rng.stop)
-        if iso.size > 1 or iso[0] != 0:
-            shift = iso[None, :] * C13 / np.maximum(lib.charge[ids], 1)[:, None]
-            width = float(tolerance.width(sp.precursor_mz))
-            ids = ids[(np.abs(sp.precursor_mz - shift - lib.precursor_mz[ids][:, None]) <= width).any(axis=1)]
+        if by_mass or iso.size > 1 or iso[0] != 0:
+            zz = np.maximum(lib.charge[ids], 1).astype(np.float64)[:, None]
+            err = np.abs(sp.precursor_mz - iso[None, :] * C13 / zz - lib.precursor_mz[ids][:, None])
+            if by_mass:
+                err = err * zz
+            ids = ids[(err <= float(tolerance.width(sp.precursor_mz))).any(axis=1)]
         if sp.charges:
             ids = ids[np.isin(lib.charge[ids], np.asarray(sp.charges))]
         if not ids.size:

@@ -97,9 +97,7 @@ class GpuLibrary:
         if n == 0:
             return LibraryMatches(*(np.zeros(0, t) for t in (np.int64,) + (np.float64,) * 4 + (np.int64,) * 2))
         if mode == "auto":
-            mode = "open" if q.iso.size == 0 and float((q.b - q.a).mean()) > OPEN_MIN_CANDIDATES else "narrow"
-        if mode == "open" and q.iso.size:
-            raise ValueError("open library search takes isotope error 0 only")
+            mode = "open" if float((q.b - q.a).mean()) > OPEN_MIN_CANDIDATES else "narrow"
         Q, d = self._rows(spectra, q)
         if mode == "narrow":
             out_e = cp.empty(n, dtype=cp.int64)
@@ -108,8 +106,8 @@ class GpuLibrary:
             self._narrow(
                 ((n + WARPS_PER_BLOCK - 1) // WARPS_PER_BLOCK,), (threads,),
                 (np.int32(n), Q, np.int32(self.n_bins), d["a"], d["b"], d["prec"], d["width"], d["zmask"],
-                 d["iso"], np.int32(q.iso.size), self.mz, self.z, self.pid, self.off, self.bins, self.vals,
-                 out_e, out),
+                 d["iso"], np.int32(q.iso.size), np.int32(q.by_mass), self.mz, self.z, self.pid, self.off, self.bins,
+                 self.vals, out_e, out),
             )  # fmt: skip
             entry, stats = cp.asnumpy(out_e), cp.asnumpy(out)
             dot, sq, second, matched, cands = stats
@@ -178,7 +176,8 @@ class GpuLibrary:
                 dots = cp.matmul(Qh, lib[c0:c1].T)  # [n, c1 - c0] half
                 self._open_reduce(
                     (n,), (OPEN_BLOCK,),
-                    (np.int32(n), dots, np.int64(c0), np.int64(c1), d["a"], d["b"], d["zmask"], self.z, self.pid,
+                    (np.int32(n), dots, np.int64(c0), np.int64(c1), d["a"], d["b"], d["prec"], d["width"], d["zmask"],
+                     d["iso"], np.int32(q.iso.size), np.int32(q.by_mass), self.mz, self.z, self.pid,
                      v1, v2, e1, e2, p1, n_cand),
                 )  # fmt: skip
         pq = cp.concatenate([cp.arange(n, dtype=cp.int64)] * 2)

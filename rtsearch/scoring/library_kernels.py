@@ -35,6 +35,21 @@ __device__ __forceinline__ bool charge_ok(unsigned long long zmask, int z) {
     return zmask == 0ull || ((zmask >> bit) & 1ull);
 }
 
+// entry m/z `mz` (charge z) within `width` of the precursor at one of the isotope errors; with by_mass,
+// the m/z difference times z (a Da tolerance bounds the mass). n_iso 0: the index range is the window.
+__device__ __forceinline__ bool in_window(double prec, double width, int z, double mz, const int* __restrict__ iso,
+                                          int n_iso, int by_mass) {
+    if (n_iso == 0) return true;
+    const double zz = z > 1 ? (double)z : 1.0;
+    bool ok = false;
+    for (int k = 0; k < n_iso; ++k) {
+        double err = fabs(prec - (double)iso[k] * C13 / zz - mz);
+        if (by_mass) err *= zz;
+        ok |= err <= width;
+    }
+    return ok;
+}
+
 // query row (dense) . library entry e (sparse), summed over the warp; every lane gets the same sums
 __device__ __forceinline__ void warp_dot(
     const float* __restrict__ qrow, int n_bins, const long long* __restrict__ off,
@@ -134,7 +149,7 @@ extern "C" __global__ void narrow(
     int n_q, const float* __restrict__ Q, int n_bins,
     const long long* __restrict__ q_a, const long long* __restrict__ q_b, const double* __restrict__ q_prec,
     const double* __restrict__ q_width, const unsigned long long* __restrict__ q_zmask,
-    const int* __restrict__ iso, int n_iso,
+    const int* __restrict__ iso, int n_iso, int by_mass,
     const double* __restrict__ lib_mz, const signed char* __restrict__ lib_z, const int* __restrict__ pid,
     const long long* __restrict__ off, const int* __restrict__ bins, const float* __restrict__ vals,
     long long* __restrict__ out_e, double* __restrict__ out)
@@ -150,13 +165,7 @@ extern "C" __global__ void narrow(
     int p1 = -1;
     for (long long e = q_a[q]; e < q_b[q]; ++e) {
         const int z = lib_z[e];
-        if (!charge_ok(zmask, z)) continue;
-        if (n_iso) {
-            bool ok = false;
-            const double zz = z > 1 ? (double)z : 1.0;
-            for (int k = 0; k < n_iso; ++k) ok |= fabs(prec - (double)iso[k] * C13 / zz - lib_mz[e]) <= width;
-            if (!ok) continue;
-        }
+        if (!charge_ok(zmask, z) || !in_window(prec, width, z, lib_mz[e], iso, n_iso, by_mass)) continue;
         n_cand += 1.0;
         double d, s;
         int c;
@@ -212,9 +221,10 @@ __device__ __forceinline__ float half_to_float(unsigned short h) {
 // one block per query; D: [n_q, c1 - c0] half dots of the queries with entries c0..c1-1
 extern "C" __global__ void open_reduce(
     int n_q, const unsigned short* __restrict__ D, long long c0, long long c1,
-    const long long* __restrict__ q_a, const long long* __restrict__ q_b,
-    const unsigned long long* __restrict__ q_zmask, const signed char* __restrict__ lib_z,
-    const int* __restrict__ pid,
+    const long long* __restrict__ q_a, const long long* __restrict__ q_b, const double* __restrict__ q_prec,
+    const double* __restrict__ q_width, const unsigned long long* __restrict__ q_zmask,
+    const int* __restrict__ iso, int n_iso, int by_mass,
+    const double* __restrict__ lib_mz, const signed char* __restrict__ lib_z, const int* __restrict__ pid,
     float* __restrict__ st_v1, float* __restrict__ st_v2, long long* __restrict__ st_e1,
     long long* __restrict__ st_e2, int* __restrict__ st_p1, long long* __restrict__ st_n)
 {
@@ -224,13 +234,15 @@ extern "C" __global__ void open_reduce(
     const long long lo = q_a[q] > c0 ? q_a[q] : c0, hi = q_b[q] < c1 ? q_b[q] : c1;
     if (lo >= hi) return;   // the whole block: no __syncthreads skipped by some threads only
     const unsigned long long zmask = q_zmask[q];
+    const double prec = q_prec[q], width = q_width[q];
     const unsigned short* row = D + (long long)q * (c1 - c0) - c0;
     Top2 t; t.v1 = 0.f; t.v2 = 0.f; t.e1 = -1; t.e2 = -1; t.p1 = -1;
     if (threadIdx.x == 0) s_n = 0ull;
     __syncthreads();
     unsigned long long n = 0;
     for (long long e = lo + threadIdx.x; e < hi; e += blockDim.x) {
-        if (!charge_ok(zmask, lib_z[e])) continue;
+        const int z = lib_z[e];
+        if (!charge_ok(zmask, z) || !in_window(prec, width, z, lib_mz[e], iso, n_iso, by_mass)) continue;
         ++n;
         Top2 one; one.v1 = half_to_float(row[e]); one.e1 = e; one.p1 = pid[e]; one.v2 = 0.f; one.e2 = -1;
         t = merge(t, one);

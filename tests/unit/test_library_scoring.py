@@ -71,17 +71,20 @@ def test_isotope_error_candidates(tmp_path):
     assert score_library(lib, [query], tol, isotope_errors=(-1, 0)).entry.tolist() == [-1]
 
 
+@pytest.mark.parametrize("window", ["20 ppm", "0.5 Da", "500 Da"])
 @pytest.mark.parametrize("isotopes", [(0,), (0, 1), (-1, 0, 1, 2)])
-def test_windows_as_arrays_hold_the_reference_candidates(data, tmp_path, isotopes):
-    """`library_queries` (what the GPU kernels walk) filtered as the kernel filters: the reference's counts."""
+def test_windows_as_arrays_hold_the_reference_candidates(data, tmp_path, isotopes, window):
+    """`library_queries` (what the GPU kernels walk) filtered as the kernels filter: the reference's counts."""
     import_library([data / "spectral-libraries/nist-bsa_consensus.msp"], tmp_path / "lib")
     lib = load_library(tmp_path / "lib")
     spectra = list(read_spectra(data / "bsa-orbitrapxl/BSA1.mzML.gz"))  # MS1 among them: empty windows
+    if window == "500 Da":
+        spectra = spectra[::10]
     spectra += [Spectrum("r", 0, 2, np.array([300.0]), np.array([1.0], np.float32), 600.0, (2, 3, 70))]
-    tol = Tolerance(20, "ppm")
+    tol = Tolerance.parse(window)
     q = library_queries(lib, spectra, tol, isotopes)
     ref = score_library(lib, spectra, tol, isotope_errors=isotopes)
-    assert (q.iso.size == 0) == (isotopes == (0,))
+    assert (q.iso.size == 0) == (isotopes == (0,) and window == "20 ppm") and q.by_mass == window.endswith("Da")
     counts = []
     for s in range(len(spectra)):
         e = np.arange(q.a[s], q.b[s])
@@ -90,12 +93,25 @@ def test_windows_as_arrays_hold_the_reference_candidates(data, tmp_path, isotope
             keep = ((q.zmask[s] >> np.minimum(z, 63).astype(np.uint64)) & np.uint64(1)) == 1
             e, z = e[keep], z[keep]
         if q.iso.size:
-            shift = q.iso[None, :] * C13 / np.maximum(z, 1)[:, None]
-            e = e[(np.abs(q.precursor_mz[s] - shift - lib.precursor_mz[e][:, None]) <= q.width[s]).any(axis=1)]
+            zz = np.maximum(z, 1)[:, None]
+            err = np.abs(q.precursor_mz[s] - q.iso[None, :] * C13 / zz - lib.precursor_mz[e][:, None])
+            e = e[((err * zz if q.by_mass else err) <= q.width[s]).any(axis=1)]
         counts.append(e.size)
     assert np.array_equal(np.asarray(counts), ref.candidates)
-    assert (ref.candidates > 0).sum() > 150  # the test saw real windows
+    assert (ref.candidates > 0).sum() > 100  # the test saw real windows
     assert q.zmask[-1] == (1 << 2) | (1 << 3) | (1 << 63)
+
+
+def test_a_da_window_bounds_the_mass(tmp_path):
+    """0.5 Da: a 2+ entry 0.3 Th away (0.6 Da) is out, a 1+ entry 0.3 Th away (0.3 Da) is in."""
+    _msp(tmp_path / "l.msp", [("PEPTIDEK/2", [(200.0, 36), (300.0, 64)]), ("PEPTIDEKK/1", [(200.0, 36)])])
+    import_library([tmp_path / "l.msp"], tmp_path / "lib", LibraryParams(decoys=False))
+    lib = load_library(tmp_path / "lib")
+    for e in range(len(lib)):
+        prec = float(lib.precursor_mz[e]) + 0.3
+        query = Spectrum("r", 1, 2, np.array([200.0, 300.0]), np.array([36.0, 64.0], np.float32), prec, ())
+        m = score_library(lib, [query], Tolerance(0.5, "Da"))
+        assert m.candidates[0] == (1 if lib.charge[e] == 1 else 0)
 
 
 def test_peptide_ids_compare_sequences():
