@@ -112,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
                         "dot, dot_bias, delta_dot, f_value)")  # fmt: skip
     s.add_argument("--open", action="store_true",
                    help="with --library: open-modification search, every entry within +-500 Da of the precursor "
-                   "(ppm_error then carries the modification's mass)")  # fmt: skip
+                   "mass (precursor_mz - calc_mz, times the charge, is then the modification's mass)")  # fmt: skip
     s.add_argument("--config", metavar="TOML", help="[search] settings; a [database] table must match the index")
     s.add_argument("--backend", default="auto", choices=["auto", "cupy", "numpy"], help="compute backend")
     s.add_argument("-o", "--output", required=True, metavar="FILE", help="results file (.tsv or .parquet)")

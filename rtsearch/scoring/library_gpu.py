@@ -37,10 +37,10 @@ from rtsearch.types import Spectrum, Tolerance
 
 WARPS_PER_BLOCK = 8
 PREPROCESS_THREADS = 128
-# queries averaging more candidates than this go through the matrix product: on an H100 with a
-# 1,000,000-entry library the walk does 109,000 queries/s at 4,944 candidates and 21,600 at 49,412,
-# the product 98,000 and 81,000 (bench/RESULTS.md, `library_bench.py --crossover`): even near 7,000
-OPEN_MIN_CANDIDATES = 7000
+# queries averaging more entries in their m/z range than this go through the matrix product: on an
+# H100 with a 1,000,000-entry library the walk costs 3.4-5.0 us + 0.57-0.84 ns per entry per query,
+# the product 8-15 us per query; crossovers near 7,000 and 12,000 in two runs (bench/RESULTS.md)
+OPEN_MIN_CANDIDATES = 10_000
 OPEN_CHUNK_BYTES = 256 << 20  # bytes of half dots per chunk of the matrix product
 _STRIP = re.compile(r"\[[^\]]*\]-?")
 
