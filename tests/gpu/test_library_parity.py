@@ -44,7 +44,11 @@ def spectra(data):
     base = spectra[0]
     mz = np.sort(rng.uniform(150, 4000, 400))
     inten = rng.integers(1, 6, 400).astype(np.float32)
+    # more peaks than RANK_DIRECT_MAX (ranked by bisection): tied intensities, and distinct ones
+    big_mz = np.sort(rng.uniform(150, 2000, 6000))
     extra = [
+        dataclasses.replace(base, scan=-5, mz=big_mz, intensity=rng.integers(1, 40, 6000).astype(np.float32)),
+        dataclasses.replace(base, scan=-6, mz=big_mz[::2], intensity=rng.uniform(1, 1e6, 3000).astype(np.float32)),
         dataclasses.replace(base, scan=-1, mz=mz, intensity=inten),
         dataclasses.replace(base, scan=-2, charges=()),
         dataclasses.replace(base, scan=-3, ms_level=1),
