@@ -1,4 +1,4 @@
-"""Command line: ``rtsearch index build|info``, ``search``, ``serve``, ``demo``.
+"""Command line: ``rtsearch index build|info``, ``library ...`` (`rtsearch.libcli`), ``search``, ``serve``, ``demo``.
 
 The only module that turns `RtsearchError` into exit codes and configures
 logging. Every error a user can cause is one line on stderr, exit code 2.
@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rtsearch import __version__
-from rtsearch.backend import Backend, get_backend
+from rtsearch.backend import get_backend
 from rtsearch.config import Config, load_config, resolved_dict
 from rtsearch.errors import InputError, RtsearchError
+from rtsearch.libcli import add_library_parser, library_command, library_engine, search_library
 from rtsearch.progress import Progress
-from rtsearch.types import Tolerance
 
 if TYPE_CHECKING:
     from rtsearch.engine import SearchEngine
@@ -65,40 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("dir", metavar="DIR")
     i.add_argument("--json", action="store_true", help="print the manifest as JSON")
 
-    lib = sub.add_parser("library", help="import spectral libraries (MSP, sptxt) for library search")
-    lsub = lib.add_subparsers(dest="library_command", required=True, metavar="ACTION")
-    li = lsub.add_parser(
-        "import",
-        help="preprocess MSP / sptxt libraries into an on-disk store",
-        description="Read NIST MSP and SpectraST sptxt libraries (peptide and modifications as ProForma, "
-        "charge, precursor m/z, peaks), add a shuffle-and-reposition decoy per entry, preprocess every "
-        "spectrum once (precursor region removed, top peaks, square-root intensities, binned, unit norm) and "
-        "write a store sorted by precursor m/z that searches load memory-mapped. Entries that cannot be "
-        "used are listed with their number and reason; the rest is imported.",
-    )
-    li.add_argument("libs", nargs="+", metavar="LIB", help="library files (.msp, .sptxt, optionally .gz)")
-    li.add_argument("--out", required=True, metavar="DIR", help="library folder to write (replaced if one)")
-    li.add_argument("--bin-width", type=float, default=1.0005, metavar="TH", help="m/z bin width (default 1.0005)")
-    li.add_argument("--top-peaks", type=int, default=150, metavar="N", help="peaks kept per spectrum (default 150)")
-    li.add_argument("--precursor-removal", type=float, default=2.0, metavar="DA",
-                    help="peaks this close to the precursor m/z are removed (default 2.0)")  # fmt: skip
-    li.add_argument("--no-decoys", action="store_true", help="do not add shuffled decoys")
-    li.add_argument("--seed", type=int, default=1, help="decoy shuffling seed (default 1)")
-    lb = lsub.add_parser(
-        "build",
-        help="a consensus library (MSP) from your own identifications",
-        description="Take the target PSMs at q <= --max-q of a results file (rtsearch search, or a daemon run "
-        "file), read their spectra from the runs, merge the replicates of each peptide and charge into a "
-        "SpectraST-style consensus spectrum, and write NIST MSP ('rtsearch library import' reads it).",
-    )
-    lb.add_argument("results", metavar="RESULTS", help="results file (.tsv) with run, scan, peptide, q_value")
-    lb.add_argument("runs", nargs="+", metavar="RUN", help="the spectrum files those results came from")
-    lb.add_argument("--out", required=True, metavar="LIB.msp", help="library file to write")
-    lb.add_argument("--max-q", type=float, default=0.01, help="q-value threshold (default 0.01)")
-    lb.add_argument("--peak-tolerance", type=float, default=0.02, metavar="TH",
-                    help="replicate peaks this close are one peak (default 0.02; ~0.5 for ion-trap spectra)")
-    lb.add_argument("--quorum", type=float, default=0.6,
-                    help="share of replicates a consensus peak must appear in (default 0.6)")  # fmt: skip
+    add_library_parser(sub)
     s = sub.add_parser(
         "search",
         help="search spectrum files offline",
@@ -190,7 +157,7 @@ def _serve(args: argparse.Namespace) -> int:
     log.info("backend %s (%s); serve settings %s", backend.name, backend.device, resolved_dict(serve))
     engine: SearchEngine
     if args.library:
-        engine = _library_engine(args, cfg, backend)
+        engine = library_engine(args, cfg, backend)
     else:
         index = load_index(args.index, expect=cfg.database if cfg.database_given else None)
         engine = Engine(index, cfg.search, backend)
@@ -275,7 +242,7 @@ def _search(args: argparse.Namespace) -> int:
         if not Path(r).is_file():
             raise InputError(f"{r}: spectrum file not found")
     if args.library:
-        return _search_library(args, cfg, out)
+        return search_library(args, cfg, out)
     if args.open:
         raise InputError("--open applies to library search (--library)")
     index = load_index(args.index, expect=cfg.database if cfg.database_given else None)
@@ -292,83 +259,6 @@ def _search(args: argparse.Namespace) -> int:
     return 0
 
 
-OPEN_WINDOW_DA = 500.0  # open-modification library search: precursor window, +-Da
-
-
-def _library_engine(args: argparse.Namespace, cfg: Config, backend: Backend) -> SearchEngine:
-    """`LibraryEngine` for ``--library`` (and ``--open``) with the [search] tolerance and isotope errors."""
-    from rtsearch.index.library import load_library
-    from rtsearch.libengine import LibraryEngine
-
-    lib = load_library(args.library)
-    if args.open:
-        return LibraryEngine(lib, Tolerance(OPEN_WINDOW_DA, "Da"), backend)
-    return LibraryEngine(lib, cfg.search.precursor_tolerance, backend, isotope_errors=cfg.search.isotope_errors)
-
-
-def _search_library(args: argparse.Namespace, cfg: Config, out: Path) -> int:
-    from rtsearch.index.library import load_library
-    from rtsearch.libsearch import search_library_runs
-    from rtsearch.libtable import OUTPUT_COLUMNS
-    from rtsearch.results import write_columns
-
-    lib = load_library(args.library)
-    backend = get_backend(args.backend)
-    log.info("backend %s (%s)", backend.name, backend.device)
-    bar = Progress("library search", unit="spectra")
-    tolerance = Tolerance(OPEN_WINDOW_DA, "Da") if args.open else cfg.search.precursor_tolerance
-    cols, summary = search_library_runs(
-        args.runs, lib, tolerance, batch_size=args.batch_size,
-        isotope_errors=(0,) if args.open else cfg.search.isotope_errors,
-        progress=lambda done, total: bar.set(done, total), backend=backend,
-    )  # fmt: skip
-    bar.close()
-    n = write_columns(cols, OUTPUT_COLUMNS, out)
-    print(f"{out}: {n:,} rows; {summary}")
-    return 0
-
-
-def _library_build(args: argparse.Namespace) -> int:
-    from rtsearch.index.libbuild import build_library
-
-    for f in [args.results, *args.runs]:
-        if not Path(f).is_file():
-            raise InputError(f"{f}: file not found")
-    if not (0 < args.max_q <= 1 and args.peak_tolerance > 0 and 0 < args.quorum <= 1):
-        raise InputError("library build: need 0 < --max-q <= 1, --peak-tolerance > 0 and 0 < --quorum <= 1")
-    rep = build_library(args.results, args.runs, args.out, max_q=args.max_q, peak_tolerance=args.peak_tolerance,
-                        quorum=args.quorum)  # fmt: skip
-    skipped = f"; {len(rep.skipped or [])} peptides skipped (modification without a Unimod name)" if rep.skipped else ""
-    print(f"{args.out}: {rep.entries:,} consensus entries from {rep.found:,} of {rep.identified:,} identified "
-          f"spectra{skipped}")  # fmt: skip
-    return 0
-
-
-def _library_import(args: argparse.Namespace) -> int:
-    from rtsearch.index.library import LibraryParams, import_library
-
-    for f in args.libs:
-        if not Path(f).is_file():
-            raise InputError(f"{f}: library file not found")
-    try:
-        params = LibraryParams(bin_width=args.bin_width, top_peaks=args.top_peaks,
-                               precursor_removal_da=args.precursor_removal, decoys=not args.no_decoys, seed=args.seed)
-    except ValueError as e:
-        raise InputError(f"library import: {e}") from None  # fmt: skip
-    bar = Progress("entries")
-    t0 = time.perf_counter()
-    report = import_library(args.libs, args.out, params, progress=bar.set)
-    bar.close()
-    for path, bad in report.malformed[:20]:
-        print(f"{path}: entry {bad.number} ({bad.name[:60]}): {bad.reason}")
-    if len(report.malformed) > 20:
-        print(f"... and {len(report.malformed) - 20} more entries not imported")
-    print(f"{args.out}: {report.read:,} entries read from {len(report.files)} file(s): {report.targets:,} imported, "
-          f"{len(report.malformed):,} not imported, {report.decoys:,} decoys added "
-          f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     quiet = logging.INFO if args.command == "serve" else logging.WARNING  # a daemon says what it does
@@ -380,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "index":
             return _index_build(args) if args.index_command == "build" else _index_info(args)
         if args.command == "library":
-            return _library_import(args) if args.library_command == "import" else _library_build(args)
+            return library_command(args)
         if args.command == "search":
             return _search(args)
         if args.command == "serve":

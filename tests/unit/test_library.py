@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -159,6 +160,14 @@ def test_cli_library_import(libs, tmp_path, capsys):
     assert main(["library", "import", str(tmp_path / "nope.msp"), "--out", str(out)]) == 2
     assert "library file not found" in capsys.readouterr().err
     assert main(["library", "import", str(libs / "testlib.sptxt"), "--out", str(out), "--top-peaks", "0"]) == 2
+    capsys.readouterr()
+    assert main(["library", "info", str(out)]) == 0
+    info = capsys.readouterr().out
+    assert "entries      12: 6 target, 6 decoy (1 not imported)" in info and "top_peaks                  150" in info
+    assert main(["library", "info", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["counts"]["entries"] == 12
+    assert main(["library", "info", str(tmp_path)]) == 2
+    assert "not a spectral library folder" in capsys.readouterr().err
 
 
 def test_parse_proforma_golden():
