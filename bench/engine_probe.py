@@ -62,7 +62,10 @@ def main() -> int:
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--threads", default="1", help="comma list of engine thread counts to time (e.g. 1,2)")
     ap.add_argument("--blocks", action="store_true", help="time count_select block sizes (GPU)")
-    ap.add_argument("--preprocess", action="store_true", help="time host vs device preprocessing (GPU)")
+    ap.add_argument("--preprocess", action="store_true",
+                    help="time host vs device preprocessing, CuPy calls vs the fused kernel (GPU)")
+    ap.add_argument("--no-fused", action="store_true",
+                    help="device batches preprocessed by CuPy calls, not the fused kernel (to compare)")
     ap.add_argument("--paced", type=float, metavar="HZ",
                     help="only: one spectrum at a time at HZ for --seconds, in a worker thread; list slow batches")
     ap.add_argument("--seconds", type=float, default=15.0)
@@ -79,7 +82,8 @@ def main() -> int:
     rng.shuffle(pool)  # type: ignore[arg-type]
     while len(pool) < 2 * 4096:  # the runs cycled: every batch below is a full one (the engine ignores scans)
         pool = pool + pool
-    engine = Engine(index, SearchConfig(), backend)
+    engine = Engine(index, SearchConfig(), backend, fused_preprocess=not args.no_fused)
+    print(f"device preprocessing: {'CuPy calls' if args.no_fused else 'fused kernel'}", flush=True)
     for size in (1, 8, 64, 512, 4096):
         engine.score(pool[:size])
 
@@ -148,13 +152,14 @@ def main() -> int:
     if backend.is_gpu and args.preprocess:
         # preprocessing on the host vs on the device, same engine otherwise (Engine.host_preprocess_max)
         host = Engine(index, SearchConfig(), backend, host_preprocess_max=1 << 30)
-        dev = Engine(index, SearchConfig(), backend, host_preprocess_max=0)
-        for size in (1, 16, 64, 128, 256, 512, 1024):
-            host.score(pool[:size])
-            dev.score(pool[:size])
-            h, d = median_ms(host, size, 40), median_ms(dev, size, 40)
-            print(f"preprocess batch {size:>5}: host {h[0]:6.2f} ms (p99 {h[1]:6.2f}), device {d[0]:6.2f} ms "
-                  f"(p99 {d[1]:6.2f})", flush=True)
+        dev = Engine(index, SearchConfig(), backend, host_preprocess_max=0, fused_preprocess=False)
+        fused = Engine(index, SearchConfig(), backend, host_preprocess_max=0)
+        for size in (1, 16, 64, 128, 256, 512, 1024, 4096):
+            for e in (host, dev, fused):
+                e.score(pool[:size])
+            h, d, f = (median_ms(e, size, 40) for e in (host, dev, fused))
+            print(f"preprocess batch {size:>5}: host {h[0]:6.2f} ms (p99 {h[1]:6.2f}), device CuPy calls {d[0]:6.2f} "
+                  f"ms (p99 {d[1]:6.2f}), fused kernel {f[0]:6.2f} ms (p99 {f[1]:6.2f})", flush=True)
     if args.stages:
         for size in (256, 1024, 2048):  # stages as the daemon logs them (unsynchronized): comparable with its log
             acc: dict[str, float] = {}

@@ -31,13 +31,15 @@ from rtsearch.types import Spectrum
 
 if TYPE_CHECKING:
     from rtsearch.runs import LiveRun
+    from rtsearch.scoring.gpu import DevicePeaks
 
 # Queries per NumPy step: bounds the size of the intermediate arrays.
 NUMPY_CHUNK = 128
-# On the GPU, batches up to this size are preprocessed on the host: a few dozen NumPy calls on
-# small arrays cost less than the same calls as CuPy launches (tens of µs each); larger batches
-# are preprocessed on the device. Same function either way (`rtsearch.spectrum.preprocess`).
-HOST_PREPROCESS_MAX = 128
+# On the GPU, batches up to this size are preprocessed on the host (`rtsearch.spectrum.preprocess`
+# in NumPy), larger ones on the device by one kernel (`GpuIndex.preprocess`, the same rows). Whole
+# engine batch on an H100 (`bench/engine_probe.py --preprocess`): 16 spectra host 1.65 ms, kernel
+# 1.99 ms; 64: 3.26 and 2.66 ms; 128: 4.86 and 2.54 ms.
+HOST_PREPROCESS_MAX = 32
 
 
 @dataclass
@@ -134,9 +136,12 @@ class Engine:
         *,
         profile: bool = False,
         host_preprocess_max: int = HOST_PREPROCESS_MAX,
+        fused_preprocess: bool = True,
     ) -> None:
         self.index = index
         self.host_preprocess_max = host_preprocess_max
+        # device batches: one kernel (`GpuIndex.preprocess`) rather than `rtsearch.spectrum.preprocess`'s CuPy calls
+        self.fused_preprocess = fused_preprocess
         # with profile=True each step synchronizes the device and adds its seconds here
         self.profile = profile
         self.stage_seconds: dict[str, float] = defaultdict(float)
@@ -194,20 +199,25 @@ class Engine:
             spec_idx, charges, prec, self.peptide_mass, self.cfg.precursor_tolerance, self.cfg.isotope_errors
         )
 
-    def preprocess(self, spectra: Sequence[Spectrum], *, on_host: bool = False) -> PeakBatch:
+    def preprocess(self, spectra: Sequence[Spectrum], *, on_host: bool = False) -> PeakBatch | DevicePeaks:
         """Pack, pad and preprocess on the backend's device (on the host with ``on_host``)."""
-        xp = np if on_host else self.backend.xp
-        batch = pad(pack(spectra), xp, None if on_host else self.backend.to_device)
         c = self.cfg
         # deisotope only where isotope peaks are resolved (high-resolution fragments)
         tol = float(c.fragment_tolerance.width(1000.0))
         deiso = tol if (c.deisotope and tol <= 0.05) else 0.0
+        if self._gpu is not None and not on_host and self.fused_preprocess:
+            return self._gpu.preprocess(
+                pack(spectra), top_peaks=c.top_peaks, min_mz=c.min_mz, precursor_removal_da=c.precursor_removal_da,
+                deisotope_da=deiso,
+            )  # fmt: skip
+        xp = np if on_host else self.backend.xp
+        batch = pad(pack(spectra), xp, None if on_host else self.backend.to_device)
         return preprocess(
             batch, top_peaks=c.top_peaks, min_mz=c.min_mz, precursor_removal_da=c.precursor_removal_da, xp=xp,
             deisotope_da=deiso,
         )
 
-    def match_probability(self, peaks: PeakBatch) -> np.ndarray:
+    def match_probability(self, peaks: PeakBatch | DevicePeaks) -> np.ndarray:
         """Chance that a random fragment m/z falls within tolerance of some peak, per spectrum."""
         xp = np if isinstance(peaks.mz, np.ndarray) else self.backend.xp
         n = peaks.n_peaks.astype(xp.int64)
@@ -239,9 +249,11 @@ class Engine:
         queries = self.queries(spectra, ok)
         lap("queries")
         if self._gpu is not None:
-            dev = peaks if on_host else self._gpu.on_device(peaks)  # host peaks travel with the queries
+            # host peaks travel with the queries; fused ones are ready
+            dev = peaks if on_host or not isinstance(peaks, PeakBatch) else self._gpu.on_device(peaks)
             cand, prelim, stats = self._gpu.score(dev, queries, self.cfg, lap=lap)
         else:
+            assert isinstance(peaks, PeakBatch)
             cand, prelim, stats = self._score_numpy(peaks, queries)
             lap("candidates+match")
         best = best_matches(

@@ -6,8 +6,9 @@ per-call overhead, not by arithmetic:
 
 1. one copy to the device (`Upload`): the queries (tasks, windows, spectrum
    rows, fragment charges, masses) and, for small batches preprocessed on the
-   host, the peaks with the matcher's row sums; large batches are preprocessed
-   on the device (`GpuIndex.on_device`);
+   host, the peaks with the matcher's row sums; larger batches are preprocessed
+   on the device by one kernel, row sums included (`GpuIndex.preprocess`,
+   `rtsearch.scoring.preprocess_kernel`);
 2. ``count_select`` writes each query's ``k`` best candidates in their final
    order straight into the output (only queries spanning several chunks are
    merged afterwards);
@@ -29,7 +30,9 @@ from rtsearch.index.database import PeptideIndex
 from rtsearch.scoring.candidates import Queries
 from rtsearch.scoring.kernels import CHUNK, MAX_COUNT, MAX_LENGTH, MAX_WIDTH, source
 from rtsearch.scoring.matching import STATS, MatchStats, fragment_charges
-from rtsearch.spectrum import PeakBatch
+from rtsearch.scoring.preprocess_kernel import MAX_PEAKS, THREADS
+from rtsearch.scoring.preprocess_kernel import source as preprocess_source
+from rtsearch.spectrum import FlatPeaks, PeakBatch
 
 SMALL_BLOCK = 1024  # threads per count block while the tasks fill at most two blocks per SM
 LARGE_BLOCK = 256
@@ -136,6 +139,8 @@ class GpuIndex:
         module = cp.RawModule(code=source(), options=("--std=c++17",))
         self._count = module.get_function("count_select")
         self._match = module.get_function("match")
+        self._preprocess_rows = cp.RawModule(code=preprocess_source(), options=("--std=c++17", "--fmad=false"))\
+            .get_function("preprocess_rows")  # fmt: skip
         self._iso: dict[tuple[int, ...], Any] = {}
         # count_select block size by number of tasks (see `count_threads`; measured in bench/engine_probe.py)
         self.small_block, self.large_block = SMALL_BLOCK, LARGE_BLOCK
@@ -153,6 +158,38 @@ class GpuIndex:
         """Device-preprocessed peaks, with the matcher's sums computed there."""
         inten, cum, total, sq = row_sums(peaks.intensity, self.cp)
         return DevicePeaks(peaks.mz, inten, cum, total, sq, peaks.n_peaks.astype(self.cp.int32, copy=False))
+
+    def preprocess(
+        self, flat: FlatPeaks, *, top_peaks: int, min_mz: float, precursor_removal_da: float, deisotope_da: float
+    ) -> DevicePeaks:
+        """`rtsearch.spectrum.preprocess` and the row sums of packed peaks, in one kernel (one upload)."""
+        cp = self.cp
+        s = int(flat.lengths.shape[0])
+        if s and int(flat.lengths.max()) > MAX_PEAKS:
+            raise ValueError(f"at most {MAX_PEAKS} peaks per packed spectrum")
+        width = min(top_peaks, max(int(flat.lengths.max()) if s else 0, 1))
+        start = np.zeros(s + 1, dtype=np.int64)
+        np.cumsum(flat.lengths, out=start[1:])
+        up = Upload()
+        up.add("mz", flat.mz.astype(np.float64, copy=False))
+        up.add("intensity", flat.intensity.astype(np.float32, copy=False))
+        up.add("start", start)
+        up.add("precursor", flat.precursor_mz.astype(np.float64, copy=False))
+        d = up.send(self.to_device)
+        # one output block: mz | intensity | cum | total | sq (float64), then n_peaks (int32)
+        out = cp.empty(s * (3 * width + 3) + (s + 1) // 2 + 1, dtype=cp.float64)
+        at = np.cumsum([0, s * width, s * width, s * (width + 1), s, s])
+        mz, inten, cum, total, sq = (out[at[k] : at[k + 1]] for k in range(5))
+        n_peaks = out[at[5] :].view(cp.int32)[:s]
+        if s:
+            self._preprocess_rows(
+                (s,), (THREADS,),
+                (d.ptr("mz"), d.ptr("intensity"), d.ptr("start"), d.ptr("precursor"), np.float64(min_mz),
+                 np.float64(precursor_removal_da), np.float64(deisotope_da), np.int32(width),
+                 mz, inten, cum, total, sq, n_peaks),
+            )  # fmt: skip
+        return DevicePeaks(mz.reshape(s, width), inten.reshape(s, width), cum.reshape(s, width + 1), total, sq,
+                           n_peaks)  # fmt: skip
 
     @staticmethod
     def _add_host_peaks(up: Upload, peaks: PeakBatch) -> None:
