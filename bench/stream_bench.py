@@ -189,7 +189,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     index, info = get_index(args.data, args.proteins, args.index_cache, backend.xp)
     res.update(info)
     res["index_counts"] = index.manifest["counts"]
-    engine = Engine(index, SearchConfig(), backend)
+    # --no-fused: device preprocessing as before the fused kernel (CuPy calls, batches above 128 spectra)
+    engine = Engine(index, SearchConfig(), backend, fused_preprocess=not args.no_fused,
+                    **({"host_preprocess_max": 128} if args.no_fused else {}))  # fmt: skip
     runs = [str(args.data / r) for r in RUNS]
     phases = args.phases.split(",")
     with tempfile.TemporaryDirectory() as tmp_s:
@@ -264,6 +266,8 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--stalls", action="store_true", help="log GC pauses and GIL stalls over 2 ms (bench/stalls.py)")
     ap.add_argument("--max-batch", type=int, default=4096)
+    ap.add_argument("--no-fused", action="store_true",
+                    help="preprocess as before the fused kernel: CuPy calls, batches above 128 spectra (to compare)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     log_warnings()
