@@ -16,11 +16,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from rtsearch.engine import ScoredBatch
 from rtsearch.fdr import peptide_q_values, q_values
 from rtsearch.index.library import SpectralLibrary
 from rtsearch.psms import COLUMNS, Arrivals
-from rtsearch.scoring.lda import Discriminant, fit
+from rtsearch.scoring.lda import fit
 
 LIBRARY_FEATURES = ("f_value", "dot", "delta_dot", "dot_bias", "abs_ppm_error", "log_candidates", "matched_peaks")
 LIBRARY_COLUMNS = ("library_id", "dot", "dot_bias", "delta_dot", "f_value")
@@ -33,17 +32,9 @@ class LibraryTable(Arrivals):
     """Every spectrum of one or more runs searched against ``lib``, in arrival order."""
 
     column_names: ClassVar[tuple[str, ...]] = OUTPUT_COLUMNS
-    lib: SpectralLibrary
-    primary: str = "f_value"
-    batches: list[ScoredBatch] = field(default_factory=list)
-    score: np.ndarray | None = None
-    q: np.ndarray | None = None
-    peptide_q: np.ndarray | None = None
-    discriminants: dict[str, Discriminant] = field(default_factory=dict)
-    peptide: np.ndarray | None = None  # library entry per spectrum (-1: none), set by finalize
-    decoy: np.ndarray | None = None
-    features: np.ndarray | None = None
-    _small: int = field(default=0, init=False, repr=False)
+    lib: SpectralLibrary  # ``peptide`` holds library entries
+    primary: str = field(default="f_value", kw_only=True)
+    _names: np.ndarray = field(default_factory=lambda: np.zeros(0, object), init=False, repr=False)  # ProForma
 
     def finalize(self) -> None:
         """Fit each run's discriminant, then score and compute q-values (per run)."""

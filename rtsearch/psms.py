@@ -84,18 +84,24 @@ class RunTable(Protocol):
     def columns(self) -> dict[str, Any]: ...
 
 
+@dataclass(kw_only=True)
 class Arrivals:
     """Scored batches in arrival order, small ones compacted; the counts at an FDR once finalized.
 
-    The part `PsmTable` and `LibraryTable` share; each adds its own ``finalize`` and ``columns``.
+    The part `PsmTable` and `LibraryTable` share; each adds what it searched, ``finalize`` and ``columns``.
     """
 
-    batches: list[ScoredBatch]
-    q: np.ndarray | None
-    peptide_q: np.ndarray | None
-    peptide: np.ndarray | None
-    decoy: np.ndarray | None
-    _small: int
+    primary: str = "hyperscore"
+    batches: list[ScoredBatch] = field(default_factory=list)
+    score: np.ndarray | None = None
+    q: np.ndarray | None = None
+    peptide_q: np.ndarray | None = None
+    discriminants: dict[str, Discriminant] = field(default_factory=dict)
+    # set by finalize, one entry per spectrum: match id (-1 none), decoy flag, final features
+    peptide: np.ndarray | None = None
+    decoy: np.ndarray | None = None
+    features: np.ndarray | None = None
+    _small: int = field(default=0, init=False, repr=False)  # small batches at the end of ``batches``
 
     def finalize(self) -> None:
         raise NotImplementedError
@@ -133,17 +139,6 @@ class PsmTable(Arrivals):
 
     column_names: ClassVar[tuple[str, ...]] = COLUMNS
     index: PeptideIndex
-    primary: str = "hyperscore"
-    batches: list[ScoredBatch] = field(default_factory=list)
-    score: np.ndarray | None = None
-    q: np.ndarray | None = None
-    peptide_q: np.ndarray | None = None
-    discriminants: dict[str, Discriminant] = field(default_factory=dict)
-    # set by finalize, one entry per spectrum: peptide index (-1 none), decoy flag, final features
-    peptide: np.ndarray | None = None
-    decoy: np.ndarray | None = None
-    features: np.ndarray | None = None
-    _small: int = field(default=0, init=False, repr=False)  # small batches at the end of ``batches``
 
     def finalize(self) -> None:
         """Fit each run's discriminant, then score and compute q-values (per run)."""

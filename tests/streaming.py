@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import socket
 import subprocess
+import sys
+import threading
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
@@ -15,7 +18,10 @@ from typing import Any
 
 from rtsearch.config import ServeConfig
 from rtsearch.daemon import Daemon
-from rtsearch.engine import Engine
+from rtsearch.engine import SearchEngine
+from rtsearch.types import Spectrum
+from rtsearch_sim.collector import Collector
+from rtsearch_sim.replay import Sender, Sent, replay
 
 
 def free_port() -> int:
@@ -35,7 +41,7 @@ def serve_config(tmp: Path, **kw: Any) -> ServeConfig:
 
 
 @contextlib.asynccontextmanager
-async def running(engine: Engine, cfg: ServeConfig, **kw: Any) -> AsyncIterator[Daemon]:
+async def running(engine: SearchEngine, cfg: ServeConfig, **kw: Any) -> AsyncIterator[Daemon]:
     """A daemon serving in this loop; stopped (cleanly) on exit."""
     stop = asyncio.Event()
     daemon = Daemon(engine, cfg, **kw)
@@ -50,6 +56,57 @@ async def running(engine: Engine, cfg: ServeConfig, **kw: Any) -> AsyncIterator[
     finally:
         stop.set()
         await asyncio.wait_for(task, 120)
+
+
+async def replay_through(
+    daemon: Daemon, runs: list[tuple[str, list[Spectrum]]], *, rate: float, idle_s: float = 30, timeout_s: float = 300
+) -> tuple[Sent, Collector]:
+    """Push ``runs`` to the daemon at ``rate`` spectra/s (simulator) and collect every answer (collector)."""
+
+    def simulate() -> tuple[Sent, Collector]:
+        col = Collector(daemon.endpoints.results).start()
+        sent = Sent()
+        with Sender(daemon.endpoints.spectra, mode="push") as s:
+            replay(s, runs, speed=None, rate=rate, sent=sent)
+        col.wait(len(sent.ms2), idle_s=idle_s, timeout_s=timeout_s)
+        col.stop()
+        return sent, col
+
+    return await asyncio.to_thread(simulate)
+
+
+class ServeProcess:
+    """``rtsearch serve ARGS`` as a process, its stderr lines collected by a thread."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rtsearch.cli", "serve", *args], stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+        self.lines: list[str] = []
+        self._cv = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            with self._cv:
+                self.lines.append(line)
+                self._cv.notify_all()
+
+    @property
+    def log(self) -> str:
+        with self._cv:
+            return "".join(self.lines)
+
+    def wait_for(self, text: str, timeout: float) -> bool:
+        """Whether a line holding ``text`` came within ``timeout`` seconds."""
+        with self._cv:
+            return self._cv.wait_for(lambda: any(text in line for line in self.lines), timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
 
 
 def scrape(port: int) -> dict[str, float]:

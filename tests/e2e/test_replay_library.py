@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import csv
 
 import pytest
@@ -13,10 +12,9 @@ from rtsearch.config import load_config
 from rtsearch.index.library import import_library, load_library
 from rtsearch.libengine import LibraryEngine
 from rtsearch.libtable import OUTPUT_COLUMNS
-from rtsearch_sim.collector import Collector
-from rtsearch_sim.replay import Sender, Sent, load_run, replay
+from rtsearch_sim.replay import load_run
 from tests.devruns import DEV_RUNS
-from tests.streaming import running, serve_config
+from tests.streaming import replay_through, running, serve_config
 
 
 @pytest.mark.slow
@@ -37,16 +35,7 @@ async def test_served_library_answers_every_spectrum_as_offline(data, tmp_path):
     spectra = load_run(run_path)
     async with running(engine, serve_config(tmp_path)) as daemon:
 
-        def simulate() -> tuple[Sent, Collector]:
-            col = Collector(daemon.endpoints.results).start()
-            sent = Sent()
-            with Sender(daemon.endpoints.spectra, mode="push") as s:
-                replay(s, [(dev.name, spectra)], speed=None, rate=3000.0, sent=sent)
-            col.wait(len(sent.ms2), idle_s=30, timeout_s=300)
-            col.stop()
-            return sent, col
-
-        sent, col = await asyncio.to_thread(simulate)
+        sent, col = await replay_through(daemon, [(dev.name, spectra)], rate=3000.0, idle_s=30, timeout_s=300)
     report = col.report(sent.ms2)
     print(f"\nBSA1 served from the library: {report}")
     assert report.sent == len(offline) > 0 and report.lost == 0 and report.duplicates == 0

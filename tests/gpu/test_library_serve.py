@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from rtsearch.backend import get_backend
@@ -11,9 +9,8 @@ from rtsearch.index.library import import_library, load_library
 from rtsearch.libengine import LibraryEngine
 from rtsearch.libsearch import search_library_runs
 from rtsearch.types import Tolerance
-from rtsearch_sim.collector import Collector
-from rtsearch_sim.replay import Sender, Sent, load_run, replay
-from tests.streaming import running, serve_config
+from rtsearch_sim.replay import load_run
+from tests.streaming import replay_through, running, serve_config
 
 pytestmark = pytest.mark.gpu
 
@@ -32,16 +29,7 @@ async def test_gpu_library_daemon_answers_like_numpy(data, tmp_path, window):
     spectra = load_run(run_path)
     async with running(engine, serve_config(tmp_path, backend="cupy", workers=2)) as daemon:
 
-        def simulate() -> tuple[Sent, Collector]:
-            col = Collector(daemon.endpoints.results).start()
-            sent = Sent()
-            with Sender(daemon.endpoints.spectra, mode="push") as s:
-                replay(s, [("BSA1", spectra)], speed=None, rate=5000.0, sent=sent)
-            col.wait(len(sent.ms2), idle_s=30, timeout_s=300)
-            col.stop()
-            return sent, col
-
-        sent, col = await asyncio.to_thread(simulate)
+        sent, col = await replay_through(daemon, [("BSA1", spectra)], rate=5000.0, idle_s=30, timeout_s=300)
     report = col.report(sent.ms2)
     print(f"\nBSA1 from the library on the GPU ({window}): {report}")
     assert report.sent == len(offline) and report.lost == 0 and report.duplicates == 0

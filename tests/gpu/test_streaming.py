@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 
 import numpy as np
@@ -12,9 +11,8 @@ from rtsearch.backend import get_backend
 from rtsearch.config import load_config
 from rtsearch.demo import TOML, bundled
 from rtsearch.engine import Engine
-from rtsearch_sim.collector import Collector
-from rtsearch_sim.replay import Sender, Sent, load_run, replay
-from tests.streaming import running, serve_config
+from rtsearch_sim.replay import load_run
+from tests.streaming import replay_through, running, serve_config
 
 pytestmark = pytest.mark.gpu
 
@@ -55,16 +53,7 @@ async def test_gpu_daemon_answers_like_the_numpy_engine(demo_index, data, tmp_pa
     engine = Engine(demo_index, search, get_backend("cupy"))
     async with running(engine, serve_config(tmp_path, backend="cupy", max_batch=16)) as daemon:
 
-        def simulate() -> tuple[Sent, Collector]:
-            col = Collector(daemon.endpoints.results).start()
-            sent = Sent()
-            with Sender(daemon.endpoints.spectra, mode="push") as s:
-                replay(s, [("gpu", spectra)], speed=None, rate=5000.0, sent=sent)
-            col.wait(len(sent.ms2), idle_s=20, timeout_s=120)
-            col.stop()
-            return sent, col
-
-        sent, col = await asyncio.to_thread(simulate)
+        sent, col = await replay_through(daemon, [("gpu", spectra)], rate=5000.0, idle_s=20, timeout_s=120)
     assert col.report(sent.ms2).lost == 0
     online = {r["scan"]: r.get("peptide") or "" for r in col.results()}
     assert online == expected

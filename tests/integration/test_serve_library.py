@@ -3,45 +3,26 @@
 from __future__ import annotations
 
 import csv
-import os
 import signal
-import subprocess
-import sys
-import threading
 
 from rtsearch.index.library import import_library
 from rtsearch.libtable import OUTPUT_COLUMNS
 from rtsearch.wire import encode_run_end, encode_run_start, encode_spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, load_run
-from tests.streaming import free_port
+from tests.streaming import ServeProcess, free_port
 
 
 def test_serve_library_cli(tmp_path, data):
     import_library([data / "spectral-libraries/nist-bsa_consensus.msp"], tmp_path / "lib")
     spectra_port, results_port = free_port(), free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rtsearch.cli", "serve", "--library", str(tmp_path / "lib"),
-         "--spectra", f"tcp://127.0.0.1:{spectra_port}", "--spectra-mode", "pull",
-         "--results", f"tcp://127.0.0.1:{results_port}", "--metrics-port", "0",
-         "--backend", "numpy", "--results-dir", str(tmp_path / "res")],
-        stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    serve = ServeProcess(
+        ["--library", str(tmp_path / "lib"), "--spectra", f"tcp://127.0.0.1:{spectra_port}", "--spectra-mode", "pull",
+         "--results", f"tcp://127.0.0.1:{results_port}", "--metrics-port", "0", "--backend", "numpy",
+         "--results-dir", str(tmp_path / "res")],
     )  # fmt: skip
-    log: list[str] = []
-    ready, finished = threading.Event(), threading.Event()
-
-    def read_log() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            log.append(line)
-            if " ready: " in line:
-                ready.set()
-            if "run 'BSA1' finished" in line:
-                finished.set()
-
-    threading.Thread(target=read_log, daemon=True).start()
     try:
-        assert ready.wait(120), "".join(log)
+        assert serve.wait_for(" ready: ", 120), serve.log
         run = load_run(data / "bsa-orbitrapxl/BSA1.mzML.gz")
         col = Collector(f"tcp://127.0.0.1:{results_port}").start()
         sent = Sent()
@@ -54,13 +35,12 @@ def test_serve_library_cli(tmp_path, data):
             s.send(encode_run_end("BSA1", len(run)))
         col.wait(len(sent.ms2), idle_s=10, timeout_s=120)
         col.stop()
-        assert finished.wait(60), "".join(log)
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(60)
+        assert serve.wait_for("run 'BSA1' finished", 60), serve.log
+        serve.proc.send_signal(signal.SIGTERM)
+        code = serve.proc.wait(60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert code == 0, "".join(log)
+        serve.kill()
+    assert code == 0, serve.log
     report = col.report(sent.ms2)
     assert report.lost == 0 and report.sent == 1120
     scored = [r for r in col.results() if r.get("peptide")]

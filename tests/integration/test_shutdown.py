@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import os
 import signal
-import subprocess
-import sys
-import threading
 import time
 
 from rtsearch.cli import main
@@ -17,7 +13,7 @@ from rtsearch.demo import FASTA, TOML, bundled
 from rtsearch.wire import encode_run_start, encode_spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, load_run
-from tests.streaming import free_port, scrape
+from tests.streaming import ServeProcess, free_port, scrape
 
 
 def test_sigterm_mid_run_answers_everything_and_writes_results(tmp_path, data):
@@ -25,26 +21,14 @@ def test_sigterm_mid_run_answers_everything_and_writes_results(tmp_path, data):
     assert main(["index", "build", "--fasta", str(bundled(FASTA)), "--config", str(bundled(TOML)),
                  "--out", str(idx)]) == 0  # fmt: skip
     spectra_port, results_port, metrics_port = free_port(), free_port(), free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rtsearch.cli", "serve", "--index", str(idx), "--config", str(bundled(TOML)),
-         "--spectra", f"tcp://127.0.0.1:{spectra_port}", "--spectra-mode", "pull",
-         "--results", f"tcp://127.0.0.1:{results_port}", "--metrics-port", str(metrics_port),
-         "--backend", "numpy", "--results-dir", str(tmp_path / "res"), "--max-batch", "16"],
-        stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    serve = ServeProcess(
+        ["--index", str(idx), "--config", str(bundled(TOML)), "--spectra", f"tcp://127.0.0.1:{spectra_port}",
+         "--spectra-mode", "pull", "--results", f"tcp://127.0.0.1:{results_port}", "--metrics-port",
+         str(metrics_port), "--backend", "numpy", "--results-dir", str(tmp_path / "res"), "--max-batch", "16"],
     )  # fmt: skip
-    log: list[str] = []
-    ready = threading.Event()
-
-    def read_log() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            log.append(line)
-            if " ready: " in line:
-                ready.set()
-
-    threading.Thread(target=read_log, daemon=True).start()
+    proc = serve.proc
     try:
-        assert ready.wait(120), "".join(log)
+        assert serve.wait_for(" ready: ", 120), serve.log
         run = load_run(data / "ecoli-small/Ecoli_MS2_small.mzML")
         col = Collector(f"tcp://127.0.0.1:{results_port}").start()
         sent = Sent()
@@ -68,9 +52,8 @@ def test_sigterm_mid_run_answers_everything_and_writes_results(tmp_path, data):
         col.wait(len(sent.ms2), idle_s=5, timeout_s=30)
         col.stop()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert code == 0, "".join(log)
+        serve.kill()
+    assert code == 0, serve.log
     assert elapsed < 30
     assert answered_at_signal < len(sent.ms2), "SIGTERM came after everything was answered: not mid-run"
     report = col.report(sent.ms2)
@@ -78,4 +61,4 @@ def test_sigterm_mid_run_answers_everything_and_writes_results(tmp_path, data):
     with open(tmp_path / "res" / "open-run.tsv", newline="") as fh:
         rows = list(csv.DictReader(fh, delimiter="\t"))
     assert len(rows) == 139
-    assert any("shutting down" in line for line in log)
+    assert "shutting down" in serve.log
