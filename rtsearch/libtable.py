@@ -61,14 +61,9 @@ class LibraryTable(Arrivals):
         self.peptide, self.decoy, self.features = entry, decoy, feats
         self._names = names
 
-    def counts_at(self, level: float = 0.01) -> tuple[int, int]:
-        """Target PSMs and distinct target peptides (ProForma names) at ``level`` FDR, after `finalize`."""
-        if self.q is None:
-            self.finalize()
-        assert self.q is not None and self.peptide_q is not None and self.peptide is not None
-        assert self.decoy is not None
-        target = (self.peptide >= 0) & ~self.decoy
-        return int(np.sum(target & (self.q <= level))), len(set(self._names[target & (self.peptide_q <= level)]))
+    def peptide_keys(self) -> np.ndarray:
+        """The ProForma name of each spectrum's entry: several entries (charges, replicates) are one peptide."""
+        return self._names
 
     def columns(self) -> dict[str, Any]:
         """`OUTPUT_COLUMNS`, each one array or list over every spectrum (NaN: empty), after `finalize`."""

@@ -129,8 +129,13 @@ class Arrivals:
         assert self.decoy is not None
         target = (self.peptide >= 0) & ~self.decoy
         psms = int(np.sum(target & (self.q <= level)))
-        peptides = int(np.unique(self.peptide[target & (self.peptide_q <= level)]).shape[0])
+        peptides = int(np.unique(self.peptide_keys()[target & (self.peptide_q <= level)]).shape[0])
         return psms, peptides
+
+    def peptide_keys(self) -> np.ndarray:
+        """What makes two spectra's matches one peptide, per spectrum (here: the match id)."""
+        assert self.peptide is not None
+        return self.peptide
 
 
 @dataclass
