@@ -18,11 +18,14 @@ Open search ranks by half-precision dots (about 1e-3 from the exact ones), so wh
 entries are that close it may pick the other; the scores it reports are exact.
 
 Memory: the sparse peaks (``P`` peaks, ``E`` entries) take ``8 P + 21 E`` bytes; the dense
-copy for open search ``2 E * n_bins`` (`GpuLibrary.device_bytes`).
+copy for open search ``2 E * n_bins`` (`GpuLibrary.device_bytes`). A library whose dense copy
+would not fit (`DENSE_SHARE` of the free memory, or ``dense_limit_bytes``) is searched by the
+walk in open windows too: slower, the same (exact) scores.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Sequence
@@ -42,7 +45,9 @@ PREPROCESS_THREADS = 128
 # the product 8-15 us per query; crossovers near 7,000 and 12,000 in two runs (bench/RESULTS.md)
 OPEN_MIN_CANDIDATES = 10_000
 OPEN_CHUNK_BYTES = 256 << 20  # bytes of half dots per chunk of the matrix product
+DENSE_SHARE = 0.6  # the dense copy may take this share of the device memory free when it is made
 _STRIP = re.compile(r"\[[^\]]*\]-?")
+log = logging.getLogger(__name__)
 
 
 def peptide_ids(peptides: Sequence[str]) -> np.ndarray:
@@ -55,8 +60,11 @@ def peptide_ids(peptides: Sequence[str]) -> np.ndarray:
 class GpuLibrary:
     """A `SpectralLibrary`'s arrays on the GPU and the compiled kernels (see the module docstring)."""
 
-    def __init__(self, lib: SpectralLibrary, cp: Any) -> None:
+    def __init__(self, lib: SpectralLibrary, cp: Any, *, dense_limit_bytes: int | None = None) -> None:
+        """``dense_limit_bytes``: the most the dense copy for open search may take (default: `DENSE_SHARE`
+        of the free device memory); a library that needs more is searched by walking its windows."""
         self.cp = cp
+        self.dense_limit_bytes = dense_limit_bytes
         self.lib = lib
         self.n_bins = int(lib.peak_bins.max()) + 1 if lib.peak_bins.size else 1
         up = cp.asarray
@@ -72,6 +80,7 @@ class GpuLibrary:
         self._open_reduce = module.get_function("open_reduce")
         self._pairs = module.get_function("pairs")
         self.dense: Any = None  # [E, K] half, made by the first open search
+        self.dense_fits: bool | None = None  # known once an open search asked for it
         self._dense_lock = threading.Lock()  # engine workers warm up at once: one of them makes it
         cp.cuda.get_current_stream().synchronize()
 
@@ -98,6 +107,8 @@ class GpuLibrary:
             return LibraryMatches(*(np.zeros(0, t) for t in (np.int64,) + (np.float64,) * 4 + (np.int64,) * 2))
         if mode == "auto":
             mode = "open" if float((q.b - q.a).mean()) > OPEN_MIN_CANDIDATES else "narrow"
+        if mode == "open" and not self._dense_fits():
+            mode = "narrow"
         Q, d = self._rows(spectra, q)
         if mode == "narrow":
             out_e = cp.empty(n, dtype=cp.int64)
@@ -138,6 +149,23 @@ class GpuLibrary:
         return Q, d
 
     # ---------------------------------------------------------------- open search
+
+    def dense_bytes(self) -> int:
+        """Bytes the dense copy takes: entries x bins (rounded up to 64) x 2."""
+        return (int(self.off.shape[0]) - 1) * (-(-self.n_bins // 64) * 64) * 2
+
+    def _dense_fits(self) -> bool:
+        """Whether the dense copy is (or can be) on the device; said once in the log when not."""
+        if self.dense_fits is None:
+            limit = self.dense_limit_bytes
+            if limit is None:
+                limit = int(DENSE_SHARE * self.cp.cuda.Device().mem_info[0])
+            self.dense_fits = self.dense is not None or self.dense_bytes() <= limit
+            if not self.dense_fits:
+                log.warning("the library's dense copy for open search would take %.1f GB (limit %.1f GB): open "
+                            "windows are walked entry by entry instead (slower, same scores)",
+                            self.dense_bytes() / 1e9, limit / 1e9)  # fmt: skip
+        return self.dense_fits
 
     def _dense(self) -> Any:
         """The library as a dense half matrix ``[E, K]`` (K: bins rounded up to 64), made once."""

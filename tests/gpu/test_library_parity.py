@@ -119,6 +119,16 @@ def test_open_windows(lib, gpu, spectra):
     print(f"open: {same[hit].sum()}/{hit.sum()} same entry; worst dot shortfall {(ref.dot - got.dot)[hit].max():.2e}")
 
 
+def test_open_windows_walked_when_the_dense_copy_does_not_fit(lib, spectra):
+    from rtsearch.scoring.library_gpu import GpuLibrary
+
+    small = GpuLibrary(lib, get_backend("cupy").xp, dense_limit_bytes=1024)
+    tol = Tolerance(500, "Da")
+    got, ref = small.score(spectra, tol, mode="open"), score_library(lib, spectra, tol)
+    assert small.dense is None and small.dense_fits is False
+    _same(ref, got, dot_tol=1e-6)  # walked: exact
+
+
 def test_tiny_library_golden(tmp_path):
     """The unit test's hand-computed case, on the GPU."""
     from rtsearch.scoring.library_gpu import GpuLibrary
