@@ -166,7 +166,7 @@ class Daemon(WorkerLoop):
             self.metrics.describe(
                 backend=backend.name, device=backend.device, instrument=cfg.instrument,
                 budget_s=cfg.budget_ms / 1e3, mqtt=bool(cfg.mqtt), peptides=self.engine.entries,
-                gpu_bytes=backend.memory_used_bytes,
+                gpu_bytes=backend.memory_used_bytes, searching=self.engine.searching,
             )  # fmt: skip
             try:
                 self._out = ZmqResults(sync_ctx, cfg.results)

@@ -96,6 +96,7 @@ class SearchEngine(Protocol):
     """What the daemon needs of an engine: `Engine` (peptide index) or `LibraryEngine` (spectral library)."""
 
     backend: Backend
+    searching: Searching  # what it scores against
 
     def score(self, spectra: Sequence[Spectrum]) -> ScoredBatch: ...
 
@@ -127,6 +128,8 @@ class _Stopwatch:
 
 class Engine:
     """Scores spectra against a loaded `PeptideIndex` on one backend."""
+
+    searching: Searching = "index"
 
     def __init__(
         self,

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from rtsearch.backend import Backend, get_backend
-from rtsearch.engine import Reload, ScoredBatch
+from rtsearch.engine import Reload, ScoredBatch, Searching
 from rtsearch.index.library import SpectralLibrary
 from rtsearch.libtable import LIBRARY_FEATURES, LibraryTable
 from rtsearch.runs import LiveRun
@@ -31,6 +31,8 @@ _F = {name: k for k, name in enumerate(LIBRARY_FEATURES)}
 
 class LibraryEngine:
     """Scores spectra against a loaded `SpectralLibrary` on one backend."""
+
+    searching: Searching = "library"
 
     def __init__(
         self, lib: SpectralLibrary, tolerance: Tolerance, backend: Backend | None = None, *,

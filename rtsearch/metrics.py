@@ -192,10 +192,11 @@ class DaemonMetrics:
 
     def describe(
         self, *, backend: str, device: str, instrument: str, budget_s: float, mqtt: bool, peptides: int,
-        gpu_bytes: Callable[[], float],
+        gpu_bytes: Callable[[], float], searching: str = "index",
     ) -> None:  # fmt: skip
         self.mqtt_configured.set(int(mqtt))
-        self.build_info.info({"version": __version__, "backend": backend, "device": device, "instrument": instrument})
+        self.build_info.info({"version": __version__, "backend": backend, "device": device, "instrument": instrument,
+                              "searching": searching})  # fmt: skip
         self.budget.set(budget_s)
         self.index_peptides.set(peptides)
         self.gpu_memory.set_function(gpu_bytes)
