@@ -11,13 +11,15 @@
   past the library's last bin too.
 - ``narrow``: one warp per query walks the library entries of its precursor
   window (one contiguous range: the store is sorted by precursor m/z), drops
-  those of another charge or outside every isotope window, and scores each
+  those of another charge or outside every isotope window (``in_window``; a Da
+  tolerance bounds the mass: the m/z difference times the charge), and scores each
   entry's peaks against the query row (``warp_dot``: dot, sum of squared
   products, shared bins). The best entry (first of equal dots), its sums, and
   the best dot of another peptide sequence (``pid``) are kept in registers.
 - ``open_reduce``: open search ranks with a dense half-precision GEMM (the
-  queries against a chunk of the dense library, `GpuLibrary.open`); this folds
-  one chunk's dots into each query's running (best, best of another peptide).
+  queries against a chunk of the dense library, `GpuLibrary._open`); this folds
+  one chunk's dots of each query's entries (same charge and window checks as
+  ``narrow``) into its running (best, best of another peptide).
   The fold is associative, so threads, the block's tree and the chunks merge
   the same way.
 - ``pairs``: one warp per (query, entry) pair: the exact dot, squares and
