@@ -26,8 +26,10 @@ sequence; other peaks stay. Same precursor, same peak count and intensities.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -217,6 +219,20 @@ def write_store(out: Path, arrays: dict[str, np.ndarray], manifest: dict[str, An
     tmp.rename(out)
 
 
+_MODIFICATION = re.compile(r"\[[^\]]*\]-?")  # a ProForma modification, with its N-terminal dash
+
+
+def sequence_ids(peptides: Sequence[str]) -> np.ndarray:
+    """One int32 id per distinct unmodified sequence, in order of first appearance.
+
+    Delta dot compares the best entry with the best of another sequence, as SpectraST does:
+    another charge or modification of the same sequence is not "another peptide".
+    """
+    ids: dict[str, int] = {}
+    return np.fromiter((ids.setdefault(_MODIFICATION.sub("", p), len(ids)) for p in peptides), dtype=np.int32,
+                       count=len(peptides))  # fmt: skip
+
+
 @dataclass(frozen=True)
 class SpectralLibrary:
     """A loaded store (arrays memory-mapped); see the module docstring for the layout."""
@@ -235,6 +251,11 @@ class SpectralLibrary:
 
     def __len__(self) -> int:
         return int(self.precursor_mz.shape[0])
+
+    @functools.cached_property
+    def sequence(self) -> np.ndarray:
+        """int32 [E]: each entry's unmodified-sequence id (`sequence_ids`), computed once."""
+        return sequence_ids(self.peptides)
 
     def is_decoy(self, i: int | np.ndarray) -> Any:
         """Whether entry ``i`` (or each of an array of them) is a decoy."""

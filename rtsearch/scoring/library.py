@@ -10,7 +10,7 @@ are one contiguous slice, scored with one gather and one segmented sum:
 
     dot      = sum_i q[b_i] * l_i                       (both unit length: a cosine)
     dot_bias = sqrt(sum_i (q[b_i] * l_i)^2) / dot       (1: one peak carries the dot)
-    delta    = dot_1 - dot_2   (second best: the best candidate of another peptide sequence)
+    delta    = dot_1 - dot_2   (second best: the best candidate of another sequence, `SpectralLibrary.sequence`)
     F        = 0.6 * dot + 0.4 * min(delta / dot, 2 * dot)   (0.8 * dot with fewer than 20 candidates)
                minus the dot-bias penalty: 0.12 below 0.09; (DB - 0.32) * 4 up to 0.35;
                0.12 + (DB - 0.35) * 1.2 up to 0.45; 0.24 above; F <= 0 becomes -1e-5
@@ -20,7 +20,6 @@ The GPU path (a kernel over a whole batch) must reproduce these numbers.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -115,13 +114,6 @@ def f_value(dot: np.ndarray, delta: np.ndarray, dot_bias: np.ndarray, n_candidat
     return np.where(dot < 1e-5, -1e-5, f)
 
 
-_STRIP = re.compile(r"\[[^\]]*\]-?")
-
-
-def _stripped(peptide: str) -> str:
-    return _STRIP.sub("", peptide)
-
-
 def score_library(
     lib: SpectralLibrary, spectra: Sequence[Spectrum], tolerance: Tolerance, *, n_bins: int | None = None,
     isotope_errors: Sequence[int] = (0,),
@@ -141,7 +133,7 @@ def score_library(
                          np.zeros(n, np.int64), np.zeros(n, np.int64))  # fmt: skip
     top_bin = int(lib.peak_bins.max()) + 1 if n_bins is None and lib.peak_bins.size else (n_bins or 1)
     dense = np.zeros(top_bin + 1, dtype=np.float64)
-    stripped = [_stripped(p) for p in lib.peptides]
+    sequence = lib.sequence
     for s, sp in enumerate(spectra):
         if sp.ms_level < 2 or not sp.precursor_mz > 0:
             continue
@@ -177,7 +169,7 @@ def score_library(
         best = int(ids[order[0]])
         second = 0.0
         for k in order[1:]:
-            if stripped[int(ids[k])] != stripped[best]:
+            if sequence[ids[k]] != sequence[best]:
                 second = float(dots[k])
                 break
         d = float(dots[order[0]])

@@ -26,7 +26,6 @@ walk in open windows too: slower, the same (exact) scores.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -34,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from rtsearch.index.library import SpectralLibrary
+from rtsearch.scoring.gpu import Upload, Uploaded
 from rtsearch.scoring.library import LibraryMatches, LibraryMode, LibraryQueries, f_value, library_queries
 from rtsearch.scoring.library_kernels import OPEN_BLOCK, source
 from rtsearch.types import Spectrum, Tolerance
@@ -46,15 +46,7 @@ PREPROCESS_THREADS = 128
 OPEN_MIN_CANDIDATES = 10_000
 OPEN_CHUNK_BYTES = 256 << 20  # bytes of half dots per chunk of the matrix product
 DENSE_SHARE = 0.6  # the dense copy may take this share of the device memory free when it is made
-_STRIP = re.compile(r"\[[^\]]*\]-?")
 log = logging.getLogger(__name__)
-
-
-def peptide_ids(peptides: Sequence[str]) -> np.ndarray:
-    """One int32 id per distinct unmodified sequence (delta dot compares sequences, as SpectraST does)."""
-    ids: dict[str, int] = {}
-    return np.fromiter((ids.setdefault(_STRIP.sub("", p), len(ids)) for p in peptides), dtype=np.int32,
-                       count=len(peptides))  # fmt: skip
 
 
 class GpuLibrary:
@@ -70,7 +62,7 @@ class GpuLibrary:
         up = cp.asarray
         self.mz = up(np.ascontiguousarray(lib.precursor_mz, dtype=np.float64))
         self.z = up(np.ascontiguousarray(lib.charge, dtype=np.int8))
-        self.pid = up(peptide_ids(lib.peptides))
+        self.pid = up(np.ascontiguousarray(lib.sequence))
         self.off = up(np.ascontiguousarray(lib.peak_offsets, dtype=np.int64))
         self.bins = up(np.ascontiguousarray(lib.peak_bins, dtype=np.int32))
         self.vals = up(np.ascontiguousarray(lib.peak_values, dtype=np.float32))
@@ -116,8 +108,7 @@ class GpuLibrary:
             threads = 32 * WARPS_PER_BLOCK
             self._narrow(
                 ((n + WARPS_PER_BLOCK - 1) // WARPS_PER_BLOCK,), (threads,),
-                (np.int32(n), Q, np.int32(self.n_bins), d["a"], d["b"], d["prec"], d["width"], d["zmask"],
-                 d["iso"], np.int32(q.iso.size), np.int32(q.by_mass), self.mz, self.z, self.pid, self.off, self.bins,
+                (np.int32(n), Q, np.int32(self.n_bins), *_windows(d, q), self.mz, self.z, self.pid, self.off, self.bins,
                  self.vals, out_e, out),
             )  # fmt: skip
             entry, stats = cp.asnumpy(out_e), cp.asnumpy(out)
@@ -126,7 +117,7 @@ class GpuLibrary:
             entry, dot, sq, second, matched, cands = self._open(Q, d, q, n)
         return _matches(entry, dot, sq, second, matched, cands)
 
-    def _rows(self, spectra: Sequence[Spectrum], q: LibraryQueries) -> tuple[Any, dict[str, Any]]:
+    def _rows(self, spectra: Sequence[Spectrum], q: LibraryQueries) -> tuple[Any, Uploaded]:
         """Upload the batch; its preprocessed dense rows ``Q`` and the device copies of ``q``."""
         cp = self.cp
         n = len(spectra)
@@ -135,16 +126,19 @@ class GpuLibrary:
         np.cumsum(counts, out=start[1:])
         mz = np.concatenate([sp.mz for sp in spectra]).astype(np.float64, copy=False)
         inten = np.concatenate([sp.intensity for sp in spectra]).astype(np.float64, copy=False)
-        d = {k: cp.asarray(v) for k, v in (("mz", mz), ("inten", inten), ("start", start),
-             ("prec", q.precursor_mz), ("width", q.width), ("a", q.a), ("b", q.b), ("zmask", q.zmask),
-             ("iso", q.iso if q.iso.size else np.zeros(1, np.int32)))}  # fmt: skip
+        up = Upload()  # the batch in one host-to-device copy (`rtsearch.scoring.gpu.Upload`)
+        for name, a in (("mz", mz), ("inten", inten), ("start", start), ("prec", q.precursor_mz),
+                        ("width", q.width), ("a", q.a), ("b", q.b), ("zmask", q.zmask),
+                        ("iso", q.iso if q.iso.size else np.zeros(1, np.int32))):  # fmt: skip
+            up.add(name, a)
+        d = up.send(cp.asarray)
         p = self.lib.params
         Q = cp.zeros((n, self.n_bins), dtype=cp.float32)
         w = cp.empty(max(int(start[-1]), 1), dtype=cp.float64)
         self._preprocess(
             (n,), (PREPROCESS_THREADS,),
-            (d["mz"], d["inten"], d["start"], d["prec"], np.float64(p.precursor_removal_da), np.float64(p.bin_width),
-             np.int32(p.top_peaks), np.int32(self.n_bins), w, Q),
+            (d.ptr("mz"), d.ptr("inten"), d.ptr("start"), d.ptr("prec"), np.float64(p.precursor_removal_da),
+             np.float64(p.bin_width), np.int32(p.top_peaks), np.int32(self.n_bins), w, Q),
         )  # fmt: skip
         return Q, d
 
@@ -186,7 +180,7 @@ class GpuLibrary:
             cp.get_default_memory_pool().free_all_blocks()  # the build's temporaries (2 x 8 bytes a peak)
         return self.dense
 
-    def _open(self, Q: Any, d: dict[str, Any], q: LibraryQueries, n: int) -> tuple[np.ndarray, ...]:
+    def _open(self, Q: Any, d: Uploaded, q: LibraryQueries, n: int) -> tuple[np.ndarray, ...]:
         cp = self.cp
         lib = self._dense()
         k = int(lib.shape[1])
@@ -204,8 +198,7 @@ class GpuLibrary:
                 dots = cp.matmul(Qh, lib[c0:c1].T)  # [n, c1 - c0] half
                 self._open_reduce(
                     (n,), (OPEN_BLOCK,),
-                    (np.int32(n), dots, np.int64(c0), np.int64(c1), d["a"], d["b"], d["prec"], d["width"], d["zmask"],
-                     d["iso"], np.int32(q.iso.size), np.int32(q.by_mass), self.mz, self.z, self.pid,
+                    (np.int32(n), dots, np.int64(c0), np.int64(c1), *_windows(d, q), self.mz, self.z, self.pid,
                      v1, v2, e1, e2, p1, n_cand),
                 )  # fmt: skip
         pq = cp.concatenate([cp.arange(n, dtype=cp.int64)] * 2)
@@ -218,6 +211,12 @@ class GpuLibrary:
         host = cp.asnumpy(out)
         return (cp.asnumpy(e1), host[0, :n], host[1, :n], host[0, n:], host[2, :n],
                 cp.asnumpy(n_cand).astype(np.float64))  # fmt: skip
+
+
+def _windows(d: Uploaded, q: LibraryQueries) -> tuple[Any, ...]:
+    """The window arguments ``narrow`` and ``open_reduce`` share, in their order."""
+    return (d.ptr("a"), d.ptr("b"), d.ptr("prec"), d.ptr("width"), d.ptr("zmask"), d.ptr("iso"), np.int32(q.iso.size),
+            np.int32(q.by_mass))  # fmt: skip
 
 
 def _matches(entry: np.ndarray, dot: np.ndarray, sq: np.ndarray, second: np.ndarray, matched: np.ndarray,

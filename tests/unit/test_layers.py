@@ -10,7 +10,8 @@ CORE = [
     "rtsearch.backend", "rtsearch.index.build", "rtsearch.index.store", "rtsearch.index.library",
     "rtsearch.scoring.features", "rtsearch.scoring.matching", "rtsearch.scoring.candidates",
     "rtsearch.scoring.library", "rtsearch.scoring.lda", "rtsearch.libsearch", "rtsearch.libengine",
-    "rtsearch.libtable", "rtsearch.scoring.library_gpu", "rtsearch.offline",
+    "rtsearch.libtable", "rtsearch.scoring.library_gpu", "rtsearch.scoring.library_kernels",
+    "rtsearch.scoring.preprocess_kernel", "rtsearch.offline",
 ]  # fmt: skip
 SHELL_ONLY = ("asyncio", "zmq", "aiomqtt", "paho", "prometheus_client")
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rtsearch.index.library import LibraryParams, import_library, load_library
+from rtsearch.index.library import LibraryParams, import_library, load_library, sequence_ids
 from rtsearch.readers import read_spectra
 from rtsearch.scoring.library import C13, f_value, library_queries, score_library
-from rtsearch.scoring.library_gpu import peptide_ids
 from rtsearch.types import Spectrum, Tolerance
 
 
@@ -114,6 +113,6 @@ def test_a_da_window_bounds_the_mass(tmp_path):
         assert m.candidates[0] == (1 if lib.charge[e] == 1 else 0)
 
 
-def test_peptide_ids_compare_sequences():
-    assert peptide_ids(["PEPTIDEK", "PEPT[Phospho]IDEK", "[Acetyl]-PEPTIDEK", "AAAK", "PEPTIDEK"]).tolist() == [
+def test_sequence_ids_compare_unmodified_sequences():
+    assert sequence_ids(["PEPTIDEK", "PEPT[Phospho]IDEK", "[Acetyl]-PEPTIDEK", "AAAK", "PEPTIDEK"]).tolist() == [
         0, 0, 0, 1, 0]
