@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "simulators"))
 
 from bench.stream_bench import RUNS, get_index  # noqa: E402
-from rtsearch.backend import get_backend  # noqa: E402
 from rtsearch.config import SearchConfig  # noqa: E402
-from rtsearch.engine import Engine  # noqa: E402
+from rtsearch.scoring.backend import get_backend  # noqa: E402
+from rtsearch.scoring.database.engine import Engine  # noqa: E402
 from rtsearch_sim.replay import load_run  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 """Wake-up round trip between two processes: a ZeroMQ PAIR over ``ipc://`` against a Unix socket pair.
 
-Why `rtsearch.ingest` hands chunks over a socket pair: at low rates every spectrum crosses
+Why `rtsearch.serve.intake` hands chunks over a socket pair: at low rates every spectrum crosses
 from the intake process alone, so the hop's wake-up is latency. Paced pings (the receiver
 idles between them, as it does at a few hundred spectra a second), median and p90 of the
 round trip.

@@ -29,10 +29,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rtsearch.backend import get_backend  # noqa: E402
-from rtsearch.index.library import SpectralLibrary, import_library, load_library, write_store  # noqa: E402
-from rtsearch.readers import read_spectra  # noqa: E402
-from rtsearch.scoring.library import LibraryMatches, score_library  # noqa: E402
+from rtsearch.io.spectra import read_spectra  # noqa: E402
+from rtsearch.library.store import SpectralLibrary, import_library, load_library, write_store  # noqa: E402
+from rtsearch.scoring.backend import get_backend  # noqa: E402
+from rtsearch.scoring.library.scores import LibraryMatches, score_library  # noqa: E402
 from rtsearch.types import Spectrum, Tolerance  # noqa: E402
 
 NARROW = Tolerance(20, "ppm")
@@ -100,7 +100,7 @@ def agreement(ref: LibraryMatches, got: LibraryMatches) -> dict[str, float]:
 
 def crossover(gpu: Any, batch: list[Spectrum]) -> list[dict[str, float]]:
     """Queries/s of the warp walk and of the matrix product as the window widens (one batch, after a warm one)."""
-    from rtsearch.scoring.library import library_queries
+    from rtsearch.scoring.library.scores import library_queries
 
     rows = []
     for half in (0.02, 0.2, 2.0, 20.0, 200.0):
@@ -165,7 +165,7 @@ def main() -> int:
     backend = get_backend(args.backend)
     report["device"] = backend.device
     if backend.is_gpu:
-        from rtsearch.scoring.library_gpu import GpuLibrary
+        from rtsearch.scoring.library.gpu import GpuLibrary
 
         cp = backend.xp
         pool = cp.get_default_memory_pool()

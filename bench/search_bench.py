@@ -24,12 +24,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rtsearch.backend import get_backend  # noqa: E402
 from rtsearch.config import DatabaseConfig  # noqa: E402
-from rtsearch.engine import Engine  # noqa: E402
-from rtsearch.index.build import build_index  # noqa: E402
-from rtsearch.index.fasta import read_fastas  # noqa: E402
-from rtsearch.readers import read_spectra  # noqa: E402
+from rtsearch.database.build import build_index  # noqa: E402
+from rtsearch.database.fasta import read_fastas  # noqa: E402
+from rtsearch.io.spectra import read_spectra  # noqa: E402
+from rtsearch.scoring.backend import get_backend  # noqa: E402
+from rtsearch.scoring.database.engine import Engine  # noqa: E402
 from tests.devruns import DEV_RUNS  # noqa: E402
 
 

@@ -28,12 +28,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "simulators"))
 
-from rtsearch.backend import get_backend  # noqa: E402
+from rtsearch.cli.demo import bundled, cached_index, default_cache  # noqa: E402
 from rtsearch.config import SearchConfig, ServeConfig  # noqa: E402
-from rtsearch.daemon import Daemon  # noqa: E402
-from rtsearch.demo import bundled, cached_index, default_cache  # noqa: E402
-from rtsearch.engine import Engine, ScoredBatch  # noqa: E402
-from rtsearch.scoring.features import FEATURES, BestMatches  # noqa: E402
+from rtsearch.scoring.backend import get_backend  # noqa: E402
+from rtsearch.scoring.database.engine import Engine, ScoredBatch  # noqa: E402
+from rtsearch.scoring.database.features import FEATURES, BestMatches  # noqa: E402
+from rtsearch.serve.daemon import Daemon  # noqa: E402
 from rtsearch.types import Spectrum  # noqa: E402
 
 

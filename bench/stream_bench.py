@@ -35,12 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "simulators"))
 
 from bench.search_bench import entrapment_fasta  # noqa: E402
 from bench.shell_probe import spawned_children, thread_cpu  # noqa: E402
-from rtsearch.backend import get_backend  # noqa: E402
 from rtsearch.config import DatabaseConfig, SearchConfig, ServeConfig  # noqa: E402
-from rtsearch.daemon import Daemon  # noqa: E402
-from rtsearch.engine import Engine  # noqa: E402
-from rtsearch.index.build import build_index  # noqa: E402
-from rtsearch.index.store import load_index, save_index  # noqa: E402
+from rtsearch.database.build import build_index  # noqa: E402
+from rtsearch.database.store import load_index, save_index  # noqa: E402
+from rtsearch.scoring.backend import get_backend  # noqa: E402
+from rtsearch.scoring.database.engine import Engine  # noqa: E402
+from rtsearch.serve.daemon import Daemon  # noqa: E402
 
 RUNS = ("bsa-orbitrapxl/BSA1.mzML.gz", "ecoli-small/Ecoli_MS2_small.mzML", "yeast-small/SmallCalibratible_Yeast.mzML")
 SUSTAINED_P99_MS = 50.0

@@ -109,7 +109,7 @@ class ResultStatus(enum.StrEnum):
 class Identification:
     """The best match of one spectrum (or why there is none).
 
-    ``features`` holds the per-PSM features in `rtsearch.scoring.features.FEATURES`
+    ``features`` holds the per-PSM features in `rtsearch.scoring.database.features.FEATURES`
     order; ``score`` is the discriminant used for FDR once the run is fitted.
     """
 

@@ -26,7 +26,7 @@ def data() -> Path:
 @pytest.fixture(scope="session")
 def demo_index(tmp_path_factory):
     """The bundled E. coli index (what `rtsearch demo` searches), built once per session."""
-    from rtsearch.demo import cached_index
+    from rtsearch.cli.demo import cached_index
 
     index, _ = cached_index(tmp_path_factory.mktemp("demo-cache"))
     return index

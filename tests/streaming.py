@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from rtsearch.config import ServeConfig
-from rtsearch.daemon import Daemon
-from rtsearch.engine import SearchEngine
+from rtsearch.scoring.database.engine import SearchEngine
+from rtsearch.serve.daemon import Daemon
 from rtsearch.types import Spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, replay

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import zmq
 
-from rtsearch.readers import read_spectra, run_name
+from rtsearch.io.spectra import read_spectra, run_name
 from rtsearch.types import Spectrum
 from rtsearch.wire import encode_run_end, encode_run_start, encode_spectrum
 

@@ -6,10 +6,10 @@ import csv
 
 import pytest
 
-from rtsearch.backend import get_backend
 from rtsearch.cli import main
-from rtsearch.engine import Engine
-from rtsearch.index.store import load_index
+from rtsearch.database.store import load_index
+from rtsearch.scoring.backend import get_backend
+from rtsearch.scoring.database.engine import Engine
 from rtsearch_sim.replay import load_run
 from tests.devruns import DEV_RUNS
 from tests.streaming import replay_through, running, serve_config

@@ -6,12 +6,12 @@ import csv
 
 import pytest
 
-from rtsearch.backend import get_backend
 from rtsearch.cli import main
 from rtsearch.config import load_config
-from rtsearch.index.library import import_library, load_library
-from rtsearch.libengine import LibraryEngine
-from rtsearch.libtable import OUTPUT_COLUMNS
+from rtsearch.library.store import import_library, load_library
+from rtsearch.scoring.backend import get_backend
+from rtsearch.search.library import LibraryEngine
+from rtsearch.search.libtable import OUTPUT_COLUMNS
 from rtsearch_sim.replay import load_run
 from tests.devruns import DEV_RUNS
 from tests.streaming import replay_through, running, serve_config

@@ -12,10 +12,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from rtsearch.backend import get_backend
-from rtsearch.index.library import LibraryParams, import_library, load_library, preprocess_peaks
-from rtsearch.readers import read_spectra
-from rtsearch.scoring.library import library_queries, score_library
+from rtsearch.io.spectra import read_spectra
+from rtsearch.library.store import LibraryParams, import_library, load_library, preprocess_peaks
+from rtsearch.scoring.backend import get_backend
+from rtsearch.scoring.library.scores import library_queries, score_library
 from rtsearch.types import Spectrum, Tolerance
 
 pytestmark = pytest.mark.gpu
@@ -30,7 +30,7 @@ def lib(data, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def gpu(lib):
-    from rtsearch.scoring.library_gpu import GpuLibrary
+    from rtsearch.scoring.library.gpu import GpuLibrary
 
     return GpuLibrary(lib, get_backend("cupy").xp)
 
@@ -120,7 +120,7 @@ def test_open_windows(lib, gpu, spectra):
 
 
 def test_open_windows_walked_when_the_dense_copy_does_not_fit(lib, spectra):
-    from rtsearch.scoring.library_gpu import GpuLibrary
+    from rtsearch.scoring.library.gpu import GpuLibrary
 
     small = GpuLibrary(lib, get_backend("cupy").xp, dense_limit_bytes=1024)
     tol = Tolerance(500, "Da")
@@ -131,7 +131,7 @@ def test_open_windows_walked_when_the_dense_copy_does_not_fit(lib, spectra):
 
 def test_tiny_library_golden(tmp_path):
     """The unit test's hand-computed case, on the GPU."""
-    from rtsearch.scoring.library_gpu import GpuLibrary
+    from rtsearch.scoring.library.gpu import GpuLibrary
 
     (tmp_path / "l.msp").write_text("Name: PEPTIDEK/2\nNum peaks: 2\n200.0\t36\n300.0\t64\n"
                                     "Name: EPTIDEPK/2\nNum peaks: 2\n200.0\t64\n400.0\t36\n")  # fmt: skip

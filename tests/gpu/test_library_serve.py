@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from rtsearch.backend import get_backend
-from rtsearch.index.library import import_library, load_library
-from rtsearch.libengine import LibraryEngine
-from rtsearch.libsearch import search_library_runs
+from rtsearch.library.store import import_library, load_library
+from rtsearch.scoring.backend import get_backend
+from rtsearch.search.library import LibraryEngine
+from rtsearch.search.libsearch import search_library_runs
 from rtsearch.types import Tolerance
 from rtsearch_sim.replay import load_run
 from tests.streaming import replay_through, running, serve_config

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rtsearch.backend import get_backend
-from rtsearch.engine import Engine
-from rtsearch.index.build import build_index
-from rtsearch.readers import read_spectra
+from rtsearch.database.build import build_index
+from rtsearch.io.spectra import read_spectra
+from rtsearch.scoring.backend import get_backend
+from rtsearch.scoring.database.engine import Engine
 from tests.devruns import DATABASE, DEV_RUNS
 
 pytestmark = pytest.mark.gpu

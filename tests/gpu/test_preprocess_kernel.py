@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rtsearch.backend import get_backend
-from rtsearch.readers import read_spectra
-from rtsearch.scoring.gpu import GpuIndex, row_sums
+from rtsearch.io.spectra import read_spectra
+from rtsearch.scoring.backend import get_backend
+from rtsearch.scoring.database.gpu import GpuIndex, row_sums
 from rtsearch.spectrum import pack, pad, preprocess
 from rtsearch.types import C13_DELTA, Spectrum
 from tests.devruns import DEV_RUNS

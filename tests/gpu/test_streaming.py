@@ -7,10 +7,10 @@ import threading
 import numpy as np
 import pytest
 
-from rtsearch.backend import get_backend
+from rtsearch.cli.demo import TOML, bundled
 from rtsearch.config import load_config
-from rtsearch.demo import TOML, bundled
-from rtsearch.engine import Engine
+from rtsearch.scoring.backend import get_backend
+from rtsearch.scoring.database.engine import Engine
 from rtsearch_sim.replay import load_run
 from tests.streaming import replay_through, running, serve_config
 

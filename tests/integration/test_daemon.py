@@ -10,10 +10,10 @@ import pytest
 import zmq
 
 from rtsearch import wire
-from rtsearch.backend import get_backend
+from rtsearch.cli.demo import TOML, bundled
 from rtsearch.config import load_config
-from rtsearch.demo import TOML, bundled
-from rtsearch.engine import Engine
+from rtsearch.scoring.backend import get_backend
+from rtsearch.scoring.database.engine import Engine
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, load_run, replay
 from tests.streaming import free_port, running, scrape, serve_config

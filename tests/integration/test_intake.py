@@ -7,10 +7,10 @@ import asyncio
 import pytest
 import zmq
 
-from rtsearch.chunks import Received, SpectraChunk
 from rtsearch.errors import EndpointError
-from rtsearch.ingest import Intake
-from rtsearch.readers import read_spectra
+from rtsearch.io.spectra import read_spectra
+from rtsearch.serve.chunks import Received, SpectraChunk
+from rtsearch.serve.intake import Intake
 from rtsearch.wire import encode_run_end, encode_run_start, encode_spectrum
 
 

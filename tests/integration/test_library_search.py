@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from rtsearch.cli import main
-from rtsearch.fdr import count_at, q_values
-from rtsearch.index.library import import_library, load_library
-from rtsearch.readers import read_spectra
-from rtsearch.scoring.library import score_library
+from rtsearch.io.spectra import read_spectra
+from rtsearch.library.store import import_library, load_library
+from rtsearch.scoring.library.scores import score_library
+from rtsearch.search.fdr import count_at, q_values
 from rtsearch.types import Tolerance
 from tests.devruns import DEV_RUNS
 from tests.integration.test_dev_runs import _toml, recount

@@ -25,11 +25,11 @@ import pytest
 import yaml
 from prometheus_client import generate_latest
 
-from rtsearch.backend import get_backend
+from rtsearch.cli.demo import TOML, bundled
 from rtsearch.config import load_config
-from rtsearch.demo import TOML, bundled
-from rtsearch.engine import Engine
-from rtsearch.metrics import DaemonMetrics
+from rtsearch.scoring.backend import get_backend
+from rtsearch.scoring.database.engine import Engine
+from rtsearch.serve.metrics import DaemonMetrics
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, load_run, replay
 from tests.streaming import free_port, running, serve_config

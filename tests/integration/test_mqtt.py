@@ -11,10 +11,10 @@ import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from rtsearch.backend import get_backend
+from rtsearch.cli.demo import TOML, bundled
 from rtsearch.config import load_config
-from rtsearch.demo import TOML, bundled
-from rtsearch.engine import Engine
+from rtsearch.scoring.backend import get_backend
+from rtsearch.scoring.database.engine import Engine
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, load_run, replay
 from tests.streaming import Mosquitto, running, scrape, serve_config

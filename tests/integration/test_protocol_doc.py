@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from rtsearch.backend import get_backend
+from rtsearch.cli.demo import TOML, bundled
 from rtsearch.config import load_config
-from rtsearch.demo import TOML, bundled
-from rtsearch.engine import Engine
+from rtsearch.scoring.backend import get_backend
+from rtsearch.scoring.database.engine import Engine
 from tests.conftest import ROOT
 from tests.streaming import running, serve_config
 

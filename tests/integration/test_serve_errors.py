@@ -9,7 +9,7 @@ import sys
 import pytest
 import zmq
 
-from rtsearch.demo import cached_index
+from rtsearch.cli.demo import cached_index
 
 
 @pytest.fixture(scope="module")

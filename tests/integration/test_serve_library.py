@@ -5,8 +5,8 @@ from __future__ import annotations
 import csv
 import signal
 
-from rtsearch.index.library import import_library
-from rtsearch.libtable import OUTPUT_COLUMNS
+from rtsearch.library.store import import_library
+from rtsearch.search.libtable import OUTPUT_COLUMNS
 from rtsearch.wire import encode_run_end, encode_run_start, encode_spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, load_run

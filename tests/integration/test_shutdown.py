@@ -9,7 +9,7 @@ import signal
 import time
 
 from rtsearch.cli import main
-from rtsearch.demo import FASTA, TOML, bundled
+from rtsearch.cli.demo import FASTA, TOML, bundled
 from rtsearch.wire import encode_run_start, encode_spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, load_run

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from rtsearch.backend import get_backend
+from rtsearch.cli.demo import RUN, TOML, bundled
 from rtsearch.config import load_config
-from rtsearch.demo import RUN, TOML, bundled
-from rtsearch.engine import Engine
+from rtsearch.scoring.backend import get_backend
+from rtsearch.scoring.database.engine import Engine
 from tests.streaming import free_port, running, serve_config
 
 

@@ -1,4 +1,4 @@
-"""Tests for the micro-batcher (`rtsearch.batching`), driven by a fake clock in ns.
+"""Tests for the micro-batcher (`rtsearch.serve.batching`), driven by a fake clock in ns.
 
 Golden times are worked out by hand in the comments: a spectrum added at
 ``t`` with budget ``b`` ms has its deadline at ``t + b``; the deadline rule
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rtsearch.batching import MS, BatchPolicy, EngineTimeModel, MicroBatcher
+from rtsearch.serve.batching import MS, BatchPolicy, EngineTimeModel, MicroBatcher
 
 
 class FakeClock:

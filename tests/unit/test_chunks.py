@@ -18,9 +18,9 @@ import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rtsearch.chunks import MESSAGE, SPECTRA, Received, SpectraChunk, Unpacker, pack
-from rtsearch.intake_process import Reader
-from rtsearch.readers import read_spectra
+from rtsearch.io.spectra import read_spectra
+from rtsearch.serve.chunks import MESSAGE, SPECTRA, Received, SpectraChunk, Unpacker, pack
+from rtsearch.serve.intake_process import Reader
 from rtsearch.types import Spectrum
 from rtsearch.wire import Invalid, RunEnd, RunStart, SpectrumMessage, decode, encode_spectrum
 from tests.unit.test_wire import _base_messages, _mutated_message, ms2  # noqa: F401  (ms2 is a fixture)

@@ -1,4 +1,4 @@
-"""Tests for protein digestion (`rtsearch.index.digest`) and FASTA reading (`rtsearch.index.fasta`).
+"""Tests for protein digestion (`rtsearch.database.digest`) and FASTA reading (`rtsearch.database.fasta`).
 
 Expected peptides are written out by hand for a small protein (positions in
 comments) or enumerated by a brute-force digest written here: every substring
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from rtsearch.config import DatabaseConfig
+from rtsearch.database.digest import decoy_sequence, digest
+from rtsearch.database.fasta import Protein, read_fasta, read_fastas
 from rtsearch.errors import InputError
-from rtsearch.index.digest import decoy_sequence, digest
-from rtsearch.index.fasta import Protein, read_fasta, read_fastas
 
 # M0 A1 E2 K3 P4 L5 L6 R7 G8 H9 I10 K11 W12 W13 D14 D15 R16 A17 A18 C19 E20
 # trypsin cuts after R7 (-> 8), K11 (-> 12), R16 (-> 17); not after K3 (P follows).

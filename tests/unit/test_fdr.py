@@ -1,4 +1,4 @@
-"""Tests for target-decoy q-values (`rtsearch.fdr`): golden values worked out by
+"""Tests for target-decoy q-values (`rtsearch.search.fdr`): golden values worked out by
 hand, monotonicity, ties between targets and decoys, NaN scores, the
 peptide level (best PSM per peptide) and `count_at`.
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rtsearch.fdr import count_at, peptide_q_values, q_values
+from rtsearch.search.fdr import count_at, peptide_q_values, q_values
 
 T, D = False, True
 

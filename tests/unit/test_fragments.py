@@ -1,4 +1,4 @@
-"""Tests for theoretical fragments and the fragment-ion index (`rtsearch.index.fragments`),
+"""Tests for theoretical fragments and the fragment-ion index (`rtsearch.database.fragments`),
 and for what `PeptideIndex` reports about a peptide (ProForma, proteins).
 
 b/y ion m/z are checked against pyteomics (`fast_mass` with ion_type 'b'/'y',
@@ -17,11 +17,11 @@ import pytest
 from pyteomics import mass as pymass
 
 from rtsearch.config import DatabaseConfig
-from rtsearch.index.build import build_index
-from rtsearch.index.database import PeptideIndex
-from rtsearch.index.fragments import by_ions, residue_masses
-from rtsearch.index.mods import ModSet
-from rtsearch.index.peptides import Bases, encode, enumerate_forms
+from rtsearch.database.build import build_index
+from rtsearch.database.fragments import by_ions, residue_masses
+from rtsearch.database.index import PeptideIndex
+from rtsearch.database.mods import ModSet
+from rtsearch.database.peptides import Bases, encode, enumerate_forms
 
 CAM = 57.021464  # Unimod Carbamidomethyl
 OX = 15.994915  # Unimod Oxidation

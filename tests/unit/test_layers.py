@@ -6,12 +6,12 @@ import subprocess
 import sys
 
 CORE = [
-    "rtsearch.types", "rtsearch.spectrum", "rtsearch.fdr", "rtsearch.engine", "rtsearch.runs", "rtsearch.psms",
-    "rtsearch.backend", "rtsearch.index.build", "rtsearch.index.store", "rtsearch.index.library",
-    "rtsearch.scoring.features", "rtsearch.scoring.matching", "rtsearch.scoring.candidates",
-    "rtsearch.scoring.library", "rtsearch.scoring.lda", "rtsearch.libsearch", "rtsearch.libengine",
-    "rtsearch.libtable", "rtsearch.scoring.library_gpu", "rtsearch.scoring.library_kernels",
-    "rtsearch.scoring.preprocess_kernel", "rtsearch.offline",
+    "rtsearch.types", "rtsearch.spectrum", "rtsearch.search.fdr", "rtsearch.scoring.database.engine", "rtsearch.search.live", "rtsearch.search.table",
+    "rtsearch.scoring.backend", "rtsearch.database.build", "rtsearch.database.store", "rtsearch.library.store",
+    "rtsearch.scoring.database.features", "rtsearch.scoring.database.matching", "rtsearch.scoring.database.candidates",
+    "rtsearch.scoring.library.scores", "rtsearch.search.lda", "rtsearch.search.libsearch", "rtsearch.search.library",
+    "rtsearch.search.libtable", "rtsearch.scoring.library.gpu", "rtsearch.scoring.library.kernels",
+    "rtsearch.scoring.database.preprocess_kernel", "rtsearch.search.offline",
 ]  # fmt: skip
 SHELL_ONLY = ("asyncio", "zmq", "aiomqtt", "paho", "prometheus_client")
 

@@ -11,8 +11,8 @@ from pyteomics import mass as pymass
 
 from rtsearch.cli import main
 from rtsearch.errors import InputError
-from rtsearch.index.libfiles import LibraryEntry, Malformed, read_library
-from rtsearch.index.library import LibraryParams, decoy_entry, import_library, load_library, preprocess_peaks
+from rtsearch.library.files import LibraryEntry, Malformed, read_library
+from rtsearch.library.store import LibraryParams, decoy_entry, import_library, load_library, preprocess_peaks
 from rtsearch.types import PROTON
 
 
@@ -108,7 +108,7 @@ def test_decoy_shuffles_and_repositions(libs):
     assert d.precursor_mz == e.precursor_mz and d.charge == e.charge
     assert sorted(d.intensity.tolist()) == sorted(e.intensity.tolist())
     assert [d.sequence[p] for p, _, _ in d.mods] == ["C"] and "C[Carbamidomethyl]" in d.peptide
-    from rtsearch.index.library import _fragments
+    from rtsearch.library.store import _fragments
 
     def matched(entry: LibraryEntry) -> int:
         ions = _fragments(entry.sequence, entry.mods, entry.charge).ravel()
@@ -171,7 +171,7 @@ def test_cli_library_import(libs, tmp_path, capsys):
 
 
 def test_parse_proforma_golden():
-    from rtsearch.index.libbuild import parse_proforma
+    from rtsearch.library.consensus import parse_proforma
 
     assert parse_proforma("[Acetyl]-AC[Carbamidomethyl]M[Oxidation]K") == (
         "ACMK", [(-1, "Acetyl"), (1, "Carbamidomethyl"), (2, "Oxidation")])  # fmt: skip
@@ -181,7 +181,7 @@ def test_parse_proforma_golden():
 
 
 def test_consensus_golden():
-    from rtsearch.index.libbuild import consensus
+    from rtsearch.library.consensus import consensus
 
     # replicate 1 scaled to its top peak: 100 -> 1.0, 200 -> 0.5; replicate 2: 100.01 -> 1.0, 300 -> 1.0.
     # 100 and 100.01 cluster (0.02 Th): m/z (100 * 1 + 100.01 * 1) / 2, intensity (1 + 1) / 2; 200: 0.5 / 2; 300: 1 / 2.

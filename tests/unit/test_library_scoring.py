@@ -1,13 +1,13 @@
-"""Library scoring (`rtsearch.scoring.library`): SpectraST's scores, computed by hand."""
+"""Library scoring (`rtsearch.scoring.library.scores`): SpectraST's scores, computed by hand."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from rtsearch.index.library import LibraryParams, import_library, load_library, sequence_ids
-from rtsearch.readers import read_spectra
-from rtsearch.scoring.library import C13, f_value, library_queries, score_library
+from rtsearch.io.spectra import read_spectra
+from rtsearch.library.store import LibraryParams, import_library, load_library, sequence_ids
+from rtsearch.scoring.library.scores import C13, f_value, library_queries, score_library
 from rtsearch.types import Spectrum, Tolerance
 
 

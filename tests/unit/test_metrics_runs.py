@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import generate_latest
 
-from rtsearch.metrics import DaemonMetrics
+from rtsearch.serve.metrics import DaemonMetrics
 
 
 def _text(m: DaemonMetrics) -> str:

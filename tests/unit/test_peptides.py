@@ -1,4 +1,4 @@
-"""Tests for modifications (`rtsearch.index.mods`) and modified forms (`rtsearch.index.peptides`).
+"""Tests for modifications (`rtsearch.database.mods`) and modified forms (`rtsearch.database.peptides`).
 
 Form counts are combinatorial counts worked out by hand in the comments;
 masses are checked against pyteomics (`pyteomics.mass.fast_mass`, an
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from pyteomics import mass as pymass
 
+from rtsearch.database.mods import RESIDUE_MASS, UNIMOD, ModSet, parse_mod
+from rtsearch.database.peptides import Bases, encode, enumerate_forms
 from rtsearch.errors import ConfigError
-from rtsearch.index.mods import RESIDUE_MASS, UNIMOD, ModSet, parse_mod
-from rtsearch.index.peptides import Bases, encode, enumerate_forms
 
 # Unimod monoisotopic deltas, from unimod.org (not from rtsearch)
 CAM = 57.021464

@@ -1,4 +1,4 @@
-"""Tests for `rtsearch.readers` on the real files in shared/data and on slices of them.
+"""Tests for `rtsearch.io.spectra` on the real files in shared/data and on slices of them.
 
 Golden values (first scan, precursor m/z, charge, retention time) were copied by
 hand from the text of each file, not from the reader.
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from rtsearch.errors import InputError
-from rtsearch.readers import count_spectra, read_spectra, run_name
+from rtsearch.io.spectra import count_spectra, read_spectra, run_name
 from rtsearch.types import Spectrum
 from tests.conftest import data_dir
 

@@ -1,4 +1,4 @@
-"""Tests for `rtsearch.fdr.RunningFdr`: q-values while a run goes on.
+"""Tests for `rtsearch.search.fdr.RunningFdr`: q-values while a run goes on.
 
 The running q of a batch must be what `q_values` gives on every PSM so far,
 read at that batch's PSMs: FDR = decoys / targets at or above a score (no
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rtsearch.fdr import RunningFdr, q_values
+from rtsearch.search.fdr import RunningFdr, q_values
 
 T, D = False, True
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rtsearch import runs
-from rtsearch.backend import get_backend
+from rtsearch.cli.demo import RUN, TOML, bundled
 from rtsearch.config import load_config
-from rtsearch.demo import RUN, TOML, bundled
-from rtsearch.engine import Engine
-from rtsearch.fdr import q_values
-from rtsearch.readers import read_spectra
-from rtsearch.runs import LiveRun
-from rtsearch.scoring.features import FEATURES
+from rtsearch.io.spectra import read_spectra
+from rtsearch.scoring.backend import get_backend
+from rtsearch.scoring.database.engine import Engine
+from rtsearch.scoring.database.features import FEATURES
+from rtsearch.search import live as runs
+from rtsearch.search.fdr import q_values
+from rtsearch.search.live import LiveRun
 from rtsearch.types import ResultStatus
 
 
@@ -113,7 +113,7 @@ def test_deferred_refits_wait_for_install(scored, monkeypatch):
 
 
 def test_the_table_compacts_small_batches_in_order(scored):
-    from rtsearch.psms import COMPACT_EVERY, PsmTable
+    from rtsearch.search.table import COMPACT_EVERY, PsmTable
 
     index, batch = scored
     one, many = PsmTable(index), PsmTable(index)

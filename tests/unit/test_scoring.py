@@ -1,6 +1,6 @@
 """Tests for spectrum preprocessing (`rtsearch.spectrum`), candidate selection
-(`rtsearch.scoring.candidates`), full matching (`rtsearch.scoring.matching`)
-and the linear discriminant (`rtsearch.scoring.lda`), all on the NumPy path.
+(`rtsearch.scoring.database.candidates`), full matching (`rtsearch.scoring.database.matching`)
+and the linear discriminant (`rtsearch.search.lda`), all on the NumPy path.
 
 Synthetic spectra are built from b/y ions computed with pyteomics; candidate
 counts are compared with a brute-force count over every indexed fragment
@@ -17,11 +17,11 @@ import pytest
 from pyteomics import mass as pymass
 
 from rtsearch.config import DatabaseConfig
-from rtsearch.index.build import build_index
-from rtsearch.index.database import PeptideIndex
-from rtsearch.scoring.candidates import candidates_numpy, count_matches, in_windows, make_queries
-from rtsearch.scoring.lda import fit
-from rtsearch.scoring.matching import match_numpy
+from rtsearch.database.build import build_index
+from rtsearch.database.index import PeptideIndex
+from rtsearch.scoring.database.candidates import candidates_numpy, count_matches, in_windows, make_queries
+from rtsearch.scoring.database.matching import match_numpy
+from rtsearch.search.lda import fit
 from rtsearch.spectrum import pack, pad, preprocess
 from rtsearch.types import C13_DELTA, Spectrum, Tolerance
 

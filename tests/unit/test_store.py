@@ -1,4 +1,4 @@
-"""Tests for the on-disk index (`rtsearch.index.store`): save/load round trip,
+"""Tests for the on-disk index (`rtsearch.database.store`): save/load round trip,
 memory-mapped arrays, the manifest (format version, parameters, input hashes)
 and the refusals (other parameters, other format version, not an index,
 overwriting a folder that is not an index).
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from rtsearch.config import DatabaseConfig
+from rtsearch.database.build import build_index
+from rtsearch.database.index import PeptideIndex
+from rtsearch.database.store import MANIFEST, file_record, load_index, read_manifest, save_index
 from rtsearch.errors import IndexMismatchError, InputError
-from rtsearch.index.build import build_index
-from rtsearch.index.database import PeptideIndex
-from rtsearch.index.store import MANIFEST, file_record, load_index, read_manifest, save_index
 
 
 @pytest.fixture(scope="module")

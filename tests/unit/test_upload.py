@@ -1,10 +1,10 @@
-"""`rtsearch.scoring.gpu.Upload`: arrays of several dtypes packed into one block and read back by name."""
+"""`rtsearch.scoring.database.gpu.Upload`: arrays of several dtypes packed into one block and read back by name."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from rtsearch.scoring.gpu import Upload
+from rtsearch.scoring.database.gpu import Upload
 
 
 def test_parts_round_trip_through_one_block():

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rtsearch.readers import read_spectra
+from rtsearch.io.spectra import read_spectra
 from rtsearch.types import Spectrum
 from rtsearch.wire import (
     INVALID_CODES,

@@ -1,0 +1,161 @@
+"""Peptide sequences → decoys → modified forms with their masses.
+
+A *base* peptide is one unmodified sequence (target or decoy). A *form* is a
+base plus a set of variable modifications; forms are what the index sorts by
+mass and what spectra are matched against. Forms are enumerated for all bases
+at once with array operations: bases are grouped by their number of variable
+sites ``n`` and every group expands through the same table of site subsets.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from rtsearch.database.mods import CODE, ModSet
+from rtsearch.types import H2O
+
+# Sites per peptide above which only the first MAX_SITES are considered (a
+# 40-residue peptide with Phospho@STY would otherwise expand into thousands).
+MAX_SITES = 16
+_SLOT_RESIDUE, _SLOT_NTERM, _SLOT_CTERM = 0, 1, 2
+
+_CODE_OF_BYTE = np.zeros(256, dtype=np.uint8)
+for _aa, _code in CODE.items():
+    _CODE_OF_BYTE[ord(_aa)] = _code
+
+
+@dataclass
+class Bases:
+    """Unmodified peptide sequences in CSR form (residue codes)."""
+
+    residues: np.ndarray  # uint8 codes, all sequences concatenated
+    offsets: np.ndarray  # int64 [n + 1]
+    is_decoy: np.ndarray  # bool [n]
+    protein_n_term: np.ndarray  # bool [n]
+    protein_c_term: np.ndarray  # bool [n]
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def __len__(self) -> int:
+        return int(self.is_decoy.shape[0])
+
+
+def encode(seqs: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate sequences into residue codes and CSR offsets."""
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    raw = np.frombuffer("".join(seqs).encode("ascii"), dtype=np.uint8)
+    return _CODE_OF_BYTE[raw], offsets
+
+
+@dataclass
+class Forms:
+    """Modified forms: a base peptide plus up to K variable modifications."""
+
+    base: np.ndarray  # uint32 [n]
+    mod_pos: np.ndarray  # int16 [n, K], -1 = none
+    mod_id: np.ndarray  # uint8 [n, K], index into ModSet.variable
+    mass: np.ndarray  # float64 [n], neutral monoisotopic
+
+    def __len__(self) -> int:
+        return int(self.base.shape[0])
+
+    def take(self, order: np.ndarray) -> Forms:
+        return Forms(self.base[order], self.mod_pos[order], self.mod_id[order], self.mass[order])
+
+
+def _sites(bases: Bases, mods: ModSet) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every variable-mod site: (base, position, mod id, slot key), sorted by base."""
+    res = bases.residues
+    lengths = bases.lengths
+    base_of = np.repeat(np.arange(len(bases), dtype=np.int64), lengths)
+    pos_of = np.arange(res.shape[0], dtype=np.int64) - np.repeat(bases.offsets[:-1], lengths)
+    first = bases.offsets[:-1]
+    last = bases.offsets[1:] - 1
+    parts: list[tuple[np.ndarray, np.ndarray, int, int]] = []  # (bases, positions, mod id, slot kind)
+    for m_id, mod in enumerate(mods.variable):
+        codes = np.array([CODE[a] for a in mod.residues], dtype=np.uint8)
+        if mod.kind == "residue":
+            idx = np.flatnonzero(np.isin(res, codes))
+            parts.append((base_of[idx], pos_of[idx], m_id, _SLOT_RESIDUE))
+            continue
+        at = first if "n-term" in mod.kind else last
+        ok = np.ones(len(bases), dtype=bool) if not mod.residues else np.isin(res[at], codes)
+        if mod.kind == "protein n-term":
+            ok &= bases.protein_n_term
+        elif mod.kind == "protein c-term":
+            ok &= bases.protein_c_term
+        b = np.flatnonzero(ok)
+        at_pos = np.zeros(b.shape[0], dtype=np.int64) if "n-term" in mod.kind else lengths[b] - 1
+        slot_kind = _SLOT_NTERM if "n-term" in mod.kind else _SLOT_CTERM
+        parts.append((b, at_pos, m_id, slot_kind))
+    if not parts:
+        e = np.zeros(0, dtype=np.int64)
+        return e, e, e, e
+    base = np.concatenate([p[0] for p in parts])
+    pos = np.concatenate([p[1] for p in parts])
+    mid = np.concatenate([np.full(p[0].shape[0], p[2], dtype=np.int64) for p in parts])
+    slot = np.concatenate([np.asarray(p[1]) * 3 + p[3] for p in parts])
+    order = np.lexsort((pos, base))
+    return base[order], pos[order], mid[order], slot[order]
+
+
+def _subsets(n: int, k: int) -> np.ndarray:
+    """All subsets of ``range(n)`` of size ``<= k`` as rows padded with -1."""
+    rows = [
+        list(c) + [-1] * (k - len(c)) for r in range(min(n, k) + 1) for c in itertools.combinations(range(n), r)
+    ]
+    return np.array(rows, dtype=np.int64).reshape(len(rows), k)
+
+
+def enumerate_forms(bases: Bases, mods: ModSet, max_mods: int, residue_mass: np.ndarray) -> Forms:
+    """Expand every base into its modified forms (the unmodified one included)."""
+    k = max_mods if mods.variable else 0
+    n_term_fixed, c_term_fixed = mods.terminal_fixed()
+    base_mass = np.add.reduceat(residue_mass[bases.residues], bases.offsets[:-1]) if len(bases) else np.zeros(0)
+    base_mass = base_mass + H2O + n_term_fixed + c_term_fixed
+    deltas = np.array([m.delta for m in mods.variable] or [0.0], dtype=np.float64)
+    s_base, s_pos, s_mid, s_slot = _sites(bases, mods) if k else (np.zeros(0, np.int64),) * 4
+    counts = np.bincount(s_base, minlength=len(bases)) if k else np.zeros(len(bases), np.int64)
+    starts = np.zeros(len(bases) + 1, dtype=np.int64)
+    np.cumsum(counts, out=starts[1:])
+    counts = np.minimum(counts, MAX_SITES)
+    out_base, out_pos, out_mid, out_mass = [], [], [], []
+    for n in np.unique(counts):
+        group = np.flatnonzero(counts == n)
+        table = _subsets(int(n), k)  # [S, k]
+        chosen = starts[group][:, None, None] + table[None, :, :]  # [g, S, k]
+        valid = table[None, :, :] >= 0
+        idx = np.where(valid, chosen, 0)
+        if s_pos.shape[0]:
+            pos = np.where(valid, s_pos[idx], -1)
+            mid = np.where(valid, s_mid[idx], 0)
+            slot = np.where(valid, s_slot[idx], -1)
+        else:
+            pos = np.full(idx.shape, -1, dtype=np.int64)
+            mid = np.zeros(idx.shape, dtype=np.int64)
+            slot = pos
+        ok = np.ones(chosen.shape[:2], dtype=bool)
+        for a in range(k):
+            for b in range(a + 1, k):
+                ok &= ~((slot[..., a] == slot[..., b]) & (slot[..., a] >= 0))
+        mass = base_mass[group][:, None] + np.where(valid, deltas[mid], 0.0).sum(axis=2)
+        g_idx, s_idx = np.nonzero(ok)
+        out_base.append(group[g_idx].astype(np.uint32))
+        out_pos.append(pos[g_idx, s_idx].astype(np.int16))
+        out_mid.append(mid[g_idx, s_idx].astype(np.uint8))
+        out_mass.append(mass[g_idx, s_idx])
+    if not out_base:
+        return Forms(np.zeros(0, np.uint32), np.zeros((0, k), np.int16), np.zeros((0, k), np.uint8), np.zeros(0))
+    return Forms(
+        np.concatenate(out_base),
+        np.concatenate(out_pos).reshape(-1 if k else sum(len(b) for b in out_base), k),
+        np.concatenate(out_mid).reshape(-1 if k else sum(len(b) for b in out_base), k),
+        np.concatenate(out_mass),
+    )

@@ -1,0 +1,71 @@
+"""Result files: the PSM table written as TSV or Parquet, atomically.
+
+Columns are the table's ``column_names`` (`rtsearch.search.table.COLUMNS`, or
+`rtsearch.search.libtable.OUTPUT_COLUMNS` for library search); empty cells (nulls) for
+spectra without a match. Written column-wise through Arrow (C++, without the
+GIL for the formatting), so a daemon finishing a run does not stall its
+scoring thread. The file is written to a temporary name in the same folder
+and renamed, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from rtsearch.errors import InputError
+from rtsearch.search.table import RunTable
+
+_STRINGS = frozenset({"run", "peptide", "proteins", "reason"})
+
+
+_UNSAFE = str.maketrans({"\t": " ", "\n": " ", "\r": " ", '"': "'"})
+
+
+def _array(name: str, values: Any) -> pa.Array:
+    if name in _STRINGS:
+        # TSV without quoting: no tabs, line breaks or quotes inside a cell (run names come from the wire)
+        return pa.array([v.translate(_UNSAFE) for v in values], type=pa.string())
+    arr = np.asarray(values)
+    if arr.dtype.kind == "f":
+        return pa.array(arr, type=pa.float64(), mask=np.isnan(arr))
+    if arr.dtype.kind == "b":
+        return pa.array(arr, type=pa.bool_())
+    return pa.array(arr.astype(np.int64), type=pa.int64())
+
+
+def write_table(table: RunTable, path: str | Path) -> int:
+    """Write a finalized table to ``path`` (``.tsv`` or ``.parquet``); returns the row count."""
+    return write_columns(table.columns(), table.column_names, path)
+
+
+def write_columns(cols: dict[str, Any], names: tuple[str, ...], path: str | Path) -> int:
+    """Write columns ``names`` of ``cols`` (one value per row each) to ``path``, atomically; the row count."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix not in (".tsv", ".parquet", ".txt"):
+        raise InputError(f"{p}: output must end in .tsv or .parquet")
+    arrow = pa.table({c: _array(c, cols[c]) for c in names})
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+    os.close(fd)
+    try:
+        if suffix == ".parquet":
+            pq.write_table(arrow, tmp)
+        else:
+            opts = pacsv.WriteOptions(delimiter="\t", quoting_style="none", include_header=False)
+            with open(tmp, "wb") as fh:  # Arrow would quote the header's names
+                fh.write(("\t".join(names) + "\n").encode())
+                pacsv.write_csv(arrow, fh, write_options=opts)
+        os.replace(tmp, p)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return arrow.num_rows

@@ -1,0 +1,309 @@
+"""The search engine: a batch of spectra in, the best match of each out.
+
+`Engine.score` is synchronous and does no I/O: pack and preprocess peaks,
+expand spectra into (spectrum, charge) queries, take candidates from the
+fragment index, score them fully, pick each spectrum's best match and its
+features. The offline search and the daemon both call it, so a result
+offline is the result online. The backend (NumPy or CuPy) only changes where
+the arrays live and which implementation of each step runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import numpy as np
+
+from rtsearch.config import SearchConfig
+from rtsearch.database.index import PeptideIndex
+from rtsearch.scoring.backend import Backend, get_backend
+from rtsearch.scoring.database.candidates import Queries, candidates_numpy, make_queries
+from rtsearch.scoring.database.features import BestMatches, best_matches
+from rtsearch.scoring.database.matching import MatchStats, match_numpy
+from rtsearch.spectrum import PeakBatch, pack, pad, preprocess
+from rtsearch.types import Spectrum
+
+if TYPE_CHECKING:
+    from rtsearch.scoring.database.gpu import DevicePeaks
+    from rtsearch.search.live import LiveRun
+
+# Queries per NumPy step: bounds the size of the intermediate arrays.
+NUMPY_CHUNK = 128
+# On the GPU, batches up to this size are preprocessed on the host (`rtsearch.spectrum.preprocess`
+# in NumPy), larger ones on the device by one kernel (`GpuIndex.preprocess`, the same rows). Whole
+# engine batch on an H100 (`bench/engine_probe.py --preprocess`): 16 spectra host 1.65 ms, kernel
+# 1.99 ms; 64: 3.26 and 2.66 ms; 128: 4.86 and 2.54 ms.
+HOST_PREPROCESS_MAX = 32
+
+
+@dataclass
+class ScoredBatch:
+    """Per spectrum of one batch: identity, best match (``best.peptide`` -1 if none), reason."""
+
+    run: list[str]
+    scan: np.ndarray
+    precursor_mz: np.ndarray
+    rt: np.ndarray
+    best: BestMatches
+    reason: list[str]
+    # seconds per engine stage of the batch this came from (unsynchronized wall clock: where a slow
+    # batch spent its time, for the daemon's log); empty for batches not scored by the engine
+    stages: dict[str, float] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.run)
+
+    def take(self, rows: Sequence[int]) -> ScoredBatch:
+        """The spectra at ``rows``, in that order."""
+        idx = np.asarray(rows, dtype=np.int64)
+        b = self.best
+        best = BestMatches(b.peptide[idx], b.charge[idx], b.calc_mz[idx], b.ppm_error[idx], b.matched_peaks[idx],
+                           b.features[idx])  # fmt: skip
+        return ScoredBatch([self.run[i] for i in idx], self.scan[idx], self.precursor_mz[idx], self.rt[idx], best,
+                           [self.reason[i] for i in idx])  # fmt: skip
+
+
+def concat_batches(batches: Sequence[ScoredBatch]) -> ScoredBatch:
+    """One `ScoredBatch` holding ``batches`` in order (stages dropped)."""
+    bs = [b.best for b in batches]
+    best = BestMatches(*(np.concatenate([getattr(b, f) for b in bs]) for f in BestMatches.__dataclass_fields__))
+    return ScoredBatch(
+        [r for b in batches for r in b.run], np.concatenate([b.scan for b in batches]),
+        np.concatenate([b.precursor_mz for b in batches]), np.concatenate([b.rt for b in batches]), best,
+        [r for b in batches for r in b.reason],
+    )  # fmt: skip
+
+
+Searching = Literal["index", "library"]
+
+
+@dataclass(frozen=True)
+class Reload:
+    """How another process rebuilds a run's table: what was searched, from which folder, ranked by what."""
+
+    kind: Searching
+    folder: str
+    primary: str
+
+
+class SearchEngine(Protocol):
+    """What the daemon needs of an engine: `Engine` (peptide index) or `LibraryEngine` (spectral library)."""
+
+    backend: Backend
+    searching: Searching  # what it scores against
+
+    def score(self, spectra: Sequence[Spectrum]) -> ScoredBatch: ...
+
+    def new_run(self, name: str, *, refits: Literal["inline", "deferred"], q_refresh: float) -> LiveRun: ...
+
+    def warm_up_spectra(self, n: int) -> list[Spectrum]: ...
+
+    @property
+    def entries(self) -> int: ...
+
+    def reload(self) -> Reload | None: ...
+
+
+class _Stopwatch:
+    """Seconds per stage of one batch; ``sync`` (the device's) is called before each reading when given."""
+
+    def __init__(self, sync: Callable[[], None] | None = None) -> None:
+        self.sync = sync
+        self.stages: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def __call__(self, stage: str) -> None:
+        if self.sync is not None:
+            self.sync()
+        now = time.perf_counter()
+        self.stages[stage] = self.stages.get(stage, 0.0) + now - self._t
+        self._t = now
+
+
+class Engine:
+    """Scores spectra against a loaded `PeptideIndex` on one backend."""
+
+    searching: Searching = "index"
+
+    def __init__(
+        self,
+        index: PeptideIndex,
+        cfg: SearchConfig,
+        backend: Backend | None = None,
+        *,
+        profile: bool = False,
+        host_preprocess_max: int = HOST_PREPROCESS_MAX,
+        fused_preprocess: bool = True,
+    ) -> None:
+        self.index = index
+        self.host_preprocess_max = host_preprocess_max
+        # device batches: one kernel (`GpuIndex.preprocess`) rather than `rtsearch.spectrum.preprocess`'s CuPy calls
+        self.fused_preprocess = fused_preprocess
+        # with profile=True each step synchronizes the device and adds its seconds here
+        self.profile = profile
+        self.stage_seconds: dict[str, float] = defaultdict(float)
+        self.cfg = cfg
+        self.backend = backend or get_backend("auto")
+        self.peptide_mass = np.ascontiguousarray(index.mass)
+        self._gpu: Any = None
+        if self.backend.is_gpu:
+            from rtsearch.scoring.database.gpu import GpuIndex
+
+            self._gpu = GpuIndex(index, self.backend.xp, self.backend.to_device)
+            # worker threads score on non-blocking streams, which do not wait for this upload
+            self.backend.synchronize()
+
+    def device_bytes(self) -> int:
+        """Bytes of index data held on the device (0 on NumPy)."""
+        return self._gpu.nbytes if self._gpu is not None else 0
+
+    @property
+    def entries(self) -> int:
+        """Peptides (targets and decoys) searched."""
+        return len(self.peptide_mass)
+
+    def new_run(
+        self, name: str, *, refits: Literal["inline", "deferred"] = "inline", q_refresh: float = 0.0
+    ) -> LiveRun:
+        """A run's live results, ranked by the configured primary score."""
+        from rtsearch.search.live import LiveRun
+
+        return LiveRun(name, self.index, primary=self.cfg.score, refits=refits, q_refresh=q_refresh)
+
+    def warm_up_spectra(self, n: int) -> list[Spectrum]:
+        """Spectra that reach every scoring path (`rtsearch.search.warmup`)."""
+        from rtsearch.search.warmup import warm_up_spectra
+
+        return warm_up_spectra(self, n)
+
+    def reload(self) -> Reload | None:
+        """How to rebuild a run's table elsewhere (``None``: the index was built in memory)."""
+        folder: Path | None = self.index.folder
+        return Reload("index", str(folder), self.cfg.score) if folder is not None else None
+
+    def queries(self, spectra: Sequence[Spectrum], ok: np.ndarray) -> Queries:
+        """One query per (spectrum, charge); the spectrum's charges or the configured ones."""
+        default = self.cfg.charges
+        zs = [sp.charges or default for sp in spectra]
+        counts = np.fromiter((len(z) for z in zs), dtype=np.int64, count=len(zs)) * ok
+        charges = np.fromiter(
+            itertools.chain.from_iterable(z for z, o in zip(zs, ok, strict=True) if o), dtype=np.int64,
+            count=int(counts.sum()),
+        )  # fmt: skip
+        spec_idx = np.repeat(np.arange(len(spectra), dtype=np.int64), counts)
+        prec = np.fromiter((sp.precursor_mz for sp in spectra), dtype=np.float64, count=len(spectra))
+        return make_queries(
+            spec_idx, charges, prec, self.peptide_mass, self.cfg.precursor_tolerance, self.cfg.isotope_errors
+        )
+
+    def preprocess(self, spectra: Sequence[Spectrum], *, on_host: bool = False) -> PeakBatch | DevicePeaks:
+        """Pack, pad and preprocess on the backend's device (on the host with ``on_host``)."""
+        c = self.cfg
+        # deisotope only where isotope peaks are resolved (high-resolution fragments)
+        tol = float(c.fragment_tolerance.width(1000.0))
+        deiso = tol if (c.deisotope and tol <= 0.05) else 0.0
+        if self._gpu is not None and not on_host and self.fused_preprocess:
+            return self._gpu.preprocess(
+                pack(spectra), top_peaks=c.top_peaks, min_mz=c.min_mz, precursor_removal_da=c.precursor_removal_da,
+                deisotope_da=deiso,
+            )  # fmt: skip
+        xp = np if on_host else self.backend.xp
+        batch = pad(pack(spectra), xp, None if on_host else self.backend.to_device)
+        return preprocess(
+            batch, top_peaks=c.top_peaks, min_mz=c.min_mz, precursor_removal_da=c.precursor_removal_da, xp=xp,
+            deisotope_da=deiso,
+        )
+
+    def match_probability(self, peaks: PeakBatch | DevicePeaks) -> np.ndarray:
+        """Chance that a random fragment m/z falls within tolerance of some peak, per spectrum."""
+        xp = np if isinstance(peaks.mz, np.ndarray) else self.backend.xp
+        n = peaks.n_peaks.astype(xp.int64)
+        rows = xp.arange(peaks.mz.shape[0])
+        lo = peaks.mz[:, 0]
+        hi = peaks.mz[rows, xp.maximum(n - 1, 0)]
+        with np.errstate(invalid="ignore"):  # empty rows: inf - inf, replaced just below
+            span = xp.where(n > 1, hi - lo, 1.0)
+        span = xp.where(xp.isfinite(span) & (span > 0), span, 1.0)
+        mid = xp.where(n > 0, (lo + hi) / 2, 1000.0)
+        mid = xp.where(xp.isfinite(mid), mid, 1000.0)
+        width = 2 * self.cfg.fragment_tolerance.width(mid)
+        return self.backend.to_host(xp.clip(n * width / span, 1e-6, 1.0))
+
+    def score(self, spectra: Sequence[Spectrum]) -> ScoredBatch:
+        """Best match and features of every spectrum (see the module docstring)."""
+        lap = _Stopwatch(self.backend.synchronize if self.profile else None)
+        self.backend.begin_batch()
+        n = len(spectra)
+        reason = [sp.problem for sp in spectra]
+        on_host = self._gpu is not None and n <= self.host_preprocess_max
+        peaks = self.preprocess(spectra, on_host=on_host)
+        n_peaks = np.asarray(peaks.n_peaks) if on_host else self.backend.to_host(peaks.n_peaks)
+        lap("pack+preprocess")
+        for i in range(n):
+            if not reason[i] and n_peaks[i] < self.cfg.min_peaks:
+                reason[i] = f"too few peaks after preprocessing ({n_peaks[i]} < {self.cfg.min_peaks})"
+        ok = np.array([not r for r in reason], dtype=bool)
+        queries = self.queries(spectra, ok)
+        lap("queries")
+        if self._gpu is not None:
+            # host peaks travel with the queries; fused ones are ready
+            dev = peaks if on_host or not isinstance(peaks, PeakBatch) else self._gpu.on_device(peaks)
+            cand, prelim, stats = self._gpu.score(dev, queries, self.cfg, lap=lap)
+        else:
+            assert isinstance(peaks, PeakBatch)
+            cand, prelim, stats = self._score_numpy(peaks, queries)
+            lap("candidates+match")
+        best = best_matches(
+            self.index, queries, cand, prelim, stats, n,
+            primary=self.cfg.score, precursor_tolerance=self.cfg.precursor_tolerance,
+            isotope_errors=self.cfg.isotope_errors, match_probability=self.match_probability(peaks),
+            max_fragment_charge=self.cfg.max_fragment_charge,
+        )  # fmt: skip
+        for i in range(n):
+            if ok[i] and best.peptide[i] < 0:
+                reason[i] = "no candidate peptide matched"
+        lap("features")
+        if self.profile:
+            for stage, seconds in lap.stages.items():
+                self.stage_seconds[stage] += seconds
+        return ScoredBatch(
+            run=[sp.run for sp in spectra],
+            scan=np.fromiter((sp.scan for sp in spectra), dtype=np.int64, count=n),
+            precursor_mz=np.fromiter((sp.precursor_mz for sp in spectra), dtype=np.float64, count=n),
+            rt=np.fromiter((sp.rt for sp in spectra), dtype=np.float64, count=n),
+            best=best,
+            reason=reason,
+            stages=lap.stages,
+        )
+
+    def _score_numpy(self, peaks: PeakBatch, queries: Queries) -> tuple[np.ndarray, np.ndarray, MatchStats]:
+        c = self.cfg
+        k = c.candidates
+        cands, prelims, parts = [], [], []
+        for s in range(0, len(queries), NUMPY_CHUNK):
+            sl = slice(s, s + NUMPY_CHUNK)
+            sub = Queries(queries.spectrum[sl], queries.charge[sl], queries.mass[sl], queries.lo[sl], queries.hi[sl])
+            cand, prelim = candidates_numpy(
+                self.index.fragments, self.peptide_mass, peaks.mz, peaks.n_peaks, sub,
+                precursor_tolerance=c.precursor_tolerance, fragment_tolerance=c.fragment_tolerance,
+                isotope_errors=c.isotope_errors, k=k, min_count=c.min_matched_peaks,
+            )  # fmt: skip
+            stats = match_numpy(
+                self.index, peaks.mz, peaks.intensity, peaks.n_peaks, sub.spectrum, sub.charge, cand,
+                c.fragment_tolerance, c.max_fragment_charge,
+            )  # fmt: skip
+            cands.append(cand)
+            prelims.append(prelim)
+            parts.append(stats)
+        if not cands:
+            empty = np.zeros((0, k))
+            n_fields = len(MatchStats.__dataclass_fields__)
+            return np.zeros((0, k), np.int64), np.zeros((0, k), np.int32), MatchStats(*([empty] * n_fields))
+        merged = MatchStats(*(np.concatenate([getattr(p, f) for p in parts]) for f in MatchStats.__dataclass_fields__))
+        return np.concatenate(cands), np.concatenate(prelims), merged
