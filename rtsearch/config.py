@@ -1,9 +1,12 @@
-"""TOML configuration → frozen dataclasses.
+"""TOML configuration → frozen dataclasses, and every choice's allowed values.
 
 A raw TOML table is checked key by key (unknown keys and wrong types are a
 `ConfigError` naming the key), then resolved into frozen dataclasses with
 units in their types. ``resolved_dict`` gives the resolved form back as plain
 data, which is logged and written beside results and into index manifests.
+
+Each choice (enzyme, backend, spectra mode, ...) is a `Literal` here, and only here:
+the command line's ``choices`` and every check derive from it (`choices`).
 """
 
 from __future__ import annotations
@@ -22,8 +25,17 @@ Specificity = Literal["full", "semi"]
 DecoyMode = Literal["reverse", "none"]
 ScoreKind = Literal["hyperscore", "dot", "xcorr"]
 SpectraMode = Literal["sub", "pull"]
-BackendChoice = Literal["auto", "cupy", "numpy"]
+BackendName = Literal["cupy", "numpy"]  # where arrays live: a CUDA GPU (CuPy) or the host (NumPy)
+BackendChoice = Literal["auto", BackendName]  # auto: CuPy when a CUDA GPU is usable, else NumPy
 ResultsFormat = Literal["tsv", "parquet"]
+# how the GPU finds each query's best library entries: a warp walking its window ("narrow"), a matrix
+# product over the library ("open"), or by the batch's average window ("auto"); NumPy has one way
+LibraryMode = Literal["auto", "narrow", "open"]
+
+
+def choices(choice: Any) -> tuple[str, ...]:
+    """The allowed values of a choice (``choices(BackendChoice)``: ``('auto', 'cupy', 'numpy')``)."""
+    return tuple(get_args(choice))
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,16 @@ class SearchConfig:
     min_matched_peaks: int = 3
     max_fragment_charge: int = 2
     deisotope: bool = True  # applied only when the fragment tolerance is 0.05 Da or finer
+    backend: BackendChoice = "auto"  # where every command computes (``--backend`` overrides)
+
+
+@dataclass(frozen=True)
+class LibraryConfig:
+    """Spectral library search (``--library``): the open-modification window, the GPU's path."""
+
+    open: bool = False  # every entry within +-open_window_da of the precursor mass (``--open``)
+    open_window_da: float = 500.0
+    gpu_mode: LibraryMode = "auto"
 
 
 @dataclass(frozen=True)
@@ -80,7 +102,6 @@ class ServeConfig:
     mqtt: str = ""  # HOST:PORT; empty: no MQTT
     instrument: str = "instrument"
     budget_ms: float = 100.0
-    backend: BackendChoice = "auto"
     results_dir: str = "rtsearch-results"
     results_format: ResultsFormat = "tsv"
     max_batch: int = 4096
@@ -96,8 +117,14 @@ class Config:
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
     serve: ServeConfig = field(default_factory=ServeConfig)
+    library: LibraryConfig = field(default_factory=LibraryConfig)
     # whether the file had a [database] table (a search then checks the index against it)
     database_given: bool = False
+
+
+# keys that lived elsewhere before: a config naming them gets told where they are now
+MOVED = {("serve", "backend"): "[search] backend (it applies to every command)"}
+SECTIONS = ("database", "search", "serve", "library")
 
 
 def _literal_check(section: str, key: str, value: Any, typ: Any) -> Any:
@@ -153,6 +180,8 @@ def _section(cls: type, section: str, raw: dict[str, Any]) -> Any:
     defaults = cls()
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
+        if (section, key) in MOVED:
+            raise ConfigError(f"[{section}] {key} has moved to {MOVED[section, key]}")
         if key not in fields:
             known = ", ".join(sorted(fields))
             raise ConfigError(f"unknown key [{section}] {key!r}; known keys: {known}")
@@ -187,6 +216,8 @@ def _validate(section: str, cfg: Any) -> None:
             raise ConfigError("[search] candidates must be between 1 and 500")
         if not 1 <= cfg.max_fragment_charge <= 4:
             raise ConfigError("[search] max_fragment_charge must be between 1 and 4")
+    if isinstance(cfg, LibraryConfig) and not 0 < cfg.open_window_da <= 10_000:
+        raise ConfigError("[library] open_window_da must be a number of Da in (0, 10000]")
     if isinstance(cfg, ServeConfig):
         validate_serve(cfg)
 
@@ -220,13 +251,14 @@ def mqtt_address(text: str) -> tuple[str, int]:
 
 def parse_config(raw: dict[str, Any]) -> Config:
     """Resolve a raw TOML mapping into a `Config`."""
-    unknown = set(raw) - {"database", "search", "serve"}
+    unknown = set(raw) - set(SECTIONS)
     if unknown:
-        raise ConfigError(f"unknown table(s) {sorted(unknown)}; known: [database], [search], [serve]")
+        raise ConfigError(f"unknown table(s) {sorted(unknown)}; known: {', '.join(f'[{s}]' for s in SECTIONS)}")
     return Config(
         database=_section(DatabaseConfig, "database", raw.get("database", {})),
         search=_section(SearchConfig, "search", raw.get("search", {})),
         serve=_section(ServeConfig, "serve", raw.get("serve", {})),
+        library=_section(LibraryConfig, "library", raw.get("library", {})),
         database_given="database" in raw,
     )
 

@@ -1,4 +1,4 @@
-"""Domain types shared by every layer: spectra, tolerances, identifications.
+"""Domain types shared by every layer: spectra, tolerances, what happened to a spectrum.
 
 Units live in the types: a `Tolerance` knows whether it is ppm or Da, masses
 are neutral monoisotopic Daltons unless a name ends in ``_mz``.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -103,34 +103,3 @@ class ResultStatus(enum.StrEnum):
     UNIDENTIFIED = "unidentified"
     SHED = "shed"
     INVALID = "invalid"
-
-
-@dataclass(slots=True)
-class Identification:
-    """The best match of one spectrum (or why there is none).
-
-    ``features`` holds the per-PSM features in `rtsearch.scoring.database.features.FEATURES`
-    order; ``score`` is the discriminant used for FDR once the run is fitted.
-    """
-
-    run: str
-    scan: int
-    precursor_mz: float
-    charge: int = 0
-    peptide: str = ""
-    proteins: str = ""
-    calc_mz: float = math.nan
-    ppm_error: float = math.nan
-    is_decoy: bool = False
-    raw_score: float = math.nan
-    score: float = math.nan
-    q_value: float = math.nan
-    peptide_q_value: float = math.nan
-    matched_peaks: int = 0
-    reason: str = ""
-    peptide_index: int = -1
-    features: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def scored(self) -> bool:
-        return self.peptide_index >= 0

@@ -30,6 +30,7 @@ from typing import Any, Literal, NamedTuple, overload
 import numpy as np
 import orjson
 
+from rtsearch.matches import ResultMessage
 from rtsearch.types import Spectrum
 
 VERSION = 1
@@ -312,12 +313,12 @@ def encode_run_end(run: str, n_spectra: int) -> list[bytes]:
     return [RUN_END, json.dumps({"v": VERSION, "run": run, "n_spectra": int(n_spectra)}).encode()]
 
 
-def encode_result(result: dict[str, Any]) -> list[bytes]:
+def encode_result(result: ResultMessage) -> list[bytes]:
     """Frames of one result message (``v`` is added to a copy; NaN and infinities become null)."""
-    return [RESULT, result_body(dict(result))]
+    return [RESULT, result_body(result.copy())]
 
 
-def result_body(result: dict[str, Any]) -> bytes:
+def result_body(result: ResultMessage) -> bytes:
     """The JSON frame of a result message, adding ``v`` to ``result`` itself.
 
     The daemon's hot path: no copy of the dict (`encode_result` copies). NaN and infinities

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rtsearch.config import ServeConfig
-from rtsearch.scoring.database.engine import SearchEngine
+from rtsearch.search.target import SearchTarget
 from rtsearch.serve.daemon import Daemon
 from rtsearch.types import Spectrum
 from rtsearch_sim.collector import Collector
@@ -31,20 +31,20 @@ def free_port() -> int:
 
 
 def serve_config(tmp: Path, **kw: Any) -> ServeConfig:
-    """Loopback, free ports, NumPy, results under ``tmp``."""
+    """Loopback, free ports, results under ``tmp``."""
     base: dict[str, Any] = dict(
         spectra="tcp://127.0.0.1:*", spectra_mode="pull", results="tcp://127.0.0.1:*", metrics_port=0,
-        backend="numpy", results_dir=str(tmp / "results"), shutdown_timeout_s=60.0,
+        results_dir=str(tmp / "results"), shutdown_timeout_s=60.0,
     )
     base.update(kw)
     return ServeConfig(**base)
 
 
 @contextlib.asynccontextmanager
-async def running(engine: SearchEngine, cfg: ServeConfig, **kw: Any) -> AsyncIterator[Daemon]:
+async def running(target: SearchTarget, cfg: ServeConfig, **kw: Any) -> AsyncIterator[Daemon]:
     """A daemon serving in this loop; stopped (cleanly) on exit."""
     stop = asyncio.Event()
-    daemon = Daemon(engine, cfg, **kw)
+    daemon = Daemon(target, cfg, **kw)
     task = asyncio.create_task(daemon.run(stop))
     ready = asyncio.create_task(daemon.ready.wait())
     await asyncio.wait({task, ready}, timeout=60, return_when=asyncio.FIRST_COMPLETED)

@@ -19,12 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from rtsearch import __version__
+from rtsearch.cli.target import add_backend_argument, backend_of
 from rtsearch.config import ServeConfig, load_config
 from rtsearch.database.index import PeptideIndex
 from rtsearch.errors import RtsearchError
-from rtsearch.scoring.backend import get_backend
-from rtsearch.scoring.database.engine import Engine
-from rtsearch.serve.daemon import Daemon, Finished
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +58,31 @@ def default_cache() -> Path:
     return Path(base) / "rtsearch"
 
 
-def run_demo(args: argparse.Namespace) -> int:
+def add_parser(sub: Any) -> None:
+    """The ``demo`` command, on the subparsers ``sub`` of the ``rtsearch`` parser."""
+    e = sub.add_parser(
+        "demo",
+        help="the embedded default: daemon + simulator on the bundled E. coli run",
+        description="Build (or load from the cache) the index of the bundled E. coli database, start the daemon "
+        "and the simulator in this process on free loopback ports, replay the bundled real run and print "
+        "identifications as they arrive, then a summary. Needs no GPU and no broker.",
+    )
+    e.add_argument("--rate", type=float, default=200.0, metavar="HZ", help="spectra per second sent (default 200)")
+    e.add_argument("--out", default="demo-out", metavar="DIR", help="folder for the results file (default demo-out)")
+    e.add_argument("--cache", metavar="DIR", help="index cache folder (default ~/.cache/rtsearch)")
+    add_backend_argument(e)
+    e.add_argument("--mqtt", metavar="HOST:PORT", help="also publish to this MQTT broker")
+    e.add_argument("--quiet", action="store_true", help="print only the summary")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rtsearch.search.database import DatabaseTarget
+    from rtsearch.serve.daemon import Daemon, Finished
     from rtsearch_sim.collector import Collector
     from rtsearch_sim.replay import Sender, Sent, load_run, replay
 
     cfg = load_config(bundled(TOML))
-    backend = get_backend(args.backend)
+    backend = backend_of(args, cfg)
     if backend.is_gpu:
         print(f"GPU: {backend.device} (CuPy)")
     else:
@@ -78,7 +95,7 @@ def run_demo(args: argparse.Namespace) -> int:
           f"{'built into' if built else 'loaded from'} {cache}")  # fmt: skip
     serve = ServeConfig(
         spectra="tcp://127.0.0.1:*", spectra_mode="pull", results="tcp://127.0.0.1:*", metrics_port=0,
-        mqtt=args.mqtt or "", instrument="demo", results_dir=args.out, backend=backend.name,
+        mqtt=args.mqtt or "", instrument="demo", results_dir=args.out,
     )  # fmt: skip
     spectra = load_run(bundled(RUN))
     finished: list[Finished] = []
@@ -94,7 +111,7 @@ def run_demo(args: argparse.Namespace) -> int:
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        daemon = Daemon(Engine(index, cfg.search, backend), serve, on_run_finished=finished.append)
+        daemon = Daemon(DatabaseTarget(index, cfg.search, backend), serve, on_run_finished=finished.append)
         task = asyncio.create_task(daemon.run(stop))
         ready = asyncio.create_task(daemon.ready.wait())
         await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)

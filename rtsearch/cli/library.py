@@ -1,32 +1,21 @@
-"""The `rtsearch library` commands (import, build, info) and library search's paths through `search` and `serve`.
+"""``rtsearch library import|build|info``: spectral libraries into a store, from your own results, described.
 
-`rtsearch.cli` builds the parser (`add_library_parser` adds ``library``) and hands
-these functions the parsed arguments; errors are `InputError`s, turned into one
-line and exit code 2 there.
+(Searching a library is ``rtsearch search|serve --library``: `rtsearch.cli.target`.)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rtsearch.cli.progress import Progress
 from rtsearch.errors import InputError
-from rtsearch.scoring.backend import Backend, get_backend
-from rtsearch.types import Tolerance
-
-if TYPE_CHECKING:
-    from rtsearch.config import Config
-    from rtsearch.scoring.database.engine import SearchEngine
-
-log = logging.getLogger("rtsearch.cli")
 
 
-def add_library_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     """The ``library`` command and its actions, on the subparsers ``sub`` of the ``rtsearch`` parser."""
     lib = sub.add_parser("library", help="import spectral libraries (MSP, sptxt) for library search")
     lsub = lib.add_subparsers(dest="library_command", required=True, metavar="ACTION")
@@ -67,51 +56,10 @@ def add_library_parser(sub: Any) -> None:
     lf.add_argument("--json", action="store_true", help="print the manifest as JSON")
 
 
-def library_command(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run ``rtsearch library ACTION``."""
     actions = {"import": _library_import, "build": _library_build, "info": _library_info}
     return actions[args.library_command](args)
-
-
-OPEN_WINDOW_DA = 500.0  # open-modification library search: precursor window, +-Da (on the mass)
-
-
-def _window(args: argparse.Namespace, cfg: Config) -> tuple[Tolerance, tuple[int, ...]]:
-    """Precursor tolerance and isotope errors: ``--open``'s, else the [search] table's."""
-    if args.open:
-        return Tolerance(OPEN_WINDOW_DA, "Da"), (0,)
-    return cfg.search.precursor_tolerance, cfg.search.isotope_errors
-
-
-def library_engine(args: argparse.Namespace, cfg: Config, backend: Backend) -> SearchEngine:
-    """`rtsearch serve --library DIR [--open]`: the daemon's `LibraryEngine`."""
-    from rtsearch.library.store import load_library
-    from rtsearch.search.library import LibraryEngine
-
-    tolerance, isotopes = _window(args, cfg)
-    return LibraryEngine(load_library(args.library), tolerance, backend, isotope_errors=isotopes)
-
-
-def search_library(args: argparse.Namespace, cfg: Config, out: Path) -> int:
-    """`rtsearch search RUN ... --library DIR [--open]`: search, write the table, print a summary."""
-    from rtsearch.io.results import write_columns
-    from rtsearch.library.store import load_library
-    from rtsearch.search.libsearch import search_library_runs
-    from rtsearch.search.libtable import OUTPUT_COLUMNS
-
-    lib = load_library(args.library)
-    backend = get_backend(args.backend)
-    log.info("backend %s (%s)", backend.name, backend.device)
-    bar = Progress("library search", unit="spectra")
-    tolerance, isotopes = _window(args, cfg)
-    cols, summary = search_library_runs(
-        args.runs, lib, tolerance, batch_size=args.batch_size, isotope_errors=isotopes,
-        progress=lambda done, total: bar.set(done, total), backend=backend,
-    )  # fmt: skip
-    bar.close()
-    n = write_columns(cols, OUTPUT_COLUMNS, out)
-    print(f"{out}: {n:,} rows; {summary}")
-    return 0
 
 
 def _library_build(args: argparse.Namespace) -> int:

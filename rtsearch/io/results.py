@@ -1,8 +1,9 @@
 """Result files: the PSM table written as TSV or Parquet, atomically.
 
-Columns are the table's ``column_names`` (`rtsearch.search.table.COLUMNS`, or
-`rtsearch.search.libtable.OUTPUT_COLUMNS` for library search); empty cells (nulls) for
-spectra without a match. Written column-wise through Arrow (C++, without the
+Columns are the table's ``column_names`` (`rtsearch.search.table.result_columns`:
+the same first columns for every kind of search, then the kind's own); empty cells
+(nulls) for spectra without a match. A run's file in the daemon's results folder is
+`results_path`: the run's name made safe for a file name. Written column-wise through Arrow (C++, without the
 GIL for the formatting), so a daemon finishing a run does not stall its
 scoring thread. The file is written to a temporary name in the same folder
 and renamed, so a reader never sees half a file.
@@ -11,9 +12,10 @@ and renamed, so a reader never sees half a file.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -21,7 +23,15 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from rtsearch.errors import InputError
-from rtsearch.search.table import RunTable
+
+
+class Table(Protocol):
+    """A finalized table (`rtsearch.search.table.PsmTable`): its column names and column values."""
+
+    column_names: tuple[str, ...]
+
+    def columns(self) -> dict[str, Any]: ...
+
 
 _STRINGS = frozenset({"run", "peptide", "proteins", "reason"})
 
@@ -41,7 +51,7 @@ def _array(name: str, values: Any) -> pa.Array:
     return pa.array(arr.astype(np.int64), type=pa.int64())
 
 
-def write_table(table: RunTable, path: str | Path) -> int:
+def write_table(table: Table, path: str | Path) -> int:
     """Write a finalized table to ``path`` (``.tsv`` or ``.parquet``); returns the row count."""
     return write_columns(table.columns(), table.column_names, path)
 
@@ -69,3 +79,23 @@ def write_columns(cols: dict[str, Any], names: tuple[str, ...], path: str | Path
         if os.path.exists(tmp):
             os.unlink(tmp)
     return arrow.num_rows
+
+
+_FILE_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def results_path(folder: str | Path, run: str, fmt: str = "tsv", part: int = 1) -> Path:
+    """The results file of ``run`` inside ``folder`` (the run name made file-safe).
+
+    ``part`` > 1 names a later segment of a run that was reopened after its ``run.end``
+    (spectra arriving late), so an earlier file is never overwritten.
+    """
+    stem = _FILE_UNSAFE.sub("_", run) or "run"
+    return Path(folder) / (f"{stem}.{fmt}" if part <= 1 else f"{stem}.part{part}.{fmt}")
+
+
+def write_run_results(table: Table, folder: str | Path, run: str, fmt: str = "tsv", part: int = 1) -> Path:
+    """Write a finalized run's table atomically; returns the path (blocking: call in a thread)."""
+    path = results_path(folder, run, fmt, part)
+    write_table(table, path)
+    return path

@@ -19,15 +19,14 @@ import logging
 import threading
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
+from rtsearch.config import BackendChoice, BackendName, choices
 from rtsearch.errors import BackendError
 
 log = logging.getLogger(__name__)
-
-BackendName = Literal["auto", "cupy", "numpy"]
 
 PINNED_MIN_BYTES = 64 * 1024  # smaller copies go directly: staging would cost more than it saves
 _ALIGN = 256
@@ -42,7 +41,7 @@ class _Staging(threading.local):
 class Backend:
     """The array module in use and what it runs on."""
 
-    name: Literal["cupy", "numpy"]
+    name: BackendName
     xp: ModuleType
     device: str
 
@@ -118,10 +117,10 @@ def _cupy() -> ModuleType | None:
         return None
 
 
-def get_backend(name: BackendName = "auto") -> Backend:
+def get_backend(name: BackendChoice = "auto") -> Backend:
     """Return the backend for ``name`` (``auto`` prefers CuPy when a GPU is usable)."""
-    if name not in ("auto", "cupy", "numpy"):
-        raise BackendError(f"unknown backend {name!r}: choose auto, cupy or numpy")
+    if name not in choices(BackendChoice):
+        raise BackendError(f"unknown backend {name!r}: choose {', '.join(choices(BackendChoice))}")
     if name in ("auto", "cupy"):
         cp = _cupy()
         if cp is not None:

@@ -61,6 +61,15 @@ def count_at(q: np.ndarray, is_decoy: np.ndarray, level: float = 0.01) -> int:
     return int(np.sum((np.asarray(q) <= level) & ~np.asarray(is_decoy, dtype=bool)))
 
 
+def confident(score: np.ndarray, decoy: np.ndarray, *, minimum: int = 10) -> np.ndarray:
+    """Targets accepted at 1 % FDR, or the ``minimum`` best targets when fewer are (a calibration's training set)."""
+    good = (q_values(score, decoy) <= 0.01) & ~decoy
+    if good.sum() < minimum:
+        targets = np.flatnonzero(~decoy)
+        good = np.zeros(score.shape[0], dtype=bool)
+        good[targets[np.argsort(-score[targets], kind="stable")[:minimum]]] = True
+    return good
+
 class RunningFdr:
     """q-values while a run goes on: every PSM so far competes, as in `q_values`.
 

@@ -8,8 +8,8 @@ q-values exactly as the offline search does (`rtsearch.search.table.PsmTable`).
 
 Running q-values rank by the primary score until ``REFIT_FIRST`` spectra of the
 run are scored; then by the run's own discriminant, fitted on everything so
-far (uncalibrated features: |ppm| instead of the run's z-score, no retention
-time) and refitted whenever the count doubles up to ``REFIT_LAST``, with every
+far (on the target's ``live_features``: for a database, |ppm| instead of the
+run's z-score and no retention time) and refitted whenever the count doubles up to ``REFIT_LAST``, with every
 PSM so far re-ranked. With ``refits="inline"`` the refit runs inside the
 `add_scored` call that crosses the count; with ``refits="deferred"`` (the
 daemon) `LiveRun.refit_due` hands it out to run elsewhere, off the scoring
@@ -29,33 +29,17 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rtsearch.scoring.database.engine import ScoredBatch
-from rtsearch.scoring.database.features import FEATURES, BestMatches
+from rtsearch.matches import ResultMessage, ScoredBatch, unscored_batch
 from rtsearch.search.fdr import RunningFdr
 from rtsearch.search.lda import Discriminant, fit
-from rtsearch.search.table import PsmTable, RunTable, Searched
+from rtsearch.search.table import PsmTable
+from rtsearch.search.target import SearchTarget
 from rtsearch.types import ResultStatus
 
 IDENTIFIED_AT = 0.01  # running q-value at which a target PSM is reported as identified
 REFIT_FIRST = 500  # scored spectra before the first live discriminant; refitted at every doubling after
 REFIT_LAST = 8000  # no refits beyond this: the fit stabilizes, and its cost grows with the run
-
-
-def unscored_batch(
-    run: str, scans: Sequence[int], precursor_mz: Sequence[float], reasons: Sequence[str], *,
-    n_features: int = len(FEATURES),
-) -> ScoredBatch:  # fmt: skip
-    """A `ScoredBatch` of spectra that were never scored (shed, invalid), with their reasons."""
-    n = len(scans)
-    best = BestMatches(
-        peptide=np.full(n, -1, np.int64), charge=np.zeros(n, np.int64), calc_mz=np.full(n, np.nan),
-        ppm_error=np.full(n, np.nan), matched_peaks=np.zeros(n, np.int64),
-        features=np.full((n, n_features), np.nan),
-    )  # fmt: skip
-    return ScoredBatch(
-        run=[run] * n, scan=np.asarray(scans, np.int64), precursor_mz=np.asarray(precursor_mz, np.float64),
-        rt=np.zeros(n), best=best, reason=list(reasons),
-    )  # fmt: skip
+Refits = Literal["inline", "deferred"]
 
 
 @dataclass
@@ -79,42 +63,19 @@ class RunSummary:
 
 
 class LiveRun:
-    """Results of one run as its spectra are scored; see the module docstring.
+    """Results of one run as its spectra are scored against ``target``; see the module docstring."""
 
-    ``index`` names the matches; ``table`` (a `PsmTable` of ``index`` unless given: library
-    search passes a `LibraryTable`) keeps the run for its end; ``features`` names the
-    columns of the scored batches' features (database search's `FEATURES` unless given).
-    """
-
-    def __init__(
-        self,
-        name: str,
-        index: Searched,
-        *,
-        primary: str = "hyperscore",
-        refits: Literal["inline", "deferred"] = "inline",
-        q_refresh: float = 0.0,
-        table: RunTable | None = None,
-        features: tuple[str, ...] = FEATURES,
-    ) -> None:
+    def __init__(self, name: str, target: SearchTarget, *, refits: Refits = "inline", q_refresh: float = 0.0) -> None:
         self.name = name
-        self.index = index
-        self.primary = primary
+        self.target = target
+        self.primary = target.primary
         self.refits = refits
         self.q_refresh = q_refresh
-        self.features = features
-        if table is None:
-            from rtsearch.database.index import PeptideIndex
-
-            assert isinstance(index, PeptideIndex), "a PsmTable needs a PeptideIndex; pass table= otherwise"
-            table = PsmTable(index, primary=primary)
-        self.table = table
+        self.features = target.features
+        self.table = PsmTable(target)
         self.fdr = RunningFdr(refresh=q_refresh)
         self.by_status: dict[str, int] = dict.fromkeys((s.value for s in ResultStatus), 0)
-        self._col = features.index(primary)
-        # database search's live ppm feature: |ppm| until the run's calibration at its end
-        self._ppm = (features.index("ppm_error_z2"), features.index("signed_ppm_error")) \
-            if "ppm_error_z2" in features else None  # fmt: skip
+        self._col = self.features.index(self.primary)
         self._x: list[np.ndarray] = []  # live features of every scored PSM so far
         self._d: list[np.ndarray] = []
         self._n_scored = 0
@@ -124,9 +85,7 @@ class LiveRun:
 
     def _running_q(self, feats: np.ndarray, decoy: np.ndarray) -> np.ndarray:
         """Running q-values of new scored PSMs (see the module docstring)."""
-        x = feats.copy()
-        if self._ppm is not None:
-            x[:, self._ppm[0]] = np.abs(x[:, self._ppm[1]])
+        x = self.target.live_features(feats)
         self._n_scored += len(x)
         if self._next_fit <= REFIT_LAST or self._fitting:  # kept only while a refit will read them
             self._x.append(x)
@@ -170,32 +129,32 @@ class LiveRun:
     def answered(self) -> int:
         return sum(self.by_status.values())
 
-    def add_scored(self, batch: ScoredBatch) -> list[dict[str, Any]]:
-        """One result dict per spectrum of ``batch`` (all of this run), running q-values included."""
+    def add_scored(self, batch: ScoredBatch) -> list[ResultMessage]:
+        """One result per spectrum of ``batch`` (all of this run), running q-values included."""
         self.table.add(batch)
         best = batch.best
-        pep = best.peptide
-        scored = pep >= 0
+        match = best.match
+        scored = match >= 0
         raw = np.where(scored, best.features[:, self._col], np.nan)
-        decoy = np.zeros(len(pep), dtype=bool)
-        decoy[scored] = np.asarray(self.index.is_decoy(pep[scored]), dtype=bool)
-        q = np.ones(len(pep))
+        decoy = np.zeros(len(match), dtype=bool)
+        decoy[scored] = self.target.is_decoy(match[scored])
+        q = np.ones(len(match))
         if scored.any():
             q[scored] = self._running_q(best.features[scored], decoy[scored])
         ok = scored & ~decoy & (q <= IDENTIFIED_AT)
         n_ok = int(np.count_nonzero(ok))
         identified, unidentified = ResultStatus.IDENTIFIED.value, ResultStatus.UNIDENTIFIED.value
         self.by_status[identified] += n_ok
-        self.by_status[unidentified] += len(pep) - n_ok
-        hits = pep[scored]
-        names, proteins = iter(self.index.proformas(hits)), iter(self.index.accessions(hits))
+        self.by_status[unidentified] += len(match) - n_ok
+        hits = match[scored]
+        names, proteins = iter(self.target.peptides(hits)), iter(self.target.proteins(hits))
         # plain lists, zipped: indexing numpy scalars one by one costs more than the conversion
         cols = zip(
-            batch.run, batch.scan.tolist(), batch.precursor_mz.tolist(), batch.reason, pep.tolist(),
+            batch.run, batch.scan.tolist(), batch.precursor_mz.tolist(), batch.reason, match.tolist(),
             best.charge.tolist(), best.calc_mz.tolist(), best.ppm_error.tolist(), raw.tolist(), q.tolist(),
             decoy.tolist(), best.matched_peaks.tolist(), ok.tolist(), strict=True,
         )  # fmt: skip
-        return [
+        results: list[ResultMessage] = [
             {"run": run, "scan": scan, "status": unidentified, "reason": reason, "precursor_mz": prec}
             if p < 0 else {
                 "run": run, "scan": scan, "status": identified if good else unidentified,
@@ -204,10 +163,17 @@ class LiveRun:
             }
             for run, scan, prec, reason, p, z, calc, ppm, score, qv, d, k, good in cols
         ]  # fmt: skip
+        extra = self.target.extra_fields(hits, best.features[scored])
+        if extra:
+            rows = (r for r, s in zip(results, scored.tolist(), strict=True) if s)
+            names_ = tuple(extra)
+            for r, values in zip(rows, zip(*(extra[k].tolist() for k in names_), strict=True), strict=True):
+                r.update(zip(names_, values, strict=True))  # type: ignore[typeddict-item]
+        return results
 
     def add_unscored(
         self, status: ResultStatus, scans: Sequence[int], precursor_mz: Sequence[float], reasons: Sequence[str]
-    ) -> list[dict[str, Any]]:
+    ) -> list[ResultMessage]:
         """Results for spectra answered without scoring (``shed`` or ``invalid``)."""
         self.table.add(unscored_batch(self.name, scans, precursor_mz, reasons, n_features=len(self.features)))
         self.by_status[status.value] += len(scans)
@@ -216,18 +182,18 @@ class LiveRun:
             for s, m, r in zip(scans, precursor_mz, reasons, strict=True)
         ]
 
-    def finish(self) -> tuple[RunTable, RunSummary]:
+    def finish(self) -> tuple[PsmTable, RunSummary]:
         """Final discriminant and q-values (as offline); the table and the run's summary."""
         self.table.finalize()
         return self.table, run_summary(self.name, self.table, self.by_status)
 
 
-def run_summary(name: str, table: RunTable, by_status: dict[str, int]) -> RunSummary:
+def run_summary(name: str, table: PsmTable, by_status: dict[str, int]) -> RunSummary:
     """The summary of a run whose ``table`` is finalized; ``by_status`` counts its published results."""
     psms, peptides = table.counts_at(0.01)
-    assert table.peptide is not None
+    assert table.match is not None
     return RunSummary(
-        run=name, spectra=sum(by_status.values()), scored=int((table.peptide >= 0).sum()),
+        run=name, spectra=sum(by_status.values()), scored=int((table.match >= 0).sum()),
         identified_running=by_status[ResultStatus.IDENTIFIED.value], psms_at_1pct=psms,
         peptides_at_1pct=peptides, by_status=dict(by_status),
     )  # fmt: skip

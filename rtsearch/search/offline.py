@@ -1,27 +1,21 @@
-"""Offline search: spectrum files → `Engine` → FDR → a results file.
+"""Offline search: spectrum files → a `SearchTarget` → `PsmTable` (FDR) → columns for a results file.
 
-The same `Engine` the daemon calls scores every batch; this module only reads
-files, batches spectra, reports progress and writes the table.
+The same target the daemon calls scores every batch, whatever its kind, so a
+result offline is the result online; this module only reads files, batches
+spectra and reports progress.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rtsearch.config import SearchConfig
-from rtsearch.database.index import PeptideIndex
-from rtsearch.io.results import write_table as _write
 from rtsearch.io.spectra import count_spectra, read_spectra
-from rtsearch.scoring.backend import Backend
-from rtsearch.scoring.database.engine import Engine
 from rtsearch.search.table import PsmTable
+from rtsearch.search.target import SearchTarget
 from rtsearch.types import Spectrum
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -43,29 +37,26 @@ class SearchSummary:
 
 
 def search_runs(
-    runs: Sequence[str | Path],
-    index: PeptideIndex,
-    cfg: SearchConfig,
-    backend: Backend,
-    *,
-    batch_size: int = 1024,
+    runs: Sequence[str | Path], target: SearchTarget, *, batch_size: int = 1024,
     progress: Callable[[int, int | None], None] | None = None,
-) -> tuple[PsmTable, SearchSummary]:
-    """Search every MS2 spectrum of ``runs``; q-values are computed per run."""
+) -> tuple[PsmTable, SearchSummary]:  # fmt: skip
+    """Search every MS2 spectrum of ``runs`` against ``target``; q-values are computed per run.
+
+    Spectra without a charge keep none: the target tries its own (a database its ``[search] charges``,
+    a library every entry's).
+    """
     t0 = time.perf_counter()
-    engine = Engine(index, cfg, backend)
-    table = PsmTable(index, primary=cfg.score)
-    for batch in spectrum_batches(runs, batch_size=batch_size, default_charges=cfg.charges, progress=progress):
-        table.add(engine.score(batch))
+    table = PsmTable(target)
+    for batch in spectrum_batches(runs, batch_size=batch_size, progress=progress):
+        table.add(target.score(batch))
     table.finalize()
-    summary = summarize(table, time.perf_counter() - t0)
-    return table, summary
+    psms, peptides = table.counts_at(0.01)
+    return table, SearchSummary(len(table), psms, peptides, time.perf_counter() - t0)
 
 
 def spectrum_batches(
-    runs: Sequence[str | Path], *, batch_size: int, default_charges: tuple[int, ...] = (),
-    progress: Callable[[int, int | None], None] | None = None,
-) -> Iterator[list[Spectrum]]:  # fmt: skip
+    runs: Sequence[str | Path], *, batch_size: int, progress: Callable[[int, int | None], None] | None = None
+) -> Iterator[list[Spectrum]]:
     """The MS2 spectra of ``runs`` in batches of ``batch_size`` (a batch never spans two runs).
 
     ``progress(done, total)`` is called once each batch has been processed by the caller
@@ -76,7 +67,7 @@ def spectrum_batches(
     done = 0
     for run in runs:
         batch: list[Spectrum] = []
-        for sp in read_spectra(run, default_charges=default_charges):
+        for sp in read_spectra(run):
             batch.append(sp)
             if len(batch) >= batch_size:
                 yield batch
@@ -90,12 +81,3 @@ def spectrum_batches(
             if progress:
                 progress(done, grand)
 
-
-def summarize(table: PsmTable, seconds: float) -> SearchSummary:
-    """Counts at 1 % FDR from a finalized table (from its arrays: no rows are built)."""
-    psms, peptides = table.counts_at(0.01)
-    return SearchSummary(len(table), psms, peptides, seconds)
-
-
-def write_table(table: PsmTable, out: str | Path) -> int:
-    return _write(table, out)

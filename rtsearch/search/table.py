@@ -1,110 +1,50 @@
 """A run's PSM table: scored batches accumulated, then the discriminant and q-values.
 
-`PsmTable.finalize` fits the run's linear discriminant on its top PSMs
-(targets vs decoys), scores every PSM with it and computes PSM- and
-peptide-level q-values. `PsmTable.rows` gives the result columns of the
-offline search (and of the daemon's results file).
+`PsmTable` keeps the scored batches of one or more runs in arrival order, for
+any `SearchTarget`. `PsmTable.finalize` fits each run's discriminant
+(`SearchTarget.fit_run`), scores every PSM with it and computes PSM- and
+peptide-level q-values (`rtsearch.search.fdr`); `PsmTable.columns` gives the
+results file's columns: `RESULT_COLUMNS`, the target's ``result_fields``, then
+its features not already among them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any
 
 import numpy as np
 
-from rtsearch.database.index import PeptideIndex
-from rtsearch.scoring.database.engine import ScoredBatch, concat_batches
-from rtsearch.scoring.database.features import FEATURES
-from rtsearch.scoring.database.retention import rt_error
+from rtsearch.matches import RESULT_COLUMNS, ScoredBatch, concat_batches
 from rtsearch.search.fdr import peptide_q_values, q_values
-from rtsearch.search.lda import Discriminant, fit
-
-BASE_COLUMNS: tuple[str, ...] = (
-    "run", "scan", "charge", "precursor_mz", "calc_mz", "ppm_error", "peptide", "proteins",
-    "is_decoy", "score", "q_value", "peptide_q_value", "matched_peaks", "reason",
-)  # fmt: skip
-# the result columns, then every feature not already among them
-COLUMNS: tuple[str, ...] = BASE_COLUMNS + tuple(f for f in FEATURES if f not in BASE_COLUMNS)
-
-
-def recenter_ppm(feats: np.ndarray, rows: np.ndarray, good: np.ndarray) -> None:
-    """Express the precursor error against the run's own offset and spread, in place.
-
-    Offset and spread (median, 1.4826·MAD, at least 0.5 ppm) come from the
-    confident targets ``good`` (a mask over ``rows``): a calibration, since instruments drift by a few ppm. The
-    ``ppm_error_z2`` feature becomes the squared z-score of the error
-    (capped at 25): the log-likelihood ratio of a Gaussian error for a right
-    match against a uniform one for a random match, up to a constant.
-    """
-    col = FEATURES.index("ppm_error_z2")
-    signed = feats[rows, FEATURES.index("signed_ppm_error")]
-    offset = float(np.median(signed[good])) if good.any() else 0.0
-    spread = 1.4826 * float(np.median(np.abs(signed[good] - offset))) if good.any() else 1.0
-    spread = max(spread, 0.5)
-    feats[rows, col] = np.minimum(((signed - offset) / spread) ** 2, 25.0)
-
-
-def confident(score: np.ndarray, decoy: np.ndarray, *, minimum: int = 10) -> np.ndarray:
-    """Targets accepted at 1 % FDR, or the ``minimum`` best targets when fewer are."""
-    good = (q_values(score, decoy) <= 0.01) & ~decoy
-    if good.sum() < minimum:
-        targets = np.flatnonzero(~decoy)
-        good = np.zeros(score.shape[0], dtype=bool)
-        good[targets[np.argsort(-score[targets], kind="stable")[:minimum]]] = True
-    return good
-
+from rtsearch.search.lda import Discriminant
+from rtsearch.search.target import SearchTarget
 
 COMPACT_EVERY = 64  # small batches merged into one (`PsmTable.add`)
 
 
-class Searched(Protocol):
-    """What a run's results need from what was searched (`PeptideIndex`, `SpectralLibrary`), by match id."""
-
-    def is_decoy(self, i: np.ndarray) -> Any: ...
-
-    def proformas(self, ids: np.ndarray) -> list[str]: ...
-
-    def accessions(self, ids: np.ndarray) -> list[list[str]]: ...
+def result_columns(target: SearchTarget) -> tuple[str, ...]:
+    """The columns of a results file of ``target``'s kind."""
+    head = RESULT_COLUMNS + tuple(c for c in target.result_fields if c not in RESULT_COLUMNS)
+    return head + tuple(f for f in target.features if f not in head)
 
 
-class RunTable(Protocol):
-    """A run's table as `LiveRun`, the daemon and the results writer use it (`PsmTable`, `LibraryTable`)."""
+class PsmTable:
+    """Every spectrum of one or more runs searched against ``target``, in arrival order."""
 
-    column_names: ClassVar[tuple[str, ...]]
-    batches: list[ScoredBatch]
-    peptide: np.ndarray | None
-
-    def add(self, batch: ScoredBatch) -> None: ...
-
-    def finalize(self) -> None: ...
-
-    def counts_at(self, level: float = 0.01) -> tuple[int, int]: ...
-
-    def columns(self) -> dict[str, Any]: ...
-
-
-@dataclass(kw_only=True)
-class Arrivals:
-    """Scored batches in arrival order, small ones compacted; the counts at an FDR once finalized.
-
-    The part `PsmTable` and `LibraryTable` share; each adds what it searched, ``finalize`` and ``columns``.
-    """
-
-    primary: str = "hyperscore"
-    batches: list[ScoredBatch] = field(default_factory=list)
-    score: np.ndarray | None = None
-    q: np.ndarray | None = None
-    peptide_q: np.ndarray | None = None
-    discriminants: dict[str, Discriminant] = field(default_factory=dict)
-    # set by finalize, one entry per spectrum: match id (-1 none), decoy flag, final features
-    peptide: np.ndarray | None = None
-    decoy: np.ndarray | None = None
-    features: np.ndarray | None = None
-    _small: int = field(default=0, init=False, repr=False)  # small batches at the end of ``batches``
-
-    def finalize(self) -> None:
-        raise NotImplementedError
+    def __init__(self, target: SearchTarget) -> None:
+        self.target = target
+        self.column_names = result_columns(target)
+        self.batches: list[ScoredBatch] = []
+        self.discriminants: dict[str, Discriminant] = {}
+        # set by finalize, one entry per spectrum: match id (-1 none), decoy flag, reported features,
+        # the run's discriminant score, PSM- and peptide-level q-values
+        self.match: np.ndarray | None = None
+        self.decoy: np.ndarray | None = None
+        self.features: np.ndarray | None = None
+        self.score: np.ndarray | None = None
+        self.q: np.ndarray | None = None
+        self.peptide_q: np.ndarray | None = None
+        self._small = 0  # small batches at the end of ``batches``
 
     def add(self, batch: ScoredBatch) -> None:
         self.batches.append(batch)
@@ -115,104 +55,85 @@ class Arrivals:
             self.batches[-COMPACT_EVERY:] = [concat_batches(self.batches[-COMPACT_EVERY:])]
             self._small = 0
 
-    def _cat(self, attr: str) -> np.ndarray:
-        return np.concatenate([getattr(b.best, attr) for b in self.batches]) if self.batches else np.zeros(0)
-
     def __len__(self) -> int:
         return sum(len(b) for b in self.batches)
 
-    def counts_at(self, level: float = 0.01) -> tuple[int, int]:
-        """Target PSMs and distinct target peptides at ``level`` FDR, after `finalize`."""
-        if self.q is None:
-            self.finalize()
-        assert self.q is not None and self.peptide_q is not None and self.peptide is not None
-        assert self.decoy is not None
-        target = (self.peptide >= 0) & ~self.decoy
-        psms = int(np.sum(target & (self.q <= level)))
-        peptides = int(np.unique(self.peptide_keys()[target & (self.peptide_q <= level)]).shape[0])
-        return psms, peptides
-
-    def peptide_keys(self) -> np.ndarray:
-        """What makes two spectra's matches one peptide, per spectrum (here: the match id)."""
-        assert self.peptide is not None
-        return self.peptide
-
-
-@dataclass
-class PsmTable(Arrivals):
-    """Every spectrum of one or more runs, in arrival order (database search)."""
-
-    column_names: ClassVar[tuple[str, ...]] = COLUMNS
-    index: PeptideIndex
+    def _cat(self, attr: str) -> np.ndarray:
+        return np.concatenate([getattr(b.best, attr) for b in self.batches]) if self.batches else np.zeros(0)
 
     def finalize(self) -> None:
         """Fit each run's discriminant, then score and compute q-values (per run)."""
+        t = self.target
         runs = np.array([r for b in self.batches for r in b.run], dtype=object)
-        pep = self._cat("peptide").astype(np.int64)
-        feats = self._cat("features").reshape(len(pep), len(FEATURES))
+        match = self._cat("match").astype(np.int64)
+        n = len(match)
+        feats = self._cat("features").reshape(n, len(t.features))
         rts = np.concatenate([b.rt for b in self.batches]) if self.batches else np.zeros(0)
-        scored = pep >= 0
-        decoy = np.zeros(len(pep), dtype=bool)
-        decoy[scored] = np.asarray(self.index.is_decoy(pep[scored]), dtype=bool)
-        score = np.full(len(pep), np.nan)
-        q = np.ones(len(pep))
-        pq = np.ones(len(pep))
+        hit = match >= 0
+        decoy = np.zeros(n, dtype=bool)
+        decoy[hit] = t.is_decoy(match[hit])
+        score, q, pq = np.full(n, np.nan), np.ones(n), np.ones(n)
         for run in dict.fromkeys(runs.tolist()):
-            rows = np.flatnonzero((runs == run) & scored)
+            rows = np.flatnonzero((runs == run) & hit)
             if rows.size == 0:
                 continue
-            # first pass on |ppm|; recenter_ppm then calibrates it
-            feats[rows, FEATURES.index("ppm_error_z2")] = np.abs(feats[rows, FEATURES.index("signed_ppm_error")])
-            disc = fit(feats[rows], decoy[rows], FEATURES, start=self.primary)
-            # second pass: mass and retention time calibrated on the first pass's confident targets
-            good = confident(disc.score(feats[rows]), decoy[rows])
-            recenter_ppm(feats, rows, good)
-            feats[rows, FEATURES.index("rt_error")] = rt_error(self.index, pep[rows], rts[rows], good)
-            disc = fit(feats[rows], decoy[rows], FEATURES, start=self.primary)
-            self.discriminants[run] = disc
-            score[rows] = disc.score(feats[rows])
+            fitted = t.fit_run(feats[rows], decoy[rows], match[rows], rts[rows])
+            feats[rows] = fitted.features
+            self.discriminants[run] = fitted.discriminant
+            score[rows] = fitted.score
             q[rows] = q_values(score[rows], decoy[rows])
-            pq[rows] = peptide_q_values(score[rows], decoy[rows], pep[rows])
+            pq[rows] = peptide_q_values(score[rows], decoy[rows], t.peptide_keys(match[rows]))
         self.score, self.q, self.peptide_q = score, q, pq
-        self.peptide, self.decoy, self.features = pep, decoy, feats
+        self.match, self.decoy, self.features = match, decoy, feats
+
+    def _finalized(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        if self.q is None:
+            self.finalize()
+        assert self.match is not None and self.decoy is not None and self.features is not None
+        assert self.score is not None and self.q is not None and self.peptide_q is not None
+        return self.match, self.decoy, self.features, self.score, self.q, self.peptide_q
+
+    def counts_at(self, level: float = 0.01) -> tuple[int, int]:
+        """Target PSMs and distinct target peptides at ``level`` FDR (finalizes first if needed)."""
+        match, decoy, _, _, q, pq = self._finalized()
+        target = (match >= 0) & ~decoy
+        psms = int(np.sum(target & (q <= level)))
+        peptides = int(np.unique(self.target.peptide_keys(match[target & (pq <= level)])).shape[0])
+        return psms, peptides
 
     def columns(self) -> dict[str, Any]:
-        """The `COLUMNS`, each as one array or list over every spectrum (NaN: empty), after `finalize`.
+        """`column_names`, each as one array or list over every spectrum (NaN: empty), after `finalize`.
 
         Column-wise so that writing a run's file is array work, not a Python loop over cells.
         """
-        if self.score is None:
-            self.finalize()
-        assert self.score is not None and self.q is not None and self.peptide_q is not None
-        assert self.decoy is not None and self.features is not None and self.peptide is not None
-        pep = self.peptide
-        scored = pep >= 0
-        nan = np.full(len(pep), np.nan)
-
-        def cat(attr: str) -> np.ndarray:
-            return self._cat(attr) if self.batches else np.zeros(0)
-
-        reasons = [r for b in self.batches for r in b.reason]
-        peps = pep.tolist()
-        hits = pep[scored]
-        names, proteins = iter(self.index.proformas(hits)), iter(self.index.accessions(hits))
+        match, decoy, feats, score, q, pq = self._finalized()
+        t = self.target
+        hit = match >= 0
+        nan = np.full(len(match), np.nan)
+        only_hits = lambda a: np.where(hit, a, nan)  # noqa: E731
+        as_int = lambda a: np.where(hit, a, 0).astype(np.int64)  # noqa: E731
+        hits = match[hit]
+        names, proteins = iter(t.peptides(hits)), iter(t.proteins(hits))
+        matched = hit.tolist()
         cols: dict[str, Any] = {
             "run": [r for b in self.batches for r in b.run],
             "scan": np.concatenate([b.scan for b in self.batches]) if self.batches else np.zeros(0, np.int64),
-            "charge": np.where(scored, cat("charge"), 0).astype(np.int64),
+            "charge": as_int(self._cat("charge")),
             "precursor_mz": np.concatenate([b.precursor_mz for b in self.batches]) if self.batches else nan,
-            "calc_mz": np.where(scored, cat("calc_mz"), nan),
-            "ppm_error": np.where(scored, cat("ppm_error"), nan),
-            "peptide": [next(names) if p >= 0 else "" for p in peps],
-            "proteins": [";".join(next(proteins)) if p >= 0 else "" for p in peps],
-            "is_decoy": self.decoy & scored,
-            "score": np.where(scored, self.score, nan),
-            "q_value": np.where(scored, self.q, nan),
-            "peptide_q_value": np.where(scored, self.peptide_q, nan),
-            "matched_peaks": np.where(scored, cat("matched_peaks"), 0).astype(np.int64),
-            "reason": [r if p < 0 else "" for r, p in zip(reasons, peps, strict=True)],
-        }  # fmt: skip
-        for k, name in enumerate(FEATURES):
-            if name not in cols:
-                cols[name] = np.where(scored, self.features[:, k], nan)
-        return {c: cols[c] for c in COLUMNS}
+            "calc_mz": only_hits(self._cat("calc_mz")),
+            "ppm_error": only_hits(self._cat("ppm_error")),
+            "peptide": [next(names) if h else "" for h in matched],
+            "proteins": [";".join(next(proteins)) if h else "" for h in matched],
+            "is_decoy": decoy & hit,
+            "score": only_hits(score),
+            "q_value": only_hits(q),
+            "peptide_q_value": only_hits(pq),
+            "matched_peaks": as_int(self._cat("matched_peaks")),
+            "reason": [r if not h else "" for r, h in zip((r for b in self.batches for r in b.reason), matched,
+                                                          strict=True)],  # fmt: skip
+        }
+        for name, values in t.extra_fields(match, feats).items():
+            cols.setdefault(name, only_hits(values) if values.dtype.kind == "f" else values)
+        for k, name in enumerate(t.features):
+            cols.setdefault(name, only_hits(feats[:, k]))
+        return {c: cols[c] for c in self.column_names}

@@ -1,8 +1,9 @@
 """Prometheus metrics of the daemon: names with units, help text, explicit buckets.
 
 Each daemon owns a `DaemonMetrics` with its own registry (tests run several
-daemons in one process), served over HTTP on the metrics port. The daemon
-calls the small methods below; nothing here knows about ZeroMQ or MQTT.
+daemons in one process), served over HTTP on the metrics port. The daemon's
+parts report plain stats dataclasses (`rtsearch.serve.stats`) and `record`
+turns them into metric updates: the one place that knows both.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from rtsearch import __version__
+from rtsearch.serve.stats import Answered, Mqtt, Queue, Ready, Received, Runs, Scored, Shed, Stat, Taken
 from rtsearch.types import ResultStatus
 from rtsearch.wire import INVALID_CODES
 
@@ -124,8 +126,8 @@ class DaemonMetrics:
             "rtsearch_mqtt_configured", "1 when the daemon publishes to an MQTT broker (--mqtt), else 0", registry=r
         )
         self.index_peptides = Gauge(
-            "rtsearch_index_peptides",
-            "Peptides in the loaded index, or entries in the loaded spectral library (targets and decoys)", registry=r,
+            "rtsearch_index_peptides", "Entries of the loaded search target, targets and decoys (the peptides of an "
+            "index, the spectra of a library, ...)", registry=r,
         )  # fmt: skip
         self.gpu_memory = Gauge("rtsearch_gpu_memory_used_bytes", "Bytes held by the GPU memory pool", registry=r)
         self.runs_open = Gauge("rtsearch_runs_open", "Runs started and not yet ended", registry=r)
@@ -162,6 +164,51 @@ class DaemonMetrics:
         self._received: dict[int, Any] = {}
         for level in (1, 2):
             self.received(level)
+        self.instrument = "instrument"
+
+    def record(self, *stats: Stat) -> None:
+        """Apply what the daemon's parts report (`rtsearch.serve.stats`)."""
+        for st in stats:
+            match st:
+                case Answered():
+                    self.latency.observe_many(st.latency_s)
+                    if st.missed:
+                        self.deadline_missed.inc(st.missed)
+                    for status, count in st.by_status.items():
+                        self._results[status].inc(count)
+                    if st.by_status.get(ResultStatus.IDENTIFIED.value):
+                        self.identifications.inc(st.by_status[ResultStatus.IDENTIFIED.value])
+                    for run in st.runs:
+                        self.run_answered(self.instrument, run.run, run.results, run.identified, run.threshold)
+                case Received():
+                    for level, count in st.spectra.items():
+                        self.received(level).inc(count)
+                    for code, count in st.invalid.items():
+                        self.invalid.labels(reason=code).inc(count)
+                case Queue():
+                    self.queue_depth.set(st.waiting)
+                    self.in_flight.set(st.in_flight)
+                case Taken():
+                    self.queue_wait.observe_many(st.waited_s)
+                    self.batch_size.observe(st.size)
+                case Scored():
+                    self.engine_batch.observe(st.engine_s)
+                    self.worker_time(**st.stages)
+                case Shed():
+                    self.shed.labels(reason=st.reason).inc(st.count)
+                case Runs():
+                    self.runs_open.set(st.open)
+                    if st.finished is not None:
+                        self.runs_finished.inc()
+                        if not st.still_open:
+                            self.run_closed(self.instrument, st.finished)
+                case Mqtt():
+                    if st.connected is not None:
+                        self.mqtt_connected.set(st.connected)
+                    if st.dropped:
+                        self.mqtt_dropped.inc(st.dropped)
+                case Ready():
+                    self.ready.set(int(st.ready))
 
     def received(self, ms_level: int) -> Any:
         """The received counter of ``ms_level`` (children cached: this runs once per message)."""
@@ -174,9 +221,6 @@ class DaemonMetrics:
         """Add one batch's seconds per worker stage (`WORKER_STAGES`)."""
         for stage, value in seconds.items():
             self._worker_stages[stage].inc(value)
-
-    def result(self, status: str) -> Any:
-        return self._results[status]
 
     def run_answered(self, instrument: str, run: str, results: int, identified: int, threshold: float) -> None:
         """Count a run's published results and set its running FDR threshold."""
@@ -194,6 +238,8 @@ class DaemonMetrics:
         self, *, backend: str, device: str, instrument: str, budget_s: float, mqtt: bool, peptides: int,
         gpu_bytes: Callable[[], float], searching: str = "index",
     ) -> None:  # fmt: skip
+        """What this daemon is; ``searching`` names its target's kind (`SearchTarget.kind`)."""
+        self.instrument = instrument
         self.mqtt_configured.set(int(mqtt))
         self.build_info.info({"version": __version__, "backend": backend, "device": device, "instrument": instrument,
                               "searching": searching})  # fmt: skip

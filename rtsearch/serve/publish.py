@@ -1,53 +1,33 @@
-"""Where results go: the ZeroMQ PUB socket, MQTT (aiomqtt), and the per-run results file.
+"""The results socket: every answer stamped, encoded and sent on ZeroMQ, under the socket's own lock.
 
-The ZeroMQ side never blocks (PUB drops only for a subscriber that is past
-its high-water mark). MQTT never stalls scoring: messages go into a bounded
-queue that a few publisher tasks drain; when the queue is full or the broker
-is down they are dropped and counted, and the connection is retried with
-exponential backoff. The status topic is retained: ``online`` while
-connected, ``offline`` as the last will (and on a clean shutdown).
+`Publisher.publish` is the one exit of every MS2 answer (scored, shed, invalid),
+called from the engine workers and the event loop: it stamps each result
+(``sent_ns`` echoed, ``received_ns``, ``published_ns``), sends it on the bound PUB
+socket (sends never wait: PUB drops only for a subscriber past its high-water
+mark) and reports what it sent (`Published`): the stats for the metrics, the
+answers per run for the run book, the identified ones for MQTT. The latency clock is
+read after the last send, so no result's latency is under-reported.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
-import logging
-import re
-from collections.abc import Callable
-from pathlib import Path
-from types import TracebackType
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import zmq
 
-from rtsearch.io.results import write_table
-from rtsearch.search.table import RunTable
-from rtsearch.wire import RESULT
-
-log = logging.getLogger(__name__)
-
-_TOPIC_UNSAFE = re.compile(r"[/+#\s\x00]")
-_FILE_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-def topic_segment(name: str) -> str:
-    """``name`` made safe as one MQTT topic level (no ``/``, ``+``, ``#``)."""
-    return _TOPIC_UNSAFE.sub("_", name) or "_"
-
-
-def results_path(folder: str | Path, run: str, fmt: str = "tsv", part: int = 1) -> Path:
-    """The results file of ``run`` inside ``folder`` (the run name made file-safe).
-
-    ``part`` > 1 names a later segment of a run that was reopened after its ``run.end``
-    (spectra arriving late), so an earlier file is never overwritten.
-    """
-    stem = _FILE_UNSAFE.sub("_", run) or "run"
-    return Path(folder) / (f"{stem}.{fmt}" if part <= 1 else f"{stem}.part{part}.{fmt}")
-
+from rtsearch.matches import ResultMessage
+from rtsearch.serve.jobs import RunState, Stamp
+from rtsearch.serve.stats import Answered, RunAnswered
+from rtsearch.types import ResultStatus
+from rtsearch.wire import RESULT, result_body
 
 _MORE, _LAST = int(zmq.SNDMORE | zmq.NOBLOCK), int(zmq.NOBLOCK)
+IDENTIFIED = ResultStatus.IDENTIFIED.value
 
 
 class ZmqResults:
@@ -70,146 +50,58 @@ class ZmqResults:
         self.socket.close()
 
 
-class MqttPublisher:
-    """Bounded, reconnecting MQTT publishing; use as ``async with MqttPublisher(...) as m``."""
+@dataclass
+class Published:
+    """What one `Publisher.publish` call sent."""
 
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        *,
-        instrument: str,
-        queue_size: int = 10_000,
-        on_drop: Callable[[int], None] = lambda n: None,
-        on_connected: Callable[[bool], None] = lambda up: None,
-        publishers: int = 8,
-        max_backoff_s: float = 5.0,
-    ) -> None:
-        self.host, self.port = host, port
-        self.base = f"rtsearch/{topic_segment(instrument)}"
-        self.status_topic = f"{self.base}/status"
-        self.queue: asyncio.Queue[tuple[str, bytes, int, bool]] = asyncio.Queue(queue_size)
-        self.on_drop, self.on_connected = on_drop, on_connected
-        self.publishers = publishers
-        self.max_backoff_s = max_backoff_s
-        self.connected = False
-        self.dropped = 0
-        self.connects = 0
-        self._task: asyncio.Task[None] | None = None
-        self._client: Any = None
-
-    def _drop(self, n: int = 1) -> None:
-        self.dropped += n
-        self.on_drop(n)
-
-    def offer(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> bool:
-        """Queue a message without waiting; ``False`` (and counted) when it is dropped."""
-        if not self.connected:
-            self._drop()
-            return False
-        try:
-            self.queue.put_nowait((topic, payload, qos, retain))
-            return True
-        except asyncio.QueueFull:
-            self._drop()
-            return False
-
-    def psm(self, run: str, payload: bytes) -> bool:
-        return self.offer(f"{self.base}/{topic_segment(run)}/psm", payload, qos=1)
-
-    def summary(self, run: str, summary: dict[str, Any]) -> bool:
-        return self.offer(f"{self.base}/{topic_segment(run)}/summary", json.dumps(summary).encode(), qos=1)
-
-    async def __aenter__(self) -> MqttPublisher:
-        self._task = asyncio.create_task(self._run(), name="mqtt")
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
-
-    async def flush(self, timeout: float) -> None:
-        """Wait (at most ``timeout`` s) until queued messages are sent, while connected."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                while self.connected and (self.queue.qsize() or self.queue._unfinished_tasks):  # type: ignore[attr-defined]
-                    await asyncio.sleep(0.01)
-
-    async def close(self, timeout: float = 2.0) -> None:
-        """Send what is queued (bounded by ``timeout``), publish ``offline``, disconnect."""
-        if self._task is None:
-            return
-        await self.flush(timeout)
-        client = self._client
-        if client is not None and self.connected:
-            with contextlib.suppress(Exception):
-                await client.publish(self.status_topic, b"offline", qos=1, retain=True, timeout=timeout)
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._task = None
-        left = self.queue.qsize()
-        if left:
-            self._drop(left)
-
-    async def _run(self) -> None:
-        import aiomqtt
-
-        backoff = 0.1
-        while True:
-            try:
-                will = aiomqtt.Will(self.status_topic, b"offline", qos=1, retain=True)
-                async with aiomqtt.Client(self.host, self.port, will=will, keepalive=10, timeout=5) as client:
-                    self._client = client
-                    await client.publish(self.status_topic, b"online", qos=1, retain=True)
-                    self._set_connected(True)
-                    backoff = 0.1
-                    async with asyncio.TaskGroup() as tg:
-                        tg.create_task(self._watch(client))
-                        for _ in range(self.publishers):
-                            tg.create_task(self._publish(client))
-            except* aiomqtt.MqttError as eg:
-                log.warning("MQTT %s:%s: %s; retrying in %.1f s", self.host, self.port, eg.exceptions[0], backoff)
-            except* OSError as eg:
-                log.warning("MQTT %s:%s: %s; retrying in %.1f s", self.host, self.port, eg.exceptions[0], backoff)
-            self._client = None
-            self._set_connected(False)
-            # what waited for a dead connection is dropped, not held: the queue stays bounded in time too
-            stale = self.queue.qsize()
-            while not self.queue.empty():
-                self.queue.get_nowait()
-                self.queue.task_done()
-            if stale:
-                self._drop(stale)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, self.max_backoff_s)
-
-    def _set_connected(self, up: bool) -> None:
-        if up and not self.connected:
-            self.connects += 1
-        self.connected = up
-        self.on_connected(up)
-
-    async def _watch(self, client: Any) -> None:
-        # iterating messages raises MqttError as soon as the connection drops
-        async for _ in client.messages:
-            pass
-
-    async def _publish(self, client: Any) -> None:
-        while True:
-            topic, payload, qos, retain = await self.queue.get()
-            try:
-                await client.publish(topic, payload, qos=qos, retain=retain, timeout=5)
-            except BaseException:
-                self._drop()
-                raise
-            finally:
-                self.queue.task_done()
+    stats: Answered
+    per_run: list[tuple[RunState, int]]  # answers per run (segment)
+    psms: list[tuple[str, bytes]]  # identified results: run, encoded body (for MQTT)
 
 
-def write_run_results(table: RunTable, folder: str | Path, run: str, fmt: str = "tsv", part: int = 1) -> Path:
-    """Write a finalized run's table atomically; returns the path (blocking: call in a thread)."""
-    path = results_path(folder, run, fmt, part)
-    write_table(table, path)
-    return path
+class Publisher:
+    """Stamps and sends results on a `ZmqResults` socket; see the module docstring."""
+
+    def __init__(self, ctx: zmq.Context[Any], endpoint: str, *, clock: Callable[[], int] = time.monotonic_ns) -> None:
+        self._zmq = ZmqResults(ctx, endpoint)
+        self.endpoint = self._zmq.endpoint
+        self.clock = clock
+        self._lock = threading.Lock()  # the socket's: ZeroMQ sockets are not thread-safe
+        self._closed = False
+
+    def publish(self, results: Sequence[ResultMessage], stamps: Sequence[Stamp]) -> Published | None:
+        """Stamp and send ``results`` (one per stamp); ``None`` when the socket is closed already."""
+        n = len(results)
+        received = np.fromiter((s.received_mono for s in stamps), dtype=np.int64, count=n)
+        budget = np.fromiter((s.budget_ns for s in stamps), dtype=np.int64, count=n)
+        wall = time.time_ns
+        psms: list[tuple[str, bytes]] = []
+        by_status: dict[str, int] = {}
+        per_run: dict[int, list[Any]] = {}  # id(state) -> [state, results, identified]
+        with self._lock:
+            if self._closed:
+                return None
+            send = self._zmq.send_result
+            for res, st in zip(results, stamps, strict=True):
+                res["sent_ns"], res["received_ns"], res["published_ns"] = st.sent_ns, st.received_ns, wall()
+                body = result_body(res)
+                send(body)
+                status = res["status"]
+                by_status[status] = by_status.get(status, 0) + 1
+                counts = per_run.get(id(st.state))
+                if counts is None:
+                    counts = per_run[id(st.state)] = [st.state, 0, 0]
+                counts[1] += 1
+                if status == IDENTIFIED:
+                    psms.append((res["run"], body))
+                    counts[2] += 1
+        elapsed = self.clock() - received
+        runs = [RunAnswered(state.name, k, ident, state.threshold) for state, k, ident in per_run.values()]
+        stats = Answered(elapsed / 1e9, int(np.count_nonzero(elapsed > budget)), by_status, runs)
+        return Published(stats, [(state, k) for state, k, _ in per_run.values()], psms)
+
+    def close(self) -> None:
+        """Close the socket; later `publish` calls send nothing."""
+        with self._lock:
+            self._closed = True
+            self._zmq.close()

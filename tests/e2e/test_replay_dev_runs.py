@@ -9,7 +9,7 @@ import pytest
 from rtsearch.cli import main
 from rtsearch.database.store import load_index
 from rtsearch.scoring.backend import get_backend
-from rtsearch.scoring.database.engine import Engine
+from rtsearch.search.database import DatabaseTarget
 from rtsearch_sim.replay import load_run
 from tests.devruns import DEV_RUNS
 from tests.streaming import replay_through, running, serve_config
@@ -31,7 +31,7 @@ def _offline_top1(run, index_dir, dev, tmp_path) -> dict[int, str]:
 async def test_replay_gives_the_offline_top1_and_loses_nothing(dev, data, dev_indexes, tmp_path):
     _, run_path = dev.paths(data)
     offline = _offline_top1(run_path, dev_indexes[dev.fastas], dev, tmp_path)
-    engine = Engine(load_index(dev_indexes[dev.fastas]), dev.search_config(), get_backend("numpy"))
+    engine = DatabaseTarget(load_index(dev_indexes[dev.fastas]), dev.search_config(), get_backend("numpy"))
     spectra = load_run(run_path)
     async with running(engine, serve_config(tmp_path)) as daemon:
 

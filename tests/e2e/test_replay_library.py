@@ -10,8 +10,8 @@ from rtsearch.cli import main
 from rtsearch.config import load_config
 from rtsearch.library.store import import_library, load_library
 from rtsearch.scoring.backend import get_backend
-from rtsearch.search.library import LibraryEngine
-from rtsearch.search.libtable import OUTPUT_COLUMNS
+from rtsearch.search.library import LibraryTarget
+from rtsearch.search.table import result_columns
 from rtsearch_sim.replay import load_run
 from tests.devruns import DEV_RUNS
 from tests.streaming import replay_through, running, serve_config
@@ -31,7 +31,7 @@ async def test_served_library_answers_every_spectrum_as_offline(data, tmp_path):
         offline = {int(r["scan"]): r for r in csv.DictReader(fh, delimiter="\t")}
     lib = load_library(tmp_path / "lib")
     search = load_config(tmp_path / "s.toml").search  # as the offline search read it
-    engine = LibraryEngine(lib, search.precursor_tolerance, get_backend("numpy"), isotope_errors=search.isotope_errors)
+    engine = LibraryTarget(lib, search.precursor_tolerance, get_backend("numpy"), isotope_errors=search.isotope_errors)
     spectra = load_run(run_path)
     async with running(engine, serve_config(tmp_path)) as daemon:
 
@@ -54,7 +54,7 @@ async def test_served_library_answers_every_spectrum_as_offline(data, tmp_path):
     (path,) = [f.path for f in daemon.finished]
     with open(path, newline="") as fh:
         served = list(csv.DictReader(fh, delimiter="\t"))
-    assert tuple(served[0].keys()) == OUTPUT_COLUMNS
+    assert tuple(served[0].keys()) == result_columns(engine) == tuple(next(iter(offline.values())))
     at_1pct = lambda rows: sum(r["is_decoy"] == "false" and r["q_value"] not in ("", None)  # noqa: E731
                                and float(r["q_value"]) <= 0.01 for r in rows)  # fmt: skip
     assert at_1pct(served) == at_1pct(offline.values()) >= 90

@@ -6,8 +6,8 @@ import pytest
 
 from rtsearch.library.store import import_library, load_library
 from rtsearch.scoring.backend import get_backend
-from rtsearch.search.library import LibraryEngine
-from rtsearch.search.libsearch import search_library_runs
+from rtsearch.search.library import LibraryTarget
+from rtsearch.search.offline import search_runs
 from rtsearch.types import Tolerance
 from rtsearch_sim.replay import load_run
 from tests.streaming import replay_through, running, serve_config
@@ -23,11 +23,12 @@ async def test_gpu_library_daemon_answers_like_numpy(data, tmp_path, window):
     lib = load_library(tmp_path / "lib")
     tol = Tolerance.parse(window)
     iso = (0, 1) if window == "20 ppm" else (0,)
-    cols, _ = search_library_runs([run_path], lib, tol, isotope_errors=iso, backend=get_backend("numpy"))
+    table, _ = search_runs([run_path], LibraryTarget(lib, tol, get_backend("numpy"), isotope_errors=iso))
+    cols = table.columns()
     offline = dict(zip(cols["scan"].tolist(), cols["library_id"].tolist(), strict=True))
-    engine = LibraryEngine(lib, tol, get_backend("cupy"), isotope_errors=iso)
+    engine = LibraryTarget(lib, tol, get_backend("cupy"), isotope_errors=iso)
     spectra = load_run(run_path)
-    async with running(engine, serve_config(tmp_path, backend="cupy", workers=2)) as daemon:
+    async with running(engine, serve_config(tmp_path, workers=2)) as daemon:
 
         sent, col = await replay_through(daemon, [("BSA1", spectra)], rate=5000.0, idle_s=30, timeout_s=300)
     report = col.report(sent.ms2)

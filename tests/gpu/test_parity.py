@@ -41,10 +41,10 @@ def test_same_top1_and_scores(dev, data, cupy_backend):
 def _compare(ref, gpu) -> tuple[int, float]:
     """Asserts the same reasons, top-1 peptides and charges, features within 1e-4; (same, worst)."""
     assert ref.reason == gpu.reason
-    same = ref.best.peptide == gpu.best.peptide
+    same = ref.best.match == gpu.best.match
     assert same.all(), np.flatnonzero(~same)[:10]
     assert np.array_equal(ref.best.charge, gpu.best.charge)
-    ok = ref.best.peptide >= 0
+    ok = ref.best.match >= 0
     a, b = ref.best.features[ok], gpu.best.features[ok]
     worst = float((np.abs(a - b) / np.maximum(np.abs(a), 1e-9)).max()) if a.size else 0.0
     assert worst <= 1e-4

@@ -11,6 +11,7 @@ from rtsearch.cli.demo import TOML, bundled
 from rtsearch.config import load_config
 from rtsearch.scoring.backend import get_backend
 from rtsearch.scoring.database.engine import Engine
+from rtsearch.search.database import DatabaseTarget
 from rtsearch_sim.replay import load_run
 from tests.streaming import replay_through, running, serve_config
 
@@ -48,10 +49,10 @@ async def test_gpu_daemon_answers_like_the_numpy_engine(demo_index, data, tmp_pa
     search = load_config(bundled(TOML)).search
     spectra = load_run(data / "ecoli-small/Ecoli_MS2_small.mzML")
     ref = Engine(demo_index, search, get_backend("numpy")).score([s for s in spectra if s.ms_level == 2])
-    pairs = zip(ref.scan, ref.best.peptide, strict=True)
+    pairs = zip(ref.scan, ref.best.match, strict=True)
     expected = {int(s): (demo_index.proforma(int(p)) if p >= 0 else "") for s, p in pairs}
-    engine = Engine(demo_index, search, get_backend("cupy"))
-    async with running(engine, serve_config(tmp_path, backend="cupy", max_batch=16)) as daemon:
+    engine = DatabaseTarget(demo_index, search, get_backend("cupy"))
+    async with running(engine, serve_config(tmp_path, max_batch=16)) as daemon:
 
         sent, col = await replay_through(daemon, [("gpu", spectra)], rate=5000.0, idle_s=20, timeout_s=120)
     assert col.report(sent.ms2).lost == 0

@@ -13,7 +13,7 @@ from rtsearch import wire
 from rtsearch.cli.demo import TOML, bundled
 from rtsearch.config import load_config
 from rtsearch.scoring.backend import get_backend
-from rtsearch.scoring.database.engine import Engine
+from rtsearch.search.database import DatabaseTarget
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, load_run, replay
 from tests.streaming import free_port, running, scrape, serve_config
@@ -28,7 +28,7 @@ def ecoli_run(data):
 
 @pytest.fixture()
 def engine(demo_index):
-    return Engine(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
+    return DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
 
 
 def _send_and_collect(

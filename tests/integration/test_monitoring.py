@@ -28,7 +28,7 @@ from prometheus_client import generate_latest
 from rtsearch.cli.demo import TOML, bundled
 from rtsearch.config import load_config
 from rtsearch.scoring.backend import get_backend
-from rtsearch.scoring.database.engine import Engine
+from rtsearch.search.database import DatabaseTarget
 from rtsearch.serve.metrics import DaemonMetrics
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, load_run, replay
@@ -188,7 +188,7 @@ def _replay(spectra_ep: str, results_ep: str, run: list[Any]) -> tuple[Sent, Col
 
 @pytest.mark.asyncio
 async def test_prometheus_evaluates_every_panel_variable_and_alert(demo_index, data, tmp_path) -> None:
-    engine = Engine(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
+    engine = DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
     run = load_run(data / "ecoli-small/Ecoli_MS2_small.mzML")
     cfg = serve_config(tmp_path, instrument="orbitrap-test")
     async with running(engine, cfg) as daemon:

@@ -14,7 +14,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from rtsearch.cli.demo import TOML, bundled
 from rtsearch.config import load_config
 from rtsearch.scoring.backend import get_backend
-from rtsearch.scoring.database.engine import Engine
+from rtsearch.search.database import DatabaseTarget
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, load_run, replay
 from tests.streaming import Mosquitto, running, scrape, serve_config
@@ -60,7 +60,7 @@ def _wait(cond, timeout: float = 20.0) -> bool:
 
 async def test_mqtt_topics_and_a_broker_killed_mid_run(demo_index, data, tmp_path):
     run = load_run(data / "ecoli-small/Ecoli_MS2_small.mzML")
-    engine = Engine(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
+    engine = DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
     broker = Mosquitto(tmp_path).start()
     cfg = serve_config(tmp_path, mqtt=broker.address, instrument="lab1")
     listener = None

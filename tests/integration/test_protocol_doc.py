@@ -13,7 +13,7 @@ import pytest
 from rtsearch.cli.demo import TOML, bundled
 from rtsearch.config import load_config
 from rtsearch.scoring.backend import get_backend
-from rtsearch.scoring.database.engine import Engine
+from rtsearch.search.database import DatabaseTarget
 from tests.conftest import ROOT
 from tests.streaming import running, serve_config
 
@@ -28,7 +28,7 @@ def example_code() -> str:
 async def test_the_documented_client_gets_one_result_per_spectrum(demo_index, data, tmp_path):
     script = tmp_path / "client.py"
     script.write_text(example_code())
-    engine = Engine(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
+    engine = DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
     async with running(engine, serve_config(tmp_path)) as daemon:
         env = {**os.environ, "RTSEARCH_SPECTRA": daemon.endpoints.spectra, "RTSEARCH_RESULTS": daemon.endpoints.results}
         proc = await asyncio.create_subprocess_exec(

@@ -6,7 +6,8 @@ import csv
 import signal
 
 from rtsearch.library.store import import_library
-from rtsearch.search.libtable import OUTPUT_COLUMNS
+from rtsearch.search.library import LibraryTarget
+from rtsearch.search.table import result_columns
 from rtsearch.wire import encode_run_end, encode_run_start, encode_spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, load_run
@@ -48,6 +49,6 @@ def test_serve_library_cli(tmp_path, data):
                                      for r in scored)  # fmt: skip
     with open(tmp_path / "res" / "BSA1.tsv", newline="") as fh:
         rows = list(csv.DictReader(fh, delimiter="\t"))
-    assert len(rows) == 1120 and tuple(rows[0]) == OUTPUT_COLUMNS
+    assert len(rows) == 1120 and tuple(rows[0]) == result_columns(LibraryTarget)
     at_1pct = sum(r["is_decoy"] == "false" and r["q_value"] != "" and float(r["q_value"]) <= 0.01 for r in rows)
     assert at_1pct >= 90  # the offline library search of BSA1 finds 101 (test_library_search.py)

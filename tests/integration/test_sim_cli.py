@@ -12,7 +12,7 @@ import pytest
 from rtsearch.cli.demo import RUN, TOML, bundled
 from rtsearch.config import load_config
 from rtsearch.scoring.backend import get_backend
-from rtsearch.scoring.database.engine import Engine
+from rtsearch.search.database import DatabaseTarget
 from tests.streaming import free_port, running, serve_config
 
 
@@ -32,7 +32,7 @@ def test_no_daemon_is_one_clear_error(mode):
 
 @pytest.mark.asyncio
 async def test_replay_with_collect_writes_the_report(demo_index, tmp_path):
-    engine = Engine(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
+    engine = DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
     out = tmp_path / "report.json"
     async with running(engine, serve_config(tmp_path)) as daemon:
         proc = await asyncio.to_thread(

@@ -9,9 +9,9 @@ from rtsearch.cli.demo import RUN, TOML, bundled
 from rtsearch.config import load_config
 from rtsearch.io.spectra import read_spectra
 from rtsearch.scoring.backend import get_backend
-from rtsearch.scoring.database.engine import Engine
 from rtsearch.scoring.database.features import FEATURES
 from rtsearch.search import live as runs
+from rtsearch.search.database import DatabaseTarget
 from rtsearch.search.fdr import q_values
 from rtsearch.search.live import LiveRun
 from rtsearch.types import ResultStatus
@@ -21,8 +21,8 @@ from rtsearch.types import ResultStatus
 def scored(demo_index):
     cfg = load_config(bundled(TOML)).search
     spectra = list(read_spectra(bundled(RUN), default_charges=cfg.charges))
-    batch = Engine(demo_index, cfg, get_backend("numpy")).score(spectra)
-    return demo_index, batch
+    target = DatabaseTarget(demo_index, cfg, get_backend("numpy"))
+    return target, target.score(spectra)
 
 
 def _feed(index, batch, size: int = 10) -> tuple[LiveRun, list[dict]]:
@@ -96,10 +96,10 @@ def test_deferred_refits_wait_for_install(scored, monkeypatch):
     assert live.discriminant is None
     q = live.install(refit())
     # every PSM so far, also those scored during the refit, is ranked by the new discriminant, exactly
-    hit = batch.best.peptide >= 0
+    hit = batch.best.match >= 0
     x = batch.best.features[hit].copy()
     x[:, FEATURES.index("ppm_error_z2")] = np.abs(x[:, FEATURES.index("signed_ppm_error")])
-    decoy = np.asarray(index.is_decoy(batch.best.peptide[hit]), dtype=bool)
+    decoy = np.asarray(index.is_decoy(batch.best.match[hit]), dtype=bool)
     np.testing.assert_allclose(q, q_values(live.discriminant.score(x), decoy))
     assert len(live.fdr) == int(hit.sum())
     assert live._next_fit == 80  # the next refit is due already (138 scored): install it too

@@ -1,4 +1,4 @@
-"""The search engine: a batch of spectra in, the best match of each out.
+"""The database search engine: a batch of spectra in, the best peptide of each out.
 
 `Engine.score` is synchronous and does no I/O: pack and preprocess peaks,
 expand spectra into (spectrum, charge) queries, take candidates from the
@@ -14,24 +14,22 @@ import itertools
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rtsearch.config import SearchConfig
 from rtsearch.database.index import PeptideIndex
+from rtsearch.matches import ScoredBatch
 from rtsearch.scoring.backend import Backend, get_backend
 from rtsearch.scoring.database.candidates import Queries, candidates_numpy, make_queries
-from rtsearch.scoring.database.features import BestMatches, best_matches
+from rtsearch.scoring.database.features import best_matches
 from rtsearch.scoring.database.matching import MatchStats, match_numpy
 from rtsearch.spectrum import PeakBatch, pack, pad, preprocess
 from rtsearch.types import Spectrum
 
 if TYPE_CHECKING:
     from rtsearch.scoring.database.gpu import DevicePeaks
-    from rtsearch.search.live import LiveRun
 
 # Queries per NumPy step: bounds the size of the intermediate arrays.
 NUMPY_CHUNK = 128
@@ -40,74 +38,6 @@ NUMPY_CHUNK = 128
 # engine batch on an H100 (`bench/engine_probe.py --preprocess`): 16 spectra host 1.65 ms, kernel
 # 1.99 ms; 64: 3.26 and 2.66 ms; 128: 4.86 and 2.54 ms.
 HOST_PREPROCESS_MAX = 32
-
-
-@dataclass
-class ScoredBatch:
-    """Per spectrum of one batch: identity, best match (``best.peptide`` -1 if none), reason."""
-
-    run: list[str]
-    scan: np.ndarray
-    precursor_mz: np.ndarray
-    rt: np.ndarray
-    best: BestMatches
-    reason: list[str]
-    # seconds per engine stage of the batch this came from (unsynchronized wall clock: where a slow
-    # batch spent its time, for the daemon's log); empty for batches not scored by the engine
-    stages: dict[str, float] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.run)
-
-    def take(self, rows: Sequence[int]) -> ScoredBatch:
-        """The spectra at ``rows``, in that order."""
-        idx = np.asarray(rows, dtype=np.int64)
-        b = self.best
-        best = BestMatches(b.peptide[idx], b.charge[idx], b.calc_mz[idx], b.ppm_error[idx], b.matched_peaks[idx],
-                           b.features[idx])  # fmt: skip
-        return ScoredBatch([self.run[i] for i in idx], self.scan[idx], self.precursor_mz[idx], self.rt[idx], best,
-                           [self.reason[i] for i in idx])  # fmt: skip
-
-
-def concat_batches(batches: Sequence[ScoredBatch]) -> ScoredBatch:
-    """One `ScoredBatch` holding ``batches`` in order (stages dropped)."""
-    bs = [b.best for b in batches]
-    best = BestMatches(*(np.concatenate([getattr(b, f) for b in bs]) for f in BestMatches.__dataclass_fields__))
-    return ScoredBatch(
-        [r for b in batches for r in b.run], np.concatenate([b.scan for b in batches]),
-        np.concatenate([b.precursor_mz for b in batches]), np.concatenate([b.rt for b in batches]), best,
-        [r for b in batches for r in b.reason],
-    )  # fmt: skip
-
-
-Searching = Literal["index", "library"]
-
-
-@dataclass(frozen=True)
-class Reload:
-    """How another process rebuilds a run's table: what was searched, from which folder, ranked by what."""
-
-    kind: Searching
-    folder: str
-    primary: str
-
-
-class SearchEngine(Protocol):
-    """What the daemon needs of an engine: `Engine` (peptide index) or `LibraryEngine` (spectral library)."""
-
-    backend: Backend
-    searching: Searching  # what it scores against
-
-    def score(self, spectra: Sequence[Spectrum]) -> ScoredBatch: ...
-
-    def new_run(self, name: str, *, refits: Literal["inline", "deferred"], q_refresh: float) -> LiveRun: ...
-
-    def warm_up_spectra(self, n: int) -> list[Spectrum]: ...
-
-    @property
-    def entries(self) -> int: ...
-
-    def reload(self) -> Reload | None: ...
 
 
 class _Stopwatch:
@@ -128,8 +58,6 @@ class _Stopwatch:
 
 class Engine:
     """Scores spectra against a loaded `PeptideIndex` on one backend."""
-
-    searching: Searching = "index"
 
     def __init__(
         self,
@@ -167,25 +95,6 @@ class Engine:
     def entries(self) -> int:
         """Peptides (targets and decoys) searched."""
         return len(self.peptide_mass)
-
-    def new_run(
-        self, name: str, *, refits: Literal["inline", "deferred"] = "inline", q_refresh: float = 0.0
-    ) -> LiveRun:
-        """A run's live results, ranked by the configured primary score."""
-        from rtsearch.search.live import LiveRun
-
-        return LiveRun(name, self.index, primary=self.cfg.score, refits=refits, q_refresh=q_refresh)
-
-    def warm_up_spectra(self, n: int) -> list[Spectrum]:
-        """Spectra that reach every scoring path (`rtsearch.search.warmup`)."""
-        from rtsearch.search.warmup import warm_up_spectra
-
-        return warm_up_spectra(self, n)
-
-    def reload(self) -> Reload | None:
-        """How to rebuild a run's table elsewhere (``None``: the index was built in memory)."""
-        folder: Path | None = self.index.folder
-        return Reload("index", str(folder), self.cfg.score) if folder is not None else None
 
     def queries(self, spectra: Sequence[Spectrum], ok: np.ndarray) -> Queries:
         """One query per (spectrum, charge); the spectrum's charges or the configured ones."""
@@ -266,7 +175,7 @@ class Engine:
             max_fragment_charge=self.cfg.max_fragment_charge,
         )  # fmt: skip
         for i in range(n):
-            if ok[i] and best.peptide[i] < 0:
+            if ok[i] and best.match[i] < 0:
                 reason[i] = "no candidate peptide matched"
         lap("features")
         if self.profile:

@@ -8,11 +8,11 @@ feed the run's linear discriminant (`rtsearch.search.lda`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from rtsearch.database.index import PeptideIndex
+from rtsearch.matches import BestMatches
 from rtsearch.scoring.database.candidates import Queries, in_windows
 from rtsearch.scoring.database.matching import MatchStats
 from rtsearch.types import C13_DELTA, PROTON, Tolerance
@@ -31,7 +31,7 @@ FEATURES: tuple[str, ...] = (
     "explained_intensity",
     "longest_run",
     "frag_error",
-    "ppm_error_z2",  # |ppm| here; the run's squared z-score once rtsearch.search.table finalizes it
+    "ppm_error_z2",  # |ppm| here; the run's squared z-score once its discriminant is fitted (search.database)
     "signed_ppm_error",
     "isotope_error",
     "charge",
@@ -60,18 +60,6 @@ def poisson_evidence(matched: np.ndarray, expected: np.ndarray, terms: int = 60)
     top = logp.max(axis=1, keepdims=True)
     log_tail = top[:, 0] + np.log(np.exp(logp - top).sum(axis=1))
     return np.maximum(-log_tail / np.log(10.0), 0.0)
-
-
-@dataclass
-class BestMatches:
-    """Per spectrum (S rows): the top match and its features; ``peptide`` is -1 where none."""
-
-    peptide: np.ndarray  # int64 [S]
-    charge: np.ndarray  # int64 [S]
-    calc_mz: np.ndarray  # float64 [S]
-    ppm_error: np.ndarray  # float64 [S]
-    matched_peaks: np.ndarray  # int64 [S]
-    features: np.ndarray  # float64 [S, len(FEATURES)]
 
 
 def best_matches(

@@ -1,0 +1,57 @@
+"""``rtsearch search``: spectrum files against an index or a library, offline; one results file."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from rtsearch.cli.progress import Progress
+from rtsearch.cli.target import add_backend_argument, add_target_arguments, backend_of, open_target
+from rtsearch.config import load_config, resolved_dict
+from rtsearch.errors import InputError
+
+log = logging.getLogger(__name__)
+
+
+def add_parser(sub: Any) -> None:
+    """The ``search`` command, on the subparsers ``sub`` of the ``rtsearch`` parser."""
+    s = sub.add_parser(
+        "search",
+        help="search spectrum files offline",
+        description="Search every MS2 spectrum of mzML (.gz), MGF or ms2 files; one row per spectrum.",
+    )
+    s.add_argument("runs", nargs="+", metavar="RUN", help="spectrum files")
+    add_target_arguments(s, rows="rows")
+    s.add_argument("--config", metavar="TOML",
+                   help="[search] and [library] settings; a [database] table must match the index")  # fmt: skip
+    add_backend_argument(s)
+    s.add_argument("-o", "--output", required=True, metavar="FILE", help="results file (.tsv or .parquet)")
+    s.add_argument("--batch-size", type=int, default=1024, metavar="N", help="spectra per engine batch (default 1024)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rtsearch.io.results import write_table
+    from rtsearch.search.offline import search_runs
+
+    cfg = load_config(args.config)
+    if args.batch_size < 1:
+        raise InputError("--batch-size must be at least 1")
+    out = Path(args.output)
+    if out.suffix.lower() not in (".tsv", ".parquet"):
+        raise InputError(f"{out}: output must end in .tsv or .parquet")
+    for r in args.runs:
+        if not Path(r).is_file():
+            raise InputError(f"{r}: spectrum file not found")
+    backend = backend_of(args, cfg)
+    target = open_target(args, cfg, backend)
+    log.info("searching %s %s on %s (%s); search settings %s", target.kind, args.index or args.library, backend.name,
+             backend.device, resolved_dict(cfg.search))  # fmt: skip
+    bar = Progress("search", unit="spectra")
+    table, summary = search_runs(args.runs, target, batch_size=args.batch_size,
+                                 progress=lambda done, total: bar.set(done, total))  # fmt: skip
+    bar.close()
+    n = write_table(table, out)
+    print(f"{out}: {n:,} rows; {summary}")
+    return 0

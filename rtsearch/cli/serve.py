@@ -1,0 +1,72 @@
+"""``rtsearch serve``: the real-time daemon over an index or a library, until SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from rtsearch.cli.target import add_backend_argument, add_target_arguments, backend_of, open_target
+from rtsearch.config import SpectraMode, choices, load_config, resolved_dict
+
+log = logging.getLogger(__name__)
+
+
+def add_parser(sub: Any) -> None:
+    """The ``serve`` command, on the subparsers ``sub`` of the ``rtsearch`` parser."""
+    d = sub.add_parser(
+        "serve",
+        help="run the real-time daemon",
+        description="Subscribe to a ZeroMQ stream of spectra (wire protocol v1, docs/protocol.md), score them in "
+        "micro-batches and publish one result per MS2 spectrum on ZeroMQ (and MQTT); write each run's results "
+        "file at run.end. Flags override the [serve] table of --config. Stop with SIGINT or SIGTERM.",
+    )
+    add_target_arguments(d, rows="results")
+    d.add_argument("--config", metavar="TOML", help="[search], [library] and [serve] settings")
+    d.add_argument("--spectra", metavar="ENDPOINT", help="spectra endpoint (default tcp://127.0.0.1:5555)")
+    d.add_argument("--spectra-mode", choices=choices(SpectraMode),
+                   help="sub: connect to the instrument's PUB (default); pull: bind, for lossless PUSH feeds")
+    d.add_argument("--results", metavar="ENDPOINT", help="results PUB, bound (default tcp://127.0.0.1:5556)")
+    d.add_argument("--metrics-port", type=int, metavar="PORT", help="Prometheus /metrics port (default 9108; 0: any)")
+    d.add_argument("--mqtt", metavar="HOST:PORT", help="publish identifications and run summaries to this broker")
+    d.add_argument("--instrument", metavar="NAME", help="instrument name in MQTT topics (default 'instrument')")
+    d.add_argument("--budget-ms", type=float, metavar="MS", help="default per-spectrum latency budget (default 100)")
+    add_backend_argument(d)
+    d.add_argument("--results-dir", metavar="DIR", help="folder for each run's results file (default rtsearch-results)")
+    d.add_argument("--workers", type=int, metavar="N",
+                   help="engine worker threads, each with its own CUDA stream (default 1; see bench/RESULTS.md)")
+    d.add_argument("--max-batch", type=int, metavar="N", help="spectra per micro-batch at most (default 4096)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import dataclasses
+    import signal
+
+    from rtsearch.config import validate_serve
+    from rtsearch.serve.daemon import Daemon
+
+    cfg = load_config(args.config)
+    flags = {
+        "spectra": args.spectra, "spectra_mode": args.spectra_mode, "results": args.results,
+        "metrics_port": args.metrics_port, "mqtt": args.mqtt, "instrument": args.instrument,
+        "budget_ms": args.budget_ms, "results_dir": args.results_dir, "workers": args.workers,
+        "max_batch": args.max_batch,
+    }  # fmt: skip
+    serve = dataclasses.replace(cfg.serve, **{k: v for k, v in flags.items() if v is not None})
+    if serve.max_queue < serve.max_batch:
+        serve = dataclasses.replace(serve, max_queue=8 * serve.max_batch)
+    validate_serve(serve)
+    backend = backend_of(args, cfg)
+    log.info("backend %s (%s); serve settings %s", backend.name, backend.device, resolved_dict(serve))
+    target = open_target(args, cfg, backend)
+
+    async def go() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await Daemon(target, serve).run(stop)
+
+    asyncio.run(go())
+    return 0

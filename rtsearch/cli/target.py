@@ -1,0 +1,54 @@
+"""What ``search`` and ``serve`` search (``--index`` or ``--library [--open]``) and where they compute.
+
+`add_target_arguments` adds the choice to a command's parser; `open_target` opens the
+chosen `SearchTarget` on the backend `backend_of` resolves (``--backend``, else the
+configuration's ``[search] backend``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from rtsearch.config import BackendChoice, Config, choices
+from rtsearch.errors import InputError
+from rtsearch.scoring.backend import Backend, get_backend
+from rtsearch.search.target import SearchTarget
+
+log = logging.getLogger(__name__)
+
+
+def add_backend_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", choices=choices(BackendChoice),
+                   help="compute backend (default: [search] backend of --config, else auto)")  # fmt: skip
+
+
+def add_target_arguments(p: argparse.ArgumentParser, *, rows: str) -> None:
+    """``--index DIR`` or ``--library DIR``, ``--open``; ``rows`` names what a library adds (help text)."""
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--index", metavar="DIR", help="index built by 'rtsearch index build'")
+    target.add_argument("--library", metavar="DIR",
+                        help=f"spectral library imported by 'rtsearch library import' ({rows} gain library_id, dot, "
+                        "dot_bias, delta_dot, f_value)")  # fmt: skip
+    p.add_argument("--open", action="store_true",
+                   help="with --library: open-modification search, every entry within [library] open_window_da "
+                   "(default 500) Da of the precursor mass (precursor_mz - calc_mz, times the charge, is then the "
+                   "modification's mass)")  # fmt: skip
+
+
+def backend_of(args: argparse.Namespace, cfg: Config) -> Backend:
+    """The backend ``--backend`` names, else the configuration's."""
+    return get_backend(args.backend or cfg.search.backend)
+
+
+def open_target(args: argparse.Namespace, cfg: Config, backend: Backend) -> SearchTarget:
+    """The index or library the arguments name, loaded (memory-mapped, then onto the device)."""
+    if args.library:
+        from rtsearch.search.library import LibraryTarget
+
+        return LibraryTarget.open(args.library, cfg, backend, open_search=True if args.open else None)
+    if args.open:
+        raise InputError("--open applies to library search (--library)")
+    from rtsearch.search.database import DatabaseTarget
+
+    return DatabaseTarget.open(args.index, cfg.search, backend, expect=cfg.database if cfg.database_given else None)

@@ -1,0 +1,147 @@
+"""The currency every layer trades in: scored batches, and what a spectrum's answer looks like.
+
+A leaf module (NumPy and `rtsearch.types` only), so scoring, search, the daemon and
+the writers import it without a circle.
+
+- `BestMatches`: per spectrum of a batch, the best match (an id of what was searched:
+  a peptide of an index, an entry of a library, ...; -1: none) and its features.
+- `ScoredBatch`: a batch's spectra (run, scan, precursor, retention time), their best
+  matches and, for the unscored, the reason.
+- `ResultRow` / `RESULT_COLUMNS`: one spectrum's row in a results file, the columns every
+  kind of search writes, in file order (a kind's extra fields and its features follow).
+- `ResultMessage`: one spectrum's answer on the wire (docs/protocol.md), a `TypedDict`,
+  so results stay plain dicts that orjson encodes; its match fields are `LIVE_FIELDS`,
+  the file's columns but the peptide-level q-value, known only at the end of a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from typing import Required, TypedDict
+
+import numpy as np
+
+
+@dataclass
+class BestMatches:
+    """Per spectrum (S rows): the top match and its features; ``match`` is -1 where none."""
+
+    match: np.ndarray  # int64 [S]: an id of the searched target's entries (peptide, library entry, ...)
+    charge: np.ndarray  # int64 [S]
+    calc_mz: np.ndarray  # float64 [S]
+    ppm_error: np.ndarray  # float64 [S]
+    matched_peaks: np.ndarray  # int64 [S]
+    features: np.ndarray  # float64 [S, F]: the target's features, in its order
+
+    @classmethod
+    def none(cls, n: int, n_features: int) -> BestMatches:
+        """``n`` spectra without a match."""
+        return cls(
+            match=np.full(n, -1, np.int64), charge=np.zeros(n, np.int64), calc_mz=np.full(n, np.nan),
+            ppm_error=np.full(n, np.nan), matched_peaks=np.zeros(n, np.int64),
+            features=np.full((n, n_features), np.nan),
+        )  # fmt: skip
+
+    def take(self, idx: np.ndarray) -> BestMatches:
+        return BestMatches(*(getattr(self, f.name)[idx] for f in fields(self)))
+
+    @classmethod
+    def concat(cls, parts: Sequence[BestMatches]) -> BestMatches:
+        return cls(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)))
+
+
+@dataclass
+class ScoredBatch:
+    """Per spectrum of one batch: identity, best match (``best.match`` -1 if none), reason."""
+
+    run: list[str]
+    scan: np.ndarray
+    precursor_mz: np.ndarray
+    rt: np.ndarray
+    best: BestMatches
+    reason: list[str]
+    # seconds per engine stage of the batch this came from (unsynchronized wall clock: where a slow
+    # batch spent its time, for the daemon's log); empty for batches not scored by an engine
+    stages: dict[str, float] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.run)
+
+    def take(self, rows: Sequence[int]) -> ScoredBatch:
+        """The spectra at ``rows``, in that order."""
+        idx = np.asarray(rows, dtype=np.int64)
+        return ScoredBatch([self.run[i] for i in idx], self.scan[idx], self.precursor_mz[idx], self.rt[idx],
+                           self.best.take(idx), [self.reason[i] for i in idx])  # fmt: skip
+
+
+def concat_batches(batches: Sequence[ScoredBatch]) -> ScoredBatch:
+    """One `ScoredBatch` holding ``batches`` in order (stages dropped)."""
+    return ScoredBatch(
+        [r for b in batches for r in b.run], np.concatenate([b.scan for b in batches]),
+        np.concatenate([b.precursor_mz for b in batches]), np.concatenate([b.rt for b in batches]),
+        BestMatches.concat([b.best for b in batches]), [r for b in batches for r in b.reason],
+    )  # fmt: skip
+
+
+def unscored_batch(
+    run: str, scans: Sequence[int], precursor_mz: Sequence[float], reasons: Sequence[str], *, n_features: int
+) -> ScoredBatch:
+    """A `ScoredBatch` of spectra that were never scored (shed, invalid), with their reasons."""
+    n = len(scans)
+    return ScoredBatch(
+        run=[run] * n, scan=np.asarray(scans, np.int64), precursor_mz=np.asarray(precursor_mz, np.float64),
+        rt=np.zeros(n), best=BestMatches.none(n, n_features), reason=list(reasons),
+    )  # fmt: skip
+
+
+class ResultRow(TypedDict):
+    """One spectrum in a results file: the columns every kind writes, in file order."""
+
+    run: str
+    scan: int
+    charge: int
+    precursor_mz: float
+    calc_mz: float
+    ppm_error: float
+    peptide: str  # ProForma
+    proteins: str  # accessions, ";"-separated
+    is_decoy: bool
+    score: float  # the run's discriminant (higher is better)
+    q_value: float
+    peptide_q_value: float
+    matched_peaks: int
+    reason: str  # why there is no match
+
+
+RESULT_COLUMNS: tuple[str, ...] = tuple(ResultRow.__annotations__)
+# what a live result carries of the file's columns: the peptide-level q-value exists only at a run's end
+LIVE_FIELDS: tuple[str, ...] = tuple(c for c in RESULT_COLUMNS if c != "peptide_q_value")
+
+
+class ResultMessage(TypedDict, total=False):
+    """One spectrum's answer on the wire (topic ``result``); a match's fields only when it has one.
+
+    ``score`` is the run's live ranking score (the primary score, then the run's discriminant),
+    ``q_value`` the running q-value; a kind of search may add fields of its own (its module's
+    ``result_fields``). The daemon stamps ``sent_ns`` (echoed), ``received_ns`` and ``published_ns``.
+    """
+
+    v: int
+    run: Required[str]
+    scan: Required[int]
+    status: Required[str]  # a `rtsearch.types.ResultStatus` value
+    reason: str
+    peptide: str
+    proteins: list[str]
+    charge: int
+    precursor_mz: float
+    calc_mz: float
+    ppm_error: float
+    score: float
+    q_value: float
+    is_decoy: bool
+    matched_peaks: int
+    sent_ns: int | None
+    received_ns: int
+    published_ns: int

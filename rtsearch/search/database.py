@@ -1,0 +1,144 @@
+"""Database search as a `SearchTarget`: a peptide index scored by `Engine`, calibrated per run.
+
+Matches are peptides of the index (ids: their rank by mass). A run's discriminant
+is fitted twice (Percolator-style, `rtsearch.search.lda`): first on uncalibrated
+features (|ppm| for the precursor error), then, on that fit's confident targets,
+the precursor error becomes a z-score against the run's own offset and spread
+(`recenter_ppm`) and the retention time is predicted from composition
+(`rtsearch.scoring.database.retention`), and the discriminant is fitted again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from rtsearch.config import DatabaseConfig, SearchConfig
+from rtsearch.database.index import PeptideIndex
+from rtsearch.database.store import load_index
+from rtsearch.matches import ScoredBatch
+from rtsearch.scoring.backend import Backend, get_backend
+from rtsearch.scoring.database.engine import Engine
+from rtsearch.scoring.database.features import FEATURES
+from rtsearch.scoring.database.retention import rt_error
+from rtsearch.search import warmup
+from rtsearch.search.fdr import confident
+from rtsearch.search.lda import fit
+from rtsearch.search.target import Reopen, RunFit
+from rtsearch.types import PROTON, Spectrum
+
+_Z2, _SIGNED, _RT = (FEATURES.index(f) for f in ("ppm_error_z2", "signed_ppm_error", "rt_error"))
+
+
+def recenter_ppm(x: np.ndarray, good: np.ndarray) -> None:
+    """Express the precursor error of PSMs ``x`` against the run's own offset and spread, in place.
+
+    Offset and spread (median, 1.4826·MAD, at least 0.5 ppm) come from the confident
+    targets ``good``: a calibration, since instruments drift by a few ppm. The
+    ``ppm_error_z2`` feature becomes the squared z-score of the error (capped at 25): the
+    log-likelihood ratio of a Gaussian error for a right match against a uniform one for
+    a random match, up to a constant.
+    """
+    signed = x[:, _SIGNED]
+    offset = float(np.median(signed[good])) if good.any() else 0.0
+    spread = 1.4826 * float(np.median(np.abs(signed[good] - offset))) if good.any() else 1.0
+    spread = max(spread, 0.5)
+    x[:, _Z2] = np.minimum(((signed - offset) / spread) ** 2, 25.0)
+
+
+class DatabaseTarget:
+    """A loaded `PeptideIndex` searched with `SearchConfig` ``cfg`` on one backend."""
+
+    kind: str = "index"
+    features: tuple[str, ...] = FEATURES
+    result_fields: tuple[str, ...] = ()
+
+    def __init__(self, index: PeptideIndex, cfg: SearchConfig, backend: Backend | None = None) -> None:
+        self.index = index
+        self.cfg = cfg
+        self.primary: str = cfg.score
+        self.engine = Engine(index, cfg, backend)
+        self.backend = self.engine.backend
+
+    @classmethod
+    def open(
+        cls, folder: str | Path, cfg: SearchConfig, backend: Backend | None = None, *,
+        expect: DatabaseConfig | None = None,
+    ) -> DatabaseTarget:  # fmt: skip
+        """The index in ``folder`` (checked against ``expect`` when given), memory-mapped."""
+        return cls(load_index(folder, expect=expect), cfg, backend)
+
+    @property
+    def entries(self) -> int:
+        return self.engine.entries
+
+    def device_bytes(self) -> int:
+        return self.engine.device_bytes()
+
+    def score(self, spectra: Sequence[Spectrum]) -> ScoredBatch:
+        return self.engine.score(spectra)
+
+    def reopen(self) -> Reopen | None:
+        folder = self.index.folder
+        return Reopen(_open_numpy, (str(folder), self.cfg)) if folder is not None else None
+
+    def is_decoy(self, ids: np.ndarray) -> np.ndarray:
+        return np.asarray(self.index.is_decoy(ids), dtype=bool)
+
+    def peptides(self, ids: np.ndarray) -> list[str]:
+        return self.index.proformas(ids)
+
+    def proteins(self, ids: np.ndarray) -> list[list[str]]:
+        return self.index.accessions(ids)
+
+    def peptide_keys(self, ids: np.ndarray) -> np.ndarray:
+        return ids  # a peptide of the index is one modified form
+
+    def live_features(self, x: np.ndarray) -> np.ndarray:
+        """|ppm| for the precursor error: the run's calibration exists only at its end."""
+        out = x.copy()
+        out[:, _Z2] = np.abs(out[:, _SIGNED])
+        return out
+
+    def fit_run(self, x: np.ndarray, decoy: np.ndarray, ids: np.ndarray, rt: np.ndarray) -> RunFit:
+        """Fit on uncalibrated features, calibrate mass and retention time on its confident targets, fit again."""
+        x = self.live_features(x)
+        disc = fit(x, decoy, FEATURES, start=self.primary)
+        good = confident(disc.score(x), decoy)
+        recenter_ppm(x, good)
+        x[:, _RT] = rt_error(self.index, ids, rt, good)
+        disc = fit(x, decoy, FEATURES, start=self.primary)
+        return RunFit(disc.score(x), disc, x)
+
+    def extra_fields(self, ids: np.ndarray, features: np.ndarray) -> dict[str, np.ndarray]:
+        return {}
+
+    def warm_up_spectra(self, n: int) -> list[Spectrum]:
+        """``n`` spectra made of index peptides' own fragment m/z (plus seeded noise), charges varied."""
+        rng = np.random.default_rng(0)
+        masses = self.engine.peptide_mass
+        if not len(masses):
+            return warmup.placeholder()
+        chosen = np.unique(rng.integers(0, len(masses), n))
+        pick = np.zeros(len(masses), dtype=bool)
+        pick[chosen] = True
+        frags = self.index.fragments
+        hit = np.flatnonzero(pick[frags.peptide])
+        by_pep: dict[int, list[float]] = {}
+        for p, mz in zip(frags.peptide[hit].tolist(), frags.mz[hit].tolist(), strict=True):
+            by_pep.setdefault(p, []).append(mz)
+        charges: tuple[tuple[int, ...], ...] = ((2,), (), (2, 3), (3,))
+        out = []
+        for k, p in enumerate(chosen.tolist()):
+            mz = np.sort(np.concatenate([np.asarray(by_pep.get(p, []), np.float64), rng.uniform(150, 1500, 40)]))
+            inten = np.asarray(rng.uniform(10, 100, mz.shape[0]), dtype=np.float32)
+            z = charges[k % len(charges)]
+            prec = (float(masses[p]) + (z[0] if z else 2) * PROTON) / (z[0] if z else 2)
+            out.append(Spectrum(warmup.RUN, k, 2, mz, inten, prec, z))
+        return warmup.with_odd_ones(out, rng)
+
+
+def _open_numpy(folder: str, cfg: SearchConfig) -> DatabaseTarget:
+    return DatabaseTarget.open(folder, cfg, get_backend("numpy"))

@@ -1,0 +1,167 @@
+"""MQTT publishing (aiomqtt): identifications and run summaries, never stalling scoring.
+
+Messages go into a bounded queue that a few publisher tasks drain; when the
+queue is full or the broker is down they are dropped and counted, and the
+connection is retried with exponential backoff. The status topic is retained:
+``online`` while connected, ``offline`` as the last will (and on a clean shutdown).
+Topics: ``rtsearch/<instrument>/<run>/psm`` (QoS 1), ``.../<run>/summary``,
+``rtsearch/<instrument>/status``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_TOPIC_UNSAFE = re.compile(r"[/+#\s\x00]")
+
+
+def topic_segment(name: str) -> str:
+    """``name`` made safe as one MQTT topic level (no ``/``, ``+``, ``#``)."""
+    return _TOPIC_UNSAFE.sub("_", name) or "_"
+
+
+class MqttPublisher:
+    """Bounded, reconnecting MQTT publishing; use as ``async with MqttPublisher(...) as m``."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        instrument: str,
+        queue_size: int = 10_000,
+        on_drop: Callable[[int], None] = lambda n: None,
+        on_connected: Callable[[bool], None] = lambda up: None,
+        publishers: int = 8,
+        max_backoff_s: float = 5.0,
+    ) -> None:
+        self.host, self.port = host, port
+        self.base = f"rtsearch/{topic_segment(instrument)}"
+        self.status_topic = f"{self.base}/status"
+        self.queue: asyncio.Queue[tuple[str, bytes, int, bool]] = asyncio.Queue(queue_size)
+        self.on_drop, self.on_connected = on_drop, on_connected
+        self.publishers = publishers
+        self.max_backoff_s = max_backoff_s
+        self.connected = False
+        self.dropped = 0
+        self.connects = 0
+        self._task: asyncio.Task[None] | None = None
+        self._client: Any = None
+
+    def _drop(self, n: int = 1) -> None:
+        self.dropped += n
+        self.on_drop(n)
+
+    def offer(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> bool:
+        """Queue a message without waiting; ``False`` (and counted) when it is dropped."""
+        if not self.connected:
+            self._drop()
+            return False
+        try:
+            self.queue.put_nowait((topic, payload, qos, retain))
+            return True
+        except asyncio.QueueFull:
+            self._drop()
+            return False
+
+    def psm(self, run: str, payload: bytes) -> bool:
+        return self.offer(f"{self.base}/{topic_segment(run)}/psm", payload, qos=1)
+
+    def summary(self, run: str, summary: dict[str, Any]) -> bool:
+        return self.offer(f"{self.base}/{topic_segment(run)}/summary", json.dumps(summary).encode(), qos=1)
+
+    async def __aenter__(self) -> MqttPublisher:
+        self._task = asyncio.create_task(self._run(), name="mqtt")
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def flush(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` s) until queued messages are sent, while connected."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while self.connected and (self.queue.qsize() or self.queue._unfinished_tasks):  # type: ignore[attr-defined]
+                    await asyncio.sleep(0.01)
+
+    async def close(self, timeout: float = 2.0) -> None:
+        """Send what is queued (bounded by ``timeout``), publish ``offline``, disconnect."""
+        if self._task is None:
+            return
+        await self.flush(timeout)
+        client = self._client
+        if client is not None and self.connected:
+            with contextlib.suppress(Exception):
+                await client.publish(self.status_topic, b"offline", qos=1, retain=True, timeout=timeout)
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
+        left = self.queue.qsize()
+        if left:
+            self._drop(left)
+
+    async def _run(self) -> None:
+        import aiomqtt
+
+        backoff = 0.1
+        while True:
+            try:
+                will = aiomqtt.Will(self.status_topic, b"offline", qos=1, retain=True)
+                async with aiomqtt.Client(self.host, self.port, will=will, keepalive=10, timeout=5) as client:
+                    self._client = client
+                    await client.publish(self.status_topic, b"online", qos=1, retain=True)
+                    self._set_connected(True)
+                    backoff = 0.1
+                    async with asyncio.TaskGroup() as tg:
+                        tg.create_task(self._watch(client))
+                        for _ in range(self.publishers):
+                            tg.create_task(self._publish(client))
+            except* aiomqtt.MqttError as eg:
+                log.warning("MQTT %s:%s: %s; retrying in %.1f s", self.host, self.port, eg.exceptions[0], backoff)
+            except* OSError as eg:
+                log.warning("MQTT %s:%s: %s; retrying in %.1f s", self.host, self.port, eg.exceptions[0], backoff)
+            self._client = None
+            self._set_connected(False)
+            # what waited for a dead connection is dropped, not held: the queue stays bounded in time too
+            stale = self.queue.qsize()
+            while not self.queue.empty():
+                self.queue.get_nowait()
+                self.queue.task_done()
+            if stale:
+                self._drop(stale)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self.max_backoff_s)
+
+    def _set_connected(self, up: bool) -> None:
+        if up and not self.connected:
+            self.connects += 1
+        self.connected = up
+        self.on_connected(up)
+
+    async def _watch(self, client: Any) -> None:
+        # iterating messages raises MqttError as soon as the connection drops
+        async for _ in client.messages:
+            pass
+
+    async def _publish(self, client: Any) -> None:
+        while True:
+            topic, payload, qos, retain = await self.queue.get()
+            try:
+                await client.publish(topic, payload, qos=qos, retain=retain, timeout=5)
+            except BaseException:
+                self._drop()
+                raise
+            finally:
+                self.queue.task_done()

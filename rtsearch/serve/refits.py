@@ -1,0 +1,94 @@
+"""The daemon's refit process: live discriminant refits and each finished run's final FDR and results file.
+
+Live refits are seconds of NumPy at most, and finishing a long run (its final
+discriminant, q-values, string building and writing) more; in a thread of the
+daemon either would hold the GIL against the engine workers and the event loop
+(p99 latency), so they run in a process of their own, spawned before intake opens.
+It opens the daemon's target there once (`SearchTarget.reopen`, on NumPy) to build
+run tables.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import logging
+import multiprocessing
+from pathlib import Path
+from typing import Any
+
+from rtsearch.io.results import write_run_results
+from rtsearch.matches import ScoredBatch
+from rtsearch.search.live import RunSummary, run_summary
+from rtsearch.search.table import PsmTable
+from rtsearch.search.target import Reopen, SearchTarget
+from rtsearch.serve.jobs import RunState
+from rtsearch.serve.runtime import single_threaded_blas
+
+log = logging.getLogger(__name__)
+
+ResultsFile = tuple[str, str, str, int]  # write_run_results' folder, run, format, part
+
+_OPENED: dict[Reopen, SearchTarget] = {}  # in the refit process: targets opened for finishing runs
+
+
+def finish_run(
+    reopen: Reopen, batch: ScoredBatch, name: str, by_status: dict[str, int], results: ResultsFile
+) -> tuple[RunSummary, Path]:
+    """In the refit process: a run's final discriminant, q-values, summary and results file."""
+    if reopen not in _OPENED:
+        _OPENED[reopen] = reopen()
+    table = PsmTable(_OPENED[reopen])
+    table.add(batch)
+    table.finalize()
+    return run_summary(name, table, by_status), write_run_results(table, *results)
+
+
+def _started() -> None:
+    """Run once in the refit process at start-up, so it is spawned before intake opens."""
+
+
+class Refitter:
+    """The refit process of one daemon."""
+
+    def __init__(self) -> None:
+        self._pool = concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context("spawn"), initializer=single_threaded_blas
+        )
+
+    def start(self) -> concurrent.futures.Future[None]:
+        """Spawn the process now; the future is done once it runs."""
+        return self._pool.submit(_started)
+
+    def refit(self, states: list[RunState]) -> None:
+        """Hand the runs' due live-discriminant refits to the process; each comes back into its run."""
+        for state in states:
+            with state.lock:
+                refit = state.live.refit_due()
+            if refit is None:
+                continue
+            try:  # outside the run's lock: a refit done already installs itself in this thread
+                self._pool.submit(refit).add_done_callback(functools.partial(_install, state))
+            except RuntimeError as e:  # shut down, or the process died: keep the discriminant
+                log.warning("run %r: live discriminant refit not run: %s", state.name, e)
+                with state.lock:
+                    state.live.install(None)
+
+    def finish(
+        self, reopen: Reopen, batch: ScoredBatch, name: str, by_status: dict[str, int], results: ResultsFile
+    ) -> concurrent.futures.Future[tuple[RunSummary, Path]]:
+        return self._pool.submit(finish_run, reopen, batch, name, by_status, results)
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _install(state: RunState, done: concurrent.futures.Future[Any]) -> None:
+    """A refit came back (a thread of the process pool): it re-ranks its run, under the run's lock."""
+    try:
+        disc = done.result()
+    except Exception:
+        log.exception("run %r: live discriminant refit failed; ranking by the previous one", state.name)
+        disc = None
+    with state.lock:
+        state.live.install(disc)

@@ -1,0 +1,50 @@
+"""The daemon process's own settings: one BLAS thread, garbage collection on its terms, the GIL's switch interval."""
+
+from __future__ import annotations
+
+import gc
+import os
+
+# The engine releases the GIL at every device synchronization and must win it back from a busy event
+# loop each time; CPython hands it over only every switch interval (default 5 ms), so a batch with a
+# few hundred synchronizations could wait far longer than it computes. A short interval bounds that.
+GIL_SWITCH_S = float(os.environ.get("RTSEARCH_GIL_SWITCH_S", "0.0001"))
+GC_IDLE, GC_OVERDUE = 700, 20_000  # pending allocations before a collection when idle / regardless
+
+
+def single_threaded_blas() -> None:
+    """One BLAS thread in this process (the daemon's and its refit process).
+
+    The daemon's matrix work is small (a discriminant's matrix-vector product per batch,
+    fits on a few thousand rows), and OpenBLAS's worker threads spin between calls: on the
+    GPU machine they took 0.5 of a core in the daemon and 2-4 cores in the refit process at
+    20,000 spectra/s, next to the threads that score and publish.
+    """
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
+
+
+def freeze_heap() -> None:
+    """What exists now (target, kernels, caches) lives as long as the daemon: out of GC passes from here on.
+
+    Automatic collection is turned off too: the workers collect when idle (`collect_garbage`).
+    """
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+
+
+def collect_garbage(*, idle: bool) -> None:
+    """Python's cyclic GC on the daemon's terms: when the engine is idle, or when overdue.
+
+    The daemon turns automatic collection off once warm: an automatic pass starts wherever an
+    allocation crosses the threshold, often mid-batch, and a gen-1 pass over queued spectra
+    takes milliseconds (a gen-2 one tens), a visible share of p99 at a few hundred spectra a
+    second. Here the workers collect, with CPython's own generation rule, after publishing a
+    batch when nothing waits, or regardless once ``GC_OVERDUE`` allocations are pending.
+    """
+    count0, count1, count2 = gc.get_count()
+    if count0 < (GC_IDLE if idle else GC_OVERDUE):
+        return
+    gc.collect(2 if count2 >= 10 and count1 >= 10 else 1 if count1 >= 10 else 0)

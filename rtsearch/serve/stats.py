@@ -1,0 +1,99 @@
+"""What the daemon's parts report, as plain dataclasses; `DaemonMetrics.record` turns them into metrics.
+
+The loop, the workers and the publisher never touch a Prometheus object: each hands
+`rtsearch.serve.metrics.DaemonMetrics.record` one of these (vLLM's stat-logger pattern), so
+what is measured is separate from how it is exported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Ready:
+    """The daemon opened intake (True) or is shutting down (False)."""
+
+    ready: bool
+
+
+@dataclass
+class Received:
+    """Messages the loop took from intake: spectra by MS level, malformed ones by reason code."""
+
+    spectra: dict[int, int] = field(default_factory=dict)
+    invalid: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Queue:
+    """The batcher and the engine now: spectra waiting, batches being scored."""
+
+    waiting: int
+    in_flight: int
+
+
+@dataclass
+class Taken:
+    """A worker took a batch: its size and how long each spectrum waited for it (seconds)."""
+
+    size: int
+    waited_s: np.ndarray
+
+
+@dataclass
+class Scored:
+    """A worker finished a batch: engine seconds, and its seconds per stage (`WORKER_STAGES`)."""
+
+    engine_s: float
+    stages: dict[str, float]
+
+
+@dataclass
+class RunAnswered:
+    """One run's part of an `Answered`: results, identifications, and its running FDR threshold."""
+
+    run: str
+    results: int
+    identified: int
+    threshold: float
+
+
+@dataclass
+class Answered:
+    """Results published in one call: latency from receipt, budgets missed, counts by status, per run."""
+
+    latency_s: np.ndarray
+    missed: int
+    by_status: dict[str, int]
+    runs: list[RunAnswered]
+
+
+@dataclass
+class Shed:
+    """Spectra answered unscored under overload or at shutdown, and why (``queue_full``, ``shutdown``)."""
+
+    reason: str
+    count: int
+
+
+@dataclass
+class Runs:
+    """Runs open now; ``finished`` names a run whose results file was just written."""
+
+    open: int
+    finished: str | None = None
+    still_open: bool = False  # another segment of ``finished``'s name is open: keep its series
+
+
+@dataclass
+class Mqtt:
+    """The MQTT publisher's state: connected or not, messages dropped since the last report."""
+
+    connected: bool | None = None
+    dropped: int = 0
+
+
+Stat = Ready | Received | Queue | Taken | Scored | Answered | Shed | Runs | Mqtt
