@@ -3,6 +3,7 @@
 #   bash bench/gpu_check.sh [parity] [probe] [bench] [library] [stream] [soak] | all   (all = parity bench library stream)
 # Expects the wheels in .whl/ (../shared/tools/device-wheels.sh) and the real data copied
 # to .gpudata/data/ (both git-ignored, carried by the device tool); writes logs under $OUT.
+# BASELINE=DIR (a carried copy of another checkout) runs that checkout's GPU tests beside this one's.
 set -uo pipefail
 modes=" ${*:-all} "
 [[ $modes == " all " ]] && modes=" parity bench library stream "
@@ -14,8 +15,13 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 python3 -c 'import cupy, numpy; print("cupy", cupy.__version__, "numpy", numpy.__version__)' | tee -a "$out/gpu.txt"
 rc=0
 if [[ $modes == *" parity "* ]]; then
+  if [[ -n ${BASELINE:-} ]]; then  # another checkout's GPU tests (say, before a change) beside this one's, same call
+    (cd "$BASELINE" && PYTHONPATH=/tmp/site:$PWD:$PWD/simulators python3 -m pytest -m gpu tests/gpu -q -s \
+      -p no:cacheprovider > "$out/pytest_gpu_baseline.log" 2>&1; echo "exit code $?" >> "$out/pytest_gpu_baseline.log") &
+  fi
   python3 -m pytest -m gpu tests/gpu -q -s -p no:cacheprovider 2>&1 | tee "$out/pytest_gpu.log"
   rc=${PIPESTATUS[0]}
+  wait
 fi
 if [[ $modes == *" probe "* ]]; then
   python3 bench/engine_probe.py --data "$RTSEARCH_DATA" --index-cache .benchcache/idx20k ${PROBE_ARGS:-} 2>&1 | tee "$out/engine_probe.log"

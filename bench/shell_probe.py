@@ -30,9 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "simulators"))
 
 from rtsearch.cli.demo import bundled, cached_index, default_cache  # noqa: E402
 from rtsearch.config import SearchConfig, ServeConfig  # noqa: E402
+from rtsearch.matches import BestMatches, ScoredBatch  # noqa: E402
 from rtsearch.scoring.backend import get_backend  # noqa: E402
-from rtsearch.scoring.database.engine import Engine, ScoredBatch  # noqa: E402
-from rtsearch.scoring.database.features import FEATURES, BestMatches  # noqa: E402
+from rtsearch.scoring.database.engine import Engine  # noqa: E402
+from rtsearch.scoring.database.features import FEATURES  # noqa: E402
+from rtsearch.search.database import DatabaseTarget  # noqa: E402
 from rtsearch.serve.daemon import Daemon  # noqa: E402
 from rtsearch.types import Spectrum  # noqa: E402
 
@@ -132,7 +134,7 @@ def rss_mb() -> dict[str, float]:
 
 async def main_async(args: argparse.Namespace) -> None:
     index, _ = cached_index(Path(args.cache) if args.cache else default_cache())
-    engine = InstantEngine(index, SearchConfig(), get_backend("numpy"))
+    engine = DatabaseTarget(index, SearchConfig(), engine=InstantEngine(index, SearchConfig(), get_backend("numpy")))
     run = str(bundled("Ecoli_MS2_small.mzML"))
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)

@@ -40,6 +40,7 @@ from rtsearch.database.build import build_index  # noqa: E402
 from rtsearch.database.store import load_index, save_index  # noqa: E402
 from rtsearch.scoring.backend import get_backend  # noqa: E402
 from rtsearch.scoring.database.engine import Engine  # noqa: E402
+from rtsearch.search.database import DatabaseTarget  # noqa: E402
 from rtsearch.serve.daemon import Daemon  # noqa: E402
 
 RUNS = ("bsa-orbitrapxl/BSA1.mzML.gz", "ecoli-small/Ecoli_MS2_small.mzML", "yeast-small/SmallCalibratible_Yeast.mzML")
@@ -190,15 +191,17 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     res.update(info)
     res["index_counts"] = index.manifest["counts"]
     # --no-fused: device preprocessing as before the fused kernel (CuPy calls, batches above 128 spectra)
-    engine = Engine(index, SearchConfig(), backend, fused_preprocess=not args.no_fused,
-                    **({"host_preprocess_max": 128} if args.no_fused else {}))  # fmt: skip
+    engine = DatabaseTarget(index, SearchConfig(), engine=Engine(
+        index, SearchConfig(), backend, fused_preprocess=not args.no_fused,
+        **({"host_preprocess_max": 128} if args.no_fused else {}),
+    ))  # fmt: skip
     runs = [str(args.data / r) for r in RUNS]
     phases = args.phases.split(",")
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
         cfg = ServeConfig(
             spectra="tcp://127.0.0.1:*", spectra_mode="pull", results="tcp://127.0.0.1:*", metrics_port=0,
-            backend=backend.name, results_dir=str(tmp / "results"), workers=args.workers, max_batch=args.max_batch,
+            results_dir=str(tmp / "results"), workers=args.workers, max_batch=args.max_batch,
             max_queue=max(8 * args.max_batch, 32768),
         )  # fmt: skip
         stop = asyncio.Event()

@@ -3,8 +3,8 @@
 A leaf module (NumPy and `rtsearch.types` only), so scoring, search, the daemon and
 the writers import it without a circle.
 
-- `BestMatches`: per spectrum of a batch, the best match (an id of what was searched:
-  a peptide of an index, an entry of a library, ...; -1: none) and its features.
+- `BestMatches`: per spectrum of a batch, the best match (an id among the searched
+  target's entries; -1: none) and its features, in the target's order.
 - `ScoredBatch`: a batch's spectra (run, scan, precursor, retention time), their best
   matches and, for the unscored, the reason.
 - `ResultRow` / `RESULT_COLUMNS`: one spectrum's row in a results file, the columns every
@@ -27,7 +27,7 @@ import numpy as np
 class BestMatches:
     """Per spectrum (S rows): the top match and its features; ``match`` is -1 where none."""
 
-    match: np.ndarray  # int64 [S]: an id of the searched target's entries (peptide, library entry, ...)
+    match: np.ndarray  # int64 [S]: an id among the searched target's entries
     charge: np.ndarray  # int64 [S]
     calc_mz: np.ndarray  # float64 [S]
     ppm_error: np.ndarray  # float64 [S]

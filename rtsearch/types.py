@@ -10,7 +10,7 @@ import enum
 import math
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -41,7 +41,7 @@ class Tolerance:
     def __post_init__(self) -> None:
         if not (self.value > 0 and math.isfinite(self.value)):
             raise ConfigError(f"tolerance must be a positive number, got {self.value!r}")
-        if self.unit not in ("ppm", "Da"):
+        if self.unit not in get_args(ToleranceUnit):
             raise ConfigError(f"tolerance unit must be 'ppm' or 'Da', got {self.unit!r}")
 
     @classmethod

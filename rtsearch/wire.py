@@ -25,7 +25,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, overload
+from typing import Any, Literal, NamedTuple, get_args, overload
 
 import numpy as np
 import orjson
@@ -39,7 +39,7 @@ TOPICS = (SPECTRUM, RUN_START, RUN_END)
 MAX_CHARGE = 10
 
 InvalidCode = Literal["frames", "topic", "header", "version", "field", "peaks"]
-INVALID_CODES: tuple[InvalidCode, ...] = ("frames", "topic", "header", "version", "field", "peaks")
+INVALID_CODES: tuple[InvalidCode, ...] = get_args(InvalidCode)
 PEAK_REASONS = (
     "m/z values are not ascending (or hold NaN)", "m/z values hold NaN or infinite values",
     "intensities hold NaN or infinite values", "negative intensities",

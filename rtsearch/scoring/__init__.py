@@ -1,5 +1,6 @@
-"""Scoring: candidates from the fragment index, full scores, features, discriminant.
+"""Scoring (core): a batch of spectra against one kind of target, on NumPy or CuPy (`backend`).
 
-One module per step; each has a NumPy reference, and the steps that pay for it
-a CuPy kernel in `rtsearch.scoring.database.kernels` computing the same function.
+One subpackage per kind (`database`, `library`), one module per step; each step has a
+NumPy reference and, where it pays, a CuPy kernel beside it computing the same function
+(the GPU parity tests compare both). Its output is a `rtsearch.matches.ScoredBatch`.
 """

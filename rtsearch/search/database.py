@@ -55,11 +55,14 @@ class DatabaseTarget:
     features: tuple[str, ...] = FEATURES
     result_fields: tuple[str, ...] = ()
 
-    def __init__(self, index: PeptideIndex, cfg: SearchConfig, backend: Backend | None = None) -> None:
+    def __init__(
+        self, index: PeptideIndex, cfg: SearchConfig, backend: Backend | None = None, *, engine: Engine | None = None
+    ) -> None:
+        """``engine``: one built already (benchmarks pass one with other options), else `Engine` of the rest."""
         self.index = index
         self.cfg = cfg
         self.primary: str = cfg.score
-        self.engine = Engine(index, cfg, backend)
+        self.engine = engine or Engine(index, cfg, backend)
         self.backend = self.engine.backend
 
     @classmethod

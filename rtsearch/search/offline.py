@@ -42,8 +42,7 @@ def search_runs(
 ) -> tuple[PsmTable, SearchSummary]:  # fmt: skip
     """Search every MS2 spectrum of ``runs`` against ``target``; q-values are computed per run.
 
-    Spectra without a charge keep none: the target tries its own (a database its ``[search] charges``,
-    a library every entry's).
+    Spectra without a charge keep none: the target decides which charges to try.
     """
     t0 = time.perf_counter()
     table = PsmTable(target)

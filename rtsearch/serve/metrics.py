@@ -79,7 +79,8 @@ class DaemonMetrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = self.registry = registry or CollectorRegistry()
-        self.ready = Gauge("rtsearch_ready", "1 once the index is loaded and intake is open, else 0", registry=r)
+        self.ready = Gauge("rtsearch_ready", "1 once the search target is loaded and intake is open, else 0",
+                           registry=r)
         self.spectra_received = Counter(
             "rtsearch_spectra_received_total", "Valid spectra received, by MS level", ["ms_level"], registry=r
         )
@@ -126,8 +127,8 @@ class DaemonMetrics:
             "rtsearch_mqtt_configured", "1 when the daemon publishes to an MQTT broker (--mqtt), else 0", registry=r
         )
         self.index_peptides = Gauge(
-            "rtsearch_index_peptides", "Entries of the loaded search target, targets and decoys (the peptides of an "
-            "index, the spectra of a library, ...)", registry=r,
+            "rtsearch_index_peptides", "Entries of the loaded search target (peptides, spectra, ...), targets and "
+            "decoys", registry=r,
         )  # fmt: skip
         self.gpu_memory = Gauge("rtsearch_gpu_memory_used_bytes", "Bytes held by the GPU memory pool", registry=r)
         self.runs_open = Gauge("rtsearch_runs_open", "Runs started and not yet ended", registry=r)
@@ -236,7 +237,7 @@ class DaemonMetrics:
 
     def describe(
         self, *, backend: str, device: str, instrument: str, budget_s: float, mqtt: bool, peptides: int,
-        gpu_bytes: Callable[[], float], searching: str = "index",
+        gpu_bytes: Callable[[], float], searching: str,
     ) -> None:  # fmt: skip
         """What this daemon is; ``searching`` names its target's kind (`SearchTarget.kind`)."""
         self.instrument = instrument

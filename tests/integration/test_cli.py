@@ -130,3 +130,41 @@ def test_bad_config_and_missing_files(tmp_path, data, bsa_index):
     gz.write_bytes(gzip.compress(b"<mzML>garbage")[:20])
     assert "fake.mzML.gz" in one_line_error(
         run_cli("search", str(gz), "--index", str(bsa_index), "-o", str(tmp_path / "r.tsv")))
+
+
+def test_every_command_computes_where_the_configuration_says(tmp_path, data, bsa_index):
+    """``[search] backend`` is honoured by index build, search (index and library), serve and demo; ``--backend``
+    overrides it. Here ``cupy`` is asked for: without a GPU every command says so (one line, exit 2)."""
+    from rtsearch.errors import BackendError
+    from rtsearch.library.store import import_library
+    from rtsearch.scoring.backend import get_backend
+
+    try:
+        get_backend("cupy")
+        gpu = True
+    except BackendError:
+        gpu = False
+    cfg = tmp_path / "cupy.toml"
+    cfg.write_text('[search]\nbackend = "cupy"\n')
+    import_library([data / "spectral-libraries/nist-bsa_consensus.msp"], tmp_path / "lib")
+    run, out = str(data / "ecoli-small" / "Ecoli_MS2_small.mzML"), str(tmp_path / "r.tsv")
+    commands = {
+        "index build": ["index", "build", "--fasta", str(data / "bsa-orbitrapxl" / "BSA.fasta"), "--out",
+                        str(tmp_path / "idx"), "--config", str(cfg)],
+        "search --index": ["search", run, "--index", str(bsa_index), "--config", str(cfg), "-o", out],
+        "search --library": ["search", run, "--library", str(tmp_path / "lib"), "--config", str(cfg), "-o", out],
+        "serve": ["serve", "--index", str(bsa_index), "--config", str(cfg), "--metrics-port", "0"],
+    }  # fmt: skip
+    for name, argv in commands.items():
+        if gpu and name == "serve":
+            continue  # with a GPU, serve would start serving
+        proc = run_cli(*argv)
+        if gpu:
+            assert proc.returncode == 0, (name, proc.stderr)
+        else:
+            assert "backend 'cupy' requested but CuPy or a CUDA GPU is not available" in one_line_error(proc), name
+    # the flag wins over the file
+    assert run_cli("search", run, "--index", str(bsa_index), "--config", str(cfg), "--backend", "numpy",
+                   "-o", out).returncode == 0  # fmt: skip
+    if not gpu:  # the demo reads the bundled configuration; its flag is honoured too
+        assert "backend 'cupy'" in one_line_error(run_cli("demo", "--backend", "cupy", "--quiet"))

@@ -92,7 +92,7 @@ def _operands(expr: str) -> list[str]:
 def _exported_names() -> set[str]:
     m = DaemonMetrics()
     m.describe(backend="numpy", device="cpu", instrument="x", budget_s=0.05, mqtt=False, peptides=1,
-               gpu_bytes=lambda: 0.0)  # fmt: skip
+               gpu_bytes=lambda: 0.0, searching="index")  # fmt: skip
     text = generate_latest(m.registry).decode()
     names = {re.split(r"[{ ]", line, maxsplit=1)[0] for line in text.splitlines() if line and line[0] != "#"}
     # labelled families with no child yet (the per-run ones before a run) have no sample lines

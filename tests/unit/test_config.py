@@ -16,6 +16,7 @@ import pytest
 from rtsearch.config import (
     Config,
     DatabaseConfig,
+    LibraryConfig,
     SearchConfig,
     load_config,
     parse_config,
@@ -350,3 +351,38 @@ def test_load_config_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "nope.toml"
     with pytest.raises(ConfigError, match="nope.toml"):
         load_config(path)
+
+
+# --------------------------------------------------------------------------- choices, [library], moved keys
+
+
+def test_every_choice_is_spelled_once_and_the_command_line_offers_it() -> None:
+    from rtsearch.cli import parser
+    from rtsearch.config import BackendChoice, LibraryMode, SpectraMode, choices
+
+    assert choices(BackendChoice) == ("auto", "cupy", "numpy")
+    assert choices(LibraryMode) == ("auto", "narrow", "open")
+    sub = next(a for a in parser()._actions if a.dest == "command").choices  # type: ignore[attr-defined]
+    for command in ("search", "serve", "demo"):
+        backend = next(a for a in sub[command]._actions if a.dest == "backend")
+        assert tuple(backend.choices) == choices(BackendChoice) and backend.default is None, command
+    mode = next(a for a in sub["serve"]._actions if a.dest == "spectra_mode")
+    assert tuple(mode.choices) == choices(SpectraMode)
+
+
+def test_library_table() -> None:
+    assert parse_config({}).library == LibraryConfig(open=False, open_window_da=500.0, gpu_mode="auto")
+    cfg = parse_config({"library": {"open": True, "open_window_da": 250, "gpu_mode": "Narrow"}})
+    assert cfg.library == LibraryConfig(open=True, open_window_da=250.0, gpu_mode="narrow")
+    for bad, needle in (({"open_window_da": 0}, "open_window_da"), ({"gpu_mode": "dense"}, "gpu_mode"),
+                        ({"open": "yes"}, "open"), ({"window": 5}, "window")):  # fmt: skip
+        with pytest.raises(ConfigError, match=needle):
+            parse_config({"library": bad})
+
+
+def test_backend_is_a_search_setting_and_serve_backend_says_where_it_went() -> None:
+    assert parse_config({"search": {"backend": "NumPy"}}).search.backend == "numpy"
+    with pytest.raises(ConfigError, match=r"\[serve\] backend has moved to \[search\] backend"):
+        parse_config({"serve": {"backend": "auto"}})
+    with pytest.raises(ConfigError, match="backend"):
+        parse_config({"search": {"backend": "opencl"}})

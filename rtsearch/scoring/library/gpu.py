@@ -32,10 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from rtsearch.config import LibraryMode
 from rtsearch.library.store import SpectralLibrary
 from rtsearch.scoring.database.gpu import Upload, Uploaded
 from rtsearch.scoring.library.kernels import OPEN_BLOCK, source
-from rtsearch.scoring.library.scores import LibraryMatches, LibraryMode, LibraryQueries, f_value, library_queries
+from rtsearch.scoring.library.scores import LibraryMatches, LibraryQueries, f_value, library_queries
 from rtsearch.types import Spectrum, Tolerance
 
 WARPS_PER_BLOCK = 8

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
@@ -33,9 +32,6 @@ FRACTION_DELTA = 0.4  # SpectraST's default fvalFractionDelta
 FEW_CANDIDATES = 20  # fewer candidates than this: F from the dot alone
 C13 = 1.0033548  # Da between isotope peaks
 
-# how the GPU finds each query's best entries: a warp walking its window ("narrow"), a matrix product
-# over the library ("open"), or by the batch's average window ("auto"); NumPy has one way
-LibraryMode = Literal["auto", "narrow", "open"]
 
 
 @dataclass
