@@ -12,6 +12,7 @@ the command line's ``choices`` and every check derive from it (`choices`).
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any, Literal, get_args
 
 from rtsearch.errors import ConfigError
 from rtsearch.types import Tolerance
+from rtsearch.wire import MAX_BUDGET_MS
 
 Enzyme = Literal["trypsin", "trypsin/p", "lys-c", "lys-n", "asp-n", "chymotrypsin", "nonspecific"]
 Specificity = Literal["full", "semi"]
@@ -110,6 +112,8 @@ class ServeConfig:
     workers: int = 1  # engine threads; 2+ overlap copies with scoring, but contend for the GIL (bench/RESULTS.md)
     shutdown_timeout_s: float = 30.0
     mqtt_queue: int = 10000
+    max_open_runs: int = 1000  # beyond, the run idle longest is ended (finished) to open a new one
+    run_idle_s: float = 86_400.0  # a run that received nothing for this long is ended (finished)
 
 
 @dataclass(frozen=True)
@@ -157,6 +161,8 @@ def _coerce(section: str, key: str, value: Any, default: Any, typ: Any) -> Any:
     if isinstance(default, float):
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{where} must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{where} must be a finite number, got {value!r}")
         return float(value)
     if isinstance(default, str):
         if not isinstance(value, str):
@@ -222,18 +228,22 @@ def _validate(section: str, cfg: Any) -> None:
         validate_serve(cfg)
 
 
+# every number of [serve] (and of the flags that override it): finite, and within what a daemon honours
+SERVE_RANGES: dict[str, tuple[float, float]] = {
+    "budget_ms": (0.001, MAX_BUDGET_MS), "linger_ms": (0.0, 60_000.0), "shutdown_timeout_s": (0.1, 3_600.0),
+    "max_batch": (1, 1_000_000), "max_queue": (1, 100_000_000), "workers": (1, 8), "metrics_port": (0, 65535),
+    "mqtt_queue": (1, 10_000_000), "max_open_runs": (1, 100_000), "run_idle_s": (1.0, 7 * 86_400.0),
+}  # fmt: skip
+
+
 def validate_serve(cfg: ServeConfig) -> None:
     """Check a `ServeConfig` (also after command-line flags replaced some of its values)."""
-    if not cfg.budget_ms > 0:
-        raise ConfigError("[serve] budget_ms must be positive")
-    if not 1 <= cfg.max_batch <= cfg.max_queue:
-        raise ConfigError("[serve] need 1 <= max_batch <= max_queue")
-    if not 1 <= cfg.workers <= 8:
-        raise ConfigError("[serve] workers must be between 1 and 8")
-    if not 0 <= cfg.metrics_port <= 65535:
-        raise ConfigError("[serve] metrics_port must be 0..65535 (0: any free port)")
-    if cfg.linger_ms < 0 or cfg.shutdown_timeout_s <= 0 or cfg.mqtt_queue < 1:
-        raise ConfigError("[serve] linger_ms >= 0, shutdown_timeout_s > 0 and mqtt_queue >= 1 are required")
+    for key, (lo, hi) in SERVE_RANGES.items():
+        value = getattr(cfg, key)
+        if not (math.isfinite(value) and lo <= value <= hi):
+            raise ConfigError(f"[serve] {key} must be between {lo:g} and {hi:g}, got {value!r}")
+    if cfg.max_batch > cfg.max_queue:
+        raise ConfigError("[serve] need max_batch <= max_queue")
     for key in ("spectra", "results"):
         if "://" not in getattr(cfg, key):
             raise ConfigError(f"[serve] {key} must be a ZeroMQ endpoint like tcp://127.0.0.1:5555")

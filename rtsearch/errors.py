@@ -32,3 +32,13 @@ class BackendError(RtsearchError):
 
 class EndpointError(RtsearchError):
     """A socket or port the daemon must bind or connect to cannot be used (in use, malformed)."""
+
+
+class ServiceError(RtsearchError):
+    """A part of the running daemon failed (its intake process died, an engine thread stopped, ...).
+
+    The daemon answers what it can, writes its runs' files and exits with this error, non-zero,
+    so that a supervisor (systemd's ``Restart=on-failure``) starts it again.
+    """
+
+    exit_code = 1

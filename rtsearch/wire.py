@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,9 @@ VERSION = 1
 SPECTRUM, RUN_START, RUN_END, RESULT = b"spectrum", b"run.start", b"run.end", b"result"
 TOPICS = (SPECTRUM, RUN_START, RUN_END)
 MAX_CHARGE = 10
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1  # every integer field fits a signed 64-bit integer
+MAX_RUN_BYTES = 512  # a run name's UTF-8 bytes at most (it names files and MQTT topics)
+MAX_BUDGET_MS = 3_600_000.0  # an hour: a longer per-spectrum budget is a mistake, not a budget
 
 InvalidCode = Literal["frames", "topic", "header", "version", "field", "peaks"]
 INVALID_CODES: tuple[InvalidCode, ...] = get_args(InvalidCode)
@@ -80,8 +84,9 @@ class Invalid:
 
     @property
     def answerable(self) -> bool:
-        """Whether it names a spectrum that gets an ``invalid`` result (MS2+ or level unknown)."""
-        return self.run is not None and self.scan is not None and (self.ms_level is None or self.ms_level >= 2)
+        """Whether it names a spectrum that gets an ``invalid`` result: a run and scan, and not MS1
+        (MS1 spectra are counted, never answered)."""
+        return self.run is not None and self.scan is not None and self.ms_level != 1
 
 
 class RawSpectrum(NamedTuple):
@@ -120,7 +125,9 @@ def _int(h: dict[str, Any], key: str, *, required: bool = True, minimum: int | N
     if isinstance(v, bool) or not isinstance(v, int):
         raise _Bad("field", f"header field {key!r} must be an integer, got {v!r}"[:200])
     if minimum is not None and v < minimum:
-        raise _Bad("field", f"header field {key!r} must be >= {minimum}, got {v}")
+        raise _Bad("field", f"header field {key!r} must be >= {minimum}, got {v}"[:200])
+    if not INT_MIN <= v <= INT_MAX:
+        raise _Bad("field", f"header field {key!r} must fit 64 bits, got {v}"[:200])
     return v
 
 
@@ -139,6 +146,30 @@ def _num(h: dict[str, Any], key: str, *, required: bool = True, positive: bool =
     if positive and v <= 0:
         raise _Bad("field", f"header field {key!r} must be positive, got {v}")
     return float(v)
+
+
+def _run_name(v: Any) -> str | None:
+    """``v`` if it can name a run: a non-empty string of at most `MAX_RUN_BYTES` UTF-8 bytes."""
+    if not isinstance(v, str) or not v:
+        return None
+    try:
+        size = len(v.encode("utf-8"))  # a lone surrogate (JSON "\ud800") cannot be encoded
+    except UnicodeEncodeError:
+        return None
+    return v if size <= MAX_RUN_BYTES else None
+
+
+_INT_TEXT = re.compile(r"\s*[+-]?[0-9]{1,20}\s*\Z")
+
+
+def _some_int(v: Any, minimum: int = INT_MIN) -> int | None:
+    """An integer ``v`` stands for, to name a spectrum in an ``invalid`` answer (``12``, ``12.0``, ``"12"``)."""
+    if isinstance(v, bool):
+        return None
+    # a float only while exact (JSON integers beyond 64 bits come back from orjson as rounded floats)
+    if (isinstance(v, float) and v.is_integer() and abs(v) < 2**53) or (isinstance(v, str) and _INT_TEXT.match(v)):
+        v = int(v)
+    return v if isinstance(v, int) and minimum <= v <= INT_MAX else None
 
 
 def _header(frame: bytes) -> dict[str, Any]:
@@ -176,20 +207,18 @@ def decode(frames: Sequence[Any], *, peaks: Literal["checked", "raw"] = "checked
     sent_ns: int | None = None
     try:
         h = _header(bytes(frames[1]))
-        if isinstance(h.get("run"), str) and h["run"]:
-            run = h["run"]
-        if isinstance(h.get("scan"), int) and not isinstance(h.get("scan"), bool):
-            scan = h["scan"]
-        if isinstance(h.get("ms_level"), int) and not isinstance(h.get("ms_level"), bool):
-            ms_level = h["ms_level"]
-        if isinstance(h.get("sent_ns"), int) and not isinstance(h.get("sent_ns"), bool):
-            sent_ns = h["sent_ns"]
+        # what names the message, read leniently, so that even a malformed one can be answered
+        run = _run_name(h.get("run"))
+        scan = _some_int(h.get("scan"))
+        ms_level = _some_int(h.get("ms_level"))
+        sent_ns = _some_int(h.get("sent_ns"), 0)
         if topic not in TOPICS:
             raise _Bad("topic", f"unknown topic {topic[:40]!r}")
         if h.get("v") != VERSION:
             raise _Bad("version", f"unsupported protocol version {h.get('v')!r} (this daemon speaks v{VERSION})"[:200])
         if run is None:
-            raise _Bad("field", "header field 'run' must be a non-empty string")
+            raise _Bad("field", f"header field 'run' must be a non-empty UTF-8 string of at most {MAX_RUN_BYTES} "
+                       "bytes")
         if topic == RUN_START:
             return RunStart(run, {k: v for k, v in h.items() if k not in ("v", "run")})
         if topic == RUN_END:
@@ -202,12 +231,16 @@ def decode(frames: Sequence[Any], *, peaks: Literal["checked", "raw"] = "checked
 def _spectrum(frames: Sequence[Any], h: dict[str, Any], run: str, raw: bool) -> SpectrumMessage | RawSpectrum:
     # the usual message takes the first branch of each line; anything else goes through the checks
     get = h.get
-    scan = v if type(v := get("scan")) is int else _int(h, "scan")
-    ms_level = v if type(v := get("ms_level")) is int and v >= 1 else _int(h, "ms_level", minimum=1)
+    scan = v if type(v := get("scan")) is int and INT_MIN <= v <= INT_MAX else _int(h, "scan")
+    ms_level = v if type(v := get("ms_level")) is int and 1 <= v <= 255 else _int(h, "ms_level", minimum=1)
+    if ms_level is not None and ms_level > 255:
+        raise _Bad("field", f"header field 'ms_level' must be 1..255, got {ms_level}")
     rt = float(v) if type(v := get("rt")) is float and math.isfinite(v) else _num(h, "rt")
-    n = v if type(v := get("n")) is int and v >= 0 else _int(h, "n", minimum=0)
-    sent_ns = v if type(v := get("sent_ns")) is int and v >= 0 else _int(h, "sent_ns", minimum=0)
+    n = v if type(v := get("n")) is int and 0 <= v <= INT_MAX else _int(h, "n", minimum=0)
+    sent_ns = v if type(v := get("sent_ns")) is int and 0 <= v <= INT_MAX else _int(h, "sent_ns", minimum=0)
     budget = None if (v := get("budget_ms")) is None else _num(h, "budget_ms", positive=True)
+    if budget is not None and budget > MAX_BUDGET_MS:
+        raise _Bad("field", f"header field 'budget_ms' must be at most {MAX_BUDGET_MS:.0f}, got {budget:g}")
     assert scan is not None and ms_level is not None and rt is not None and n is not None and sent_ns is not None
     precursor = 0.0
     charges: tuple[int, ...] = ()

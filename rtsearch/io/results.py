@@ -11,6 +11,7 @@ and renamed, so a reader never sees half a file.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
@@ -82,20 +83,44 @@ def write_columns(cols: dict[str, Any], names: tuple[str, ...], path: str | Path
 
 
 _FILE_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+MAX_STEM = 100  # characters of a run's name kept in its file's name (file systems allow 255 bytes)
 
 
 def results_path(folder: str | Path, run: str, fmt: str = "tsv", part: int = 1) -> Path:
-    """The results file of ``run`` inside ``folder`` (the run name made file-safe).
+    """The results file of ``run`` inside ``folder``: the run name made file-safe, never shared.
 
-    ``part`` > 1 names a later segment of a run that was reopened after its ``run.end``
-    (spectra arriving late), so an earlier file is never overwritten.
+    A name that had to change (``a/b``, ``a b``, ``.``, longer than `MAX_STEM`) also gets a hash of
+    the original, so two runs never share a file. ``part`` > 1 names a later file of the same run
+    (`claim_results_path`).
     """
-    stem = _FILE_UNSAFE.sub("_", run) or "run"
+    stem = _FILE_UNSAFE.sub("_", run)
+    if stem != run or stem.strip(".") == "" or len(stem) > MAX_STEM:
+        stem = f"{stem[:MAX_STEM]}-{hashlib.sha256(run.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
     return Path(folder) / (f"{stem}.{fmt}" if part <= 1 else f"{stem}.part{part}.{fmt}")
 
 
-def write_run_results(table: Table, folder: str | Path, run: str, fmt: str = "tsv", part: int = 1) -> Path:
-    """Write a finalized run's table atomically; returns the path (blocking: call in a thread)."""
-    path = results_path(folder, run, fmt, part)
-    write_table(table, path)
+def claim_results_path(folder: str | Path, run: str, fmt: str, claimed: set[Path]) -> Path:
+    """The first results file of ``run`` that neither exists (an earlier daemon's) nor is ``claimed``; claimed now."""
+    part = 1
+    while (path := results_path(folder, run, fmt, part)) in claimed or path.exists():
+        part += 1
+    claimed.add(path)
     return path
+
+
+def check_writable(folder: str | Path) -> None:
+    """Create ``folder`` if needed and write a file in it; `InputError` naming why when that fails."""
+    p = Path(folder)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-check.", dir=p)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise InputError(f"results folder {p} is not writable: {e.strerror or e}") from None
+
+
+def write_run_results(table: Table, path: str | Path) -> Path:
+    """Write a finalized run's table to ``path`` atomically; returns the path (blocking: call in a thread)."""
+    write_table(table, path)
+    return Path(path)

@@ -65,8 +65,14 @@ class RunSummary:
 class LiveRun:
     """Results of one run as its spectra are scored against ``target``; see the module docstring."""
 
-    def __init__(self, name: str, target: SearchTarget, *, refits: Refits = "inline", q_refresh: float = 0.0) -> None:
+    def __init__(
+        self, name: str, target: SearchTarget, *, refits: Refits = "inline", q_refresh: float = 0.0,
+        sink: Callable[[ScoredBatch, list[str]], None] | None = None,
+    ) -> None:  # fmt: skip
+        """``sink``, when given, gets every batch the run's table gets and the statuses of its results,
+        before they are returned (the daemon's journal)."""
         self.name = name
+        self.sink = sink
         self.target = target
         self.primary = target.primary
         self.refits = refits
@@ -169,14 +175,19 @@ class LiveRun:
             names_ = tuple(extra)
             for r, values in zip(rows, zip(*(extra[k].tolist() for k in names_), strict=True), strict=True):
                 r.update(zip(names_, values, strict=True))  # type: ignore[typeddict-item]
+        if self.sink is not None:
+            self.sink(batch, [r["status"] for r in results])
         return results
 
     def add_unscored(
         self, status: ResultStatus, scans: Sequence[int], precursor_mz: Sequence[float], reasons: Sequence[str]
     ) -> list[ResultMessage]:
         """Results for spectra answered without scoring (``shed`` or ``invalid``)."""
-        self.table.add(unscored_batch(self.name, scans, precursor_mz, reasons, n_features=len(self.features)))
+        batch = unscored_batch(self.name, scans, precursor_mz, reasons, n_features=len(self.features))
+        self.table.add(batch)
         self.by_status[status.value] += len(scans)
+        if self.sink is not None:
+            self.sink(batch, [status.value] * len(scans))
         return [
             {"run": self.name, "scan": int(s), "status": status.value, "reason": r, "precursor_mz": float(m)}
             for s, m, r in zip(scans, precursor_mz, reasons, strict=True)

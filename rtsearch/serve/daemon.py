@@ -17,6 +17,10 @@ asyncio only at the edges; the loop never waits on the GPU. Every MS2 spectrum
 received is answered exactly once: scored (``identified``/``unidentified``),
 ``shed`` when the batcher is full or shutdown ran out of time, ``invalid`` when
 malformed but naming a run and scan.
+
+A part that fails is never silent (`Daemon._supervise`): the MQTT publisher is restarted; when the
+intake process exits or an engine thread stops, readiness drops, the daemon shuts down as on SIGTERM
+(answering and writing what it has) and `run` raises `ServiceError`, so the process exits non-zero.
 """
 
 from __future__ import annotations
@@ -27,23 +31,20 @@ import gc
 import logging
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import zmq
 
 from rtsearch import wire
 from rtsearch.config import ServeConfig, mqtt_address
-from rtsearch.errors import EndpointError
-from rtsearch.io.results import write_run_results
-from rtsearch.matches import ResultMessage, concat_batches
-from rtsearch.search.live import LiveRun, RunSummary
+from rtsearch.errors import EndpointError, ServiceError
+from rtsearch.matches import ResultMessage
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve.chunks import Received, SpectraChunk
+from rtsearch.serve.finish import Finished, RunEnds
 from rtsearch.serve.intake import Intake
-from rtsearch.serve.jobs import Job, RunState, Stamp, by_run
+from rtsearch.serve.jobs import Job, Stamp, by_run
 from rtsearch.serve.metrics import DaemonMetrics
 from rtsearch.serve.mqtt import MqttPublisher
 from rtsearch.serve.publish import Publisher
@@ -57,8 +58,9 @@ from rtsearch.types import ResultStatus
 
 log = logging.getLogger(__name__)
 
-LIVE_Q_REFRESH = 0.01  # running q-values read off a curve at most 1 % of the run old (`RunningFdr`)
+SUPERVISE_S = 0.2  # how often the parts are checked
 INTAKE_STOP_S = 5.0  # at shutdown, how long the intake process may take to hand over what it read
+ABANDON_GRACE_S = 5.0  # after the shutdown bound, how long batches already scored may take to be answered
 
 
 @dataclass
@@ -68,15 +70,6 @@ class Endpoints:
     spectra: str = ""
     results: str = ""
     metrics_port: int = 0
-
-
-@dataclass
-class Finished:
-    """A finalized run: its summary and results file."""
-
-    summary: RunSummary
-    path: Path
-    expected: int | None = None
 
 
 class Daemon:
@@ -93,18 +86,29 @@ class Daemon:
         self.clock = clock
         self.endpoints = Endpoints()
         self.ready = asyncio.Event()
-        self.finished: list[Finished] = []
         self.mqtt: MqttPublisher | None = None
-        self.runs = RunBook(self._new_run)
         self.refitter = Refitter()
+        self.ends = RunEnds(target, cfg, refitter=self.refitter, record=self.metrics.record,
+                            on_finished=self._on_finished)  # fmt: skip
+        self.runs = RunBook(self.ends.new_run, max_open=cfg.max_open_runs, idle_s=cfg.run_idle_s, clock=clock)
+        self.ends.runs = self.runs
         self.pool = WorkerPool(target, cfg, answer=self._answer, refitter=self.refitter, record=self.metrics.record,
                                clock=clock)  # fmt: skip
         self.publisher: Publisher | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._failure: str | None = None  # why a part failed (then the daemon stops and `run` raises)
+        self._failed = asyncio.Event()
 
-    def _new_run(self, name: str) -> LiveRun:
-        return LiveRun(name, self.target, refits="deferred", q_refresh=LIVE_Q_REFRESH)
+    @property
+    def finished(self) -> list[Finished]:
+        """The runs finished so far (results file written), in order."""
+        return self.ends.finished
+
+    def _on_finished(self, done: Finished) -> None:
+        if self.mqtt is not None:
+            self.mqtt.summary(done.summary.run, {**done.summary.as_dict(), "results_file": str(done.path)})
+        if self.on_run_finished is not None:
+            self.on_run_finished(done)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -119,6 +123,7 @@ class Daemon:
         switch = sys.getswitchinterval()
         sys.setswitchinterval(GIL_SWITCH_S)
         try:
+            await self.ends.open()  # results folder checked, journals of an earlier daemon finished
             await asyncio.gather(asyncio.wrap_future(self.refitter.start()), self.pool.start())
             freeze_heap()
             try:
@@ -148,16 +153,22 @@ class Daemon:
                 intake = await stack.enter_async_context(Intake(cfg.spectra, mode=cfg.spectra_mode))
                 self.endpoints.spectra = intake.endpoint
                 ingest = asyncio.create_task(self._ingest(intake), name="ingest")
+                idle = asyncio.create_task(self._end_idle_runs(), name="idle runs")
+                supervise = asyncio.create_task(self._supervise(), name="supervise")
                 self.metrics.record(Ready(True))
                 self.ready.set()
                 log.info("ready: spectra %s (%s), results %s, metrics :%s", intake.endpoint, cfg.spectra_mode,
                          self.publisher.endpoint, self.endpoints.metrics_port)  # fmt: skip
-                stopper = asyncio.create_task(stop.wait())
-                await asyncio.wait({stopper, ingest}, return_when=asyncio.FIRST_COMPLETED)
-                stopper.cancel()
-                if ingest.done() and ingest.exception():
-                    log.error("ingest task failed", exc_info=ingest.exception())
+                stopper, failed = asyncio.create_task(stop.wait()), asyncio.create_task(self._failed.wait())
+                await asyncio.wait({stopper, failed, ingest}, return_when=asyncio.FIRST_COMPLETED)
+                for task in (stopper, failed, idle, supervise):
+                    task.cancel()
+                if ingest.done() and not stop.is_set():
+                    error = ingest.exception()
+                    self._fail(f"intake stopped: {type(error).__name__}: {error}" if error else "intake stopped")
                 await self._shutdown(intake, ingest)
+            if self._failure is not None:
+                raise ServiceError(f"{self._failure}; shut down after answering what was received")
         finally:
             gc.enable()
             sys.setswitchinterval(switch)
@@ -165,11 +176,30 @@ class Daemon:
             self.pool.abandon()
             if self.publisher is not None:
                 self.publisher.close()
+            self.ends.close()  # runs not finished keep their journal: the next start finishes them
             sync_ctx.destroy(linger=1000)
             if http is not None:
                 http.shutdown()
                 http.server_close()
             self.refitter.shutdown()
+
+    def _fail(self, why: str) -> None:
+        """A part failed: not ready from now on, and the daemon shuts down (`run` raises `ServiceError`)."""
+        if self._failure is None:
+            log.error("%s: shutting down", why)
+            self._failure = why
+        self.metrics.record(Ready(False))
+        self._failed.set()
+
+    async def _supervise(self) -> None:
+        """Check the parts: restart the MQTT publisher, fail on a stopped engine thread."""
+        while True:
+            await asyncio.sleep(SUPERVISE_S)
+            if failed := self.pool.failed():
+                self._fail(f"{failed} engine worker thread(s) stopped")
+            if self.mqtt is not None and not self.mqtt.running():
+                log.error("the MQTT publisher stopped; restarting it")
+                self.mqtt.start()
 
     async def _shutdown(self, intake: Intake, ingest: asyncio.Task[None]) -> None:
         log.info("shutting down: intake closed, answering %d waiting and %d batches in flight",
@@ -191,17 +221,17 @@ class Daemon:
         if not await self.pool.join(bound):
             in_flight = self.pool.in_flight
             left = self.pool.abandon()
-            log.warning("shutdown bound of %.0f s reached: %d spectra shed unscored, %d batches abandoned",
-                        bound, len(left), in_flight)  # fmt: skip
+            log.warning("shutdown bound of %.0f s reached: %d spectra (%d batches being scored among them) "
+                        "answered shed, unscored", bound, len(left), in_flight)  # fmt: skip
+            self._shed(left, "shutdown", "daemon shutting down before it could be scored")
+            await self.pool.join(ABANDON_GRACE_S)  # batches past scoring are being answered
+        if left := self.pool.abandon():  # a worker that stopped left its batch: answered, not lost
+            log.warning("%d spectra of stopped workers answered shed", len(left))
             self._shed(left, "shutdown", "daemon shutting down before it could be scored")
         await asyncio.sleep(0)  # run ends the workers handed to the loop
         for state in self.runs.ending_all():
-            self._maybe_finish(state)
-        # run files are written even when scoring overran: wait for them (bounded again)
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(bound):
-                while self._tasks:
-                    await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            self.ends.maybe_finish(state)
+        await self.ends.wait(bound)  # run files are written even when scoring overran (bounded again)
         if self.mqtt is not None:
             await self.mqtt.flush(2.0)
 
@@ -214,6 +244,17 @@ class Daemon:
                     self._on_spectra(item)
                 else:
                     self._on_message(item)
+            for state in self.runs.take_ended():  # ended by the book to make room
+                self.ends.maybe_finish(state)
+
+    async def _end_idle_runs(self) -> None:
+        """Every so often, end the runs that received nothing for ``run_idle_s``."""
+        while True:
+            await asyncio.sleep(min(self.cfg.run_idle_s / 4, 30.0))
+            self.runs.idle()
+            for state in self.runs.take_ended():
+                self.ends.maybe_finish(state)
+            self.metrics.record(Runs(len(self.runs)))
 
     def _on_spectra(self, chunk: SpectraChunk) -> None:
         """Count a chunk's spectra, open their runs and queue the MS2 ones (shed when the queue is full)."""
@@ -258,7 +299,7 @@ class Daemon:
         elif isinstance(msg, wire.RunEnd):
             done = self.runs.end(msg.run, msg.n_spectra)
             if done is not None:
-                self._maybe_finish(done)
+                self.ends.maybe_finish(done)
         self.metrics.record(Runs(len(self.runs)))
 
     # ---------------------------------------------------------------- answers (any thread)
@@ -273,7 +314,7 @@ class Daemon:
         if sent.psms and self.mqtt is not None:
             self._loop.call_soon_threadsafe(self._mqtt_psms, sent.psms)
         for state in self.runs.answered(sent.per_run):
-            self._loop.call_soon_threadsafe(self._maybe_finish, state)
+            self._loop.call_soon_threadsafe(self.ends.maybe_finish, state)
 
     def _shed(self, jobs: list[Job], code: str, reason: str) -> None:
         """Answer ``jobs`` ``shed`` with ``reason`` (``code``: the metric's label)."""
@@ -290,49 +331,3 @@ class Daemon:
         if self.mqtt is not None:
             for run, payload in psms:
                 self.mqtt.psm(run, payload)
-
-    # ---------------------------------------------------------------- runs (the loop)
-
-    def _maybe_finish(self, state: RunState) -> None:
-        part = self.runs.finish(state)
-        if part is None:
-            return
-        self.metrics.record(Runs(len(self.runs)))
-        self._track(self._finish(state, part))
-
-    def _track(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _finalize(self, live: LiveRun, part: int) -> tuple[RunSummary, Path]:
-        """The run's final FDR and results file: in the refit process when the target can be reopened there."""
-        results = (self.cfg.results_dir, live.name, self.cfg.results_format, part)
-        reopen = self.target.reopen()
-        if reopen is not None and live.table.batches:
-            batch = await asyncio.to_thread(concat_batches, live.table.batches)
-            try:
-                return await asyncio.wrap_future(
-                    self.refitter.finish(reopen, batch, live.name, dict(live.by_status), results)
-                )
-            except Exception as e:  # the pool is gone (shutdown, a crash) or the child failed: do it here
-                log.warning("run %r: finishing in the refit process failed (%s: %s); finishing here", live.name,
-                            type(e).__name__, e)  # fmt: skip
-        table, summary = await asyncio.to_thread(live.finish)
-        return summary, await asyncio.to_thread(write_run_results, table, *results)
-
-    async def _finish(self, state: RunState, part: int) -> None:
-        live = state.live
-        if state.expected is not None and state.expected != live.answered + state.ms1:
-            log.warning("run %r: run.end announced %d spectra, received %d MS2 + %d MS1", live.name,
-                        state.expected, live.answered, state.ms1)  # fmt: skip
-        summary, path = await self._finalize(live, part)
-        self.metrics.record(Runs(len(self.runs), finished=live.name, still_open=self.runs.has(live.name)))
-        done = Finished(summary, path, state.expected)
-        self.finished.append(done)
-        log.info("run %r finished: %d spectra, %d PSMs at 1%% FDR, results in %s", live.name, summary.spectra,
-                 summary.psms_at_1pct, path)  # fmt: skip
-        if self.mqtt is not None:
-            self.mqtt.summary(live.name, {**summary.as_dict(), "results_file": str(path)})
-        if self.on_run_finished is not None:
-            self.on_run_finished(done)

@@ -28,6 +28,7 @@ class RunState:
     finishing: bool = False  # its table is being finalized
     expected: int | None = None  # spectra run.end announced
     ms1: int = 0  # MS1 spectra received
+    last_ns: int = 0  # monotonic clock of its last message (idle runs are ended)
 
     @property
     def name(self) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import re
@@ -22,11 +23,20 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 _TOPIC_UNSAFE = re.compile(r"[/+#\s\x00]")
+MAX_SEGMENT_BYTES = 128  # a topic level at most (MQTT allows 65,535 bytes for the whole topic)
 
 
 def topic_segment(name: str) -> str:
-    """``name`` made safe as one MQTT topic level (no ``/``, ``+``, ``#``)."""
-    return _TOPIC_UNSAFE.sub("_", name) or "_"
+    """``name`` made safe as one MQTT topic level (no ``/``, ``+``, ``#``), at most `MAX_SEGMENT_BYTES`.
+
+    A longer name keeps its first bytes and ends in a hash of the whole, so two long names stay apart.
+    """
+    safe = _TOPIC_UNSAFE.sub("_", name) or "_"
+    raw = safe.encode("utf-8", "replace")
+    if len(raw) <= MAX_SEGMENT_BYTES:
+        return safe
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return raw[: MAX_SEGMENT_BYTES - 13].decode("utf-8", "ignore") + "~" + digest
 
 
 class MqttPublisher:
@@ -80,8 +90,16 @@ class MqttPublisher:
         return self.offer(f"{self.base}/{topic_segment(run)}/summary", json.dumps(summary).encode(), qos=1)
 
     async def __aenter__(self) -> MqttPublisher:
-        self._task = asyncio.create_task(self._run(), name="mqtt")
+        self.start()
         return self
+
+    def start(self) -> None:
+        """Start (or restart) the connection task."""
+        self._task = asyncio.create_task(self._run(), name="mqtt")
+
+    def running(self) -> bool:
+        """Whether the connection task runs (it only ends when closed, or by a bug)."""
+        return self._task is not None and not self._task.done()
 
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
@@ -128,10 +146,11 @@ class MqttPublisher:
                         tg.create_task(self._watch(client))
                         for _ in range(self.publishers):
                             tg.create_task(self._publish(client))
-            except* aiomqtt.MqttError as eg:
+            except* (aiomqtt.MqttError, OSError) as eg:
                 log.warning("MQTT %s:%s: %s; retrying in %.1f s", self.host, self.port, eg.exceptions[0], backoff)
-            except* OSError as eg:
-                log.warning("MQTT %s:%s: %s; retrying in %.1f s", self.host, self.port, eg.exceptions[0], backoff)
+            except* Exception as eg:  # a bug here must not end MQTT for good: logged, then a new connection
+                log.error("MQTT %s:%s: publisher failed; reconnecting in %.1f s", self.host, self.port, backoff,
+                          exc_info=eg.exceptions[0])  # fmt: skip
             self._client = None
             self._set_connected(False)
             # what waited for a dead connection is dropped, not held: the queue stays bounded in time too
@@ -156,12 +175,17 @@ class MqttPublisher:
             pass
 
     async def _publish(self, client: Any) -> None:
+        import aiomqtt
+
         while True:
             topic, payload, qos, retain = await self.queue.get()
             try:
                 await client.publish(topic, payload, qos=qos, retain=retain, timeout=5)
-            except BaseException:
+            except (aiomqtt.MqttError, asyncio.CancelledError):
                 self._drop()
-                raise
+                raise  # the connection is gone (or closing): `_run` reconnects
+            except Exception as e:  # this message cannot be sent (paho refuses it): dropped, the rest goes on
+                self._drop()
+                log.warning("MQTT: message to %r dropped: %s: %s", topic[:80], type(e).__name__, e)
             finally:
                 self.queue.task_done()

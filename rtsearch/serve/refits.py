@@ -14,8 +14,13 @@ import concurrent.futures
 import functools
 import logging
 import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rtsearch.io.results import write_run_results
 from rtsearch.matches import ScoredBatch
@@ -26,14 +31,13 @@ from rtsearch.serve.jobs import RunState
 from rtsearch.serve.runtime import single_threaded_blas
 
 log = logging.getLogger(__name__)
-
-ResultsFile = tuple[str, str, str, int]  # write_run_results' folder, run, format, part
+T = TypeVar("T")
 
 _OPENED: dict[Reopen, SearchTarget] = {}  # in the refit process: targets opened for finishing runs
 
 
 def finish_run(
-    reopen: Reopen, batch: ScoredBatch, name: str, by_status: dict[str, int], results: ResultsFile
+    reopen: Reopen, batch: ScoredBatch, name: str, by_status: dict[str, int], path: Path
 ) -> tuple[RunSummary, Path]:
     """In the refit process: a run's final discriminant, q-values, summary and results file."""
     if reopen not in _OPENED:
@@ -41,24 +45,57 @@ def finish_run(
     table = PsmTable(_OPENED[reopen])
     table.add(batch)
     table.finalize()
-    return run_summary(name, table, by_status), write_run_results(table, *results)
+    return run_summary(name, table, by_status), write_run_results(table, path)
 
 
 def _started() -> None:
     """Run once in the refit process at start-up, so it is spawned before intake opens."""
 
 
+def _child_start(parent: int) -> None:
+    """In the refit process: one BLAS thread, and an end when the daemon is gone (even SIGKILLed)."""
+    single_threaded_blas()
+    exit_with_parent(parent)
+
+
+def exit_with_parent(parent: int, every_s: float = 1.0) -> None:
+    """End this process (at once, no clean-up) when the process ``parent`` is gone: no orphans.
+
+    A thread polls the parent id: `os.getppid` changes when the parent dies, whatever killed it.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 class Refitter:
-    """The refit process of one daemon."""
+    """The refit process of one daemon; a new one replaces it if it dies."""
 
     def __init__(self) -> None:
-        self._pool = concurrent.futures.ProcessPoolExecutor(
-            1, mp_context=multiprocessing.get_context("spawn"), initializer=single_threaded_blas
+        self._pool = self._new_pool()
+
+    @staticmethod
+    def _new_pool() -> concurrent.futures.ProcessPoolExecutor:
+        return concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context("spawn"), initializer=_child_start, initargs=(os.getpid(),)
         )
+
+    def _submit(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
+        try:
+            return self._pool.submit(fn, *args)
+        except BrokenProcessPool:
+            log.error("the refit process died; starting a new one")
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = self._new_pool()
+            return self._pool.submit(fn, *args)
 
     def start(self) -> concurrent.futures.Future[None]:
         """Spawn the process now; the future is done once it runs."""
-        return self._pool.submit(_started)
+        return self._submit(_started)
 
     def refit(self, states: list[RunState]) -> None:
         """Hand the runs' due live-discriminant refits to the process; each comes back into its run."""
@@ -68,16 +105,16 @@ class Refitter:
             if refit is None:
                 continue
             try:  # outside the run's lock: a refit done already installs itself in this thread
-                self._pool.submit(refit).add_done_callback(functools.partial(_install, state))
+                self._submit(refit).add_done_callback(functools.partial(_install, state))
             except RuntimeError as e:  # shut down, or the process died: keep the discriminant
                 log.warning("run %r: live discriminant refit not run: %s", state.name, e)
                 with state.lock:
                     state.live.install(None)
 
     def finish(
-        self, reopen: Reopen, batch: ScoredBatch, name: str, by_status: dict[str, int], results: ResultsFile
+        self, reopen: Reopen, batch: ScoredBatch, name: str, by_status: dict[str, int], path: Path
     ) -> concurrent.futures.Future[tuple[RunSummary, Path]]:
-        return self._pool.submit(finish_run, reopen, batch, name, by_status, results)
+        return self._submit(finish_run, reopen, batch, name, by_status, path)
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -5,14 +5,17 @@ received and answered, and is done once its ``run.end`` came and every spectrum 
 received is answered; then its table is finalized and its results file written
 (elsewhere: `rtsearch.serve.daemon`). A spectrum of a run whose ``run.end`` came but
 which is still being answered opens a new segment of that name (a later results
-file, ``.part2``); the ended one drains meanwhile. Everything here is under one
-lock, the book's; a run's `LiveRun` has its own (`RunState.lock`).
+file, `rtsearch.io.results.claim_results_path`); the ended one drains meanwhile. Clients cannot grow
+the book without bound: beyond ``max_open`` open runs the one idle longest is ended to make room, and
+a run that received nothing for ``idle_s`` is ended (`idle`). Everything here is under one lock, the
+book's; a run's `LiveRun` has its own (`RunState.lock`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 
 from rtsearch.search.live import LiveRun
@@ -24,12 +27,18 @@ log = logging.getLogger(__name__)
 class RunBook:
     """Open runs by name, the ended ones still draining, results files written per name."""
 
-    def __init__(self, new_run: Callable[[str], LiveRun]) -> None:
+    def __init__(
+        self, new_run: Callable[[str], LiveRun], *, max_open: int = 1000, idle_s: float = 86_400.0,
+        clock: Callable[[], int] = time.monotonic_ns,
+    ) -> None:  # fmt: skip
         self.new_run = new_run
+        self.max_open = max_open
+        self.idle_ns = int(idle_s * 1e9)
+        self.clock = clock
+        self._ended: list[RunState] = []  # runs the book ended itself (room, idleness), for `take_ended`
         self._lock = threading.Lock()
         self._open: dict[str, RunState] = {}
         self._draining: list[RunState] = []  # ended, still being answered, while a same-named run is open
-        self._parts: dict[str, int] = {}  # results files written per run name (a reopened run gets .partN)
 
     def __len__(self) -> int:
         """Runs open or draining."""
@@ -52,8 +61,42 @@ class RunBook:
         if state is None:
             if not announced:
                 log.info("run %r: first message without run.start, opening it", run)
-            state = self._open[run] = RunState(self.new_run(run))
+            if len(self._open) >= self.max_open:
+                self._make_room()
+            state = self._open[run] = RunState(self.new_run(run), last_ns=self.clock())
         return state
+
+    def _make_room(self) -> None:
+        """End the open run idle longest (its spectra are still answered, then it is finished)."""
+        live = [s for s in self._open.values() if not s.ending]
+        if not live:
+            return
+        oldest = min(live, key=lambda s: s.last_ns)
+        log.warning("%d runs open (max_open_runs): ending run %r, idle for %.0f s, to open another", len(self._open),
+                    oldest.name, (self.clock() - oldest.last_ns) / 1e9)  # fmt: skip
+        self._end(oldest)
+
+    def _end(self, state: RunState) -> None:
+        """End ``state`` without its run.end: it moves to the draining ones, to be finished once answered."""
+        state.ending = True
+        if self._open.get(state.name) is state:
+            del self._open[state.name]
+            self._draining.append(state)
+        self._ended.append(state)
+
+    def idle(self) -> None:
+        """End every open run that received nothing for ``idle_s`` (`take_ended` hands them out)."""
+        with self._lock:
+            now = self.clock()
+            for state in [s for s in self._open.values() if not s.ending and now - s.last_ns > self.idle_ns]:
+                log.info("run %r: nothing received for %.0f s, ending it", state.name, (now - state.last_ns) / 1e9)
+                self._end(state)
+
+    def take_ended(self) -> list[RunState]:
+        """The runs the book ended itself since the last call (finish them once done)."""
+        with self._lock:
+            out, self._ended = self._ended, []
+            return out
 
     def start(self, run: str) -> None:
         """``run.start``: open ``run`` (an open run of that name goes on)."""
@@ -77,9 +120,11 @@ class RunBook:
     def received(self, counts: Iterable[tuple[RunState, int, int]]) -> None:
         """``(run, MS2 spectra, MS1 spectra)`` received: they owe as many answers (call before queueing them)."""
         with self._lock:
+            now = self.clock()
             for state, ms2, ms1 in counts:
                 state.outstanding += ms2
                 state.ms1 += ms1
+                state.last_ns = now
 
     def answered(self, counts: Iterable[tuple[RunState, int]]) -> list[RunState]:
         """``(run, answers)`` published; the runs this completed."""
@@ -99,19 +144,18 @@ class RunBook:
                 state.ending = True
             return [s for s in states if self._done(s)]
 
-    def finish(self, state: RunState) -> int | None:
-        """Close a done run for finishing; its results file's part number (``None``: not done, or taken)."""
+    def finish(self, state: RunState) -> bool:
+        """Close a done run for finishing; whether the caller is the one to finish it."""
         with self._lock:
             if not self._done(state) or state.finishing:
-                return None
+                return False
             state.finishing = True
             name = state.name
             if self._open.get(name) is state:
                 del self._open[name]
             elif state in self._draining:
                 self._draining.remove(state)
-            part = self._parts[name] = self._parts.get(name, 0) + 1
-            return part
+            return True
 
     def has(self, run: str) -> bool:
         """Whether a run (segment) of this name is open or draining."""

@@ -8,7 +8,10 @@ mostly free), build the results with running q-values under each run's own lock
 (`LiveRun.add_scored`), and hand them to ``answer`` (the daemon's: publish, count,
 end runs); due live refits go to the refit process; Python's cyclic GC runs when a
 worker goes idle (`collect_garbage`). An engine failure answers its batch
-``unidentified`` with the error as the reason: nothing is lost.
+``unidentified`` with the error as the reason: nothing is lost. At the shutdown bound,
+`abandon` hands back what waits and what is still being scored, for the daemon to answer
+``shed``; a batch scored after that is dropped (it was answered), one already past scoring
+is answered as usual.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ class WorkerPool:
         self._cv = threading.Condition()  # guards the batcher, the model and the counts below
         self.batcher: MicroBatcher[Job] = MicroBatcher(policy, self.model, clock)
         self._in_flight = 0
+        self._scoring: dict[int, list[Job]] = {}  # batches taken and not yet claimed back, by number
+        self._taken = 0
         self._closing = False  # intake closed: workers drain the batcher, then stop
         self._abandoned = False  # shutdown bound passed: late batches are not answered
         self._threads: list[threading.Thread] = []
@@ -113,14 +118,26 @@ class WorkerPool:
         return not self.alive()
 
     def alive(self) -> bool:
+        """Whether any worker thread runs."""
         return any(w.is_alive() for w in self._threads)
 
+    def failed(self) -> int:
+        """Worker threads that stopped while the pool was serving (0 while all run, or when it was closed)."""
+        with self._cv:
+            if self._closing:
+                return 0
+        return sum(not w.is_alive() for w in self._threads)
+
     def abandon(self) -> list[Job]:
-        """Stop now: batches being scored are not answered; what still waits is returned, unscored."""
+        """Stop now: what waits and what is being scored comes back, to be answered unscored."""
         with self._cv:
             self._closing = self._abandoned = True
             self._cv.notify_all()
-            return self.batcher.drain()
+            left = self.batcher.drain()
+            for jobs in self._scoring.values():
+                left.extend(jobs)
+            self._scoring.clear()
+            return left
 
     # ---------------------------------------------------------------- the workers' side
 
@@ -147,27 +164,32 @@ class WorkerPool:
             warm.set_exception(e)
             return
         warm.set_result(None)
-        while (jobs := self._take()) is not None:
+        while (taken := self._take()) is not None:
+            number, jobs = taken
             t0 = time.perf_counter()
             try:
                 scored = self.target.score([j.spectrum for j in jobs])
             except Exception as e:  # an engine failure answers the batch; it never loses it
                 log.exception("engine failed on a batch of %d spectra", len(jobs))
-                self._done(len(jobs), None)
-                self._unscored(jobs, f"engine error: {type(e).__name__}: {e}"[:300])
+                if self._done(number, len(jobs), None):
+                    self._unscored(jobs, f"engine error: {type(e).__name__}: {e}"[:300])
                 continue
             t1 = time.perf_counter()
             seconds = t1 - t0
-            self._done(len(jobs), seconds)
+            if not self._done(number, len(jobs), seconds):
+                continue  # abandoned at the shutdown bound: the daemon answered it
             t2 = time.perf_counter()
             if seconds > SLOW_BATCH_S:
                 log.warning("slow engine batch: %d spectra in %.1f ms (model predicted %.1f ms); stages %s",
                             len(jobs), seconds * 1e3, self.model.predict(len(jobs)) * 1e3,
                             {k: round(v * 1e3, 2) for k, v in scored.stages.items()})  # fmt: skip
-            results, states = self._results(jobs, scored)
+            try:
+                results, states = self._results(jobs, scored)
+            except Exception as e:  # a bug past scoring: the batch is still answered, the worker goes on
+                log.exception("building the results of a batch of %d spectra failed", len(jobs))
+                self._unscored(jobs, f"internal error: {type(e).__name__}: {e}"[:300])
+                continue
             t3 = time.perf_counter()
-            if self._abandoned:
-                break  # shutdown gave up on this batch; the results socket may be closed
             self.answer(results, jobs)
             self.refitter.refit(states)
             t4 = time.perf_counter()
@@ -176,8 +198,8 @@ class WorkerPool:
                       "gc": time.perf_counter() - t4}  # fmt: skip
             self.record(Scored(seconds, stages))
 
-    def _take(self) -> list[Job] | None:
-        """Wait for the next batch (``None``: shutting down and nothing is left)."""
+    def _take(self) -> tuple[int, list[Job]] | None:
+        """Wait for the next batch and its number (``None``: shutting down and nothing is left)."""
         with self._cv:
             while True:
                 if self._abandoned:
@@ -190,13 +212,17 @@ class WorkerPool:
                 wake = self.batcher.wake_at()
                 self._cv.wait(None if wake is None else max(0.0, (wake - self.clock()) / 1e9))
             self._in_flight += 1
+            self._taken += 1
+            number = self._taken
+            self._scoring[number] = jobs
             queue = Queue(len(self.batcher), self._in_flight)
         received = np.fromiter((j.received_mono for j in jobs), dtype=np.int64, count=len(jobs))
         self.record(Taken(len(jobs), (self.clock() - received) / 1e9), queue)
-        return jobs
+        return number, jobs
 
-    def _done(self, size: int, seconds: float | None) -> None:
-        """A batch left the engine (``seconds`` it took; ``None``: it failed); this worker is free again."""
+    def _done(self, number: int, size: int, seconds: float | None) -> bool:
+        """Batch ``number`` left the engine (``seconds`` it took; ``None``: it failed); this worker is free
+        again. Whether the batch is still this worker's to answer (not abandoned at the shutdown bound)."""
         stats: list[Stat] = []
         with self._cv:
             self._in_flight -= 1
@@ -204,7 +230,9 @@ class WorkerPool:
                 self.model.observe(size, seconds)
             self._cv.notify()  # another worker may be waiting on the batcher
             stats.append(Queue(len(self.batcher), self._in_flight))
+            mine = self._scoring.pop(number, None) is not None
         self.record(*stats)
+        return mine
 
     def _results(self, jobs: list[Job], scored: ScoredBatch) -> tuple[list[ResultMessage], list[RunState]]:
         """Results of a scored batch in the jobs' order, run by run under each run's lock; the runs."""
