@@ -32,7 +32,8 @@ CLI = "import sys; from rtsearch.cli import main; sys.exit(main())"
 
 
 def rtsearch(python: str, *args: str | Path) -> None:
-    subprocess.run([python, "-c", CLI, *map(str, args)], check=True, stdout=subprocess.DEVNULL)
+    # run outside any checkout: `python -c` puts the working folder first on sys.path, before PYTHONPATH
+    subprocess.run([python, "-c", CLI, *map(str, args)], check=True, stdout=subprocess.DEVNULL, cwd="/")
 
 
 # the columns every kind of search writes; their cells are compared, whatever else a file holds
@@ -57,7 +58,7 @@ def main() -> int:
     p.add_argument("--work", required=True, type=Path, help="folder for indexes, libraries and results")
     p.add_argument("--python", default=sys.executable, help="the Python whose rtsearch is run")
     args = p.parse_args()
-    data, work, py = data_dir(), args.work, args.python
+    data, work, py = data_dir(), args.work.resolve(), args.python
     work.mkdir(parents=True, exist_ok=True)
     out: dict[str, object] = {}
     indexes: dict[tuple[str, ...], Path] = {}

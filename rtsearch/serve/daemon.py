@@ -44,7 +44,7 @@ from rtsearch.search.target import SearchTarget
 from rtsearch.serve.chunks import Received, SpectraChunk
 from rtsearch.serve.finish import Finished, RunEnds
 from rtsearch.serve.intake import Intake
-from rtsearch.serve.jobs import Job, Stamp, by_run
+from rtsearch.serve.jobs import Job, RunState, Stamp, by_run
 from rtsearch.serve.metrics import DaemonMetrics
 from rtsearch.serve.mqtt import MqttPublisher
 from rtsearch.serve.publish import Publisher
@@ -95,6 +95,7 @@ class Daemon:
         self.pool = WorkerPool(target, cfg, answer=self._answer, refitter=self.refitter, record=self.metrics.record,
                                clock=clock)  # fmt: skip
         self.publisher: Publisher | None = None
+        self.intake: Intake | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._failure: str | None = None  # why a part failed (then the daemon stops and `run` raises)
         self._failed = asyncio.Event()
@@ -150,7 +151,7 @@ class Daemon:
                         on_drop=lambda n: record(Mqtt(dropped=n)), on_connected=lambda up: record(Mqtt(connected=up)),
                     ))  # fmt: skip
                 # raises EndpointError when the endpoint cannot be used
-                intake = await stack.enter_async_context(Intake(cfg.spectra, mode=cfg.spectra_mode))
+                intake = self.intake = await stack.enter_async_context(Intake(cfg.spectra, mode=cfg.spectra_mode))
                 self.endpoints.spectra = intake.endpoint
                 ingest = asyncio.create_task(self._ingest(intake), name="ingest")
                 idle = asyncio.create_task(self._end_idle_runs(), name="idle runs")
@@ -271,7 +272,11 @@ class Daemon:
                 continue
             if budget != budget:  # NaN: the header gave none
                 budget = default
-            jobs.append(Job(sent, wall, mono, int(budget * 1e6), states[r], sp))
+            state = states[r]
+            if sp.scan in state.scans:
+                self._duplicate(state, sp.scan)
+            state.scans.add(sp.scan)
+            jobs.append(Job(sent, wall, mono, int(budget * 1e6), state, sp))
             budgets.append(budget)
             ms2[r] += 1
         self.runs.received(zip(states, ms2, ms1, strict=True))
@@ -279,6 +284,14 @@ class Daemon:
         shed = self.pool.enqueue(jobs, budgets)
         if shed:
             self._shed(shed, "queue_full", f"overload: {self.pool.waiting} spectra already waiting")
+
+    @staticmethod
+    def _duplicate(state: RunState, scan: int) -> None:
+        """A scan the run received already: answered again (each message gets its answer), said once a run."""
+        state.duplicates += 1
+        if state.duplicates == 1:
+            log.warning("run %r: scan %d received a second time (answered again; the run's end says how many did)",
+                        state.name, scan)  # fmt: skip
 
     def _on_message(self, rec: Received) -> None:
         """A control message or a malformed one (spectra come in chunks: `_on_spectra`)."""

@@ -106,6 +106,8 @@ class RunEnds:
         if state.expected is not None and state.expected != live.answered + state.ms1:
             log.warning("run %r: run.end announced %d spectra, received %d MS2 + %d MS1", live.name,
                         state.expected, live.answered, state.ms1)  # fmt: skip
+        if state.duplicates:
+            log.warning("run %r: %d spectra repeated a scan number of the run", live.name, state.duplicates)
         journal = self._journal_of.pop(live)
         if live.answered:
             path = claim_results_path(cfg.results_dir, live.name, cfg.results_format, self._claimed)

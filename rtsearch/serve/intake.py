@@ -145,6 +145,11 @@ class Intake:
             await self._waiter
         return self._queue.popleft()
 
+    @property
+    def pid(self) -> int | None:
+        """The intake process's id (``None`` before `open` and after `aclose`)."""
+        return self._proc.pid if self._proc is not None else None
+
     def __aiter__(self) -> AsyncIterator[Items]:
         return self._items()
 

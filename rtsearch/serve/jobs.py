@@ -29,6 +29,8 @@ class RunState:
     expected: int | None = None  # spectra run.end announced
     ms1: int = 0  # MS1 spectra received
     last_ns: int = 0  # monotonic clock of its last message (idle runs are ended)
+    scans: set[int] = field(default_factory=set)  # MS2 scans received (on the event loop only)
+    duplicates: int = 0  # MS2 spectra whose scan the run had received already (answered all the same)
 
     @property
     def name(self) -> str:

@@ -168,3 +168,18 @@ def test_every_command_computes_where_the_configuration_says(tmp_path, data, bsa
                    "-o", out).returncode == 0  # fmt: skip
     if not gpu:  # the demo reads the bundled configuration; its flag is honoured too
         assert "backend 'cupy'" in one_line_error(run_cli("demo", "--backend", "cupy", "--quiet"))
+
+
+@pytest.mark.parametrize(("toml", "flags", "key"), [
+    ("", ["--budget-ms", "inf"], "budget_ms"), ("", ["--budget-ms", "nan"], "budget_ms"),
+    ("[serve]\nlinger_ms = inf\n", [], "linger_ms"), ("[serve]\nshutdown_timeout_s = nan\n", [], "shutdown_timeout_s"),
+    ("[serve]\nmax_queue = 10000000000\n", [], "max_queue"), ("", ["--max-batch", "0"], "max_batch"),
+    ("[serve]\nbudget_ms = 1e300\n", [], "budget_ms"),
+])  # fmt: skip
+def test_serve_refuses_numbers_it_cannot_honour(tmp_path, bsa_index, toml, flags, key):
+    """Before issue 15, an infinite budget, linger or shutdown bound was accepted and failed later."""
+    cfg = tmp_path / "serve.toml"
+    cfg.write_text(toml)
+    msg = one_line_error(run_cli("serve", "--index", str(bsa_index), "--config", str(cfg), "--metrics-port", "0",
+                                 *flags))  # fmt: skip
+    assert key in msg

@@ -17,12 +17,19 @@ import orjson
 import pytest
 import zmq
 
+from rtsearch.io.spectra import read_spectra
 from rtsearch.matches import unscored_batch
 from rtsearch.serve.chunks import Received, SpectraChunk
 from rtsearch.serve.intake_process import Reader
 from rtsearch.types import Spectrum
 from rtsearch.wire import MAX_BUDGET_MS, MAX_RUN_BYTES, Invalid, RawSpectrum, decode, encode_spectrum, result_body
-from tests.unit.test_wire import _with_header, ms2, sp  # noqa: F401  (fixtures)
+from tests.unit.test_wire import _with_header
+
+
+@pytest.fixture(scope="module")
+def sp(data) -> Spectrum:
+    """The first MS2 spectrum of the real E. coli file."""
+    return next(read_spectra(data / "ecoli-small" / "Ecoli_MS2_small.mzML"))
 
 
 def _frames(spectrum: Spectrum, **changes: Any) -> list[bytes]:

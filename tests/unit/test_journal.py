@@ -1,0 +1,83 @@
+"""Run journals: batches written as they are published come back whole, a cut-short record is not read,
+and a run is finished from its journal exactly as from its table in memory."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+
+import numpy as np
+import pytest
+
+from rtsearch.cli.demo import RUN, TOML, bundled
+from rtsearch.config import load_config
+from rtsearch.io.results import write_run_results
+from rtsearch.io.spectra import read_spectra
+from rtsearch.scoring.backend import get_backend
+from rtsearch.search.database import DatabaseTarget
+from rtsearch.search.live import LiveRun
+from rtsearch.serve.journal import FOLDER, Journals, read_journal, recover
+from rtsearch.types import ResultStatus
+
+
+@pytest.fixture(scope="module")
+def target(demo_index) -> DatabaseTarget:
+    return DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
+
+
+def _journaled_run(target, folder, spectra) -> tuple[LiveRun, Journals]:
+    journals = Journals(folder, target)
+    journal = journals.open("j/run")
+    live = LiveRun("j/run", target, sink=journal.append)
+    for s in range(0, 100, 25):
+        live.add_scored(target.score(spectra[s : s + 25]))
+    live.add_unscored(ResultStatus.SHED, [1, 2], [500.0, 600.0], ["overload", "overload"])
+    return live, journals
+
+
+def test_a_journal_gives_back_what_was_written_and_finishes_the_run_the_same(target, tmp_path):
+    spectra = [dataclasses.replace(s, run="j/run") for s in read_spectra(bundled(RUN))]
+    live, journals = _journaled_run(target, tmp_path, spectra)
+    journals.shutdown()
+    (path,) = (tmp_path / FOLDER).glob("*.rtj")
+    head, batches, statuses, cut = read_journal(path)
+    assert head["run"] == "j/run" and head["kind"] == "index" and cut == 0
+    assert [len(b) for b in batches] == [25, 25, 25, 25, 2]
+    assert sum(s == "shed" for st in statuses for s in st) == 2
+    for mine, back in zip(live.table.batches, batches, strict=True):
+        np.testing.assert_array_equal(mine.scan, back.scan)
+        np.testing.assert_array_equal(mine.best.match, back.best.match)
+        np.testing.assert_array_equal(mine.best.features, back.best.features)
+        assert mine.reason == back.reason
+    # finishing from the journal writes what finishing from memory writes
+    table, summary = live.finish()
+    expected = write_run_results(table, tmp_path / "memory.tsv")
+    (done,) = recover(tmp_path, target, "tsv", set())
+    assert done.summary == summary and done.path.name.startswith("j_run-")
+    assert done.path.read_text() == expected.read_text()
+    assert not list((tmp_path / FOLDER).glob("*.rtj"))  # finished: the journal is gone
+
+
+def test_a_cut_short_record_is_left_out_and_counted(target, tmp_path):
+    spectra = [dataclasses.replace(s, run="j/run") for s in read_spectra(bundled(RUN))]
+    _, journals = _journaled_run(target, tmp_path, spectra)
+    journals.shutdown()
+    (path,) = (tmp_path / FOLDER).glob("*.rtj")
+    data = path.read_bytes()
+    path.write_bytes(data[:-10])  # the last write did not finish
+    _, batches, _, cut = read_journal(path)
+    assert [len(b) for b in batches] == [25, 25, 25, 25] and cut > 0
+    (done,) = recover(tmp_path, target, "tsv", set())
+    with open(done.path, newline="") as fh:
+        assert len(list(csv.DictReader(fh, delimiter="\t"))) == 100
+    assert done.cut_bytes == cut
+
+
+def test_a_journal_of_another_target_is_left_alone(target, tmp_path, demo_index):
+    spectra = [dataclasses.replace(s, run="j/run") for s in read_spectra(bundled(RUN))]
+    _, journals = _journaled_run(target, tmp_path, spectra)
+    journals.shutdown()
+    other = DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
+    other.features = other.features[:-1]  # another kind of features: its matches would be named wrongly
+    assert recover(tmp_path, other, "tsv", set()) == []
+    assert len(list((tmp_path / FOLDER).glob("*.rtj"))) == 1 and not list(tmp_path.glob("*.tsv"))
