@@ -97,6 +97,7 @@ class Daemon:
         self.publisher: Publisher | None = None
         self.intake: Intake | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._known_runs = -1  # runs open as last recorded by `_on_spectra`
         self._failure: str | None = None  # why a part failed (then the daemon stops and `run` raises)
         self._failed = asyncio.Event()
 
@@ -280,7 +281,10 @@ class Daemon:
             budgets.append(budget)
             ms2[r] += 1
         self.runs.received(zip(states, ms2, ms1, strict=True))
-        self.metrics.record(ReceivedStats(spectra=levels), Runs(len(self.runs)))
+        self.metrics.record(ReceivedStats(spectra=levels))
+        if (n_runs := len(self.runs)) != self._known_runs:  # a run opened (or ended): the gauge follows
+            self._known_runs = n_runs
+            self.metrics.record(Runs(n_runs))
         shed = self.pool.enqueue(jobs, budgets)
         if shed:
             self._shed(shed, "queue_full", f"overload: {self.pool.waiting} spectra already waiting")
