@@ -12,6 +12,8 @@ the writers import it without a circle.
 - `ResultMessage`: one spectrum's answer on the wire (docs/protocol.md), a `TypedDict`,
   so results stay plain dicts that orjson encodes; its match fields are `LIVE_FIELDS`,
   the file's columns but the peptide-level q-value, known only at the end of a run.
+- `Results`: a run's answers to a batch, column by column, until a publisher turns them
+  into `ResultMessage` s.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from dataclasses import dataclass, field, fields
 from typing import Required, TypedDict
 
 import numpy as np
+
+from rtsearch.types import ResultStatus
 
 
 @dataclass
@@ -145,3 +149,75 @@ class ResultMessage(TypedDict, total=False):
     sent_ns: int | None
     received_ns: int
     published_ns: int
+
+
+STATUSES: tuple[str, ...] = tuple(s.value for s in ResultStatus)  # a result's status by its code (`Results`)
+
+
+@dataclass
+class Results:
+    """One run's answers to a batch, column by column; `messages` gives them as `ResultMessage` s.
+
+    What crosses from the daemon's workers to its publishers: arrays, and the names of the matched
+    spectra. Numbers of spectra without a match are not read; ``peptide``, ``proteins`` and the
+    kind's ``extra`` fields are given for the matched spectra only, in order.
+    """
+
+    run: str
+    scan: np.ndarray  # int64 [S]
+    status: np.ndarray  # int8 [S]: a code of `STATUSES`
+    reason: list[str]  # [S], "" where matched
+    precursor_mz: np.ndarray  # float64 [S]
+    matched: np.ndarray  # bool [S]
+    charge: np.ndarray  # int64 [S]
+    calc_mz: np.ndarray  # float64 [S]
+    ppm_error: np.ndarray
+    score: np.ndarray
+    q_value: np.ndarray
+    is_decoy: np.ndarray  # bool [S]
+    matched_peaks: np.ndarray  # int64 [S]
+    peptide: list[str] = field(default_factory=list)  # [M]
+    proteins: list[list[str]] = field(default_factory=list)  # [M]
+    extra: dict[str, np.ndarray] = field(default_factory=dict)  # [M] each
+
+    def __len__(self) -> int:
+        return int(self.scan.shape[0])
+
+    @classmethod
+    def unscored(cls, run: str, scans: Sequence[int], precursor_mz: Sequence[float], reasons: Sequence[str],
+                 status: str) -> Results:  # fmt: skip
+        """Answers without a match (``shed``, ``invalid``, ...), with their reasons."""
+        n = len(scans)
+        zeros, nan = np.zeros(n, np.int64), np.full(n, np.nan)
+        return cls(run, np.asarray(scans, np.int64), np.full(n, STATUSES.index(status), np.int8), list(reasons),
+                   np.asarray(precursor_mz, np.float64), np.zeros(n, bool), zeros, nan, nan, nan, nan,
+                   np.zeros(n, bool), zeros)  # fmt: skip
+
+    def counts(self) -> dict[str, int]:
+        """Answers by status."""
+        n = np.bincount(self.status.astype(np.int64), minlength=len(STATUSES))
+        return {s: int(k) for s, k in zip(STATUSES, n.tolist(), strict=True) if k}
+
+    def messages(self) -> list[ResultMessage]:
+        """Each answer as the wire's `ResultMessage` (without the stamps)."""
+        run, statuses = self.run, STATUSES
+        names, proteins = iter(self.peptide), iter(self.proteins)
+        # plain lists, zipped: indexing numpy scalars one by one costs more than the conversion
+        cols = zip(
+            self.scan.tolist(), self.status.tolist(), self.reason, self.precursor_mz.tolist(), self.matched.tolist(),
+            self.charge.tolist(), self.calc_mz.tolist(), self.ppm_error.tolist(), self.score.tolist(),
+            self.q_value.tolist(), self.is_decoy.tolist(), self.matched_peaks.tolist(), strict=True,
+        )  # fmt: skip
+        out: list[ResultMessage] = [
+            {"run": run, "scan": scan, "status": statuses[st], "peptide": next(names), "proteins": next(proteins),
+             "charge": z, "precursor_mz": prec, "calc_mz": calc, "ppm_error": ppm, "score": score, "q_value": qv,
+             "is_decoy": d, "matched_peaks": k}
+            if m else {"run": run, "scan": scan, "status": statuses[st], "reason": reason, "precursor_mz": prec}
+            for scan, st, reason, prec, m, z, calc, ppm, score, qv, d, k in cols
+        ]  # fmt: skip
+        if self.extra:
+            keys = tuple(self.extra)
+            rows = (r for r, m in zip(out, self.matched.tolist(), strict=True) if m)
+            for r, values in zip(rows, zip(*(self.extra[k].tolist() for k in keys), strict=True), strict=True):
+                r.update(zip(keys, values, strict=True))  # type: ignore[typeddict-item]
+        return out

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rtsearch.matches import ResultMessage, ScoredBatch, unscored_batch
+from rtsearch.matches import STATUSES, Results, ScoredBatch, unscored_batch
 from rtsearch.search.fdr import RunningFdr
 from rtsearch.search.lda import Discriminant, fit
 from rtsearch.search.table import PsmTable
@@ -40,6 +40,7 @@ IDENTIFIED_AT = 0.01  # running q-value at which a target PSM is reported as ide
 REFIT_FIRST = 500  # scored spectra before the first live discriminant; refitted at every doubling after
 REFIT_LAST = 8000  # no refits beyond this: the fit stabilizes, and its cost grows with the run
 Refits = Literal["inline", "deferred"]
+_IDENTIFIED, _UNIDENTIFIED = STATUSES.index("identified"), STATUSES.index("unidentified")
 
 
 @dataclass
@@ -67,10 +68,10 @@ class LiveRun:
 
     def __init__(
         self, name: str, target: SearchTarget, *, refits: Refits = "inline", q_refresh: float = 0.0,
-        sink: Callable[[ScoredBatch, list[str]], None] | None = None,
+        sink: Callable[[ScoredBatch, np.ndarray], None] | None = None,
     ) -> None:  # fmt: skip
-        """``sink``, when given, gets every batch the run's table gets and the statuses of its results,
-        before they are returned (the daemon's journal)."""
+        """``sink``, when given, gets every batch the run's table gets and the status codes of its answers
+        (`rtsearch.matches.STATUSES`), before they are returned (the daemon's journal)."""
         self.name = name
         self.sink = sink
         self.target = target
@@ -135,8 +136,8 @@ class LiveRun:
     def answered(self) -> int:
         return sum(self.by_status.values())
 
-    def add_scored(self, batch: ScoredBatch) -> list[ResultMessage]:
-        """One result per spectrum of ``batch`` (all of this run), running q-values included."""
+    def add_scored(self, batch: ScoredBatch) -> Results:
+        """The answers to ``batch`` (all of this run), running q-values included."""
         self.table.add(batch)
         best = batch.best
         match = best.match
@@ -149,49 +150,29 @@ class LiveRun:
             q[scored] = self._running_q(best.features[scored], decoy[scored])
         ok = scored & ~decoy & (q <= IDENTIFIED_AT)
         n_ok = int(np.count_nonzero(ok))
-        identified, unidentified = ResultStatus.IDENTIFIED.value, ResultStatus.UNIDENTIFIED.value
-        self.by_status[identified] += n_ok
-        self.by_status[unidentified] += len(match) - n_ok
-        hits = match[scored]
-        names, proteins = iter(self.target.peptides(hits)), iter(self.target.proteins(hits))
-        # plain lists, zipped: indexing numpy scalars one by one costs more than the conversion
-        cols = zip(
-            batch.run, batch.scan.tolist(), batch.precursor_mz.tolist(), batch.reason, match.tolist(),
-            best.charge.tolist(), best.calc_mz.tolist(), best.ppm_error.tolist(), raw.tolist(), q.tolist(),
-            decoy.tolist(), best.matched_peaks.tolist(), ok.tolist(), strict=True,
+        self.by_status[ResultStatus.IDENTIFIED.value] += n_ok
+        self.by_status[ResultStatus.UNIDENTIFIED.value] += len(match) - n_ok
+        hits, t = match[scored], self.target
+        out = Results(
+            self.name, batch.scan, np.where(ok, _IDENTIFIED, _UNIDENTIFIED).astype(np.int8), batch.reason,
+            batch.precursor_mz, scored, best.charge, best.calc_mz, best.ppm_error, raw, q, decoy, best.matched_peaks,
+            t.peptides(hits), t.proteins(hits), t.extra_fields(hits, best.features[scored]),
         )  # fmt: skip
-        results: list[ResultMessage] = [
-            {"run": run, "scan": scan, "status": unidentified, "reason": reason, "precursor_mz": prec}
-            if p < 0 else {
-                "run": run, "scan": scan, "status": identified if good else unidentified,
-                "peptide": next(names), "proteins": next(proteins), "charge": z, "precursor_mz": prec,
-                "calc_mz": calc, "ppm_error": ppm, "score": score, "q_value": qv, "is_decoy": d, "matched_peaks": k,
-            }
-            for run, scan, prec, reason, p, z, calc, ppm, score, qv, d, k, good in cols
-        ]  # fmt: skip
-        extra = self.target.extra_fields(hits, best.features[scored])
-        if extra:
-            rows = (r for r, s in zip(results, scored.tolist(), strict=True) if s)
-            names_ = tuple(extra)
-            for r, values in zip(rows, zip(*(extra[k].tolist() for k in names_), strict=True), strict=True):
-                r.update(zip(names_, values, strict=True))  # type: ignore[typeddict-item]
         if self.sink is not None:
-            self.sink(batch, [r["status"] for r in results])
-        return results
+            self.sink(batch, out.status)
+        return out
 
     def add_unscored(
         self, status: ResultStatus, scans: Sequence[int], precursor_mz: Sequence[float], reasons: Sequence[str]
-    ) -> list[ResultMessage]:
-        """Results for spectra answered without scoring (``shed`` or ``invalid``)."""
+    ) -> Results:
+        """Answers to spectra answered without scoring (``shed`` or ``invalid``)."""
         batch = unscored_batch(self.name, scans, precursor_mz, reasons, n_features=len(self.features))
         self.table.add(batch)
         self.by_status[status.value] += len(scans)
+        out = Results.unscored(self.name, scans, precursor_mz, reasons, status.value)
         if self.sink is not None:
-            self.sink(batch, [status.value] * len(scans))
-        return [
-            {"run": self.name, "scan": int(s), "status": status.value, "reason": r, "precursor_mz": float(m)}
-            for s, m, r in zip(scans, precursor_mz, reasons, strict=True)
-        ]
+            self.sink(batch, out.status)
+        return out
 
     def finish(self) -> tuple[PsmTable, RunSummary]:
         """Final discriminant and q-values (as offline); the table and the run's summary."""

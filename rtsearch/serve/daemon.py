@@ -39,7 +39,6 @@ import zmq
 from rtsearch import wire
 from rtsearch.config import ServeConfig, mqtt_address
 from rtsearch.errors import EndpointError, ServiceError
-from rtsearch.matches import ResultMessage
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve.chunks import Received, SpectraChunk
 from rtsearch.serve.finish import Finished, RunEnds
@@ -47,7 +46,7 @@ from rtsearch.serve.intake import Intake
 from rtsearch.serve.jobs import Job, RunState, Stamp, by_run
 from rtsearch.serve.metrics import DaemonMetrics
 from rtsearch.serve.mqtt import MqttPublisher
-from rtsearch.serve.publish import Publisher
+from rtsearch.serve.publish import Answer, Publisher, Stamps
 from rtsearch.serve.refits import Refitter
 from rtsearch.serve.runs import RunBook
 from rtsearch.serve.runtime import GIL_SWITCH_S, freeze_heap, single_threaded_blas
@@ -139,7 +138,8 @@ class Daemon:
                 gpu_bytes=backend.memory_used_bytes, searching=self.target.kind,
             )  # fmt: skip
             try:
-                self.publisher = Publisher(sync_ctx, cfg.results, clock=self.clock)
+                self.publisher = Publisher(sync_ctx, cfg.results, publishers=cfg.publishers, clock=self.clock)
+                self.publisher.encode_psms = bool(cfg.mqtt)
             except zmq.ZMQError as e:
                 raise EndpointError(f"results endpoint {cfg.results}: {e}") from None
             self.endpoints.results = self.publisher.endpoint
@@ -199,6 +199,8 @@ class Daemon:
             await asyncio.sleep(SUPERVISE_S)
             if failed := self.pool.failed():
                 self._fail(f"{failed} engine worker thread(s) stopped")
+            if self.publisher is not None and (failed := self.publisher.failed()):
+                self._fail(f"{failed} publisher process(es) stopped")
             if self.mqtt is not None and not self.mqtt.running():
                 log.error("the MQTT publisher stopped; restarting it")
                 self.mqtt.start()
@@ -310,7 +312,7 @@ class Daemon:
                 with state.lock:
                     res = state.live.add_unscored(ResultStatus.INVALID, [msg.scan], [float("nan")], [msg.reason])
                 stamp = Stamp(msg.sent_ns, rec.wall_ns, rec.mono_ns, int(self.cfg.budget_ms * 1e6), state)
-                self._answer(res, [stamp])
+                self._answer([(state, res, Stamps.of([stamp]))])
         elif isinstance(msg, wire.RunStart):
             self.runs.start(msg.run)
         elif isinstance(msg, wire.RunEnd):
@@ -321,10 +323,10 @@ class Daemon:
 
     # ---------------------------------------------------------------- answers (any thread)
 
-    def _answer(self, results: list[ResultMessage], stamps: list[Stamp] | list[Job]) -> None:
-        """Publish ``results`` (one per stamp), record them, count them against their runs; end done runs."""
+    def _answer(self, answers: list[Answer]) -> None:
+        """Publish ``answers``, record them, count them against their runs; end the runs they complete."""
         assert self.publisher is not None and self._loop is not None
-        sent = self.publisher.publish(results, stamps)
+        sent = self.publisher.publish(answers)
         if sent is None:
             return  # shut down: the socket is closed
         self.metrics.record(sent.stats)
@@ -336,13 +338,15 @@ class Daemon:
     def _shed(self, jobs: list[Job], code: str, reason: str) -> None:
         """Answer ``jobs`` ``shed`` with ``reason`` (``code``: the metric's label)."""
         self.metrics.record(Shed(code, len(jobs)))
+        answers: list[Answer] = []
         for rows in by_run(jobs):
             js = [jobs[r] for r in rows]
             state = js[0].state
             with state.lock:
                 results = state.live.add_unscored(ResultStatus.SHED, [j.spectrum.scan for j in js],
                                                   [j.spectrum.precursor_mz for j in js], [reason] * len(js))
-            self._answer(results, js)
+            answers.append((state, results, Stamps.of(js)))
+        self._answer(answers)
 
     def _mqtt_psms(self, psms: list[tuple[str, bytes]]) -> None:
         if self.mqtt is not None:

@@ -12,8 +12,9 @@ results file written, as if its ``run.end`` had come.
 A journal is a sequence of records: ``RTJ1``, the payload's length (u32, little-endian), the
 payload. The first payload is a JSON object (format, version, run, the target's kind, features
 and entries); each later one a batch: its header's length (u32), its JSON header (row count,
-reasons, statuses) and the batch's columns as raw little-endian arrays (`_COLUMNS`, then the
-features). A record cut short (a write that did not finish) ends the journal.
+reasons) and the batch's columns as raw little-endian arrays (`_COLUMNS`, the features, the
+answers' status codes of `rtsearch.matches.STATUSES`). A record cut short (a write that did not
+finish) ends the journal.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from rtsearch.io.results import claim_results_path, results_path, write_run_results
-from rtsearch.matches import BestMatches, ScoredBatch
+from rtsearch.matches import STATUSES, BestMatches, ScoredBatch
 from rtsearch.search.live import RunSummary, run_summary
 from rtsearch.search.table import PsmTable
 from rtsearch.search.target import SearchTarget
@@ -46,20 +47,19 @@ _MAGIC = b"RTJ1"
 _LEN = struct.Struct("<I")
 _COLUMNS = (("scan", "<i8"), ("precursor_mz", "<f8"), ("rt", "<f8"), ("match", "<i8"), ("charge", "<i8"),
             ("calc_mz", "<f8"), ("ppm_error", "<f8"), ("matched_peaks", "<i8"))  # fmt: skip
-_STATUS = {s.value: k for k, s in enumerate(ResultStatus)}
 
 
 def _record(payload: bytes) -> bytes:
     return _MAGIC + _LEN.pack(len(payload)) + payload
 
 
-def _batch_payload(batch: ScoredBatch, statuses: list[str]) -> bytes:
-    head = json.dumps({"n": len(batch), "reasons": batch.reason,
-                       "statuses": [_STATUS[s] for s in statuses]}).encode()  # fmt: skip
+def _batch_payload(batch: ScoredBatch, status: np.ndarray) -> bytes:
+    head = json.dumps({"n": len(batch), "reasons": batch.reason if any(batch.reason) else None}).encode()
     b = batch.best
     cols = [batch.scan, batch.precursor_mz, batch.rt, b.match, b.charge, b.calc_mz, b.ppm_error, b.matched_peaks]
     arrays = [np.ascontiguousarray(a, dtype=dt).tobytes() for a, (_, dt) in zip(cols, _COLUMNS, strict=True)]
-    return b"".join([_LEN.pack(len(head)), head, *arrays, np.ascontiguousarray(b.features, "<f8").tobytes()])
+    return b"".join([_LEN.pack(len(head)), head, *arrays, np.ascontiguousarray(b.features, "<f8").tobytes(),
+                     np.ascontiguousarray(status, np.uint8).tobytes()])  # fmt: skip
 
 
 class RunJournal:
@@ -82,9 +82,9 @@ class RunJournal:
             view = view[os.write(self._fd, view) :]
         self.dirty = True
 
-    def append(self, batch: ScoredBatch, statuses: list[str]) -> None:
-        """One batch of the run and the statuses published for it (called before they are published)."""
-        self._write(_record(_batch_payload(batch, statuses)))
+    def append(self, batch: ScoredBatch, status: np.ndarray) -> None:
+        """One batch of the run and its answers' status codes (`STATUSES`; called before they are published)."""
+        self._write(_record(_batch_payload(batch, status)))
 
     def sync(self) -> None:
         if self._fd is not None and self.dirty:
@@ -164,7 +164,6 @@ def read_journal(path: Path) -> tuple[dict[str, Any], list[ScoredBatch], list[li
     head = json.loads(records[0][0])
     if head.get("format") != "rtsearch-journal" or head.get("version") != 1:
         raise ValueError("not a version-1 rtsearch journal")
-    names = {k: s.value for k, s in enumerate(ResultStatus)}
     n_features = len(head["features"])
     batches, statuses = [], []
     for payload, _ in records[1:]:
@@ -176,11 +175,12 @@ def read_journal(path: Path) -> tuple[dict[str, Any], list[ScoredBatch], list[li
             cols[name] = np.frombuffer(payload, dtype=dt, count=n, offset=at)
             at += 8 * n
         feats = np.frombuffer(payload, dtype="<f8", count=n * n_features, offset=at).reshape(n, n_features)
+        codes = np.frombuffer(payload, dtype=np.uint8, count=n, offset=at + 8 * n * n_features)
         best = BestMatches(cols["match"], cols["charge"], cols["calc_mz"], cols["ppm_error"], cols["matched_peaks"],
                            feats)  # fmt: skip
         batches.append(ScoredBatch([head["run"]] * n, cols["scan"], cols["precursor_mz"], cols["rt"], best,
-                                   list(meta["reasons"])))  # fmt: skip
-        statuses.append([names[s] for s in meta["statuses"]])
+                                   list(meta["reasons"] or [""] * n)))  # fmt: skip
+        statuses.append([STATUSES[s] for s in codes.tolist()])
     end = records[-1][1]
     return head, batches, statuses, len(data) - end
 

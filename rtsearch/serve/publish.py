@@ -1,107 +1,204 @@
-"""The results socket: every answer stamped, encoded and sent on ZeroMQ, under the socket's own lock.
+"""The results socket: every answer handed to publisher processes, encoded there, sent on one PUB.
 
-`Publisher.publish` is the one exit of every MS2 answer (scored, shed, invalid),
-called from the engine workers and the event loop: it stamps each result
-(``sent_ns`` echoed, ``received_ns``, ``published_ns``), sends it on the bound PUB
-socket (sends never wait: PUB drops only for a subscriber past its high-water
-mark) and reports what it sent (`Published`): the stats for the metrics, the
-answers per run for the run book, the identified ones for MQTT. The latency clock is
-read after the last send, so no result's latency is under-reported.
+`Publisher.publish` is the one exit of every MS2 answer (scored, shed, invalid), called from the
+engine workers and the event loop with column-wise `Results` and their stamps (`Stamps`). It
+hands them, round robin, to ``publishers`` processes (`rtsearch.serve.publisher_process`), which
+build, stamp and encode each result message and push it to a PULL socket the daemon binds on an
+``ipc://`` path; a ZeroMQ proxy in a thread of the daemon (C, no GIL) forwards everything to the
+results PUB bound at the configured endpoint (high-water mark 1,000,000 a subscriber). The daemon
+itself does array work a batch, not Python a result.
+
+It reports what it handed on (`Published`): the stats for the metrics (latency from receipt to the
+hand-off to a publisher), the answers per run for the run book, and, when MQTT is on, the
+identified ones encoded for it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import multiprocessing
+import os
+import pickle
+import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import zmq
 
-from rtsearch.matches import ResultMessage
+from rtsearch.matches import STATUSES, Results
+from rtsearch.serve.chunks import MESSAGE, pack
 from rtsearch.serve.jobs import RunState, Stamp
+from rtsearch.serve.publisher_process import STOP_KIND, serve
 from rtsearch.serve.stats import Answered, RunAnswered
-from rtsearch.types import ResultStatus
-from rtsearch.wire import RESULT, result_body
+from rtsearch.wire import VERSION
 
-_MORE, _LAST = int(zmq.SNDMORE | zmq.NOBLOCK), int(zmq.NOBLOCK)
-IDENTIFIED = ResultStatus.IDENTIFIED.value
+log = logging.getLogger(__name__)
+
+IDENTIFIED = STATUSES.index("identified")
+PIPE_BYTES = 4 << 20
+DRAIN_S = 0.5  # after the publishers stopped, how long the proxy may take to forward their last messages
 
 
-class ZmqResults:
-    """The bound PUB socket results go out on (a plain socket: sends never wait)."""
+@dataclass
+class Stamps:
+    """A group of answers' stamps as arrays: sent (the sender's; -1 unknown), received (wall, monotonic), budget."""
 
-    def __init__(self, ctx: zmq.Context[Any], endpoint: str, *, hwm: int = 1_000_000) -> None:
-        self.socket = ctx.socket(zmq.PUB)
-        self.socket.setsockopt(zmq.SNDHWM, hwm)
-        self.socket.setsockopt(zmq.LINGER, 1000)
-        self.socket.bind(endpoint)
-        self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
-        self._send = self.socket.send
+    sent_ns: np.ndarray
+    received_ns: np.ndarray
+    received_mono: np.ndarray
+    budget_ns: np.ndarray
 
-    def send_result(self, body: bytes) -> None:
-        """One result message: the topic frame, then ``body`` (`rtsearch.wire.result_body`)."""
-        self._send(RESULT, _MORE)
-        self._send(body, _LAST)
+    @classmethod
+    def of(cls, stamps: Sequence[Stamp]) -> Stamps:
+        n = len(stamps)
+        col = lambda f: np.fromiter(f, dtype=np.int64, count=n)  # noqa: E731
+        return cls(col(-1 if s.sent_ns is None else s.sent_ns for s in stamps), col(s.received_ns for s in stamps),
+                   col(s.received_mono for s in stamps), col(s.budget_ns for s in stamps))  # fmt: skip
 
-    def close(self) -> None:
-        self.socket.close()
+
+Answer = tuple[RunState, Results, Stamps]  # one run's answers to a batch
 
 
 @dataclass
 class Published:
-    """What one `Publisher.publish` call sent."""
+    """What one `Publisher.publish` call handed on."""
 
     stats: Answered
     per_run: list[tuple[RunState, int]]  # answers per run (segment)
-    psms: list[tuple[str, bytes]]  # identified results: run, encoded body (for MQTT)
+    psms: list[tuple[str, bytes]]  # identified results, encoded for MQTT (when asked for)
 
 
 class Publisher:
-    """Stamps and sends results on a `ZmqResults` socket; see the module docstring."""
+    """The results PUB, its proxy and the publisher processes; see the module docstring."""
 
-    def __init__(self, ctx: zmq.Context[Any], endpoint: str, *, clock: Callable[[], int] = time.monotonic_ns) -> None:
-        self._zmq = ZmqResults(ctx, endpoint)
-        self.endpoint = self._zmq.endpoint
+    def __init__(
+        self, ctx: zmq.Context[Any], endpoint: str, *, publishers: int = 2, hwm: int = 1_000_000,
+        clock: Callable[[], int] = time.monotonic_ns,
+    ) -> None:  # fmt: skip
         self.clock = clock
-        self._lock = threading.Lock()  # the socket's: ZeroMQ sockets are not thread-safe
+        self.encode_psms = False  # set when MQTT wants the identified ones
+        self._ctx = ctx
+        self._pub = ctx.socket(zmq.PUB)
+        self._pub.setsockopt(zmq.SNDHWM, hwm)
+        self._pub.setsockopt(zmq.LINGER, 1000)
+        self._pub.bind(endpoint)  # raises ZMQError when the endpoint cannot be used
+        self.endpoint = self._pub.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._dir = tempfile.mkdtemp(prefix="rtsearch-results-")
+        self._pull = ctx.socket(zmq.PULL)
+        self._pull.setsockopt(zmq.RCVHWM, 0)
+        inner = f"ipc://{Path(self._dir) / 'results'}"
+        self._pull.bind(inner)
+        self._control = f"inproc://results-proxy-{id(self)}"
+        self._steer = ctx.socket(zmq.PAIR)
+        self._steer.bind(self._control)
+        self._proxy = threading.Thread(target=self._forward, name="results-proxy", daemon=True)
+        self._proxy.start()
+        self._lock = threading.Lock()  # the publishers' pipes and the round robin
         self._closed = False
+        self._next = 0
+        self._procs: list[Any] = []
+        self._conns: list[socket.socket] = []
+        mp = multiprocessing.get_context("spawn")
+        for k in range(publishers):
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PIPE_BYTES)
+            proc = mp.Process(target=serve, args=(theirs, inner, os.getpid()), name=f"rtsearch-publisher-{k}",
+                              daemon=True)  # fmt: skip
+            proc.start()
+            theirs.close()
+            self._procs.append(proc)
+            self._conns.append(ours)
 
-    def publish(self, results: Sequence[ResultMessage], stamps: Sequence[Stamp]) -> Published | None:
-        """Stamp and send ``results`` (one per stamp); ``None`` when the socket is closed already."""
-        n = len(results)
-        received = np.fromiter((s.received_mono for s in stamps), dtype=np.int64, count=n)
-        budget = np.fromiter((s.budget_ns for s in stamps), dtype=np.int64, count=n)
-        wall = time.time_ns
+    def _forward(self) -> None:
+        control = self._ctx.socket(zmq.PAIR)
+        control.connect(self._control)
+        try:
+            zmq.proxy_steerable(self._pull, self._pub, None, control)
+        except zmq.ContextTerminated:
+            pass
+        finally:
+            control.close(0)
+
+    def failed(self) -> int:
+        """Publisher processes that ended while the daemon was publishing."""
+        return 0 if self._closed else sum(not p.is_alive() for p in self._procs)
+
+    def publish(self, answers: Sequence[Answer]) -> Published | None:
+        """Hand ``answers`` to a publisher process; ``None`` when closed already."""
         psms: list[tuple[str, bytes]] = []
         by_status: dict[str, int] = {}
-        per_run: dict[int, list[Any]] = {}  # id(state) -> [state, results, identified]
+        runs, latency, missed, per_run = [], [], 0, []
+        now = self.clock()
+        for state, results, stamps in answers:
+            n = len(results)
+            elapsed = now - stamps.received_mono
+            latency.append(elapsed)
+            missed += int(np.count_nonzero(elapsed > stamps.budget_ns))
+            counts = results.counts()
+            for status, k in counts.items():
+                by_status[status] = by_status.get(status, 0) + k
+            runs.append(RunAnswered(state.name, n, counts.get("identified", 0), state.threshold))
+            per_run.append((state, n))
+            if self.encode_psms and counts.get("identified"):
+                psms.extend(self._psm_bodies(results, stamps))
+        payload = pack(MESSAGE, [pickle.dumps([(r, s.sent_ns, s.received_ns) for _, r, s in answers],
+                                              protocol=pickle.HIGHEST_PROTOCOL)])  # fmt: skip
         with self._lock:
             if self._closed:
                 return None
-            send = self._zmq.send_result
-            for res, st in zip(results, stamps, strict=True):
-                res["sent_ns"], res["received_ns"], res["published_ns"] = st.sent_ns, st.received_ns, wall()
-                body = result_body(res)
-                send(body)
-                status = res["status"]
-                by_status[status] = by_status.get(status, 0) + 1
-                counts = per_run.get(id(st.state))
-                if counts is None:
-                    counts = per_run[id(st.state)] = [st.state, 0, 0]
-                counts[1] += 1
-                if status == IDENTIFIED:
-                    psms.append((res["run"], body))
-                    counts[2] += 1
-        elapsed = self.clock() - received
-        runs = [RunAnswered(state.name, k, ident, state.threshold) for state, k, ident in per_run.values()]
-        stats = Answered(elapsed / 1e9, int(np.count_nonzero(elapsed > budget)), by_status, runs)
-        return Published(stats, [(state, k) for state, k, _ in per_run.values()], psms)
+            conn = self._conns[self._next]
+            self._next = (self._next + 1) % len(self._conns)
+            conn.sendall(payload)
+        lat = np.concatenate(latency) if latency else np.zeros(0, np.int64)
+        return Published(Answered(lat / 1e9, missed, by_status, runs), per_run, psms)
 
-    def close(self) -> None:
-        """Close the socket; later `publish` calls send nothing."""
+    @staticmethod
+    def _psm_bodies(results: Results, stamps: Stamps) -> list[tuple[str, bytes]]:
+        """The identified answers as their result messages, for MQTT."""
+        wall, out = time.time_ns(), []
+        for msg, st, s, r in zip(results.messages(), results.status.tolist(), stamps.sent_ns.tolist(),
+                                 stamps.received_ns.tolist(), strict=True):  # fmt: skip
+            if st == IDENTIFIED:
+                msg["v"], msg["sent_ns"], msg["received_ns"], msg["published_ns"] = VERSION, s if s >= 0 else None, r, \
+                    wall  # fmt: skip
+                out.append((results.run, orjson.dumps(msg, option=orjson.OPT_SERIALIZE_NUMPY)))
+        return out
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Let the publishers send what they were given, forward it, then close everything."""
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
-            self._zmq.close()
+            for conn in self._conns:
+                with contextlib.suppress(OSError):
+                    conn.sendall(pack(STOP_KIND))
+        deadline = time.monotonic() + timeout_s
+        for proc in self._procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                log.warning("publisher process %s did not stop in time", proc.name)
+                proc.kill()
+                proc.join(1)
+        for conn in self._conns:
+            conn.close()
+        time.sleep(DRAIN_S)  # the proxy forwards what the publishers pushed last
+        steer = self._steer
+        with contextlib.suppress(zmq.ZMQError):
+            steer.send(b"TERMINATE")
+        self._proxy.join(5)
+        steer.close(0)
+        self._pull.close(0)
+        self._pub.close()
+        with contextlib.suppress(OSError):
+            for f in Path(self._dir).iterdir():
+                f.unlink()
+            os.rmdir(self._dir)

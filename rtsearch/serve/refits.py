@@ -15,8 +15,6 @@ import functools
 import logging
 import multiprocessing
 import os
-import threading
-import time
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -28,7 +26,7 @@ from rtsearch.search.live import RunSummary, run_summary
 from rtsearch.search.table import PsmTable
 from rtsearch.search.target import Reopen, SearchTarget
 from rtsearch.serve.jobs import RunState
-from rtsearch.serve.runtime import single_threaded_blas
+from rtsearch.serve.runtime import exit_with_parent, single_threaded_blas
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -56,20 +54,6 @@ def _child_start(parent: int) -> None:
     """In the refit process: one BLAS thread, and an end when the daemon is gone (even SIGKILLed)."""
     single_threaded_blas()
     exit_with_parent(parent)
-
-
-def exit_with_parent(parent: int, every_s: float = 1.0) -> None:
-    """End this process (at once, no clean-up) when the process ``parent`` is gone: no orphans.
-
-    A thread polls the parent id: `os.getppid` changes when the parent dies, whatever killed it.
-    """
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(every_s)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 class Refitter:

@@ -1,9 +1,12 @@
-"""The daemon process's own settings: one BLAS thread, garbage collection on its terms, the GIL's switch interval."""
+"""The daemon's processes' own settings: one BLAS thread, garbage collection on its terms, the GIL's switch
+interval, and children that end with the daemon."""
 
 from __future__ import annotations
 
 import gc
 import os
+import threading
+import time
 
 # The engine releases the GIL at every device synchronization and must win it back from a busy event
 # loop each time; CPython hands it over only every switch interval (default 5 ms), so a batch with a
@@ -48,3 +51,18 @@ def collect_garbage(*, idle: bool) -> None:
     if count0 < (GC_IDLE if idle else GC_OVERDUE):
         return
     gc.collect(2 if count2 >= 10 and count1 >= 10 else 1 if count1 >= 10 else 0)
+
+
+def exit_with_parent(parent: int, every_s: float = 1.0) -> None:
+    """End this process (at once, no clean-up) when the process ``parent`` is gone: no orphans.
+
+    For the daemon's child processes: a thread polls the parent id, which `os.getppid` changes
+    when the parent dies, whatever killed it (SIGKILL included).
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()

@@ -27,10 +27,11 @@ from collections.abc import Callable
 import numpy as np
 
 from rtsearch.config import ServeConfig
-from rtsearch.matches import ResultMessage, ScoredBatch
+from rtsearch.matches import ScoredBatch
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve.batching import BatchPolicy, EngineTimeModel, MicroBatcher
-from rtsearch.serve.jobs import Job, RunState, by_run
+from rtsearch.serve.jobs import Job, by_run
+from rtsearch.serve.publish import Answer, Stamps
 from rtsearch.serve.refits import Refitter
 from rtsearch.serve.runtime import collect_garbage
 from rtsearch.serve.stats import Queue, Scored, Stat, Taken
@@ -41,14 +42,14 @@ log = logging.getLogger(__name__)
 SLOW_BATCH_S = float(os.environ.get("RTSEARCH_SLOW_BATCH_S", "0.5"))  # slower engine batches are logged
 WARM_UP_SIZES = (1, 7, 64, 512)  # batch sizes each worker scores before intake opens (and max_batch)
 
-Answer = Callable[[list[ResultMessage], list[Job]], None]
+Answers = Callable[[list[Answer]], None]
 
 
 class WorkerPool:
     """Engine threads over one `MicroBatcher`; see the module docstring."""
 
     def __init__(
-        self, target: SearchTarget, cfg: ServeConfig, *, answer: Answer, refitter: Refitter,
+        self, target: SearchTarget, cfg: ServeConfig, *, answer: Answers, refitter: Refitter,
         record: Callable[..., None], clock: Callable[[], int] = time.monotonic_ns,
     ) -> None:  # fmt: skip
         self.target = target
@@ -184,14 +185,14 @@ class WorkerPool:
                             len(jobs), seconds * 1e3, self.model.predict(len(jobs)) * 1e3,
                             {k: round(v * 1e3, 2) for k, v in scored.stages.items()})  # fmt: skip
             try:
-                results, states = self._results(jobs, scored)
+                answers = self._results(jobs, scored)
             except Exception as e:  # a bug past scoring: the batch is still answered, the worker goes on
                 log.exception("building the results of a batch of %d spectra failed", len(jobs))
                 self._unscored(jobs, f"internal error: {type(e).__name__}: {e}"[:300])
                 continue
             t3 = time.perf_counter()
-            self.answer(results, jobs)
-            self.refitter.refit(states)
+            self.answer(answers)
+            self.refitter.refit([state for state, _, _ in answers])
             t4 = time.perf_counter()
             collect_garbage(idle=not self.waiting)
             stages = {"score": seconds, "lock": t2 - t1, "results": t3 - t2, "publish": t4 - t3,
@@ -234,31 +235,27 @@ class WorkerPool:
         self.record(*stats)
         return mine
 
-    def _results(self, jobs: list[Job], scored: ScoredBatch) -> tuple[list[ResultMessage], list[RunState]]:
-        """Results of a scored batch in the jobs' order, run by run under each run's lock; the runs."""
+    def _results(self, jobs: list[Job], scored: ScoredBatch) -> list[Answer]:
+        """The answers to a scored batch, run by run, each built under its run's lock."""
         groups = by_run(jobs)
-        results: list[ResultMessage | None] = [None] * len(jobs)
-        states = []
+        answers: list[Answer] = []
         for rows in groups:
             state = jobs[rows[0]].state
             part = scored if len(groups) == 1 else scored.take(rows)
             with state.lock:
-                out = state.live.add_scored(part)
+                results = state.live.add_scored(part)
                 state.threshold = state.live.fdr.threshold()
-            for r, res in zip(rows, out, strict=True):
-                results[r] = res
-            states.append(state)
-        return [r for r in results if r is not None], states
+            answers.append((state, results, Stamps.of([jobs[r] for r in rows])))
+        return answers
 
     def _unscored(self, jobs: list[Job], reason: str) -> None:
         """Answer ``jobs`` ``unidentified`` with ``reason`` (the engine failed on them)."""
-        results: list[ResultMessage] = []
-        ordered: list[Job] = []
+        answers: list[Answer] = []
         for rows in by_run(jobs):
             js = [jobs[r] for r in rows]
             state = js[0].state
             with state.lock:
-                results += state.live.add_unscored(ResultStatus.UNIDENTIFIED, [j.spectrum.scan for j in js],
-                                                   [j.spectrum.precursor_mz for j in js], [reason] * len(js))
-            ordered += js
-        self.answer(results, ordered)
+                results = state.live.add_unscored(ResultStatus.UNIDENTIFIED, [j.spectrum.scan for j in js],
+                                                  [j.spectrum.precursor_mz for j in js], [reason] * len(js))
+            answers.append((state, results, Stamps.of(js)))
+        self.answer(answers)

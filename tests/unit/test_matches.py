@@ -41,7 +41,7 @@ def test_a_live_result_carries_the_file_columns_but_the_end_of_run_ones() -> Non
 
 def _check(target, spectra, extra: set[str]) -> None:
     live = LiveRun("r", target)
-    results = live.add_scored(target.score(spectra))
+    results = live.add_scored(target.score(spectra)).messages()
     scored = [r for r in results if "peptide" in r]
     assert scored and len(scored) < len(results)  # both kinds of answer occur
     for r in results:

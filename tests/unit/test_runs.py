@@ -29,7 +29,7 @@ def _feed(index, batch, size: int = 10) -> tuple[LiveRun, list[dict]]:
     live = LiveRun("r", index)
     out: list[dict] = []
     for s in range(0, len(batch), size):
-        out.extend(live.add_scored(batch.take(range(s, min(s + size, len(batch))))))
+        out.extend(live.add_scored(batch.take(range(s, min(s + size, len(batch))))).messages())
     return live, out
 
 

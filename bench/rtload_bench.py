@@ -1,0 +1,157 @@
+"""The daemon measured by the shared, independent protocol-v1 client, beside the echo floor of the same machine.
+
+Builds (or loads) the 20,000-protein index with entrapment of `bench/stream_bench.py`, writes the dev
+runs' MS2 spectra with a known charge as MGF (what ``rt_load.py`` reads), then, on free loopback ports:
+
+1. ``echo_floor.py`` (a Python service answering each message at once, no scoring) under ``rt_load.py``
+   at ``--floor-rates`` — the latency no Python service on this machine beats;
+2. ``rtsearch serve --spectra-mode pull`` on the index under ``rt_load.py --senders N`` at ``--rates``,
+   then, with ``--overload R``, R spectra/s for ``--overload-seconds`` with ``--budget-ms``, then
+   200/s again to see latency come back.
+
+Prints and writes (``--json``) every ``rt_load.py`` line, tagged. The tools come from ``--tools``
+(a copy of ``../shared/tools``; the GPU machine has no ``../shared``).
+
+    python3 bench/rtload_bench.py --data .gpudata/data --tools .gpudata/tools --index-cache .benchcache/idx20k \\
+        --rates 200,10000,20000,40000 --senders 4 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "simulators"))
+
+from bench.stream_bench import RUNS, get_index  # noqa: E402
+from rtsearch.io.spectra import read_spectra  # noqa: E402
+from rtsearch.scoring.backend import get_backend  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_mgf(data: Path, out: Path) -> int:
+    """The dev runs' MS2 spectra with one known charge, as MGF; how many."""
+    n = 0
+    with open(out, "w") as fh:
+        for run in RUNS:
+            for sp in read_spectra(data / run):
+                if len(sp.charges) != 1 or sp.problem or sp.precursor_mz <= 0:
+                    continue
+                fh.write(f"BEGIN IONS\nTITLE={sp.run}.{sp.scan}\nPEPMASS={sp.precursor_mz!r}\nCHARGE={sp.charges[0]}+\n"
+                         f"RTINSECONDS={sp.rt!r}\n")  # fmt: skip
+                fh.writelines(f"{m!r} {i!r}\n" for m, i in zip(sp.mz.tolist(), sp.intensity.tolist(), strict=True))
+                fh.write("END IONS\n")
+                n += 1
+    return n
+
+
+def rt_load(tools: Path, mgf: Path, spectra: str, results: str, *args: str) -> list[dict[str, Any]]:
+    """Run the client; its JSON lines."""
+    out = subprocess.run([sys.executable, str(tools / "rt_load.py"), str(mgf), "--spectra", spectra, "--results",
+                          results, *args], capture_output=True, text=True, check=False)  # fmt: skip
+    lines = [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
+    if out.returncode:
+        print(out.stderr[-2000:], file=sys.stderr)
+    return [x for x in lines if "offered_hz" in x]
+
+
+def wait_ready(proc: subprocess.Popen[str], timeout: float) -> None:
+    assert proc.stderr is not None
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        line = proc.stderr.readline()
+        if " ready: " in line:
+            return
+        if not line and proc.poll() is not None:
+            raise RuntimeError(f"rtsearch serve exited with {proc.returncode}")
+    raise RuntimeError("rtsearch serve did not become ready")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", type=Path, required=True)
+    p.add_argument("--tools", type=Path, required=True, help="folder holding rt_load.py and echo_floor.py")
+    p.add_argument("--index-cache", type=Path, required=True)
+    p.add_argument("--proteins", type=int, default=20_000)
+    p.add_argument("--rates", default="200,10000,20000,40000")
+    p.add_argument("--floor-rates", default="200,20000")
+    p.add_argument("--senders", type=int, default=4)
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--low-seconds", type=float, default=30.0, help="seconds of the 200/s phases")
+    p.add_argument("--budget-ms", type=float, default=0.0, help="budget_ms sent with each spectrum (0: none)")
+    p.add_argument("--overload", type=float, default=0.0, help="an overload phase at this rate (0: none)")
+    p.add_argument("--overload-seconds", type=float, default=10.0)
+    p.add_argument("--serve-args", default="", help="extra arguments of rtsearch serve, e.g. '--workers 2'")
+    p.add_argument("--json", type=Path)
+    args = p.parse_args()
+    backend = get_backend("auto")
+    res: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "device": backend.device, "cpus": os.cpu_count()}
+    index, info = get_index(args.data, args.proteins, args.index_cache, backend.xp)
+    res.update(info, index_counts=index.manifest["counts"])
+    del index
+    with tempfile.TemporaryDirectory() as tmp_s:
+        tmp = Path(tmp_s)
+        mgf = tmp / "spectra.mgf"
+        res["spectra"] = write_mgf(args.data, mgf)
+        phases: list[dict[str, Any]] = []
+
+        def phase(tag: str, rates: str, seconds: float, *extra: str, ep: tuple[str, str]) -> None:
+            for line in rt_load(args.tools, mgf, *ep, "--rates", rates, "--seconds", str(seconds), "--senders",
+                                str(args.senders), "--tag", tag, *extra):  # fmt: skip
+                line["phase"] = tag
+                phases.append(line)
+                print(json.dumps(line), flush=True)
+
+        sp, rp = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+        echo = subprocess.Popen([sys.executable, str(args.tools / "echo_floor.py"), "--spectra", sp, "--results", rp])
+        try:
+            time.sleep(1.0)
+            for rate in args.floor_rates.split(","):
+                seconds = args.low_seconds if float(rate) <= 1000 else args.seconds
+                phase("floor", rate, seconds, ep=(sp, rp))
+        finally:
+            echo.kill()
+            echo.wait(10)
+        sp, rp = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "rtsearch.cli", "serve", "--index", str(args.index_cache), "--spectra", sp,
+             "--spectra-mode", "pull", "--results", rp, "--metrics-port", "0", "--results-dir", str(tmp / "res"),
+             *args.serve_args.split()], stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+        try:
+            wait_ready(serve, 600)
+            budget = ["--budget-ms", str(args.budget_ms)] if args.budget_ms else []
+            for rate in args.rates.split(","):
+                phase("daemon", rate, args.low_seconds if float(rate) <= 1000 else args.seconds, *budget, ep=(sp, rp))
+            if args.overload:
+                phase("overload", str(args.overload), args.overload_seconds, *budget, ep=(sp, rp))
+                phase("after", "200", 5.0, *budget, ep=(sp, rp))
+        finally:
+            serve.terminate()
+            try:
+                serve.wait(120)
+            except subprocess.TimeoutExpired:
+                serve.kill()
+        res["phases"] = phases
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
