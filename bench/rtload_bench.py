@@ -82,6 +82,35 @@ def wait_ready(proc: subprocess.Popen[str], timeout: float) -> None:
     raise RuntimeError("rtsearch serve did not become ready")
 
 
+def daemon(code: Path, tmp: Path, phase: Any, args: argparse.Namespace) -> None:
+    """The phases against ``rtsearch serve`` of the checkout ``code``, tagged with its folder's name."""
+    sp, rp = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+    paths = [str(code), str(code / "simulators"), *filter(None, os.environ.get("PYTHONPATH", "").split(":"))]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": ":".join(paths)}
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "rtsearch.cli", "serve", "--index", str(args.index_cache.resolve()), "--spectra", sp,
+         "--spectra-mode", "pull", "--results", rp, "--metrics-port", "0", "--results-dir",
+         str(tmp / f"res-{code.name}"), *args.serve_args.split()],
+        stderr=subprocess.PIPE, text=True, env=env, cwd=tmp,  # not a checkout: PYTHONPATH decides the code
+    )  # fmt: skip
+    name = code.name
+    try:
+        wait_ready(serve, 600)
+        budget = ["--budget-ms", str(args.budget_ms)] if args.budget_ms else []
+        for rate in args.rates.split(","):
+            seconds = args.low_seconds if float(rate) <= 1000 else args.seconds
+            phase(f"daemon {name}", rate, seconds, *budget, ep=(sp, rp))
+        if args.overload:
+            phase(f"overload {name}", str(args.overload), args.overload_seconds, *budget, ep=(sp, rp))
+            phase(f"after {name}", "200", 5.0, *budget, ep=(sp, rp))
+    finally:
+        serve.terminate()
+        try:
+            serve.wait(120)
+        except subprocess.TimeoutExpired:
+            serve.kill()
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, required=True)
@@ -97,6 +126,8 @@ def main() -> int:
     p.add_argument("--overload", type=float, default=0.0, help="an overload phase at this rate (0: none)")
     p.add_argument("--overload-seconds", type=float, default=10.0)
     p.add_argument("--serve-args", default="", help="extra arguments of rtsearch serve, e.g. '--workers 2'")
+    p.add_argument("--code", type=Path, action="append",
+                   help="the checkout whose daemon is measured (default this one); several: one after the other")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     backend = get_backend("auto")
@@ -112,7 +143,7 @@ def main() -> int:
 
         def phase(tag: str, rates: str, seconds: float, *extra: str, ep: tuple[str, str]) -> None:
             for line in rt_load(args.tools, mgf, *ep, "--rates", rates, "--seconds", str(seconds), "--senders",
-                                str(args.senders), "--tag", tag, *extra):  # fmt: skip
+                                str(args.senders), "--tag", tag.replace(" ", "-"), *extra):  # fmt: skip
                 line["phase"] = tag
                 phases.append(line)
                 print(json.dumps(line), flush=True)
@@ -127,26 +158,8 @@ def main() -> int:
         finally:
             echo.kill()
             echo.wait(10)
-        sp, rp = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
-        serve = subprocess.Popen(
-            [sys.executable, "-m", "rtsearch.cli", "serve", "--index", str(args.index_cache), "--spectra", sp,
-             "--spectra-mode", "pull", "--results", rp, "--metrics-port", "0", "--results-dir", str(tmp / "res"),
-             *args.serve_args.split()], stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
-        try:
-            wait_ready(serve, 600)
-            budget = ["--budget-ms", str(args.budget_ms)] if args.budget_ms else []
-            for rate in args.rates.split(","):
-                phase("daemon", rate, args.low_seconds if float(rate) <= 1000 else args.seconds, *budget, ep=(sp, rp))
-            if args.overload:
-                phase("overload", str(args.overload), args.overload_seconds, *budget, ep=(sp, rp))
-                phase("after", "200", 5.0, *budget, ep=(sp, rp))
-        finally:
-            serve.terminate()
-            try:
-                serve.wait(120)
-            except subprocess.TimeoutExpired:
-                serve.kill()
+        for code in args.code or [ROOT]:
+            daemon(code.resolve(), tmp, phase, args)
         res["phases"] = phases
     if args.json:
         args.json.write_text(json.dumps(res, indent=1))

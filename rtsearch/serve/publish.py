@@ -1,12 +1,14 @@
 """The results socket: every answer handed to publisher processes, encoded there, sent on one PUB.
 
 `Publisher.publish` is the one exit of every MS2 answer (scored, shed, invalid), called from the
-engine workers and the event loop with column-wise `Results` and their stamps (`Stamps`). It
-hands them, round robin, to ``publishers`` processes (`rtsearch.serve.publisher_process`), which
-build, stamp and encode each result message and push it to a PULL socket the daemon binds on an
-``ipc://`` path; a ZeroMQ proxy in a thread of the daemon (C, no GIL) forwards everything to the
-results PUB bound at the configured endpoint (high-water mark 1,000,000 a subscriber). The daemon
-itself does array work a batch, not Python a result.
+engine workers and the event loop with column-wise `Results` and their stamps (`Stamps`). With
+``publishers`` = 0 (the default) it builds, stamps, encodes (orjson) and sends each result message
+itself, under the socket's lock, on the results PUB bound at the configured endpoint (high-water mark
+1,000,000 a subscriber). With ``publishers`` > 0 it hands the columns, round robin, to that many
+processes (`rtsearch.serve.publisher_process`) that do this work and push the messages to a PULL
+socket the daemon binds on an ``ipc://`` path, which a ZeroMQ proxy in a thread of the daemon (C, no
+GIL) forwards to the PUB: the ~5 µs of Python a result costs leaves the daemon's GIL. On one H100
+with 4 senders up to 20,000 spectra/s this did not pay yet (bench/RESULTS.md): the default stays 0.
 
 It reports what it handed on (`Published`): the stats for the metrics (latency from receipt to the
 hand-off to a publisher), the answers per run for the run book, and, when MQTT is on, the
@@ -38,7 +40,7 @@ from rtsearch.serve.chunks import MESSAGE, pack
 from rtsearch.serve.jobs import RunState, Stamp
 from rtsearch.serve.publisher_process import STOP_KIND, serve
 from rtsearch.serve.stats import Answered, RunAnswered
-from rtsearch.wire import VERSION
+from rtsearch.wire import RESULT, VERSION
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +82,7 @@ class Publisher:
     """The results PUB, its proxy and the publisher processes; see the module docstring."""
 
     def __init__(
-        self, ctx: zmq.Context[Any], endpoint: str, *, publishers: int = 2, hwm: int = 1_000_000,
+        self, ctx: zmq.Context[Any], endpoint: str, *, publishers: int = 0, hwm: int = 1_000_000,
         clock: Callable[[], int] = time.monotonic_ns,
     ) -> None:  # fmt: skip
         self.clock = clock
@@ -91,6 +93,14 @@ class Publisher:
         self._pub.setsockopt(zmq.LINGER, 1000)
         self._pub.bind(endpoint)  # raises ZMQError when the endpoint cannot be used
         self.endpoint = self._pub.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._lock = threading.Lock()  # the PUB (no publisher processes), or their pipes and the round robin
+        self._closed = False
+        self._next = 0
+        self._procs: list[Any] = []
+        self._conns: list[socket.socket] = []
+        self._proxy: threading.Thread | None = None
+        if publishers == 0:
+            return
         self._dir = tempfile.mkdtemp(prefix="rtsearch-results-")
         self._pull = ctx.socket(zmq.PULL)
         self._pull.setsockopt(zmq.RCVHWM, 0)
@@ -101,11 +111,6 @@ class Publisher:
         self._steer.bind(self._control)
         self._proxy = threading.Thread(target=self._forward, name="results-proxy", daemon=True)
         self._proxy.start()
-        self._lock = threading.Lock()  # the publishers' pipes and the round robin
-        self._closed = False
-        self._next = 0
-        self._procs: list[Any] = []
-        self._conns: list[socket.socket] = []
         mp = multiprocessing.get_context("spawn")
         for k in range(publishers):
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -132,11 +137,26 @@ class Publisher:
         return 0 if self._closed else sum(not p.is_alive() for p in self._procs)
 
     def publish(self, answers: Sequence[Answer]) -> Published | None:
-        """Hand ``answers`` to a publisher process; ``None`` when closed already."""
+        """Send ``answers`` (or hand them to a publisher process); ``None`` when closed already.
+
+        The latency clock is read after the sends (or the hand-off), so no answer's latency is under-reported.
+        """
+        if not self._conns:
+            if not self._send_here(answers):
+                return None
+        else:
+            payload = pack(MESSAGE, [pickle.dumps([(r, s.sent_ns, s.received_ns) for _, r, s in answers],
+                                                  protocol=pickle.HIGHEST_PROTOCOL)])  # fmt: skip
+            with self._lock:
+                if self._closed:
+                    return None
+                conn = self._conns[self._next]
+                self._next = (self._next + 1) % len(self._conns)
+                conn.sendall(payload)
+        now = self.clock()
         psms: list[tuple[str, bytes]] = []
         by_status: dict[str, int] = {}
         runs, latency, missed, per_run = [], [], 0, []
-        now = self.clock()
         for state, results, stamps in answers:
             n = len(results)
             elapsed = now - stamps.received_mono
@@ -149,16 +169,24 @@ class Publisher:
             per_run.append((state, n))
             if self.encode_psms and counts.get("identified"):
                 psms.extend(self._psm_bodies(results, stamps))
-        payload = pack(MESSAGE, [pickle.dumps([(r, s.sent_ns, s.received_ns) for _, r, s in answers],
-                                              protocol=pickle.HIGHEST_PROTOCOL)])  # fmt: skip
-        with self._lock:
-            if self._closed:
-                return None
-            conn = self._conns[self._next]
-            self._next = (self._next + 1) % len(self._conns)
-            conn.sendall(payload)
         lat = np.concatenate(latency) if latency else np.zeros(0, np.int64)
         return Published(Answered(lat / 1e9, missed, by_status, runs), per_run, psms)
+
+    def _send_here(self, answers: Sequence[Answer]) -> bool:
+        """Build, stamp, encode and send each answer in this thread; whether the socket was open."""
+        send, more, last, dumps, opts, wall = self._pub.send, zmq.SNDMORE | zmq.NOBLOCK, zmq.NOBLOCK, orjson.dumps, \
+            orjson.OPT_SERIALIZE_NUMPY, time.time_ns  # fmt: skip
+        with self._lock:
+            if self._closed:
+                return False
+            for _, results, stamps in answers:
+                for msg, s, r in zip(results.messages(), stamps.sent_ns.tolist(), stamps.received_ns.tolist(),
+                                     strict=True):  # fmt: skip
+                    msg["v"], msg["sent_ns"], msg["received_ns"], msg["published_ns"] = VERSION, \
+                        (s if s >= 0 else None), r, wall()  # fmt: skip
+                    send(RESULT, more)
+                    send(dumps(msg, option=opts), last)
+        return True
 
     @staticmethod
     def _psm_bodies(results: Results, stamps: Stamps) -> list[tuple[str, bytes]]:
@@ -178,6 +206,9 @@ class Publisher:
             if self._closed:
                 return
             self._closed = True
+            if self._proxy is None:
+                self._pub.close()
+                return
             for conn in self._conns:
                 with contextlib.suppress(OSError):
                     conn.sendall(pack(STOP_KIND))

@@ -43,7 +43,8 @@ def _push_and_collect(spectra_ep: str, results_ep: str, messages: list[list[byte
 
 @pytest.mark.slow
 @pytest.mark.asyncio
-async def test_hostile_messages_never_stop_the_daemon(demo_index, data, tmp_path):
+@pytest.mark.parametrize("publishers", [0, 2], ids=["answers sent by the workers", "by publisher processes"])
+async def test_hostile_messages_never_stop_the_daemon(demo_index, data, tmp_path, publishers):
     spectra = [s for s in load_run(data / "ecoli-small/Ecoli_MS2_small.mzML") if s.ms_level == 2]
     sent: list[Hostile] = list(hostile_messages(spectra, N_MESSAGES, seed=15))
     kinds = collections.Counter(h.kind for h in sent if h.kind != "run.start")
@@ -51,7 +52,7 @@ async def test_hostile_messages_never_stop_the_daemon(demo_index, data, tmp_path
     answers = {h.answer: h for h in sent if h.answer is not None}
     assert len(answers) == sum(h.answer is not None for h in sent)  # one scan per answerable message
     target = DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
-    async with running(target, serve_config(tmp_path)) as daemon:
+    async with running(target, serve_config(tmp_path, publishers=publishers)) as daemon:
         ends = daemon.endpoints
         col = await asyncio.to_thread(_push_and_collect, ends.spectra, ends.results, [h.frames for h in sent],
                                       len(answers))  # fmt: skip
