@@ -43,10 +43,10 @@ from rtsearch.search.target import SearchTarget
 from rtsearch.serve.chunks import Received, SpectraChunk
 from rtsearch.serve.finish import Finished, RunEnds
 from rtsearch.serve.intake import Intake
-from rtsearch.serve.jobs import Job, RunState, Stamp, by_run
+from rtsearch.serve.jobs import Job, RunState, Stamp
 from rtsearch.serve.metrics import DaemonMetrics
 from rtsearch.serve.mqtt import MqttPublisher
-from rtsearch.serve.publish import Answer, Publisher, Stamps
+from rtsearch.serve.publish import Answer, Publisher, Stamps, unscored
 from rtsearch.serve.refits import Refitter
 from rtsearch.serve.runs import RunBook
 from rtsearch.serve.runtime import GIL_SWITCH_S, freeze_heap, single_threaded_blas
@@ -338,15 +338,7 @@ class Daemon:
     def _shed(self, jobs: list[Job], code: str, reason: str) -> None:
         """Answer ``jobs`` ``shed`` with ``reason`` (``code``: the metric's label)."""
         self.metrics.record(Shed(code, len(jobs)))
-        answers: list[Answer] = []
-        for rows in by_run(jobs):
-            js = [jobs[r] for r in rows]
-            state = js[0].state
-            with state.lock:
-                results = state.live.add_unscored(ResultStatus.SHED, [j.spectrum.scan for j in js],
-                                                  [j.spectrum.precursor_mz for j in js], [reason] * len(js))
-            answers.append((state, results, Stamps.of(js)))
-        self._answer(answers)
+        self._answer(unscored(jobs, ResultStatus.SHED, reason))
 
     def _mqtt_psms(self, psms: list[tuple[str, bytes]]) -> None:
         if self.mqtt is not None:

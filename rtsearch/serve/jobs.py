@@ -10,6 +10,7 @@ the counts the `RunBook` keeps under the book's lock.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rtsearch.search.live import LiveRun
@@ -55,7 +56,7 @@ class Job(Stamp):
     spectrum: Spectrum
 
 
-def by_run(stamps: list[Job]) -> list[list[int]]:
+def by_run(stamps: Sequence[Stamp]) -> list[list[int]]:
     """Positions of ``stamps`` grouped by run (segment), each group in order, groups by first appearance."""
     groups: dict[int, list[int]] = {}
     for i, s in enumerate(stamps):

@@ -37,9 +37,10 @@ import zmq
 
 from rtsearch.matches import STATUSES, Results
 from rtsearch.serve.chunks import MESSAGE, pack
-from rtsearch.serve.jobs import RunState, Stamp
+from rtsearch.serve.jobs import Job, RunState, Stamp, by_run
 from rtsearch.serve.publisher_process import STOP_KIND, serve
 from rtsearch.serve.stats import Answered, RunAnswered
+from rtsearch.types import ResultStatus
 from rtsearch.wire import RESULT, VERSION
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,20 @@ class Stamps:
 
 
 Answer = tuple[RunState, Results, Stamps]  # one run's answers to a batch
+
+
+def unscored(jobs: Sequence[Job], status: ResultStatus, reason: str) -> list[Answer]:
+    """Answers to ``jobs`` without scoring them (``shed``, or ``unidentified`` after an engine error), run by
+    run, each recorded in its run under the run's lock."""
+    answers: list[Answer] = []
+    for rows in by_run(jobs):
+        js = [jobs[r] for r in rows]
+        state = js[0].state
+        with state.lock:
+            results = state.live.add_unscored(status, [j.spectrum.scan for j in js],
+                                              [j.spectrum.precursor_mz for j in js], [reason] * len(js))
+        answers.append((state, results, Stamps.of(js)))
+    return answers
 
 
 @dataclass

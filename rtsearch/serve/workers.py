@@ -31,7 +31,7 @@ from rtsearch.matches import ScoredBatch
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve.batching import BatchPolicy, EngineTimeModel, MicroBatcher
 from rtsearch.serve.jobs import Job, by_run
-from rtsearch.serve.publish import Answer, Stamps
+from rtsearch.serve.publish import Answer, Stamps, unscored
 from rtsearch.serve.refits import Refitter
 from rtsearch.serve.runtime import collect_garbage
 from rtsearch.serve.stats import Queue, Scored, Stat, Taken
@@ -250,12 +250,4 @@ class WorkerPool:
 
     def _unscored(self, jobs: list[Job], reason: str) -> None:
         """Answer ``jobs`` ``unidentified`` with ``reason`` (the engine failed on them)."""
-        answers: list[Answer] = []
-        for rows in by_run(jobs):
-            js = [jobs[r] for r in rows]
-            state = js[0].state
-            with state.lock:
-                results = state.live.add_unscored(ResultStatus.UNIDENTIFIED, [j.spectrum.scan for j in js],
-                                                  [j.spectrum.precursor_mz for j in js], [reason] * len(js))
-            answers.append((state, results, Stamps.of(js)))
-        self.answer(answers)
+        self.answer(unscored(jobs, ResultStatus.UNIDENTIFIED, reason))
