@@ -156,8 +156,9 @@ class Publisher:
 
         The latency clock is read after the sends (or the hand-off), so no answer's latency is under-reported.
         """
+        psms: list[tuple[str, bytes]] = []
         if not self._conns:
-            if not self._send_here(answers):
+            if not self._send_here(answers, psms if self.encode_psms else None):
                 return None
         else:
             payload = pack(MESSAGE, [pickle.dumps([(r, s.sent_ns, s.received_ns) for _, r, s in answers],
@@ -169,7 +170,6 @@ class Publisher:
                 self._next = (self._next + 1) % len(self._conns)
                 conn.sendall(payload)
         now = self.clock()
-        psms: list[tuple[str, bytes]] = []
         by_status: dict[str, int] = {}
         runs, latency, missed, per_run = [], [], 0, []
         for state, results, stamps in answers:
@@ -182,13 +182,14 @@ class Publisher:
                 by_status[status] = by_status.get(status, 0) + k
             runs.append(RunAnswered(state.name, n, counts.get("identified", 0), state.threshold))
             per_run.append((state, n))
-            if self.encode_psms and counts.get("identified"):
+            if self.encode_psms and self._conns and counts.get("identified"):
                 psms.extend(self._psm_bodies(results, stamps))
         lat = np.concatenate(latency) if latency else np.zeros(0, np.int64)
         return Published(Answered(lat / 1e9, missed, by_status, runs), per_run, psms)
 
-    def _send_here(self, answers: Sequence[Answer]) -> bool:
-        """Build, stamp, encode and send each answer in this thread; whether the socket was open."""
+    def _send_here(self, answers: Sequence[Answer], psms: list[tuple[str, bytes]] | None) -> bool:
+        """Build, stamp, encode and send each answer in this thread (the identified ones' bodies also into
+        ``psms`` when given); whether the socket was open."""
         send, more, last, dumps, opts, wall = self._pub.send, zmq.SNDMORE | zmq.NOBLOCK, zmq.NOBLOCK, orjson.dumps, \
             orjson.OPT_SERIALIZE_NUMPY, time.time_ns  # fmt: skip
         with self._lock:
@@ -199,8 +200,11 @@ class Publisher:
                                      strict=True):  # fmt: skip
                     msg["v"], msg["sent_ns"], msg["received_ns"], msg["published_ns"] = VERSION, \
                         (s if s >= 0 else None), r, wall()  # fmt: skip
+                    body = dumps(msg, option=opts)
                     send(RESULT, more)
-                    send(dumps(msg, option=opts), last)
+                    send(body, last)
+                    if psms is not None and msg["status"] == "identified":
+                        psms.append((results.run, body))
         return True
 
     @staticmethod
