@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "simulators"))
 
 from bench.stream_bench import RUNS, get_index  # noqa: E402
+from rtsearch.batch import SpectraBatch  # noqa: E402
 from rtsearch.config import SearchConfig  # noqa: E402
 from rtsearch.scoring.backend import get_backend  # noqa: E402
 from rtsearch.scoring.database.engine import Engine  # noqa: E402
@@ -40,7 +41,7 @@ def paced(engine: Engine, pool: list[Any], hz: float, seconds: float) -> int:
         for r in range(int(hz * seconds)):
             time.sleep(max(0.0, start + r / hz - time.perf_counter()))
             t0 = time.perf_counter()
-            engine.score(pool[r % len(pool) : r % len(pool) + 1])
+            engine.score(SpectraBatch.of(pool[r % len(pool) : r % len(pool) + 1]))
             out.append((time.time(), (time.perf_counter() - t0) * 1e3))
 
     t = threading.Thread(target=work)
@@ -85,14 +86,14 @@ def main() -> int:
     engine = Engine(index, SearchConfig(), backend, fused_preprocess=not args.no_fused)
     print(f"device preprocessing: {'CuPy calls' if args.no_fused else 'fused kernel'}", flush=True)
     for size in (1, 8, 64, 512, 4096):
-        engine.score(pool[:size])
+        engine.score(SpectraBatch.of(pool[:size]))
 
     def median_ms(eng: Engine, size: int, reps: int) -> tuple[float, float]:
         times = []
         for r in range(reps):
             i = (r * size * 7) % (len(pool) - size)
             t0 = time.perf_counter()
-            eng.score(pool[i : i + size])
+            eng.score(SpectraBatch.of(pool[i : i + size]))
             times.append(time.perf_counter() - t0)
         a = np.array(times) * 1e3
         return float(np.median(a)), float(np.percentile(a, 99))
@@ -124,7 +125,7 @@ def main() -> int:
                 for r in range(reps):
                     i = ((seed * 7 + r) * size) % (len(pool) - size)
                     t0 = time.perf_counter()
-                    engine.score(pool[i : i + size])
+                    engine.score(SpectraBatch.of(pool[i : i + size]))
                     times.append(time.perf_counter() - t0)
 
             ts = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
@@ -145,7 +146,7 @@ def main() -> int:
             row = []
             for block in (256, 512, 1024):
                 gpu.small_block = gpu.large_block = block
-                engine.score(pool[:size])
+                engine.score(SpectraBatch.of(pool[:size]))
                 row.append(f"{block}: {median_ms(engine, size, max(10, min(100, 4000 // size)))[0]:6.2f} ms")
             print(f"count block, batch {size:>5}: " + ", ".join(row), flush=True)
         gpu.small_block, gpu.large_block = saved
@@ -156,7 +157,7 @@ def main() -> int:
         fused = Engine(index, SearchConfig(), backend, host_preprocess_max=0)
         for size in (1, 16, 64, 128, 256, 512, 1024, 4096):
             for e in (host, dev, fused):
-                e.score(pool[:size])
+                e.score(SpectraBatch.of(pool[:size]))
             h, d, f = (median_ms(e, size, 40) for e in (host, dev, fused))
             print(f"preprocess batch {size:>5}: host {h[0]:6.2f} ms (p99 {h[1]:6.2f}), device CuPy calls {d[0]:6.2f} "
                   f"ms (p99 {d[1]:6.2f}), fused kernel {f[0]:6.2f} ms (p99 {f[1]:6.2f})", flush=True)
@@ -165,17 +166,17 @@ def main() -> int:
             acc: dict[str, float] = {}
             for r in range(10):
                 i = (r * size * 7) % (len(pool) - size)
-                for k, v in engine.score(pool[i : i + size]).stages.items():
+                for k, v in engine.score(SpectraBatch.of(pool[i : i + size])).stages.items():
                     acc[k] = acc.get(k, 0.0) + v / 10
             print(f"unsynchronized stages batch {size}: total {sum(acc.values()) * 1e3:.2f} ms; "
                   + ", ".join(f"{k} {v * 1e3:.2f}" for k, v in acc.items()), flush=True)
     prof = Engine(index, SearchConfig(), backend, profile=True)
     for size in (1, 32, 4096):
-        prof.score(pool[:size])
+        prof.score(SpectraBatch.of(pool[:size]))
         prof.stage_seconds.clear()
         for r in range(10):
             i = (r * size * 7) % (len(pool) - size)
-            prof.score(pool[i : i + size])
+            prof.score(SpectraBatch.of(pool[i : i + size]))
         print(f"stages batch {size}: " + ", ".join(f"{k} {v / 10 * 1e3:.2f} ms" for k, v in prof.stage_seconds.items()))
     return 0
 

@@ -24,6 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from rtsearch.batch import SpectraBatch
 from rtsearch.config import DatabaseConfig  # noqa: E402
 from rtsearch.database.build import build_index  # noqa: E402
 from rtsearch.database.fasta import read_fastas  # noqa: E402
@@ -71,13 +72,13 @@ def time_engine(index, looped, backend, batch: int, limit: int | None = None, pr
     """Spectra scored and seconds, over every run (each ``limit`` spectra at most)."""
     engines = {name: Engine(index, cfg, backend, profile=profile) for name, cfg, _ in looped}
     for name, _, spectra in looped:  # warm-up: compile kernels, fill memory pools
-        engines[name].score(spectra[: min(batch, 256)])
+        engines[name].score(SpectraBatch.of(spectra[: min(batch, 256)]))
     backend.synchronize()
     n, t0 = 0, time.perf_counter()
     for name, _, spectra in looped:
         todo = spectra if limit is None else spectra[:limit]
         for i in range(0, len(todo), batch):
-            engines[name].score(todo[i : i + batch])
+            engines[name].score(SpectraBatch.of(todo[i : i + batch]))
             n += len(todo[i : i + batch])
     backend.synchronize()
     secs = time.perf_counter() - t0

@@ -19,7 +19,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "simulators"))
 
+from rtsearch.batch import SpectraBatch  # noqa: E402
 from rtsearch.cli.demo import bundled, cached_index, default_cache  # noqa: E402
 from rtsearch.config import SearchConfig, ServeConfig  # noqa: E402
 from rtsearch.matches import BestMatches, ScoredBatch  # noqa: E402
@@ -36,7 +36,6 @@ from rtsearch.scoring.database.engine import Engine  # noqa: E402
 from rtsearch.scoring.database.features import FEATURES  # noqa: E402
 from rtsearch.search.database import DatabaseTarget  # noqa: E402
 from rtsearch.serve.daemon import Daemon  # noqa: E402
-from rtsearch.types import Spectrum  # noqa: E402
 
 
 class InstantEngine(Engine):
@@ -46,7 +45,7 @@ class InstantEngine(Engine):
         super().__init__(*args, **kw)  # type: ignore[arg-type]
         self.rng = np.random.default_rng(0)
 
-    def score(self, spectra: Sequence[Spectrum]) -> ScoredBatch:
+    def score(self, spectra: SpectraBatch) -> ScoredBatch:
         n = len(spectra)
         rng = self.rng
         pep = rng.integers(0, len(self.peptide_mass), n)
@@ -54,11 +53,8 @@ class InstantEngine(Engine):
         feats[:, FEATURES.index("hyperscore")] += 3 * (~np.asarray(self.index.is_decoy(pep), dtype=bool))
         best = BestMatches(pep, np.full(n, 2), rng.uniform(400, 1200, n), rng.normal(size=n),
                            rng.integers(3, 30, n), feats)  # fmt: skip
-        return ScoredBatch(
-            run=[s.run for s in spectra], scan=np.fromiter((s.scan for s in spectra), np.int64, n),
-            precursor_mz=np.fromiter((s.precursor_mz for s in spectra), np.float64, n),
-            rt=np.zeros(n), best=best, reason=[""] * n,
-        )  # fmt: skip
+        return ScoredBatch(run=list(spectra.run), scan=spectra.scan, precursor_mz=spectra.precursor_mz,
+                           rt=np.zeros(n), best=best, reason=[""] * n)  # fmt: skip
 
 
 def thread_cpu() -> dict[str, float]:

@@ -11,13 +11,14 @@ and scaled to a maximum of 1.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from rtsearch.types import C13_DELTA, Spectrum
+from rtsearch.batch import SpectraBatch
+from rtsearch.types import C13_DELTA
 
 
 @dataclass
@@ -43,24 +44,22 @@ class FlatPeaks:
     precursor_mz: np.ndarray  # float64 [S]
 
 
-def pack(spectra: Sequence[Spectrum], *, max_width: int = 4096) -> FlatPeaks:
-    """Concatenate the spectra's peaks (at most ``max_width`` most intense of each).
+def pack(batch: SpectraBatch, *, max_width: int = 4096) -> FlatPeaks:
+    """The batch's peaks, at most ``max_width`` (the most intense) of each spectrum.
 
     Spectra with more peaks than ``max_width`` keep their most intense ones, so
     one noisy spectrum cannot blow up the batch width.
     """
-    mzs = [sp.mz for sp in spectra]
-    ints = [sp.intensity for sp in spectra]
-    for i, sp in enumerate(spectra):
-        if sp.n_peaks > max_width:
-            keep = np.sort(np.argpartition(sp.intensity, -max_width)[-max_width:])
-            mzs[i], ints[i] = sp.mz[keep], sp.intensity[keep]
-    s = len(spectra)
-    lengths = np.fromiter((a.shape[0] for a in mzs), dtype=np.int64, count=s)
-    mz = np.concatenate(mzs).astype(np.float64, copy=False) if s else np.zeros(0)
-    inten = np.concatenate(ints).astype(np.float32, copy=False) if s else np.zeros(0, np.float32)
-    prec = np.fromiter((sp.precursor_mz for sp in spectra), dtype=np.float64, count=s)
-    return FlatPeaks(mz, inten, lengths, prec)
+    lengths, mz, inten = batch.lengths, batch.mz, batch.intensity
+    wide = np.flatnonzero(lengths > max_width)
+    if wide.size:  # rare: the least intense peaks of each wide spectrum are dropped
+        keep = np.ones(mz.shape[0], dtype=bool)
+        for i in wide.tolist():
+            a, b = int(batch.offsets[i]), int(batch.offsets[i + 1])
+            keep[a + np.argpartition(inten[a:b], -max_width)[:-max_width]] = False
+        mz, inten, lengths = mz[keep], inten[keep], np.minimum(lengths, max_width)
+    return FlatPeaks(mz.astype(np.float64, copy=False), inten.astype(np.float32, copy=False),
+                     lengths.astype(np.int64, copy=False), batch.precursor_mz)  # fmt: skip
 
 
 def pad(flat: FlatPeaks, xp: Any, to_device: Callable[[np.ndarray], Any] | None = None) -> PeakBatch:

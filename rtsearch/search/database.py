@@ -10,11 +10,11 @@ the precursor error becomes a z-score against the run's own offset and spread
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from rtsearch.batch import SpectraBatch
 from rtsearch.config import DatabaseConfig, SearchConfig
 from rtsearch.database.index import PeptideIndex
 from rtsearch.database.store import load_index
@@ -80,7 +80,7 @@ class DatabaseTarget:
     def device_bytes(self) -> int:
         return self.engine.device_bytes()
 
-    def score(self, spectra: Sequence[Spectrum]) -> ScoredBatch:
+    def score(self, spectra: SpectraBatch) -> ScoredBatch:
         return self.engine.score(spectra)
 
     def reopen(self) -> Reopen | None:

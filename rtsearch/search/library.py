@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rtsearch.batch import SpectraBatch
 from rtsearch.config import Config, LibraryMode
 from rtsearch.library.store import SpectralLibrary, load_library
 from rtsearch.matches import ResultMessage, ScoredBatch
@@ -78,7 +79,7 @@ class LibraryTarget:
     def device_bytes(self) -> int:
         return self.engine.device_bytes()
 
-    def score(self, spectra: Sequence[Spectrum]) -> ScoredBatch:
+    def score(self, spectra: SpectraBatch) -> ScoredBatch:
         return self.engine.score(spectra)
 
     def reopen(self) -> Reopen | None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from rtsearch.batch import SpectraBatch
 from rtsearch.io.spectra import count_spectra, read_spectra
 from rtsearch.search.table import PsmTable
 from rtsearch.search.target import SearchTarget
@@ -47,7 +48,7 @@ def search_runs(
     t0 = time.perf_counter()
     table = PsmTable(target)
     for batch in spectrum_batches(runs, batch_size=batch_size, progress=progress):
-        table.add(target.score(batch))
+        table.add(target.score(SpectraBatch.of(batch)))
     table.finalize()
     psms, peptides = table.counts_at(0.01)
     return table, SearchSummary(len(table), psms, peptides, time.perf_counter() - t0)

@@ -8,7 +8,7 @@ which kind it is.
 
 A target
 
-- **scores**: ``score(spectra) -> ScoredBatch``, synchronous, on its backend: every
+- **scores**: ``score(SpectraBatch) -> ScoredBatch``, synchronous, on its backend: every
   spectrum's best match (an id among the target's ``entries``, -1 none) and its
   ``features`` (named, in order; ``primary`` ranks a run until its discriminant is fitted);
 - **names its matches**: decoy flags, ProForma peptides, protein accessions, and the key that
@@ -24,12 +24,13 @@ A target
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
+from rtsearch.batch import SpectraBatch
 from rtsearch.matches import ScoredBatch
 from rtsearch.scoring.backend import Backend
 from rtsearch.search.lda import Discriminant
@@ -78,7 +79,7 @@ class SearchTarget(Protocol):
         """Bytes of target data on the device (0 on NumPy)."""
         ...
 
-    def score(self, spectra: Sequence[Spectrum]) -> ScoredBatch: ...
+    def score(self, spectra: SpectraBatch) -> ScoredBatch: ...
 
     def warm_up_spectra(self, n: int) -> list[Spectrum]: ...
 

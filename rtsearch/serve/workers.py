@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from rtsearch.batch import SpectraBatch
 from rtsearch.config import ServeConfig
 from rtsearch.matches import ScoredBatch
 from rtsearch.search.target import SearchTarget
@@ -152,7 +153,7 @@ class WorkerPool:
         for size in sorted({*WARM_UP_SIZES, self.cfg.max_batch}):
             batch = (spectra * (size // len(spectra) + 1))[:size]
             t0 = time.perf_counter()
-            self.target.score(batch)
+            self.target.score(SpectraBatch.of(batch))
             with self._cv:
                 self.model.observe(size, time.perf_counter() - t0)
 
@@ -169,7 +170,7 @@ class WorkerPool:
             number, jobs = taken
             t0 = time.perf_counter()
             try:
-                scored = self.target.score([j.spectrum for j in jobs])
+                scored = self.target.score(SpectraBatch.of([j.spectrum for j in jobs]))
             except Exception as e:  # an engine failure answers the batch; it never loses it
                 log.exception("engine failed on a batch of %d spectra", len(jobs))
                 if self._done(number, len(jobs), None):

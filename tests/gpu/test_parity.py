@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rtsearch.batch import SpectraBatch
 from rtsearch.database.build import build_index
 from rtsearch.io.spectra import read_spectra
 from rtsearch.scoring.backend import get_backend
@@ -25,14 +26,14 @@ def test_same_top1_and_scores(dev, data, cupy_backend):
     index = build_index(fastas, DATABASE)
     cfg = dev.search_config()
     spectra = list(read_spectra(run, default_charges=cfg.charges))
-    ref = Engine(index, cfg, get_backend("numpy")).score(spectra)
+    ref = Engine(index, cfg, get_backend("numpy")).score(SpectraBatch.of(spectra))
     # the whole run as one batch (preprocessed on the device), and batches of 32 (preprocessed on the host)
     gpu = Engine(index, cfg, cupy_backend)
     for label, size in (("one batch", len(spectra)), ("batches of 32", 32)):
         same = worst = 0.0
         for start in range(0, len(spectra), size):
             rows = range(start, min(start + size, len(spectra)))
-            n_same, w = _compare(ref.take(rows), gpu.score([spectra[i] for i in rows]))
+            n_same, w = _compare(ref.take(rows), gpu.score(SpectraBatch.of([spectra[i] for i in rows])))
             same, worst = same + n_same, max(worst, w)
         print(f"{dev.name}, {label}: {same:.0f}/{len(spectra)} same top-1 peptide, "
               f"worst relative feature difference {worst:.2e}")  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rtsearch.batch import SpectraBatch
 from rtsearch.io.spectra import read_spectra
 from rtsearch.scoring.backend import get_backend
 from rtsearch.scoring.database.gpu import GpuIndex, row_sums
@@ -52,7 +53,7 @@ def test_rows_and_sums_are_numpys(gpu, data, source, deiso):
         spectra = _hard_cases()
     for top in (150, 50):
         for at in range(0, len(spectra), 700):
-            flat = pack(spectra[at : at + 700])
+            flat = pack(SpectraBatch.of(spectra[at : at + 700]))
             ref = preprocess(pad(flat, np), top_peaks=top, min_mz=150.0, precursor_removal_da=1.5, xp=np,
                              deisotope_da=deiso)  # fmt: skip
             inten, cum, total, sq = row_sums(ref.intensity, np)

@@ -7,6 +7,7 @@ import threading
 import numpy as np
 import pytest
 
+from rtsearch.batch import SpectraBatch
 from rtsearch.cli.demo import TOML, bundled
 from rtsearch.config import load_config
 from rtsearch.scoring.backend import get_backend
@@ -48,7 +49,8 @@ def test_pinned_staging_round_trip_on_worker_streams():
 async def test_gpu_daemon_answers_like_the_numpy_engine(demo_index, data, tmp_path):
     search = load_config(bundled(TOML)).search
     spectra = load_run(data / "ecoli-small/Ecoli_MS2_small.mzML")
-    ref = Engine(demo_index, search, get_backend("numpy")).score([s for s in spectra if s.ms_level == 2])
+    ms2 = SpectraBatch.of([s for s in spectra if s.ms_level == 2])
+    ref = Engine(demo_index, search, get_backend("numpy")).score(ms2)
     pairs = zip(ref.scan, ref.best.match, strict=True)
     expected = {int(s): (demo_index.proforma(int(p)) if p >= 0 else "") for s, p in pairs}
     engine = DatabaseTarget(demo_index, search, get_backend("cupy"))

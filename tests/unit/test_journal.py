@@ -9,6 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from rtsearch.batch import SpectraBatch
 from rtsearch.cli.demo import RUN, TOML, bundled
 from rtsearch.config import load_config
 from rtsearch.io.results import write_run_results
@@ -30,7 +31,7 @@ def _journaled_run(target, folder, spectra) -> tuple[LiveRun, Journals]:
     journal = journals.open("j/run")
     live = LiveRun("j/run", target, sink=journal.append)
     for s in range(0, 100, 25):
-        live.add_scored(target.score(spectra[s : s + 25]))
+        live.add_scored(target.score(SpectraBatch.of(spectra[s : s + 25])))
     live.add_unscored(ResultStatus.SHED, [1, 2], [500.0, 600.0], ["overload", "overload"])
     return live, journals
 

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from rtsearch.batch import SpectraBatch
 from rtsearch.cli.demo import RUN, TOML, bundled
 from rtsearch.config import load_config
 from rtsearch.io.spectra import read_spectra
@@ -41,7 +42,7 @@ def test_a_live_result_carries_the_file_columns_but_the_end_of_run_ones() -> Non
 
 def _check(target, spectra, extra: set[str]) -> None:
     live = LiveRun("r", target)
-    results = live.add_scored(target.score(spectra)).messages()
+    results = live.add_scored(target.score(SpectraBatch.of(spectra))).messages()
     scored = [r for r in results if "peptide" in r]
     assert scored and len(scored) < len(results)  # both kinds of answer occur
     for r in results:
@@ -51,7 +52,7 @@ def _check(target, spectra, extra: set[str]) -> None:
         else:
             assert keys == {"run", "scan", "status", "reason", "precursor_mz"} and r["reason"]
     table = PsmTable(target)
-    table.add(target.score(spectra))
+    table.add(target.score(SpectraBatch.of(spectra)))
     cols = table.columns()
     assert tuple(cols) == result_columns(target) == table.column_names
     assert tuple(cols)[: len(RESULT_COLUMNS)] == RESULT_COLUMNS

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rtsearch.batch import SpectraBatch
 from rtsearch.cli.demo import RUN, TOML, bundled
 from rtsearch.config import load_config
 from rtsearch.io.spectra import read_spectra
@@ -22,7 +23,7 @@ def scored(demo_index):
     cfg = load_config(bundled(TOML)).search
     spectra = list(read_spectra(bundled(RUN), default_charges=cfg.charges))
     target = DatabaseTarget(demo_index, cfg, get_backend("numpy"))
-    return target, target.score(spectra)
+    return target, target.score(SpectraBatch.of(spectra))
 
 
 def _feed(index, batch, size: int = 10) -> tuple[LiveRun, list[dict]]:

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from pyteomics import mass as pymass
 
+from rtsearch.batch import SpectraBatch
 from rtsearch.config import DatabaseConfig
 from rtsearch.database.build import build_index
 from rtsearch.database.index import PeptideIndex
@@ -70,7 +71,7 @@ def _two_spectra() -> list[Spectrum]:
 
 
 def test_pack_and_pad() -> None:
-    batch = pad(pack(_two_spectra()), np)
+    batch = pad(pack(SpectraBatch.of(_two_spectra())), np)
     assert batch.mz.shape == (2, 9)
     assert batch.n_peaks.tolist() == [9, 3]
     assert batch.mz[1, :3].tolist() == [149.9, 150.0, 798.5]
@@ -81,13 +82,13 @@ def test_pack_and_pad() -> None:
 
 def test_pack_max_width_keeps_most_intense() -> None:
     sp = _spectrum([100.0, 200.0, 300.0, 400.0], [5.0, 1.0, 7.0, 3.0], precursor_mz=900.0)
-    flat = pack([sp], max_width=2)
+    flat = pack(SpectraBatch.of([sp]), max_width=2)
     assert flat.mz.tolist() == [100.0, 300.0]
     assert flat.intensity.tolist() == [5.0, 7.0]
 
 
 def test_preprocess_top2() -> None:
-    batch = pad(pack(_two_spectra()), np)
+    batch = pad(pack(SpectraBatch.of(_two_spectra())), np)
     out = preprocess(batch, top_peaks=2, min_mz=150.0, precursor_removal_da=1.5, xp=np)
     # spectrum 0 after filtering: 200 (16), 300 (36), 400 (36), 501.6 (4), 700 (64)
     #   (100 < min_mz; 499.0 and 501.4 within 1.5 Da of 500; 600 has zero intensity)
@@ -104,7 +105,7 @@ def test_preprocess_top2() -> None:
 
 
 def test_preprocess_keeps_all_when_top_n_is_large() -> None:
-    batch = pad(pack(_two_spectra()), np)
+    batch = pad(pack(SpectraBatch.of(_two_spectra())), np)
     out = preprocess(batch, top_peaks=50, min_mz=150.0, precursor_removal_da=1.5, xp=np)
     assert out.n_peaks.tolist() == [5, 1]
     np.testing.assert_array_equal(out.mz[0, :5], [200.0, 300.0, 400.0, 501.6, 700.0])
@@ -116,7 +117,7 @@ def test_preprocess_keeps_all_when_top_n_is_large() -> None:
 
 def test_preprocess_empty_row() -> None:
     sp = _spectrum([100.0, 120.0], [5.0, 7.0], precursor_mz=500.0)
-    out = preprocess(pad(pack([sp]), np), top_peaks=10, min_mz=150.0, precursor_removal_da=1.5, xp=np)
+    out = preprocess(pad(pack(SpectraBatch.of([sp])), np), top_peaks=10, min_mz=150.0, precursor_removal_da=1.5, xp=np)
     assert out.n_peaks.tolist() == [0]
     assert np.all(np.isposinf(out.mz)) and np.all(out.intensity == 0)
 
@@ -152,7 +153,7 @@ def _synthetic_batch():  # type: ignore[no-untyped-def]
     b2, y2 = _ions(PEP2)
     sp1 = _spectrum(b1[1:] + y1[1:] + NOISE, [1.0] * (2 * len(b1) - 2 + len(NOISE)), _precursor_mz(PEP1, 2))
     sp2 = _spectrum(b2[1:] + y2[1:], [1.0] * (2 * len(b2) - 2), _precursor_mz(PEP2, 3), scan=2)
-    return pad(pack([sp1, sp2]), np)
+    return pad(pack(SpectraBatch.of([sp1, sp2])), np)
 
 
 def _brute_counts(index: PeptideIndex, peaks: np.ndarray, lo: int, hi: int) -> np.ndarray:
@@ -277,7 +278,7 @@ def test_match_numpy_counts_and_hyperscore(bsa: PeptideIndex) -> None:
     for v in NOISE:
         assert np.all(np.abs(every_ion - v) > 1.0)
     sp = _spectrum(placed_b + placed_y + NOISE, ion_int + noise_int, _precursor_mz(PEP1, 2))
-    batch = pad(pack([sp]), np)
+    batch = pad(pack(SpectraBatch.of([sp])), np)
     target = _find(bsa, PEP1)
     decoy = _find(bsa, "AFETLENVLK")  # its reversed decoy: same mass
     cand = np.array([[target, decoy, -1]])
@@ -320,7 +321,7 @@ def test_match_numpy_modified_peptide(bsa: PeptideIndex) -> None:
     lone_b = [v for v in b if np.sum(np.abs(every - v) <= 1.0) == 1]
     lone_y = [v for v in y if np.sum(np.abs(every - v) <= 1.0) == 1]
     sp = _spectrum(lone_b + lone_y, [1.0] * (len(lone_b) + len(lone_y)), _precursor_mz(modseq, 2))
-    batch = pad(pack([sp]), np)
+    batch = pad(pack(SpectraBatch.of([sp])), np)
     st = match_numpy(bsa, batch.mz, batch.intensity, batch.n_peaks, np.array([0]), np.array([2]),
                      np.array([[i]]), FRAG_TOL, 2)  # fmt: skip
     assert st.n_b[0, 0] == len(lone_b)

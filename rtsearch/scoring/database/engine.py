@@ -13,11 +13,12 @@ from __future__ import annotations
 import itertools
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rtsearch.batch import SpectraBatch
 from rtsearch.config import SearchConfig
 from rtsearch.database.index import PeptideIndex
 from rtsearch.matches import ScoredBatch
@@ -26,7 +27,6 @@ from rtsearch.scoring.database.candidates import Queries, candidates_numpy, make
 from rtsearch.scoring.database.features import best_matches
 from rtsearch.scoring.database.matching import MatchStats, match_numpy
 from rtsearch.spectrum import PeakBatch, pack, pad, preprocess
-from rtsearch.types import Spectrum
 
 if TYPE_CHECKING:
     from rtsearch.scoring.database.gpu import DevicePeaks
@@ -96,22 +96,22 @@ class Engine:
         """Peptides (targets and decoys) searched."""
         return len(self.peptide_mass)
 
-    def queries(self, spectra: Sequence[Spectrum], ok: np.ndarray) -> Queries:
+    def queries(self, batch: SpectraBatch, ok: np.ndarray) -> Queries:
         """One query per (spectrum, charge); the spectrum's charges or the configured ones."""
         default = self.cfg.charges
-        zs = [sp.charges or default for sp in spectra]
+        zs = [z or default for z in batch.charges]
         counts = np.fromiter((len(z) for z in zs), dtype=np.int64, count=len(zs)) * ok
         charges = np.fromiter(
             itertools.chain.from_iterable(z for z, o in zip(zs, ok, strict=True) if o), dtype=np.int64,
             count=int(counts.sum()),
         )  # fmt: skip
-        spec_idx = np.repeat(np.arange(len(spectra), dtype=np.int64), counts)
-        prec = np.fromiter((sp.precursor_mz for sp in spectra), dtype=np.float64, count=len(spectra))
+        spec_idx = np.repeat(np.arange(len(batch), dtype=np.int64), counts)
         return make_queries(
-            spec_idx, charges, prec, self.peptide_mass, self.cfg.precursor_tolerance, self.cfg.isotope_errors
-        )
+            spec_idx, charges, batch.precursor_mz, self.peptide_mass, self.cfg.precursor_tolerance,
+            self.cfg.isotope_errors,
+        )  # fmt: skip
 
-    def preprocess(self, spectra: Sequence[Spectrum], *, on_host: bool = False) -> PeakBatch | DevicePeaks:
+    def preprocess(self, spectra: SpectraBatch, *, on_host: bool = False) -> PeakBatch | DevicePeaks:
         """Pack, pad and preprocess on the backend's device (on the host with ``on_host``)."""
         c = self.cfg
         # deisotope only where isotope peaks are resolved (high-resolution fragments)
@@ -144,20 +144,20 @@ class Engine:
         width = 2 * self.cfg.fragment_tolerance.width(mid)
         return self.backend.to_host(xp.clip(n * width / span, 1e-6, 1.0))
 
-    def score(self, spectra: Sequence[Spectrum]) -> ScoredBatch:
+    def score(self, spectra: SpectraBatch) -> ScoredBatch:
         """Best match and features of every spectrum (see the module docstring)."""
         lap = _Stopwatch(self.backend.synchronize if self.profile else None)
         self.backend.begin_batch()
         n = len(spectra)
-        reason = [sp.problem for sp in spectra]
+        reason = list(spectra.problem)
         on_host = self._gpu is not None and n <= self.host_preprocess_max
         peaks = self.preprocess(spectra, on_host=on_host)
         n_peaks = np.asarray(peaks.n_peaks) if on_host else self.backend.to_host(peaks.n_peaks)
         lap("pack+preprocess")
-        for i in range(n):
-            if not reason[i] and n_peaks[i] < self.cfg.min_peaks:
-                reason[i] = f"too few peaks after preprocessing ({n_peaks[i]} < {self.cfg.min_peaks})"
-        ok = np.array([not r for r in reason], dtype=bool)
+        ok = np.fromiter((not r for r in reason), dtype=bool, count=n)
+        for i in np.flatnonzero(ok & (n_peaks < self.cfg.min_peaks)).tolist():
+            reason[i] = f"too few peaks after preprocessing ({n_peaks[i]} < {self.cfg.min_peaks})"
+            ok[i] = False
         queries = self.queries(spectra, ok)
         lap("queries")
         if self._gpu is not None:
@@ -174,22 +174,14 @@ class Engine:
             isotope_errors=self.cfg.isotope_errors, match_probability=self.match_probability(peaks),
             max_fragment_charge=self.cfg.max_fragment_charge,
         )  # fmt: skip
-        for i in range(n):
-            if ok[i] and best.match[i] < 0:
-                reason[i] = "no candidate peptide matched"
+        for i in np.flatnonzero(ok & (best.match < 0)).tolist():
+            reason[i] = "no candidate peptide matched"
         lap("features")
         if self.profile:
             for stage, seconds in lap.stages.items():
                 self.stage_seconds[stage] += seconds
-        return ScoredBatch(
-            run=[sp.run for sp in spectra],
-            scan=np.fromiter((sp.scan for sp in spectra), dtype=np.int64, count=n),
-            precursor_mz=np.fromiter((sp.precursor_mz for sp in spectra), dtype=np.float64, count=n),
-            rt=np.fromiter((sp.rt for sp in spectra), dtype=np.float64, count=n),
-            best=best,
-            reason=reason,
-            stages=lap.stages,
-        )
+        return ScoredBatch(run=list(spectra.run), scan=spectra.scan, precursor_mz=spectra.precursor_mz, rt=spectra.rt,
+                           best=best, reason=reason, stages=lap.stages)  # fmt: skip
 
     def _score_numpy(self, peaks: PeakBatch, queries: Queries) -> tuple[np.ndarray, np.ndarray, MatchStats]:
         c = self.cfg

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from rtsearch.batch import SpectraBatch
 from rtsearch.config import LibraryMode
 from rtsearch.library.store import SpectralLibrary
 from rtsearch.matches import BestMatches, ScoredBatch
@@ -56,14 +57,14 @@ class LibraryEngine:
             return out
         return score_library(self.lib, spectra, self.tolerance, isotope_errors=self.isotope_errors)
 
-    def score(self, spectra: Sequence[Spectrum]) -> ScoredBatch:
+    def score(self, batch: SpectraBatch) -> ScoredBatch:
         """Best entry and `LIBRARY_FEATURES` of every spectrum; spectra with a problem are not scored."""
-        n = len(spectra)
-        problem = [sp.problem for sp in spectra]
-        m = self.matches(spectra)
-        hit = (m.entry >= 0) & np.array([not p for p in problem], dtype=bool)
+        n = len(batch)
+        problem = batch.problem
+        m = self.matches(batch.spectra())  # library scoring works spectrum by spectrum
+        hit = (m.entry >= 0) & np.fromiter((not p for p in problem), dtype=bool, count=n)
         e = np.where(hit, m.entry, 0)
-        prec = np.fromiter((sp.precursor_mz for sp in spectra), dtype=np.float64, count=n)
+        prec = batch.precursor_mz
         calc = np.where(hit, self.lib.precursor_mz[e] if n else np.zeros(0), np.nan)
         ppm = (prec - calc) / calc * 1e6
         feats = np.full((n, len(LIBRARY_FEATURES)), np.nan)
@@ -78,7 +79,6 @@ class LibraryEngine:
             ppm_error=ppm, matched_peaks=as_int(m.matched_peaks), features=feats,
         )  # fmt: skip
         return ScoredBatch(
-            run=[sp.run for sp in spectra], scan=np.fromiter((sp.scan for sp in spectra), np.int64, count=n),
-            precursor_mz=prec, rt=np.fromiter((sp.rt for sp in spectra), np.float64, count=n), best=best,
+            run=list(batch.run), scan=batch.scan, precursor_mz=prec, rt=batch.rt, best=best,
             reason=[p or ("" if h else NO_ENTRY) for p, h in zip(problem, hit.tolist(), strict=True)],
         )  # fmt: skip
