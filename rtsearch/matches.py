@@ -72,7 +72,7 @@ class ScoredBatch:
     def __len__(self) -> int:
         return len(self.run)
 
-    def take(self, rows: Sequence[int]) -> ScoredBatch:
+    def take(self, rows: Sequence[int] | np.ndarray) -> ScoredBatch:
         """The spectra at ``rows``, in that order."""
         idx = np.asarray(rows, dtype=np.int64)
         return ScoredBatch([self.run[i] for i in idx], self.scan[idx], self.precursor_mz[idx], self.rt[idx],

@@ -19,7 +19,9 @@ Which spectra go: all that wait, or, when more wait than fit, the
 ``max_batch`` nearest in precursor mass to the spectrum with the earliest
 deadline, so the batch's candidate ranges overlap. Bounded: beyond
 ``max_queue`` waiting spectra `MicroBatcher.add` refuses (the daemon answers
-``shed``), memory never grows with overload.
+``shed``), memory never grows with overload. The batcher keeps columns, not an
+object a spectrum: integer handles (the caller's) and their mass, arrival and
+deadline in arrays.
 """
 
 from __future__ import annotations
@@ -27,9 +29,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
 
-T = TypeVar("T")
+import numpy as np
 
 MS = 1_000_000  # ns per millisecond
 
@@ -84,95 +85,109 @@ class EngineTimeModel:
         return self.fixed_s + self.per_item_s * n
 
 
-@dataclass(slots=True)
-class _Pending(Generic[T]):
-    item: T
-    mass: float
-    arrived_ns: int
-    deadline_ns: int
+class MicroBatcher:
+    """Spectra waiting for the engine, as integer handles (the caller's) with their mass, arrival and
+    deadline in arrays; see the module docstring. Each `add` is one segment; a `take` joins them."""
 
-
-class MicroBatcher(Generic[T]):
-    """Spectra waiting for the engine; see the module docstring."""
-
-    def __init__(
-        self, policy: BatchPolicy, model: EngineTimeModel, clock: Callable[[], int]
-    ) -> None:
+    def __init__(self, policy: BatchPolicy, model: EngineTimeModel, clock: Callable[[], int]) -> None:
         self.policy = policy
         self.model = model
         self.clock = clock
-        self._pending: list[_Pending[T]] = []
+        # segments: (handles, mass, arrived_ns, deadline_ns), in arrival order
+        self._segs: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._n = 0
+        self._earliest = _NEVER  # earliest deadline waiting
+        self._oldest = _NEVER  # earliest arrival waiting
 
     def __len__(self) -> int:
-        return len(self._pending)
+        return self._n
 
-    def add(self, item: T, *, mass: float, budget_ms: float, arrived_ns: int | None = None) -> bool:
-        """Queue ``item``; ``False`` (nothing queued) when ``max_queue`` spectra already wait.
+    def add(
+        self, items: np.ndarray, *, mass: np.ndarray, budget_ms: np.ndarray, arrived_ns: np.ndarray | None = None
+    ) -> int:
+        """Queue ``items`` (int64 handles) in order; how many were (the rest: ``max_queue`` spectra wait already).
 
-        ``arrived_ns`` (on the batcher's clock) is when the spectrum was received, if earlier
-        than now: its budget counts from then.
+        ``arrived_ns`` (on the batcher's clock) is when each spectrum was received, if earlier than now:
+        its budget counts from then.
         """
-        if len(self._pending) >= self.policy.max_queue:
-            return False
-        now = self.clock() if arrived_ns is None else arrived_ns
-        self._pending.append(_Pending(item, mass, now, now + int(budget_ms * MS)))
-        return True
+        k = max(0, min(len(items), self.policy.max_queue - self._n))
+        if k == 0:
+            return 0
+        arrived = np.full(k, self.clock(), np.int64) if arrived_ns is None else np.asarray(arrived_ns[:k], np.int64)
+        deadline = arrived + (np.asarray(budget_ms[:k], np.float64) * MS).astype(np.int64)
+        self._segs.append((np.asarray(items[:k], np.int64), np.asarray(mass[:k], np.float64), arrived, deadline))
+        self._n += k
+        self._earliest = min(self._earliest, int(deadline.min()))
+        self._oldest = min(self._oldest, int(arrived.min()))
+        return k
 
     def flush_at(self) -> int | None:
         """Clock time at which the waiting spectra must go to meet the earliest deadline."""
-        if not self._pending:
+        if not self._n:
             return None
-        n = min(len(self._pending), self.policy.max_batch)
-        earliest = min(p.deadline_ns for p in self._pending)
-        return earliest - int((self.model.predict(n) + self.policy.margin_ms / 1e3) * 1e9)
+        n = min(self._n, self.policy.max_batch)
+        return self._earliest - int((self.model.predict(n) + self.policy.margin_ms / 1e3) * 1e9)
 
     def wake_at(self) -> int | None:
         """When `take` could next return a batch with a worker free (``None``: only on arrival)."""
-        if not self._pending:
-            return None
-        oldest = min(p.arrived_ns for p in self._pending)
         flush = self.flush_at()
-        assert flush is not None
-        return min(oldest + int(self.policy.linger_ms * MS), flush)
+        if flush is None:
+            return None
+        return min(self._oldest + int(self.policy.linger_ms * MS), flush)
 
-    def take(self, *, workers_free: int, now: bool = False) -> list[T] | None:
-        """The next batch to score, or ``None`` when it should wait (or no worker is free).
+    def take(self, *, workers_free: int, now: bool = False) -> np.ndarray | None:
+        """The handles of the next batch to score, by mass, or ``None`` when it should wait (or no worker is free).
 
         ``now``: don't wait for deadlines or lingering (shutting down, nothing more will come).
         """
-        if not self._pending or workers_free <= 0:
+        if not self._n or workers_free <= 0:
             return None
-        full = now or len(self._pending) >= self.policy.max_batch
+        full = now or self._n >= self.policy.max_batch
         wake = self.wake_at()
         if not full and (wake is None or self.clock() < wake):
             return None
         return self._select()
 
-    def drain(self) -> list[T]:
-        """Everything waiting, in arrival order (at shutdown)."""
-        items = [p.item for p in self._pending]
-        self._pending = []
+    def drain(self) -> np.ndarray:
+        """Every handle waiting, in arrival order (at shutdown)."""
+        items, _, _, _ = self._joined()
+        self._set([])
         return items
 
-    def _select(self) -> list[T]:
-        pend = self._pending
+    def _joined(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        if len(self._segs) == 1:
+            return self._segs[0]
+        if not self._segs:
+            empty = np.zeros(0, np.int64)
+            return empty, np.zeros(0), empty, empty
+        return tuple(np.concatenate([seg[k] for seg in self._segs]) for k in range(4))  # type: ignore[return-value]
+
+    def _set(self, segs: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> None:
+        self._segs = segs
+        self._n = sum(len(seg[0]) for seg in segs)
+        self._earliest = min((int(seg[3].min()) for seg in segs), default=_NEVER)
+        self._oldest = min((int(seg[2].min()) for seg in segs), default=_NEVER)
+
+    def _select(self) -> np.ndarray:
+        items, mass, arrived, deadline = self._joined()
         cap = self.policy.max_batch
-        if len(pend) <= cap:
-            chosen, self._pending = pend, []
-        else:
-            by_mass = sorted(range(len(pend)), key=lambda i: pend[i].mass)
-            urgent = min(range(len(pend)), key=lambda i: pend[i].deadline_ns)
-            at = by_mass.index(urgent)
-            # the `cap` nearest in mass: the window of `cap` (in mass order) holding `at` that
-            # reaches least far from its mass (a window centred on `at` by rank need not be)
-            mu = pend[urgent].mass
-            start = min(
-                range(max(at - cap + 1, 0), min(at, len(pend) - cap) + 1),
-                key=lambda s: max(mu - pend[by_mass[s]].mass, pend[by_mass[s + cap - 1]].mass - mu),
-            )
-            take = set(by_mass[start : start + cap])
-            chosen = [pend[i] for i in by_mass[start : start + cap]]
-            self._pending = [p for i, p in enumerate(pend) if i not in take]
-            return [p.item for p in chosen]
-        chosen.sort(key=lambda p: p.mass)
-        return [p.item for p in chosen]
+        by_mass = np.argsort(mass, kind="stable")
+        if len(items) <= cap:
+            self._set([])
+            return items[by_mass]
+        urgent = int(np.argmin(deadline))
+        at = int(np.flatnonzero(by_mass == urgent)[0])
+        # the `cap` nearest in mass: the window of `cap` (in mass order) holding `at` that reaches
+        # least far from its mass (a window centred on `at` by rank need not be); ties: the first
+        mu, sorted_mass = mass[urgent], mass[by_mass]
+        starts = np.arange(max(at - cap + 1, 0), min(at, len(items) - cap) + 1)
+        reach = np.maximum(mu - sorted_mass[starts], sorted_mass[starts + cap - 1] - mu)
+        start = int(starts[int(np.argmin(reach))])
+        chosen = by_mass[start : start + cap]
+        keep = np.ones(len(items), dtype=bool)
+        keep[chosen] = False
+        self._set([(items[keep], mass[keep], arrived[keep], deadline[keep])])
+        return items[chosen]
+
+
+_NEVER = 2**63 - 1

@@ -39,17 +39,17 @@ class Received:
     mono_ns: int
 
 
-_INTS = ("run", "scan", "ms_level", "sent_ns", "wall_ns", "mono_ns")  # columns of `SpectraChunk.ints`
-_FLOATS = ("rt", "precursor_mz", "precursor_intensity", "budget_ms")  # columns of `SpectraChunk.floats`
+INT_COLUMNS = ("run", "scan", "ms_level", "sent_ns", "wall_ns", "mono_ns")  # columns of `SpectraChunk.ints`
+FLOAT_COLUMNS = ("rt", "precursor_mz", "precursor_intensity", "budget_ms")  # columns of `SpectraChunk.floats`
 
 
 @dataclass(slots=True)
 class SpectraChunk:
     """Consecutive valid spectrum messages, column by column (row ``i`` is the ``i``-th received).
 
-    Integer header fields are the columns of ``ints`` (`_INTS`: ``run`` indexes ``runs``;
+    Integer header fields are the columns of ``ints`` (`INT_COLUMNS`: ``run`` indexes ``runs``;
     ``mono_ns`` is ``time.monotonic_ns`` at receipt, one system clock for the daemon's
-    processes), floats those of ``floats`` (`_FLOATS`: ``budget_ms`` NaN where the header gave
+    processes), floats those of ``floats`` (`FLOAT_COLUMNS`: ``budget_ms`` NaN where the header gave
     none). Peaks are concatenated; MS1 spectra keep their header fields but no peaks (the
     daemon only counts them). It crosses from the intake process as one message (`parts`,
     `from_parts`): a handful of buffers, whatever the number of spectra.
@@ -57,8 +57,8 @@ class SpectraChunk:
 
     runs: list[str]
     charges: list[tuple[int, ...]]
-    ints: np.ndarray  # int64 [n, len(_INTS)]
-    floats: np.ndarray  # float64 [n, len(_FLOATS)]
+    ints: np.ndarray  # int64 [n, len(INT_COLUMNS)]
+    floats: np.ndarray  # float64 [n, len(FLOAT_COLUMNS)]
     mz: np.ndarray  # float64, every spectrum's peaks concatenated
     intensity: np.ndarray  # float32
     offsets: np.ndarray  # int64 [n + 1]: peaks of row i are [offsets[i], offsets[i + 1])
@@ -76,8 +76,8 @@ class SpectraChunk:
     def from_parts(cls, parts: Sequence[memoryview]) -> SpectraChunk:
         """The chunk `parts` made (arrays are read-only views of the message's buffer)."""
         meta = orjson.loads(parts[0])
-        ints = np.frombuffer(parts[1], dtype=np.int64).reshape(-1, len(_INTS))
-        floats = np.frombuffer(parts[2], dtype=np.float64).reshape(-1, len(_FLOATS))
+        ints = np.frombuffer(parts[1], dtype=np.int64).reshape(-1, len(INT_COLUMNS))
+        floats = np.frombuffer(parts[2], dtype=np.float64).reshape(-1, len(FLOAT_COLUMNS))
         return cls(meta["runs"], [tuple(z) for z in meta["charges"]], ints, floats,
                    np.frombuffer(parts[3], dtype=np.float64), np.frombuffer(parts[4], dtype=np.float32),
                    np.frombuffer(parts[5], dtype=np.int64))  # fmt: skip
@@ -136,8 +136,8 @@ class ChunkBuilder:
         peaks are refused (left out of the chunk); the builder is empty again."""
         offsets = np.zeros(len(self._ints) + 1, dtype=np.int64)
         np.cumsum(self._n_peaks, out=offsets[1:])
-        ints = np.array(self._ints, dtype=np.int64).reshape(-1, len(_INTS))
-        floats = np.array(self._floats, dtype=np.float64).reshape(-1, len(_FLOATS))
+        ints = np.array(self._ints, dtype=np.int64).reshape(-1, len(INT_COLUMNS))
+        floats = np.array(self._floats, dtype=np.float64).reshape(-1, len(FLOAT_COLUMNS))
         mz = np.frombuffer(b"".join(self._mz), dtype="<f8")
         inten = np.frombuffer(b"".join(self._inten), dtype="<f4")
         runs, charges = list(self._runs), self._charges
@@ -147,7 +147,7 @@ class ChunkBuilder:
             keep = np.ones(len(ints), dtype=bool)
             for row, _ in bad:
                 keep[row] = False
-            with_peaks = keep & (ints[:, _INTS.index("ms_level")] >= 2)  # MS1 spectra are only counted
+            with_peaks = keep & (ints[:, INT_COLUMNS.index("ms_level")] >= 2)  # MS1 spectra are only counted
             n_peaks = np.diff(offsets)
             take = np.repeat(with_peaks, n_peaks)
             mz, inten = mz[take], inten[take]

@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import zmq
 
 from rtsearch import wire
@@ -43,10 +44,10 @@ from rtsearch.search.target import SearchTarget
 from rtsearch.serve.chunks import Received, SpectraChunk
 from rtsearch.serve.finish import Finished, RunEnds
 from rtsearch.serve.intake import Intake
-from rtsearch.serve.jobs import Job, RunState, Stamp
+from rtsearch.serve.jobs import INT_COLUMNS, Jobs, RunState, Stamps, jobs_of_chunk
 from rtsearch.serve.metrics import DaemonMetrics
 from rtsearch.serve.mqtt import MqttPublisher
-from rtsearch.serve.publish import Answer, Publisher, Stamps, unscored
+from rtsearch.serve.publish import Answer, Publisher, unscored
 from rtsearch.serve.refits import Refitter
 from rtsearch.serve.runs import RunBook
 from rtsearch.serve.runtime import GIL_SWITCH_S, freeze_heap, single_threaded_blas
@@ -56,6 +57,7 @@ from rtsearch.serve.workers import WorkerPool
 from rtsearch.types import ResultStatus
 
 log = logging.getLogger(__name__)
+_RUN, _LEVEL = INT_COLUMNS.index("run"), INT_COLUMNS.index("ms_level")
 
 SUPERVISE_S = 0.2  # how often the parts are checked
 INTAKE_STOP_S = 5.0  # at shutdown, how long the intake process may take to hand over what it read
@@ -226,8 +228,9 @@ class Daemon:
             in_flight = self.pool.in_flight
             left = self.pool.abandon()
             log.warning("shutdown bound of %.0f s reached: %d spectra (%d batches being scored among them) "
-                        "answered shed, unscored", bound, len(left), in_flight)  # fmt: skip
-            self._shed(left, "shutdown", "daemon shutting down before it could be scored")
+                        "answered shed, unscored", bound, len(left) if left else 0, in_flight)  # fmt: skip
+            if left:
+                self._shed(left, "shutdown", "daemon shutting down before it could be scored")
             await self.pool.join(ABANDON_GRACE_S)  # batches past scoring are being answered
         if left := self.pool.abandon():  # a worker that stopped left its batch: answered, not lost
             log.warning("%d spectra of stopped workers answered shed", len(left))
@@ -261,43 +264,46 @@ class Daemon:
             self.metrics.record(Runs(len(self.runs)))
 
     def _on_spectra(self, chunk: SpectraChunk) -> None:
-        """Count a chunk's spectra, open their runs and queue the MS2 ones (shed when the queue is full)."""
+        """Count a chunk's spectra, open their runs and queue the MS2 ones (shed when the queue is full).
+
+        Column work a chunk, no object a spectrum: the chunk's MS2 rows become `Jobs` as they are.
+        """
         states = [self.runs.state(name) for name in chunk.runs]  # in order of first appearance
-        default = self.cfg.budget_ms
-        jobs: list[Job] = []
-        budgets: list[float] = []
-        levels: dict[int, int] = {}
-        ms1, ms2 = [0] * len(states), [0] * len(states)
-        for r, sp, sent, wall, mono, budget in chunk.rows():
-            levels[sp.ms_level] = levels.get(sp.ms_level, 0) + 1
-            if sp.ms_level < 2:
-                ms1[r] += 1
-                continue
-            if budget != budget:  # NaN: the header gave none
-                budget = default
-            state = states[r]
-            if sp.scan in state.scans:
-                self._duplicate(state, sp.scan)
-            state.scans.add(sp.scan)
-            jobs.append(Job(sent, wall, mono, int(budget * 1e6), state, sp))
-            budgets.append(budget)
-            ms2[r] += 1
+        level = chunk.ints[:, _LEVEL]
+        jobs = jobs_of_chunk(chunk, states, self.cfg.budget_ms)
+        by_level = np.bincount(level)
+        levels = {lv: int(k) for lv, k in enumerate(by_level.tolist()) if k}
+        if len(states) == 1:  # the usual chunk: one run
+            ms2, ms1 = [len(jobs)], [len(level) - len(jobs)]
+        else:
+            ms2 = np.bincount(jobs.run, minlength=len(states)).tolist()
+            ms1 = np.bincount(chunk.ints[level < 2, _RUN], minlength=len(states)).tolist()
+        for r, state in enumerate(states):  # repeated scans: answered all the same, said
+            scans = jobs.spectra.scan[jobs.run == r].tolist() if len(states) > 1 else jobs.spectra.scan.tolist()
+            if not state.scans.isdisjoint(scans) or len(set(scans)) < len(scans):
+                self._duplicates(state, scans)
+            state.scans.update(scans)
         self.runs.received(zip(states, ms2, ms1, strict=True))
         self.metrics.record(ReceivedStats(spectra=levels))
         if (n_runs := len(self.runs)) != self._known_runs:  # a run opened (or ended): the gauge follows
             self._known_runs = n_runs
             self.metrics.record(Runs(n_runs))
-        shed = self.pool.enqueue(jobs, budgets)
-        if shed:
+        if len(jobs) and (shed := self.pool.enqueue(jobs)) is not None:
             self._shed(shed, "queue_full", f"overload: {self.pool.waiting} spectra already waiting")
 
     @staticmethod
-    def _duplicate(state: RunState, scan: int) -> None:
-        """A scan the run received already: answered again (each message gets its answer), said once a run."""
-        state.duplicates += 1
-        if state.duplicates == 1:
+    def _duplicates(state: RunState, scans: list[int]) -> None:
+        """Scans the run received already (or twice in ``scans``): answered again (each message gets its answer),
+        said once a run."""
+        seen, repeated = set(state.scans), []
+        for scan in scans:
+            if scan in seen:
+                repeated.append(scan)
+            seen.add(scan)
+        if repeated and state.duplicates == 0:
             log.warning("run %r: scan %d received a second time (answered again; the run's end says how many did)",
-                        state.name, scan)  # fmt: skip
+                        state.name, repeated[0])  # fmt: skip
+        state.duplicates += len(repeated)
 
     def _on_message(self, rec: Received) -> None:
         """A control message or a malformed one (spectra come in chunks: `_on_spectra`)."""
@@ -311,8 +317,8 @@ class Daemon:
                 self.runs.received([(state, 1, 0)])
                 with state.lock:
                     res = state.live.add_unscored(ResultStatus.INVALID, [msg.scan], [float("nan")], [msg.reason])
-                stamp = Stamp(msg.sent_ns, rec.wall_ns, rec.mono_ns, int(self.cfg.budget_ms * 1e6), state)
-                self._answer([(state, res, Stamps.of([stamp]))])
+                stamps = Stamps.one(msg.sent_ns, rec.wall_ns, rec.mono_ns, int(self.cfg.budget_ms * 1e6))
+                self._answer([(state, res, stamps)])
         elif isinstance(msg, wire.RunStart):
             self.runs.start(msg.run)
         elif isinstance(msg, wire.RunEnd):
@@ -335,7 +341,7 @@ class Daemon:
         for state in self.runs.answered(sent.per_run):
             self._loop.call_soon_threadsafe(self.ends.maybe_finish, state)
 
-    def _shed(self, jobs: list[Job], code: str, reason: str) -> None:
+    def _shed(self, jobs: Jobs, code: str, reason: str) -> None:
         """Answer ``jobs`` ``shed`` with ``reason`` (``code``: the metric's label)."""
         self.metrics.record(Shed(code, len(jobs)))
         self._answer(unscored(jobs, ResultStatus.SHED, reason))

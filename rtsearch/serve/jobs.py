@@ -1,10 +1,11 @@
-"""What travels from intake to a result: a `Job` (an MS2 spectrum and its stamps) and its run's `RunState`.
+"""What travels from intake to a result, column by column: `Jobs` (MS2 spectra, their stamps, their runs).
 
-A `Stamp` is what answering needs of any message (when it was sent and received,
-its budget, its run); a `Job` is a stamped spectrum on its way through the
-batcher and the engine. A `RunState` is one open run (or segment of a run that was
-reopened after its ``run.end``): its `LiveRun`, guarded by the run's own lock, and
-the counts the `RunBook` keeps under the book's lock.
+`Stamps` are what answering needs of any message, as arrays: when it was sent and received,
+its budget. `Jobs` are stamped spectra on their way through the batcher and the engine: a
+`SpectraBatch`, its `Stamps`, and each spectrum's run (an index into ``states``) — no Python
+object a spectrum. A `RunState` is one open run (or segment of a run that was reopened after its
+``run.end``): its `LiveRun`, guarded by the run's own lock, and the counts the `RunBook` keeps
+under the book's lock.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from rtsearch.batch import SpectraBatch
 from rtsearch.search.live import LiveRun
-from rtsearch.types import Spectrum
+from rtsearch.serve.chunks import FLOAT_COLUMNS, INT_COLUMNS, SpectraChunk
 
 
 @dataclass(eq=False)
@@ -38,27 +42,100 @@ class RunState:
         return self.live.name
 
 
-@dataclass(slots=True)
-class Stamp:
-    """What answering a message needs: its wire stamps, when it arrived, its budget, its run."""
+@dataclass
+class Stamps:
+    """Stamps of messages, as arrays: sent (the sender's wall clock; -1 unknown), received (wall clock for
+    the wire, monotonic for latency), budget."""
 
-    sent_ns: int | None  # the sender's wall clock, echoed
-    received_ns: int  # wall clock, for the wire
-    received_mono: int  # monotonic, for latency
-    budget_ns: int
-    state: RunState
+    sent_ns: np.ndarray  # int64
+    received_ns: np.ndarray  # int64
+    received_mono: np.ndarray  # int64
+    budget_ns: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return int(self.sent_ns.shape[0])
+
+    @classmethod
+    def one(cls, sent_ns: int | None, received_ns: int, received_mono: int, budget_ns: int) -> Stamps:
+        col = lambda v: np.array([v], dtype=np.int64)  # noqa: E731
+        return cls(col(-1 if sent_ns is None else sent_ns), col(received_ns), col(received_mono), col(budget_ns))
+
+    def take(self, rows: np.ndarray) -> Stamps:
+        return Stamps(self.sent_ns[rows], self.received_ns[rows], self.received_mono[rows], self.budget_ns[rows])
+
+    @classmethod
+    def concat(cls, parts: Sequence[Stamps]) -> Stamps:
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in
+                     ("sent_ns", "received_ns", "received_mono", "budget_ns")))  # fmt: skip
 
 
-@dataclass(slots=True)
-class Job(Stamp):
-    """One MS2 spectrum between intake and its result."""
+@dataclass
+class Jobs:
+    """MS2 spectra between intake and their answers: spectra, stamps, and each one's run (``states[run[i]]``)."""
 
-    spectrum: Spectrum
+    spectra: SpectraBatch
+    stamps: Stamps
+    run: np.ndarray  # int32 [S]: index into ``states``
+    states: list[RunState]
+
+    def __len__(self) -> int:
+        return len(self.spectra)
+
+    def take(self, rows: Sequence[int] | np.ndarray) -> Jobs:
+        idx = np.asarray(rows, dtype=np.int64)
+        return Jobs(self.spectra.take(idx), self.stamps.take(idx), self.run[idx], self.states)
+
+    @classmethod
+    def concat(cls, parts: Sequence[Jobs]) -> Jobs:
+        """One `Jobs` holding ``parts`` in order (their runs merged)."""
+        states: list[RunState] = []
+        index: dict[int, int] = {}
+        runs = []
+        for p in parts:
+            remap = np.empty(len(p.states), dtype=np.int32)
+            for k, state in enumerate(p.states):
+                at = index.get(id(state))
+                if at is None:
+                    at = index[id(state)] = len(states)
+                    states.append(state)
+                remap[k] = at
+            runs.append(remap[p.run])
+        return cls(SpectraBatch.concat([p.spectra for p in parts]), Stamps.concat([p.stamps for p in parts]),
+                   np.concatenate(runs) if runs else np.zeros(0, np.int32), states)  # fmt: skip
+
+    def by_run(self) -> list[tuple[RunState, np.ndarray]]:
+        """Each run with the positions of its spectra, in order; runs by first appearance."""
+        if len(self.states) == 1:
+            return [(self.states[0], np.arange(len(self), dtype=np.int64))]
+        order = np.argsort(self.run, kind="stable")
+        runs, starts = np.unique(self.run[order], return_index=True)
+        ends = [*starts[1:].tolist(), len(order)]
+        groups = [(int(r), order[a:b]) for r, a, b in zip(runs.tolist(), starts.tolist(), ends, strict=True)]
+        groups.sort(key=lambda g: int(g[1][0]))
+        return [(self.states[r], rows) for r, rows in groups]
 
 
-def by_run(stamps: Sequence[Stamp]) -> list[list[int]]:
-    """Positions of ``stamps`` grouped by run (segment), each group in order, groups by first appearance."""
-    groups: dict[int, list[int]] = {}
-    for i, s in enumerate(stamps):
-        groups.setdefault(id(s.state), []).append(i)
-    return list(groups.values())
+def jobs_of_chunk(chunk: SpectraChunk, states: list[RunState], default_budget_ms: float) -> Jobs:
+    """The MS2 spectra of a chunk as `Jobs` (``states``: the runs of ``chunk.runs``, in order); a spectrum
+    without a budget gets ``default_budget_ms``."""
+    ints, floats = chunk.ints, chunk.floats
+    ms2 = ints[:, _LEVEL] >= 2
+    offsets = chunk.offsets
+    rows = None if bool(ms2.all()) else np.flatnonzero(ms2)
+    run = ints[:, _RUN].astype(np.int32)
+    names = chunk.runs
+    every = SpectraBatch(
+        run=[names[i] for i in run.tolist()], scan=ints[:, _SCAN], precursor_mz=floats[:, _PREC], rt=floats[:, _RT],
+        charges=chunk.charges, problem=[""] * len(run), mz=chunk.mz, intensity=chunk.intensity, offsets=offsets,
+    )  # fmt: skip
+    budget = floats[:, _BUDGET]
+    budget = np.where(np.isnan(budget), default_budget_ms, budget)
+    stamps = Stamps(ints[:, _SENT], ints[:, _WALL], ints[:, _MONO], (budget * 1e6).astype(np.int64))
+    jobs = Jobs(every, stamps, run, states)
+    return jobs if rows is None else jobs.take(rows)
+
+
+# the columns of `SpectraChunk.ints` and `.floats` (`rtsearch.serve.chunks`)
+_RUN, _SCAN, _LEVEL, _SENT, _WALL, _MONO = (INT_COLUMNS.index(c) for c in
+                                            ("run", "scan", "ms_level", "sent_ns", "wall_ns", "mono_ns"))  # fmt: skip
+_RT, _PREC, _BUDGET = (FLOAT_COLUMNS.index(c) for c in ("rt", "precursor_mz", "budget_ms"))

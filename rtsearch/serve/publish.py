@@ -37,7 +37,7 @@ import zmq
 
 from rtsearch.matches import STATUSES, Results
 from rtsearch.serve.chunks import MESSAGE, pack
-from rtsearch.serve.jobs import Job, RunState, Stamp, by_run
+from rtsearch.serve.jobs import Jobs, RunState, Stamps
 from rtsearch.serve.publisher_process import STOP_KIND, serve
 from rtsearch.serve.stats import Answered, RunAnswered
 from rtsearch.types import ResultStatus
@@ -50,37 +50,18 @@ PIPE_BYTES = 4 << 20
 DRAIN_S = 0.5  # after the publishers stopped, how long the proxy may take to forward their last messages
 
 
-@dataclass
-class Stamps:
-    """A group of answers' stamps as arrays: sent (the sender's; -1 unknown), received (wall, monotonic), budget."""
-
-    sent_ns: np.ndarray
-    received_ns: np.ndarray
-    received_mono: np.ndarray
-    budget_ns: np.ndarray
-
-    @classmethod
-    def of(cls, stamps: Sequence[Stamp]) -> Stamps:
-        n = len(stamps)
-        col = lambda f: np.fromiter(f, dtype=np.int64, count=n)  # noqa: E731
-        return cls(col(-1 if s.sent_ns is None else s.sent_ns for s in stamps), col(s.received_ns for s in stamps),
-                   col(s.received_mono for s in stamps), col(s.budget_ns for s in stamps))  # fmt: skip
-
-
 Answer = tuple[RunState, Results, Stamps]  # one run's answers to a batch
 
 
-def unscored(jobs: Sequence[Job], status: ResultStatus, reason: str) -> list[Answer]:
+def unscored(jobs: Jobs, status: ResultStatus, reason: str) -> list[Answer]:
     """Answers to ``jobs`` without scoring them (``shed``, or ``unidentified`` after an engine error), run by
     run, each recorded in its run under the run's lock."""
     answers: list[Answer] = []
-    for rows in by_run(jobs):
-        js = [jobs[r] for r in rows]
-        state = js[0].state
+    sp = jobs.spectra
+    for state, rows in jobs.by_run():
         with state.lock:
-            results = state.live.add_unscored(status, [j.spectrum.scan for j in js],
-                                              [j.spectrum.precursor_mz for j in js], [reason] * len(js))
-        answers.append((state, results, Stamps.of(js)))
+            results = state.live.add_unscored(status, sp.scan[rows], sp.precursor_mz[rows], [reason] * len(rows))
+        answers.append((state, results, jobs.stamps.take(rows)))
     return answers
 
 

@@ -24,15 +24,14 @@ import threading
 import time
 from collections.abc import Callable
 
-import numpy as np
-
 from rtsearch.batch import SpectraBatch
 from rtsearch.config import ServeConfig
 from rtsearch.matches import ScoredBatch
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve.batching import BatchPolicy, EngineTimeModel, MicroBatcher
-from rtsearch.serve.jobs import Job, by_run
-from rtsearch.serve.publish import Answer, Stamps, unscored
+from rtsearch.serve.jobs import Jobs
+from rtsearch.serve.pending import Pending
+from rtsearch.serve.publish import Answer, unscored
 from rtsearch.serve.refits import Refitter
 from rtsearch.serve.runtime import collect_garbage
 from rtsearch.serve.stats import Queue, Scored, Stat, Taken
@@ -62,9 +61,10 @@ class WorkerPool:
         self.model = EngineTimeModel()
         policy = BatchPolicy(max_batch=cfg.max_batch, max_queue=cfg.max_queue, linger_ms=cfg.linger_ms)
         self._cv = threading.Condition()  # guards the batcher, the model and the counts below
-        self.batcher: MicroBatcher[Job] = MicroBatcher(policy, self.model, clock)
+        self.batcher = MicroBatcher(policy, self.model, clock)
+        self._pending = Pending()  # the jobs the batcher's handles stand for
         self._in_flight = 0
-        self._scoring: dict[int, list[Job]] = {}  # batches taken and not yet claimed back, by number
+        self._scoring: dict[int, Jobs] = {}  # batches taken and not yet claimed back, by number
         self._taken = 0
         self._closing = False  # intake closed: workers drain the batcher, then stop
         self._abandoned = False  # shutdown bound passed: late batches are not answered
@@ -83,14 +83,15 @@ class WorkerPool:
             warm.append(asyncio.wrap_future(done))
         await asyncio.gather(*warm)
 
-    def enqueue(self, jobs: list[Job], budgets_ms: list[float]) -> list[Job]:
-        """Queue ``jobs`` (their budgets in ms) for scoring; those refused because the queue is full."""
-        refused = []
+    def enqueue(self, jobs: Jobs) -> Jobs | None:
+        """Queue ``jobs`` for scoring; those refused because the queue is full (``None``: none)."""
+        refused = None
         with self._cv:
-            add = self.batcher.add
-            for job, budget in zip(jobs, budgets_ms, strict=True):
-                if not add(job, mass=job.spectrum.precursor_mz, budget_ms=budget, arrived_ns=job.received_mono):
-                    refused.append(job)
+            handles = self._pending.add(jobs)
+            k = self.batcher.add(handles, mass=jobs.spectra.precursor_mz, budget_ms=jobs.stamps.budget_ns / 1e6,
+                                 arrived_ns=jobs.stamps.received_mono)  # fmt: skip
+            if k < len(handles):
+                refused = self._pending.take(handles[k:])
             waiting, in_flight = len(self.batcher), self._in_flight
             self._cv.notify()
         self.record(Queue(waiting, in_flight))
@@ -130,16 +131,16 @@ class WorkerPool:
                 return 0
         return sum(not w.is_alive() for w in self._threads)
 
-    def abandon(self) -> list[Job]:
-        """Stop now: what waits and what is being scored comes back, to be answered unscored."""
+    def abandon(self) -> Jobs | None:
+        """Stop now: what waits and what is being scored comes back, to be answered unscored (``None``: nothing)."""
         with self._cv:
             self._closing = self._abandoned = True
             self._cv.notify_all()
-            left = self.batcher.drain()
-            for jobs in self._scoring.values():
-                left.extend(jobs)
+            waiting = self.batcher.drain()
+            left = [self._pending.take(waiting)] if len(waiting) else []
+            left.extend(self._scoring.values())
             self._scoring.clear()
-            return left
+            return Jobs.concat(left) if left else None
 
     # ---------------------------------------------------------------- the workers' side
 
@@ -170,7 +171,7 @@ class WorkerPool:
             number, jobs = taken
             t0 = time.perf_counter()
             try:
-                scored = self.target.score(SpectraBatch.of([j.spectrum for j in jobs]))
+                scored = self.target.score(jobs.spectra)
             except Exception as e:  # an engine failure answers the batch; it never loses it
                 log.exception("engine failed on a batch of %d spectra", len(jobs))
                 if self._done(number, len(jobs), None):
@@ -200,14 +201,15 @@ class WorkerPool:
                       "gc": time.perf_counter() - t4}  # fmt: skip
             self.record(Scored(seconds, stages))
 
-    def _take(self) -> tuple[int, list[Job]] | None:
+    def _take(self) -> tuple[int, Jobs] | None:
         """Wait for the next batch and its number (``None``: shutting down and nothing is left)."""
         with self._cv:
             while True:
                 if self._abandoned:
                     return None
-                jobs = self.batcher.take(workers_free=1, now=self._closing)
-                if jobs:
+                handles = self.batcher.take(workers_free=1, now=self._closing)
+                if handles is not None:
+                    jobs = self._pending.take(handles)
                     break
                 if self._closing:
                     return None
@@ -218,8 +220,7 @@ class WorkerPool:
             number = self._taken
             self._scoring[number] = jobs
             queue = Queue(len(self.batcher), self._in_flight)
-        received = np.fromiter((j.received_mono for j in jobs), dtype=np.int64, count=len(jobs))
-        self.record(Taken(len(jobs), (self.clock() - received) / 1e9), queue)
+        self.record(Taken(len(jobs), (self.clock() - jobs.stamps.received_mono) / 1e9), queue)
         return number, jobs
 
     def _done(self, number: int, size: int, seconds: float | None) -> bool:
@@ -236,19 +237,18 @@ class WorkerPool:
         self.record(*stats)
         return mine
 
-    def _results(self, jobs: list[Job], scored: ScoredBatch) -> list[Answer]:
+    def _results(self, jobs: Jobs, scored: ScoredBatch) -> list[Answer]:
         """The answers to a scored batch, run by run, each built under its run's lock."""
-        groups = by_run(jobs)
+        groups = jobs.by_run()
         answers: list[Answer] = []
-        for rows in groups:
-            state = jobs[rows[0]].state
+        for state, rows in groups:
             part = scored if len(groups) == 1 else scored.take(rows)
             with state.lock:
                 results = state.live.add_scored(part)
                 state.threshold = state.live.fdr.threshold()
-            answers.append((state, results, Stamps.of([jobs[r] for r in rows])))
+            answers.append((state, results, jobs.stamps if len(groups) == 1 else jobs.stamps.take(rows)))
         return answers
 
-    def _unscored(self, jobs: list[Job], reason: str) -> None:
+    def _unscored(self, jobs: Jobs, reason: str) -> None:
         """Answer ``jobs`` ``unidentified`` with ``reason`` (the engine failed on them)."""
         self.answer(unscored(jobs, ResultStatus.UNIDENTIFIED, reason))

@@ -29,6 +29,38 @@ class FakeClock:
         self.ns = round(ms * MS)
 
 
+class Named:
+    """The batcher with the tests' names for its integer handles: one spectrum added at a time."""
+
+    def __init__(self, batcher: MicroBatcher) -> None:
+        self.b, self.names = batcher, []
+        self.model = batcher.model
+
+    def add(self, name: Any, *, mass: float, budget_ms: float, arrived_ns: int | None = None) -> bool:
+        self.names.append(name)
+        handle = np.array([len(self.names) - 1])
+        return self.b.add(handle, mass=np.array([mass]), budget_ms=np.array([float(budget_ms)]),
+                          arrived_ns=None if arrived_ns is None else np.array([arrived_ns])) == 1  # fmt: skip
+
+    def _named(self, handles: np.ndarray | None) -> list[Any] | None:
+        return None if handles is None else [self.names[h] for h in handles.tolist()]
+
+    def take(self, **kw: Any) -> list[Any] | None:
+        return self._named(self.b.take(**kw))
+
+    def drain(self) -> list[Any]:
+        return self._named(self.b.drain()) or []
+
+    def __len__(self) -> int:
+        return len(self.b)
+
+    def flush_at(self) -> int | None:
+        return self.b.flush_at()
+
+    def wake_at(self) -> int | None:
+        return self.b.wake_at()
+
+
 def _batcher(
     *,
     max_batch: int = 8,
@@ -37,10 +69,10 @@ def _batcher(
     margin_ms: float = 1.0,
     fixed_s: float = 0.004,
     per_item_s: float = 0.0,
-) -> tuple[MicroBatcher[Any], FakeClock]:
+) -> tuple[Named, FakeClock]:
     clock = FakeClock()
     policy = BatchPolicy(max_batch=max_batch, max_queue=max_queue, linger_ms=linger_ms, margin_ms=margin_ms)
-    return MicroBatcher(policy, EngineTimeModel(fixed_s=fixed_s, per_item_s=per_item_s), clock), clock
+    return Named(MicroBatcher(policy, EngineTimeModel(fixed_s=fixed_s, per_item_s=per_item_s), clock)), clock
 
 
 # ---------------------------------------------------------------- policy
@@ -360,3 +392,15 @@ def test_batcher_uses_the_fitted_model() -> None:
     assert b.take(workers_free=1) is None
     clock.ns = 16_990_001
     assert b.take(workers_free=1) == ["a"]
+
+
+def test_many_at_once_are_one_segment_and_the_queue_bound_cuts_the_tail() -> None:
+    clock = FakeClock()
+    b = MicroBatcher(BatchPolicy(max_batch=4, max_queue=6), EngineTimeModel(fixed_s=0.004, per_item_s=0.0), clock)
+    got = b.add(np.arange(5), mass=np.array([900.0, 500, 700, 600, 800]), budget_ms=np.full(5, 50.0))
+    assert got == 5 and len(b) == 5
+    assert b.add(np.arange(10, 14), mass=np.full(4, 650.0), budget_ms=np.full(4, 50.0)) == 1  # one place left
+    assert len(b) == 6
+    # full: the 4 nearest in mass to the most urgent (all deadlines 50 ms: the first, 900), by mass
+    assert b.take(workers_free=1).tolist() == [10, 2, 4, 0]
+    assert b.drain().tolist() == [1, 3]  # the rest, in arrival order
