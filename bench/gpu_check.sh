@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call (see bench/RESULTS.md):
-#   bash bench/gpu_check.sh [parity] [probe] [bench] [library] [stream] [soak] | all   (all = parity bench library stream)
+#   bash bench/gpu_check.sh [parity] [probe] [bench] [library] [stream] [soak] [rtload] | all   (all = parity bench library stream)
+# rtload: bench/rtload_bench.py with RTLOAD_ARGS (the shared client and echo floor copied to .gpudata/tools)
 # Expects the wheels in .whl/ (../shared/tools/device-wheels.sh) and the real data copied
 # to .gpudata/data/ (both git-ignored, carried by the device tool); writes logs under $OUT.
 # BASELINE=DIR (a carried copy of another checkout) runs that checkout's GPU tests beside this one's.
@@ -44,6 +45,12 @@ fi
 if [[ $modes == *" soak "* ]]; then
   python3 bench/stream_bench.py --data "$RTSEARCH_DATA" --index-cache .benchcache/idx20k --phases soak ${STREAM_ARGS:-} \
     --json "$out/stream_soak.json" 2>&1 | tee "$out/stream_soak.log"
+  [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
+fi
+if [[ $modes == *" rtload "* ]]; then
+  # shellcheck disable=SC2086
+  python3 bench/rtload_bench.py --data "$RTSEARCH_DATA" --tools .gpudata/tools --index-cache .benchcache/idx20k \
+    ${RTLOAD_ARGS:-} --json "$out/rtload.json" 2>&1 | tee "$out/rtload.log"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 exit $rc

@@ -6,8 +6,9 @@ runs' MS2 spectra with a known charge as MGF (what ``rt_load.py`` reads), then, 
 1. ``echo_floor.py`` (a Python service answering each message at once, no scoring) under ``rt_load.py``
    at ``--floor-rates`` — the latency no Python service on this machine beats;
 2. ``rtsearch serve --spectra-mode pull`` on the index under ``rt_load.py --senders N`` at ``--rates``,
-   then, with ``--overload R``, R spectra/s for ``--overload-seconds`` with ``--budget-ms``, then
-   200/s again to see latency come back.
+   then, with ``--overload R``, R spectra/s for ``--overload-seconds`` with ``--overload-budget-ms``,
+   then 200/s again to see latency come back. ``--variant LABEL=ARGS`` (repeatable) measures the same
+   checkout with other ``rtsearch serve`` arguments, one daemon after the other.
 
 Prints and writes (``--json``) every ``rt_load.py`` line, tagged. The tools come from ``--tools``
 (a copy of ``../shared/tools``; the GPU machine has no ``../shared``).
@@ -82,18 +83,19 @@ def wait_ready(proc: subprocess.Popen[str], timeout: float) -> None:
     raise RuntimeError("rtsearch serve did not become ready")
 
 
-def daemon(code: Path, tmp: Path, phase: Any, args: argparse.Namespace) -> None:
-    """The phases against ``rtsearch serve`` of the checkout ``code``, tagged with its folder's name."""
+def daemon(code: Path, tmp: Path, phase: Any, args: argparse.Namespace, label: str = "", extra: str = "") -> None:
+    """The phases against ``rtsearch serve`` of the checkout ``code`` (with ``extra`` arguments), tagged with its
+    folder's name and ``label``."""
     sp, rp = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
     paths = [str(code), str(code / "simulators"), *filter(None, os.environ.get("PYTHONPATH", "").split(":"))]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": ":".join(paths)}
     serve = subprocess.Popen(
         [sys.executable, "-m", "rtsearch.cli", "serve", "--index", str(args.index_cache.resolve()), "--spectra", sp,
          "--spectra-mode", "pull", "--results", rp, "--metrics-port", "0", "--results-dir",
-         str(tmp / f"res-{code.name}"), *args.serve_args.split()],
+         str(tmp / f"res-{code.name}{label}"), *args.serve_args.split(), *extra.split()],
         stderr=subprocess.PIPE, text=True, env=env, cwd=tmp,  # not a checkout: PYTHONPATH decides the code
     )  # fmt: skip
-    name = code.name
+    name = code.name + (f"[{label}]" if label else "")
     try:
         wait_ready(serve, 600)
         budget = ["--budget-ms", str(args.budget_ms)] if args.budget_ms else []
@@ -101,7 +103,8 @@ def daemon(code: Path, tmp: Path, phase: Any, args: argparse.Namespace) -> None:
             seconds = args.low_seconds if float(rate) <= 1000 else args.seconds
             phase(f"daemon {name}", rate, seconds, *budget, ep=(sp, rp))
         if args.overload:
-            phase(f"overload {name}", str(args.overload), args.overload_seconds, *budget, ep=(sp, rp))
+            tight = ["--budget-ms", str(args.overload_budget_ms)] if args.overload_budget_ms else budget
+            phase(f"overload {name}", str(args.overload), args.overload_seconds, *tight, ep=(sp, rp))
             phase(f"after {name}", "200", 5.0, *budget, ep=(sp, rp))
     finally:
         serve.terminate()
@@ -125,6 +128,9 @@ def main() -> int:
     p.add_argument("--budget-ms", type=float, default=0.0, help="budget_ms sent with each spectrum (0: none)")
     p.add_argument("--overload", type=float, default=0.0, help="an overload phase at this rate (0: none)")
     p.add_argument("--overload-seconds", type=float, default=10.0)
+    p.add_argument("--overload-budget-ms", type=float, default=50.0, help="budget_ms of the overload phase")
+    p.add_argument("--variant", action="append", default=[], metavar="LABEL=ARGS",
+                   help="measure this checkout with these rtsearch serve arguments, comma-separated (repeatable)")
     p.add_argument("--serve-args", default="", help="extra arguments of rtsearch serve, e.g. '--workers 2'")
     p.add_argument("--code", type=Path, action="append",
                    help="the checkout whose daemon is measured (default this one); several: one after the other")
@@ -158,8 +164,11 @@ def main() -> int:
         finally:
             echo.kill()
             echo.wait(10)
+        variants = [tuple(v.split("=", 1)) for v in args.variant] or [("", "")]
         for code in args.code or [ROOT]:
-            daemon(code.resolve(), tmp, phase, args)
+            # other checkouts (before a change) run plainly: their CLI may lack the flags the variants give
+            for label, extra in variants if code.resolve() == ROOT else [("", "")]:
+                daemon(code.resolve(), tmp, phase, args, label, extra.replace(",", " "))
         res["phases"] = phases
     if args.json:
         args.json.write_text(json.dumps(res, indent=1))

@@ -31,10 +31,11 @@ def free_port() -> int:
 
 
 def serve_config(tmp: Path, **kw: Any) -> ServeConfig:
-    """Loopback, free ports, results under ``tmp``."""
+    """Loopback, free ports, results under ``tmp``; a budget (30 s) no NumPy batch on a busy CI machine misses, so
+    shedding decides only the tests that ask for it (a smaller ``budget_ms``, ``max_queue``)."""
     base: dict[str, Any] = dict(
         spectra="tcp://127.0.0.1:*", spectra_mode="pull", results="tcp://127.0.0.1:*", metrics_port=0,
-        results_dir=str(tmp / "results"), shutdown_timeout_s=60.0,
+        results_dir=str(tmp / "results"), shutdown_timeout_s=60.0, budget_ms=30_000.0,
     )
     base.update(kw)
     return ServeConfig(**base)
@@ -76,9 +77,12 @@ async def replay_through(
 
 
 class ServeProcess:
-    """``rtsearch serve ARGS`` as a process, its stderr lines collected by a thread."""
+    """``rtsearch serve ARGS`` as a process, its stderr lines collected by a thread; ``--budget-ms 30000`` unless
+    ARGS give one (as `serve_config`: shedding decides only the tests that ask for it)."""
 
     def __init__(self, args: list[str]) -> None:
+        if "--budget-ms" not in args and "--help" not in args:
+            args = [*args, "--budget-ms", "30000"]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "rtsearch.cli", "serve", *args], stderr=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},

@@ -36,6 +36,10 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--workers", type=int, metavar="N",
                    help="engine worker threads, each with its own CUDA stream (default 1; see bench/RESULTS.md)")
     d.add_argument("--max-batch", type=int, metavar="N", help="spectra per micro-batch at most (default 4096)")
+    d.add_argument("--intakes", type=int, metavar="N",
+                   help="processes decoding spectra (default 1); above ~40,000 spectra/s give one per 25,000/s")
+    d.add_argument("--publishers", type=int, metavar="N",
+                   help="processes encoding and sending results (default 0: the engine thread does)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         "spectra": args.spectra, "spectra_mode": args.spectra_mode, "results": args.results,
         "metrics_port": args.metrics_port, "mqtt": args.mqtt, "instrument": args.instrument,
         "budget_ms": args.budget_ms, "results_dir": args.results_dir, "workers": args.workers,
-        "max_batch": args.max_batch,
+        "max_batch": args.max_batch, "intakes": args.intakes, "publishers": args.publishers,
     }  # fmt: skip
     serve = dataclasses.replace(cfg.serve, **{k: v for k, v in flags.items() if v is not None})
     if serve.max_queue < serve.max_batch:

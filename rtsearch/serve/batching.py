@@ -22,6 +22,12 @@ deadline, so the batch's candidate ranges overlap. Bounded: beyond
 ``shed``), memory never grows with overload. The batcher keeps columns, not an
 object a spectrum: integer handles (the caller's) and their mass, arrival and
 deadline in arrays.
+
+Overload is decided when spectra arrive, not after they waited: `predicted_done` says when each
+newcomer would be answered (after the batch in flight, the spectra waiting, and those ahead of it,
+at the engine's measured speed); the daemon answers ``shed`` at once those that would miss their
+deadline, and `expire` takes out any that waited past it anyway (a prediction that was too hopeful),
+so no answer comes much later than its budget whatever the offered rate.
 """
 
 from __future__ import annotations
@@ -120,6 +126,29 @@ class MicroBatcher:
         self._earliest = min(self._earliest, int(deadline.min()))
         self._oldest = min(self._oldest, int(arrived.min()))
         return k
+
+    def predicted_done(self, n_new: int, *, busy_until_ns: int) -> np.ndarray:
+        """When each of ``n_new`` spectra added now would be answered (clock ns, int64 [n_new]).
+
+        The engine is free at ``busy_until_ns`` (or now); then the spectra waiting and the newcomers go in
+        batches of at most ``max_batch``, each costing the model's ``fixed + per_item * n``: newcomer ``i``
+        is answered after ``b`` batches holding the ``waiting + i + 1`` spectra through it.
+        """
+        cap = self.policy.max_batch
+        through = self._n + np.arange(1, n_new + 1, dtype=np.int64)
+        batches = (through + cap - 1) // cap
+        start = max(self.clock(), busy_until_ns)
+        return start + ((batches * self.model.fixed_s + through * self.model.per_item_s) * 1e9).astype(np.int64)
+
+    def expire(self, now: int) -> np.ndarray:
+        """Take out the handles whose deadline passed before ``now`` (scoring them could only answer late)."""
+        if not self._n or self._earliest >= now:
+            return np.zeros(0, np.int64)
+        items, mass, arrived, deadline = self._joined()
+        late = deadline < now
+        keep = ~late
+        self._set([(items[keep], mass[keep], arrived[keep], deadline[keep])] if keep.any() else [])
+        return items[late]
 
     def flush_at(self) -> int | None:
         """Clock time at which the waiting spectra must go to meet the earliest deadline."""

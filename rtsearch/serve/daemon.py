@@ -61,6 +61,7 @@ _RUN, _LEVEL = INT_COLUMNS.index("run"), INT_COLUMNS.index("ms_level")
 
 SUPERVISE_S = 0.2  # how often the parts are checked
 INTAKE_STOP_S = 5.0  # at shutdown, how long the intake process may take to hand over what it read
+SETTLE_S = 0.5  # several intakes: a run.end without n_spectra ends its run this long after its last message
 ABANDON_GRACE_S = 5.0  # after the shutdown bound, how long batches already scored may take to be answered
 
 
@@ -91,7 +92,8 @@ class Daemon:
         self.refitter = Refitter()
         self.ends = RunEnds(target, cfg, refitter=self.refitter, record=self.metrics.record,
                             on_finished=self._on_finished)  # fmt: skip
-        self.runs = RunBook(self.ends.new_run, max_open=cfg.max_open_runs, idle_s=cfg.run_idle_s, clock=clock)
+        self.runs = RunBook(self.ends.new_run, max_open=cfg.max_open_runs, idle_s=cfg.run_idle_s,
+                            settle_s=SETTLE_S if cfg.intakes > 1 else 0.0, clock=clock)  # fmt: skip
         self.ends.runs = self.runs
         self.pool = WorkerPool(target, cfg, answer=self._answer, refitter=self.refitter, record=self.metrics.record,
                                clock=clock)  # fmt: skip
@@ -154,7 +156,8 @@ class Daemon:
                         on_drop=lambda n: record(Mqtt(dropped=n)), on_connected=lambda up: record(Mqtt(connected=up)),
                     ))  # fmt: skip
                 # raises EndpointError when the endpoint cannot be used
-                intake = self.intake = await stack.enter_async_context(Intake(cfg.spectra, mode=cfg.spectra_mode))
+                intake = self.intake = await stack.enter_async_context(
+                    Intake(cfg.spectra, mode=cfg.spectra_mode, intakes=cfg.intakes))
                 self.endpoints.spectra = intake.endpoint
                 ingest = asyncio.create_task(self._ingest(intake), name="ingest")
                 idle = asyncio.create_task(self._end_idle_runs(), name="idle runs")
@@ -196,9 +199,14 @@ class Daemon:
         self._failed.set()
 
     async def _supervise(self) -> None:
-        """Check the parts: restart the MQTT publisher, fail on a stopped engine thread."""
+        """Check the parts: restart the MQTT publisher, fail on a stopped engine thread or door; finish the
+        runs that time completed."""
         while True:
             await asyncio.sleep(SUPERVISE_S)
+            for state in self.runs.settled():
+                self.ends.maybe_finish(state)
+            if self.intake is not None and self.intake.door is not None and not self.intake.door.alive():
+                self._fail("the door (the spectra socket's proxy) stopped")
             if failed := self.pool.failed():
                 self._fail(f"{failed} engine worker thread(s) stopped")
             if self.publisher is not None and (failed := self.publisher.failed()):
@@ -288,8 +296,9 @@ class Daemon:
         if (n_runs := len(self.runs)) != self._known_runs:  # a run opened (or ended): the gauge follows
             self._known_runs = n_runs
             self.metrics.record(Runs(n_runs))
-        if len(jobs) and (shed := self.pool.enqueue(jobs)) is not None:
-            self._shed(shed, "queue_full", f"overload: {self.pool.waiting} spectra already waiting")
+        if len(jobs):
+            for refused, code, reason in self.pool.enqueue(jobs):
+                self._shed(refused, code, reason)
 
     @staticmethod
     def _duplicates(state: RunState, scans: list[int]) -> None:

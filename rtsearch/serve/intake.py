@@ -22,8 +22,12 @@ lose a message (PUSH blocks rather than drops). Usage::
         async for items in intake:                         # until `stop` and the child's last items
             ...
 
-`Intake.stop` asks the child to stop reading; whatever it had read still
-arrives before the iteration ends, so nothing received is lost.
+`Intake.stop` asks the child to stop reading; whatever it had read, and what its socket still
+held, arrives before the iteration ends, so nothing received is lost.
+
+``intakes`` > 1 starts that many intake processes behind a `rtsearch.serve.door.Door` (ZeroMQ's C
+proxy on the spectra socket): decoding then runs on as many cores. Their items interleave chunk by
+chunk; each process keeps its own messages in order.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from typing import Any
 from rtsearch.config import SpectraMode
 from rtsearch.errors import EndpointError
 from rtsearch.serve.chunks import CLOSED, ERROR, MESSAGE, READY, SPECTRA, STOP, Received, SpectraChunk, Unpacker
+from rtsearch.serve.door import Door
 
 log = logging.getLogger(__name__)
 
@@ -51,63 +56,86 @@ PIPE_BYTES = 4 << 20  # socket buffers: a burst's chunks pass without the child 
 Items = list[SpectraChunk | Received]
 
 
-class Intake:
-    """The spectra socket in its own process; see the module docstring."""
+class _Child:
+    """One intake process and the daemon's end of its socket pair."""
 
-    def __init__(self, endpoint: str, *, mode: SpectraMode = "sub", hwm: int = 0) -> None:
+    def __init__(self, proc: Any, sock: socket.socket) -> None:
+        self.proc = proc
+        self.sock = sock
+        self.unpacker = Unpacker()
+        self.eof = False  # its end is closed (it exited)
+        self.closed = False  # it said it read its last message
+        self.stopping = False
+        self.items = 0  # chunks and messages it handed over
+
+
+class Intake:
+    """The spectra socket read by intake processes; see the module docstring."""
+
+    def __init__(self, endpoint: str, *, mode: SpectraMode = "sub", hwm: int = 0, intakes: int = 1) -> None:
         if mode not in ("sub", "pull"):
             raise ValueError(f"spectra mode must be 'sub' or 'pull', got {mode!r}")
+        if intakes < 1:
+            raise ValueError(f"intakes must be >= 1, got {intakes}")
         self.mode = mode
         self.requested = endpoint
         self.endpoint = endpoint  # where it actually listens, once open (``*`` ports resolved)
         self.hwm = hwm
+        self.intakes = intakes
         self.received = 0
-        self._sock: socket.socket | None = None
-        self._proc: Any = None
+        self.door: Door | None = None
+        self._children: list[_Child] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._unpacker = Unpacker()
         self._queue: collections.deque[tuple[int, list[memoryview]]] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
-        self._eof = False  # the child's end is closed (it exited)
-        self._stopping = False
-        self._closed = False  # the child said it read its last message
+        self._starting: list[tuple[int, list[memoryview]]] = []  # READY/ERROR answers while opening
 
     async def open(self) -> Intake:
-        """Start the intake process and wait until its socket is bound or connected.
+        """Start the intake process(es) (and the door) and wait until they listen.
 
         Raises `EndpointError` when the endpoint cannot be used (in use, malformed).
         """
         from rtsearch.serve.intake_process import serve
 
         self._loop = asyncio.get_running_loop()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        for s in (ours, theirs):
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PIPE_BYTES)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, PIPE_BYTES)
-        ours.setblocking(False)
-        self._sock = ours
+        where, mode = self.requested, str(self.mode)
+        if self.intakes > 1:
+            self.door = Door(self.requested, mode=self.mode, hwm=self.hwm)  # raises EndpointError
+            where, mode = self.door.inner, "door"
         mp = multiprocessing.get_context("spawn")
-        self._proc = mp.Process(target=serve, args=(theirs, self.requested, self.mode, self.hwm),
-                                name="rtsearch-intake", daemon=True)  # fmt: skip
         try:
-            self._proc.start()
-        finally:
-            theirs.close()  # the child has its own copy: its exit is then our end of file
-        self._loop.add_reader(ours.fileno(), self._on_readable)
-        try:
+            for k in range(self.intakes):
+                ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                for s in (ours, theirs):
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PIPE_BYTES)
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, PIPE_BYTES)
+                ours.setblocking(False)
+                proc = mp.Process(target=serve, args=(theirs, where, mode, self.hwm, self.intakes),
+                                  name=f"rtsearch-intake-{k}", daemon=True)  # fmt: skip
+                child = _Child(proc, ours)
+                self._children.append(child)
+                try:
+                    proc.start()
+                finally:
+                    theirs.close()  # the child has its own copy: its exit is then our end of file
+                self._loop.add_reader(ours.fileno(), self._on_readable, child)
             async with asyncio.timeout(START_TIMEOUT_S):
-                kind, parts = await self._next()
+                for _ in self._children:
+                    kind, parts = await self._next()
+                    if kind != READY:
+                        reason = bytes(parts[0]).decode() if kind == ERROR and parts else f"unexpected message {kind}"
+                        raise EndpointError(f"spectra endpoint {self.requested} ({self.mode}): {reason}")
+                    if self.door is None:
+                        self.endpoint = bytes(parts[0]).decode()
         except TimeoutError:
             await self.aclose()
             raise RuntimeError(f"the intake process did not start within {START_TIMEOUT_S:.0f} s") from None
         except BaseException:
             await self.aclose()
             raise
-        if kind != READY:
-            await self.aclose()
-            reason = bytes(parts[0]).decode() if kind == ERROR and parts else f"unexpected message kind {kind}"
-            raise EndpointError(f"spectra endpoint {self.requested} ({self.mode}): {reason}")
-        self.endpoint = bytes(parts[0]).decode()
+        if self.door is not None:
+            self.endpoint = self.door.endpoint
+            self.door.start()
         return self
 
     async def __aenter__(self) -> Intake:
@@ -116,30 +144,36 @@ class Intake:
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
 
-    def _on_readable(self) -> None:
+    def _on_readable(self, child: _Child) -> None:
         """The event loop's reader: whatever arrived, unpacked into the queue; wakes the iterator."""
-        assert self._sock is not None
         try:
-            data = self._sock.recv(PIPE_BYTES)
+            data = child.sock.recv(PIPE_BYTES)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
             data = b""
         if data:
-            self._queue.extend(self._unpacker.feed(data))
+            for kind, parts in child.unpacker.feed(data):
+                if kind == CLOSED:
+                    child.closed = True
+                    if not all(c.closed for c in self._children):
+                        continue  # the others still hand over what they read
+                child.items += kind in (SPECTRA, MESSAGE)
+                self._queue.append((kind, parts))
         else:
-            self._eof = True
+            child.eof = True
             assert self._loop is not None
-            self._loop.remove_reader(self._sock.fileno())
+            self._loop.remove_reader(child.sock.fileno())
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
     async def _next(self) -> tuple[int, list[memoryview]]:
-        """The child's next message; raises when it exited without saying ``closed``."""
+        """The children's next message; raises when one exited without saying ``closed``."""
         while not self._queue:
-            if self._eof:
-                code = self._proc.exitcode if self._proc is not None else None
-                raise RuntimeError(f"the intake process exited (exit code {code})")
+            for child in self._children:
+                if child.eof and not child.closed:
+                    code = child.proc.exitcode
+                    raise RuntimeError(f"the intake process {child.proc.name} exited (exit code {code})")
             assert self._loop is not None
             self._waiter = self._loop.create_future()
             await self._waiter
@@ -147,15 +181,30 @@ class Intake:
 
     @property
     def pid(self) -> int | None:
-        """The intake process's id (``None`` before `open` and after `aclose`)."""
-        return self._proc.pid if self._proc is not None else None
+        """The (first) intake process's id (``None`` before `open` and after `aclose`)."""
+        return self._children[0].proc.pid if self._children else None
+
+    @property
+    def pids(self) -> list[int]:
+        """Every intake process's id."""
+        return [c.proc.pid for c in self._children]
+
+    @property
+    def items_by_process(self) -> list[int]:
+        """Chunks and messages each intake process handed over so far (how the door spreads the load)."""
+        return [c.items for c in self._children]
+
+    def alive(self) -> bool:
+        """Whether every intake process runs and the door (if any) forwards."""
+        return all(c.proc.is_alive() for c in self._children) and (self.door is None or self.door.alive())
 
     def __aiter__(self) -> AsyncIterator[Items]:
         return self._items()
 
     async def _items(self) -> AsyncIterator[Items]:
-        """Everything the child sent since the last wake-up, in order (one await per wake-up)."""
-        while not self._closed:
+        """Everything the children sent since the last wake-up, in order (one await per wake-up)."""
+        closed = False
+        while not closed:
             kind, parts = await self._next()
             items: Items = []
             while True:
@@ -167,7 +216,7 @@ class Intake:
                     items.append(pickle.loads(parts[0]))
                     self.received += 1
                 elif kind == CLOSED:
-                    self._closed = True
+                    closed = True
                     break
                 if len(items) >= ITEMS_MAX or not self._queue:
                     break
@@ -176,26 +225,31 @@ class Intake:
                 yield items
 
     def stop(self) -> None:
-        """Ask the child to stop reading; the iteration ends after the items it had already read."""
-        if self._sock is not None and not self._stopping and not self._eof:
-            self._stopping = True
-            with contextlib.suppress(OSError):  # never waits; a child that is gone needs no telling
-                self._sock.send(STOP)
+        """Stop reading the spectra socket; the iteration ends after what the children read and still held."""
+        if self.door is not None:
+            self.door.stop()  # nothing more comes in; what it pushed stays queued for the children
+        for child in self._children:
+            if not child.stopping and not child.eof:
+                child.stopping = True
+                with contextlib.suppress(OSError):  # never waits; a child that is gone needs no telling
+                    child.sock.send(STOP)
 
     async def aclose(self) -> None:
-        """Stop the child (it gets a moment to exit on its own) and release everything."""
-        if self._proc is not None:
-            self.stop()
+        """Stop the children (they get a moment to exit on their own) and release everything."""
+        self.stop()
+        for child in self._children:
+            if child.sock.fileno() < 0:
+                continue  # closed already
             for _ in range(100):
-                if not self._proc.is_alive():
+                if not child.proc.is_alive():
                     break
                 await asyncio.sleep(0.02)
-            if self._proc.is_alive():
-                self._proc.kill()  # it ignores SIGTERM (see rtsearch.serve.intake_process)
-            self._proc.join(5)
-            self._proc = None
-        if self._sock is not None:
-            if not self._eof and self._loop is not None:
-                self._loop.remove_reader(self._sock.fileno())
-            self._sock.close()
-            self._sock = None
+            if child.proc.is_alive():
+                child.proc.kill()  # it ignores SIGTERM (see rtsearch.serve.intake_process)
+            child.proc.join(5)
+            if not child.eof and self._loop is not None:
+                self._loop.remove_reader(child.sock.fileno())
+            child.sock.close()
+        if self.door is not None:
+            self.door.close()
+            self.door = None

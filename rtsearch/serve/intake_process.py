@@ -8,8 +8,12 @@ messages:
   cannot) once at start; then, in arrival order, ``SPECTRA`` (a `SpectraChunk`) for
   each run of consecutive valid spectra and ``MESSAGE`` (a pickled `Received`) for
   each control or malformed message; ``CLOSED`` after its last read.
-- from the daemon: ``STOP``: stop reading, send what was read, say ``CLOSED``, exit.
-  End of file (the daemon is gone) ends it too.
+- from the daemon: ``STOP``: read what the socket still holds (until it stays empty for `DRAIN_QUIET_S`,
+  at most `DRAIN_MAX_S`), send it, say ``CLOSED``, exit. End of file (the daemon is gone) ends it too.
+
+Its socket is the daemon's spectra socket (``sub``: connected to the instrument; ``pull``: bound), or,
+behind the door (`rtsearch.serve.door`, several intake processes), a PULL connected to the door's
+``ipc://`` endpoint (``door``).
 
 It ignores SIGINT and SIGTERM: a terminal's Ctrl-C or a service manager reaches the
 whole process group, and the daemon decides when intake closes.
@@ -33,6 +37,8 @@ CHUNK_MAX = 512  # messages per chunk at most: bounds the daemon's lock hold per
 FLUSH_S = 0.001  # a chunk goes at most this long after its first message was read
 COALESCE_HZ = 4000.0  # above this arrival rate a chunk waits (up to FLUSH_S) for more messages
 RATE_WINDOW = 32  # arrivals the rate is measured over
+DRAIN_QUIET_S = 0.02  # at STOP, the socket counts as drained once it stayed empty this long
+DRAIN_MAX_S = 1.0  # ... or after this long (a sender that keeps sending is not read forever)
 
 _EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)  # plain ints: no enum per call
 
@@ -45,10 +51,16 @@ class Reader:
     at once (its latency is what counts); above `COALESCE_HZ` a chunk that found the socket
     empty waits up to `FLUSH_S` from its first message for more, so at 20,000 a second
     chunks hold ~20 spectra instead of one or two, for at most a millisecond of latency.
+
+    Behind the door each of ``share`` processes sees ``1/share`` of the arrivals: it coalesces above
+    ``COALESCE_HZ / share`` and waits up to ``FLUSH_S * share``, so the daemon gets as many chunks a
+    second, each as large, as from one intake process — its cost is per chunk, not per spectrum.
     """
 
-    def __init__(self, sock: zmq.Socket[bytes]) -> None:
+    def __init__(self, sock: zmq.Socket[bytes], *, share: int = 1) -> None:
         self.sock = sock
+        self.flush_ns = int(FLUSH_S * share * 1e9)
+        self.coalesce_hz = COALESCE_HZ / share
         self.builder = ChunkBuilder()
         self._arrivals: collections.deque[int] = collections.deque(maxlen=RATE_WINDOW)
 
@@ -65,8 +77,8 @@ class Reader:
         sock, builder, arrivals = self.sock, self.builder, self._arrivals
         recv, events, wall, mono = sock.recv, sock.get, time.time_ns, time.monotonic_ns
         items: list[SpectraChunk | Received] = []
-        flush_at = mono() + int(FLUSH_S * 1e9)
-        coalesce = self.rate_hz() > COALESCE_HZ
+        flush_at = mono() + self.flush_ns
+        coalesce = self.rate_hz() > self.coalesce_hz
         for _ in range(CHUNK_MAX):
             # the EVENTS check is cheaper than the exception of an empty recv; poll waits 1 ms at most
             if not int(events(_EVENTS)) & _POLLIN and (not coalesce or mono() >= flush_at or not sock.poll(1)):
@@ -102,19 +114,29 @@ def send_items(conn: socket.socket, items: list[SpectraChunk | Received]) -> Non
             conn.sendall(pack(SPECTRA, item.parts()))
 
 
-def serve(conn: socket.socket, endpoint: str, mode: str, hwm: int) -> None:
+def drain(sock: zmq.Socket[bytes], reader: Reader, conn: socket.socket) -> None:
+    """Read and send what ``sock`` still holds, until it stays empty `DRAIN_QUIET_S` (at most `DRAIN_MAX_S`)."""
+    end = time.monotonic() + DRAIN_MAX_S
+    while time.monotonic() < end and sock.poll(int(DRAIN_QUIET_S * 1e3)):
+        send_items(conn, reader.read())
+
+
+def serve(conn: socket.socket, endpoint: str, mode: str, hwm: int, share: int = 1) -> None:
     """The process's main function (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     conn.setblocking(True)
     ctx = zmq.Context()
-    sock = ctx.socket(zmq.SUB if mode == "sub" else zmq.PULL)
+    sock = ctx.socket(zmq.SUB if mode == "sub" else zmq.PULL)  # "door": a PULL connected to the door
     sock.setsockopt(zmq.RCVHWM, hwm)  # 0: unbounded in ZeroMQ; the daemon's batcher bounds memory
     sock.setsockopt(zmq.LINGER, 0)
     try:
         if mode == "sub":
             # everything: a message on an unknown topic is counted as invalid, not filtered unseen
             sock.setsockopt(zmq.SUBSCRIBE, b"")
+            sock.connect(endpoint)
+            bound = endpoint
+        elif mode == "door":
             sock.connect(endpoint)
             bound = endpoint
         else:
@@ -126,7 +148,7 @@ def serve(conn: socket.socket, endpoint: str, mode: str, hwm: int) -> None:
         sock.close(0)
         ctx.term()
         return
-    reader = Reader(sock)
+    reader = Reader(sock, share=share)
     poller = zmq.Poller()
     poller.register(sock, zmq.POLLIN)
     poller.register(conn.fileno(), zmq.POLLIN)
@@ -137,7 +159,9 @@ def serve(conn: socket.socket, endpoint: str, mode: str, hwm: int) -> None:
             if sock in events:
                 send_items(conn, reader.read())
             if conn.fileno() in events:
-                break  # STOP, or end of file: the daemon is gone
+                if conn.recv(1):  # STOP: what the socket holds is read first (end of file: the daemon is gone)
+                    drain(sock, reader, conn)
+                break
         conn.sendall(pack(CLOSED))
     except OSError:  # the daemon is gone: nobody to hand anything to
         pass

@@ -9,6 +9,12 @@ file, `rtsearch.io.results.claim_results_path`); the ended one drains meanwhile.
 the book without bound: beyond ``max_open`` open runs the one idle longest is ended to make room, and
 a run that received nothing for ``idle_s`` is ended (`idle`). Everything here is under one lock, the
 book's; a run's `LiveRun` has its own (`RunState.lock`).
+
+Several intake processes (`rtsearch.serve.door`) may hand over a ``run.end`` before the run's last
+spectra. So a ``run.end`` that announces ``n_spectra`` ends the run once that many spectrum messages
+arrived (spectra arriving meanwhile still belong to it), or `END_WAIT_S` after the last one when some
+never come; one without ``n_spectra`` ends it ``settle_s`` after its last message (0 with one intake,
+where order is kept). `settled` hands out the runs that time completed.
 """
 
 from __future__ import annotations
@@ -23,15 +29,19 @@ from rtsearch.serve.jobs import RunState
 
 log = logging.getLogger(__name__)
 
+END_WAIT_S = 2.0  # a run.end announced more spectra than came: the run ends this long after the last one
+
 
 class RunBook:
     """Open runs by name, the ended ones still draining, results files written per name."""
 
     def __init__(
         self, new_run: Callable[[str], LiveRun], *, max_open: int = 1000, idle_s: float = 86_400.0,
-        clock: Callable[[], int] = time.monotonic_ns,
+        settle_s: float = 0.0, clock: Callable[[], int] = time.monotonic_ns,
     ) -> None:  # fmt: skip
         self.new_run = new_run
+        self.settle_ns = int(settle_s * 1e9)
+        self.wait_ns = int(END_WAIT_S * 1e9)
         self.max_open = max_open
         self.idle_ns = int(idle_s * 1e9)
         self.clock = clock
@@ -52,7 +62,7 @@ class RunBook:
 
     def _state(self, run: str, announced: bool) -> RunState:
         state = self._open.get(run)
-        if state is not None and state.ending:
+        if state is not None and state.ending and self._complete(state):
             # run.end came and its spectra are still being answered: what arrives now is a new segment
             log.info("run %r: reopened after its run.end", run)
             self._draining.append(state)
@@ -114,8 +124,13 @@ class RunBook:
                 log.warning("run %r: a second run.end, ignored", run)
                 return None
             state = self._state(run, False)
-            state.ending, state.expected = True, expected
+            state.ending, state.expected, state.ended_ns = True, expected, self.clock()
             return state if self._done(state) else None
+
+    def settled(self) -> list[RunState]:
+        """Ended runs that time completed (see the module docstring): finish them."""
+        with self._lock:
+            return [s for s in [*self._open.values(), *self._draining] if self._done(s)]
 
     def received(self, counts: Iterable[tuple[RunState, int, int]]) -> None:
         """``(run, MS2 spectra, MS1 spectra)`` received: they owe as many answers (call before queueing them)."""
@@ -124,6 +139,7 @@ class RunBook:
             for state, ms2, ms1 in counts:
                 state.outstanding += ms2
                 state.ms1 += ms1
+                state.received += ms2 + ms1
                 state.last_ns = now
 
     def answered(self, counts: Iterable[tuple[RunState, int]]) -> list[RunState]:
@@ -142,6 +158,8 @@ class RunBook:
             states = [*self._open.values(), *self._draining]
             for state in states:
                 state.ending = True
+                state.expected = None  # nothing more comes: what arrived is the run
+                state.ended_ns = state.last_ns = min(state.last_ns, self.clock() - self.settle_ns)
             return [s for s in states if self._done(s)]
 
     def finish(self, state: RunState) -> bool:
@@ -162,6 +180,13 @@ class RunBook:
         with self._lock:
             return run in self._open or any(s.name == run for s in self._draining)
 
-    @staticmethod
-    def _done(state: RunState) -> bool:
-        return state.ending and state.outstanding <= 0 and not state.finishing
+    def _complete(self, state: RunState) -> bool:
+        """Whether an ended run received all it will (see the module docstring)."""
+        if state.expected is None:
+            return self.settle_ns == 0 or self.clock() - max(state.last_ns, state.ended_ns) >= self.settle_ns
+        if state.received >= state.expected:
+            return True
+        return self.clock() - max(state.last_ns, state.ended_ns) >= self.wait_ns
+
+    def _done(self, state: RunState) -> bool:
+        return state.ending and state.outstanding <= 0 and not state.finishing and self._complete(state)

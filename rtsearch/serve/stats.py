@@ -73,7 +73,7 @@ class Answered:
 
 @dataclass
 class Shed:
-    """Spectra answered unscored under overload or at shutdown, and why (``queue_full``, ``shutdown``)."""
+    """Spectra answered unscored under overload or at shutdown, and why (`rtsearch.serve.metrics.SHED_REASONS`)."""
 
     reason: str
     count: int

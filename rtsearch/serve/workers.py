@@ -24,6 +24,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import numpy as np
+
 from rtsearch.batch import SpectraBatch
 from rtsearch.config import ServeConfig
 from rtsearch.matches import ScoredBatch
@@ -34,7 +36,7 @@ from rtsearch.serve.pending import Pending
 from rtsearch.serve.publish import Answer, unscored
 from rtsearch.serve.refits import Refitter
 from rtsearch.serve.runtime import collect_garbage
-from rtsearch.serve.stats import Queue, Scored, Stat, Taken
+from rtsearch.serve.stats import Queue, Scored, Shed, Stat, Taken
 from rtsearch.types import ResultStatus
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,7 @@ SLOW_BATCH_S = float(os.environ.get("RTSEARCH_SLOW_BATCH_S", "0.5"))  # slower e
 WARM_UP_SIZES = (1, 7, 64, 512)  # batch sizes each worker scores before intake opens (and max_batch)
 
 Answers = Callable[[list[Answer]], None]
+Refusal = tuple[Jobs, str, str]  # spectra refused at enqueue, the shed metric's reason code, the answer's reason
 
 
 class WorkerPool:
@@ -66,6 +69,7 @@ class WorkerPool:
         self._in_flight = 0
         self._scoring: dict[int, Jobs] = {}  # batches taken and not yet claimed back, by number
         self._taken = 0
+        self._busy: dict[int, int] = {}  # batches being scored: when each should be answered (clock ns)
         self._closing = False  # intake closed: workers drain the batcher, then stop
         self._abandoned = False  # shutdown bound passed: late batches are not answered
         self._threads: list[threading.Thread] = []
@@ -83,19 +87,37 @@ class WorkerPool:
             warm.append(asyncio.wrap_future(done))
         await asyncio.gather(*warm)
 
-    def enqueue(self, jobs: Jobs) -> Jobs | None:
-        """Queue ``jobs`` for scoring; those refused because the queue is full (``None``: none)."""
-        refused = None
+    def enqueue(self, jobs: Jobs) -> list[Refusal]:
+        """Queue ``jobs`` for scoring; those refused, to be answered ``shed``: predicted to miss their deadline
+        (`MicroBatcher.predicted_done`), or beyond ``max_queue``."""
+        refused: list[Refusal] = []
+        stamps = jobs.stamps
         with self._cv:
+            done = self.batcher.predicted_done(len(jobs), busy_until_ns=self._busy_until())
+            late = done + int(self.batcher.policy.margin_ms * 1e6) > stamps.received_mono + stamps.budget_ns
+            # an idle engine takes what comes whatever the model says: its answers are what corrects the model
+            # (a model that predicted too much once would otherwise shed everything from then on)
+            if late.any() and (self._busy or len(self.batcher)):
+                wait_ms = (int(done[0]) - self.clock()) / 1e6
+                refused.append((jobs.take(np.flatnonzero(late)), "predicted_late",
+                                f"overload: answering it would take {wait_ms:.0f} ms, beyond its budget"))  # fmt: skip
+                jobs = jobs.take(np.flatnonzero(~late))
             handles = self._pending.add(jobs)
             k = self.batcher.add(handles, mass=jobs.spectra.precursor_mz, budget_ms=jobs.stamps.budget_ns / 1e6,
                                  arrived_ns=jobs.stamps.received_mono)  # fmt: skip
             if k < len(handles):
-                refused = self._pending.take(handles[k:])
+                refused.append((self._pending.take(handles[k:]), "queue_full",
+                                f"overload: {len(self.batcher)} spectra already waiting"))  # fmt: skip
             waiting, in_flight = len(self.batcher), self._in_flight
             self._cv.notify()
         self.record(Queue(waiting, in_flight))
         return refused
+
+    def _busy_until(self) -> int:
+        """When the next engine thread is free (clock ns; now if one is)."""
+        if len(self._busy) < len(self._threads) or not self._busy:
+            return self.clock()
+        return min(self._busy.values())
 
     @property
     def waiting(self) -> int:
@@ -149,14 +171,17 @@ class WorkerPool:
 
         CuPy compiles kernels on first use (seconds each on a fresh machine): the target's warm-up
         spectra take every path at a few batch sizes, so no compile lands on a real spectrum's latency.
+        The model learns from a second pass only: a compile is not what a batch costs.
         """
         spectra = self.target.warm_up_spectra(64)
-        for size in sorted({*WARM_UP_SIZES, self.cfg.max_batch}):
-            batch = (spectra * (size // len(spectra) + 1))[:size]
-            t0 = time.perf_counter()
-            self.target.score(SpectraBatch.of(batch))
-            with self._cv:
-                self.model.observe(size, time.perf_counter() - t0)
+        for observe in (False, True):
+            for size in sorted({*WARM_UP_SIZES, self.cfg.max_batch}):
+                batch = (spectra * (size // len(spectra) + 1))[:size]
+                t0 = time.perf_counter()
+                self.target.score(SpectraBatch.of(batch))
+                if observe:
+                    with self._cv:
+                        self.model.observe(size, time.perf_counter() - t0)
 
     def _worker(self, warm: concurrent.futures.Future[None]) -> None:
         """An engine thread: warm up, then take batches, score them and hand on their results."""
@@ -169,44 +194,65 @@ class WorkerPool:
         warm.set_result(None)
         while (taken := self._take()) is not None:
             number, jobs = taken
-            t0 = time.perf_counter()
             try:
-                scored = self.target.score(jobs.spectra)
-            except Exception as e:  # an engine failure answers the batch; it never loses it
-                log.exception("engine failed on a batch of %d spectra", len(jobs))
-                if self._done(number, len(jobs), None):
-                    self._unscored(jobs, f"engine error: {type(e).__name__}: {e}"[:300])
-                continue
-            t1 = time.perf_counter()
-            seconds = t1 - t0
-            if not self._done(number, len(jobs), seconds):
-                continue  # abandoned at the shutdown bound: the daemon answered it
-            t2 = time.perf_counter()
-            if seconds > SLOW_BATCH_S:
-                log.warning("slow engine batch: %d spectra in %.1f ms (model predicted %.1f ms); stages %s",
-                            len(jobs), seconds * 1e3, self.model.predict(len(jobs)) * 1e3,
-                            {k: round(v * 1e3, 2) for k, v in scored.stages.items()})  # fmt: skip
-            try:
-                answers = self._results(jobs, scored)
-            except Exception as e:  # a bug past scoring: the batch is still answered, the worker goes on
-                log.exception("building the results of a batch of %d spectra failed", len(jobs))
-                self._unscored(jobs, f"internal error: {type(e).__name__}: {e}"[:300])
-                continue
-            t3 = time.perf_counter()
-            self.answer(answers)
-            self.refitter.refit([state for state, _, _ in answers])
-            t4 = time.perf_counter()
-            collect_garbage(idle=not self.waiting)
-            stages = {"score": seconds, "lock": t2 - t1, "results": t3 - t2, "publish": t4 - t3,
-                      "gc": time.perf_counter() - t4}  # fmt: skip
-            self.record(Scored(seconds, stages))
+                self._run_batch(number, jobs)
+            finally:
+                with self._cv:
+                    self._busy.pop(number, None)
+
+    def _run_batch(self, number: int, jobs: Jobs) -> None:
+        """Score one batch and hand on its answers (an engine or results failure answers it all the same)."""
+        t0 = time.perf_counter()
+        try:
+            scored = self.target.score(jobs.spectra)
+        except Exception as e:  # an engine failure answers the batch; it never loses it
+            log.exception("engine failed on a batch of %d spectra", len(jobs))
+            if self._done(number, len(jobs), None):
+                self._unscored(jobs, f"engine error: {type(e).__name__}: {e}"[:300])
+            return
+        t1 = time.perf_counter()
+        seconds = t1 - t0
+        if not self._done(number, len(jobs), seconds):
+            return  # abandoned at the shutdown bound: the daemon answered it
+        t2 = time.perf_counter()
+        if seconds > SLOW_BATCH_S:
+            log.warning("slow engine batch: %d spectra in %.1f ms (model predicted %.1f ms); stages %s",
+                        len(jobs), seconds * 1e3, self.model.predict(len(jobs)) * 1e3,
+                        {k: round(v * 1e3, 2) for k, v in scored.stages.items()})  # fmt: skip
+        try:
+            answers = self._results(jobs, scored)
+        except Exception as e:  # a bug past scoring: the batch is still answered, the worker goes on
+            log.exception("building the results of a batch of %d spectra failed", len(jobs))
+            self._unscored(jobs, f"internal error: {type(e).__name__}: {e}"[:300])
+            return
+        t3 = time.perf_counter()
+        self.answer(answers)
+        self.refitter.refit([state for state, _, _ in answers])
+        t4 = time.perf_counter()
+        collect_garbage(idle=not self.waiting)
+        t5 = time.perf_counter()
+        with self._cv:  # the model predicts when answers go out: scoring, results and publishing
+            self.model.observe(len(jobs), t5 - t0)
+        stages = {"score": seconds, "lock": t2 - t1, "results": t3 - t2, "publish": t4 - t3, "gc": t5 - t4}
+        self.record(Scored(seconds, stages))
 
     def _take(self) -> tuple[int, Jobs] | None:
-        """Wait for the next batch and its number (``None``: shutting down and nothing is left)."""
+        """Wait for the next batch and its number (``None``: shutting down and nothing is left); spectra that
+        waited past their deadline are answered ``shed`` on the way."""
         with self._cv:
             while True:
                 if self._abandoned:
                     return None
+                expired = self.batcher.expire(self.clock())
+                if len(expired):
+                    late = self._pending.take(expired)
+                    self._cv.release()  # answering takes the runs' locks and the socket: not under the batcher's
+                    try:
+                        self.record(Shed("expired", len(late)))
+                        self.answer(unscored(late, ResultStatus.SHED, "overload: waited past its budget"))
+                    finally:
+                        self._cv.acquire()
+                    continue
                 handles = self.batcher.take(workers_free=1, now=self._closing)
                 if handles is not None:
                     jobs = self._pending.take(handles)
@@ -219,6 +265,7 @@ class WorkerPool:
             self._taken += 1
             number = self._taken
             self._scoring[number] = jobs
+            self._busy[number] = self.clock() + int(self.model.predict(len(jobs)) * 1e9)
             queue = Queue(len(self.batcher), self._in_flight)
         self.record(Taken(len(jobs), (self.clock() - jobs.stamps.received_mono) / 1e9), queue)
         return number, jobs
@@ -229,8 +276,6 @@ class WorkerPool:
         stats: list[Stat] = []
         with self._cv:
             self._in_flight -= 1
-            if seconds is not None:
-                self.model.observe(size, seconds)
             self._cv.notify()  # another worker may be waiting on the batcher
             stats.append(Queue(len(self.batcher), self._in_flight))
             mine = self._scoring.pop(number, None) is not None

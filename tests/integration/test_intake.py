@@ -1,4 +1,5 @@
-"""The intake process on a real socket: order kept, nothing lost at stop, a dead child noticed."""
+"""The intake process(es) on a real socket: order kept (one intake), nothing lost at stop, a dead child noticed;
+behind the door (several intakes), every message once."""
 
 from __future__ import annotations
 
@@ -56,23 +57,53 @@ async def test_order_and_stop(data) -> None:
 
 
 @pytest.mark.asyncio
-async def test_dead_child_ends_iteration_with_an_error() -> None:
-    async with Intake("tcp://127.0.0.1:*", mode="pull") as intake:
-        intake._proc.kill()
-        with pytest.raises(RuntimeError, match="intake process exited"):
+async def test_door_spreads_every_message_once_over_intakes(data) -> None:
+    """Three intake processes behind the door: each message arrives once, each process keeps its order, every
+    process takes a share, and what was pushed before `stop` is all handed over."""
+    spectra = list(read_spectra(data / "ecoli-small" / "Ecoli_MS2_small.mzML"))
+    async with Intake("tcp://127.0.0.1:*", mode="pull", intakes=3) as intake:
+        assert intake.door is not None and len(set(intake.pids)) == 3
+        ctx = zmq.Context()
+        push = ctx.socket(zmq.PUSH)
+        push.connect(intake.endpoint)
+        sent = [encode_run_start("Ecoli"), *(encode_spectrum(s) for s in spectra * 5)]
+        sent.append(encode_run_end("Ecoli", len(spectra) * 5))
+        for frames in sent:
+            push.send_multipart(frames)
+        got: list[tuple] = []
+        async with asyncio.timeout(30):
+            async for items in intake:
+                got.extend(_flatten(items))
+                if len(got) >= len(sent) - 20:
+                    intake.stop()  # the last messages are in flight: the door stops, the intakes drain
+        push.close(0)
+        ctx.term()
+    assert intake.received == len(sent) == len(got)
+    assert min(intake.items_by_process) > 0, intake.items_by_process
+    assert sorted(g[1] for g in got if g[0] == "spectrum") == sorted(s.scan for s in spectra * 5)
+    assert [g[0] for g in got].count("RunStart") == 1 and [g[0] for g in got].count("RunEnd") == 1
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("intakes", [1, 3])
+async def test_dead_child_ends_iteration_with_an_error(intakes: int) -> None:
+    async with Intake("tcp://127.0.0.1:*", mode="pull", intakes=intakes) as intake:
+        intake._children[-1].proc.kill()
+        with pytest.raises(RuntimeError, match="intake process .*exited"):
             async with asyncio.timeout(30):
                 async for _ in intake:
                     pass
 
 
 @pytest.mark.asyncio
-async def test_endpoint_in_use_is_one_clear_error() -> None:
+@pytest.mark.parametrize("intakes", [1, 3])
+async def test_endpoint_in_use_is_one_clear_error(intakes: int) -> None:
     ctx = zmq.Context()
     holder = ctx.socket(zmq.PULL)
     port = holder.bind_to_random_port("tcp://127.0.0.1")
     try:
         with pytest.raises(EndpointError, match="Address already in use"):
-            async with Intake(f"tcp://127.0.0.1:{port}", mode="pull"):
+            async with Intake(f"tcp://127.0.0.1:{port}", mode="pull", intakes=intakes):
                 pass
     finally:
         holder.close(0)

@@ -404,3 +404,30 @@ def test_many_at_once_are_one_segment_and_the_queue_bound_cuts_the_tail() -> Non
     # full: the 4 nearest in mass to the most urgent (all deadlines 50 ms: the first, 900), by mass
     assert b.take(workers_free=1).tolist() == [10, 2, 4, 0]
     assert b.drain().tolist() == [1, 3]  # the rest, in arrival order
+
+
+# ---------------------------------------------------------------- overload decided on arrival
+
+
+def test_predicted_done_counts_the_batch_in_flight_the_waiting_and_those_ahead() -> None:
+    # fixed 4 ms, 1 ms a spectrum, batches of at most 3; 2 already waiting; the engine is busy until t = 10 ms
+    b, clock = _batcher(max_batch=3, fixed_s=0.004, per_item_s=0.001)
+    b.add("w1", mass=500.0, budget_ms=1000)
+    b.add("w2", mass=600.0, budget_ms=1000)
+    clock.at_ms(2)
+    done = b.b.predicted_done(4, busy_until_ns=10 * MS)
+    # newcomers are spectra 3..6: batches through them 1, 2, 2, 2 -> 10 + 4*b + 1*through ms
+    assert (done / MS).tolist() == [10 + 4 + 3, 10 + 8 + 4, 10 + 8 + 5, 10 + 8 + 6]
+    assert (b.b.predicted_done(1, busy_until_ns=0) / MS).tolist() == [2 + 4 + 3]  # engine free: from now
+
+
+def test_expire_takes_out_only_those_past_their_deadline() -> None:
+    b, clock = _batcher()
+    b.add("a", mass=500.0, budget_ms=10)  # deadline 10 ms
+    b.add("b", mass=600.0, budget_ms=50)  # deadline 50 ms
+    clock.at_ms(5)
+    b.add("c", mass=700.0, budget_ms=3)  # deadline 8 ms
+    assert b._named(b.b.expire(8 * MS)) == []  # deadlines not passed yet (8 is not before 8)
+    assert b._named(b.b.expire(11 * MS)) == ["a", "c"]
+    assert len(b) == 1 and b.take(workers_free=1, now=True) == ["b"]
+    assert b._named(b.b.expire(100 * MS)) == []
