@@ -23,8 +23,9 @@ import orjson
 from rtsearch.types import Spectrum
 from rtsearch.wire import Invalid, Message, RawSpectrum, peak_problems
 
-# kinds of message: intake process -> daemon (a stop request the other way is the byte STOP)
-SPECTRA, MESSAGE, READY, ERROR, CLOSED = 1, 2, 3, 4, 5
+# kinds of message: intake process -> daemon (a stop request the other way is the byte STOP);
+# SHED: spectra the intake process answered ``shed`` itself (`rtsearch.serve.admission`), for the daemon's books
+SPECTRA, MESSAGE, READY, ERROR, CLOSED, SHED = 1, 2, 3, 4, 5, 6
 STOP = b"S"
 
 _HEAD = struct.Struct("<QBI")  # length of the rest, kind, number of parts
@@ -82,6 +83,23 @@ class SpectraChunk:
                    np.frombuffer(parts[3], dtype=np.float64), np.frombuffer(parts[4], dtype=np.float32),
                    np.frombuffer(parts[5], dtype=np.int64))  # fmt: skip
 
+    def split(self, rows: np.ndarray) -> tuple[SpectraChunk | None, SpectraChunk]:
+        """The chunk without ``rows`` (``None`` when nothing is left), and ``rows`` alone, without their peaks."""
+        out = np.zeros(len(self), dtype=bool)
+        out[rows] = True
+        taken = SpectraChunk(self.runs, [self.charges[i] for i in rows.tolist()], self.ints[rows], self.floats[rows],
+                             np.zeros(0), np.zeros(0, np.float32), np.zeros(len(rows) + 1, np.int64))  # fmt: skip
+        keep = ~out
+        if not keep.any():
+            return None, taken
+        n_peaks = np.diff(self.offsets)
+        peaks = np.repeat(keep, n_peaks)
+        offsets = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
+        np.cumsum(n_peaks[keep], out=offsets[1:])
+        charges = [z for z, k in zip(self.charges, keep.tolist(), strict=True) if k]
+        mz, intensity = self.mz[peaks], self.intensity[peaks]
+        return SpectraChunk(self.runs, charges, self.ints[keep], self.floats[keep], mz, intensity, offsets), taken
+
     def rows(self) -> Iterator[tuple[int, Spectrum, int, int, int, float]]:
         """Each row as ``(run index, spectrum, sent_ns, wall_ns, mono_ns, budget_ms)``, in arrival order.
 
@@ -95,6 +113,24 @@ class SpectraChunk:
             a, b = offsets[i], offsets[i + 1]
             sp = Spectrum(names[r], scan, level, mz[a:b], inten[a:b], prec, charges[i], rt, pi)
             yield r, sp, sent, wall, mono, budget
+
+
+@dataclass(slots=True)
+class ShedChunk:
+    """Spectra an intake process answered ``shed`` at the door (peaks dropped), the reason it gave, and when it
+    published the answers (monotonic ns)."""
+
+    chunk: SpectraChunk
+    reason: str
+    published_mono: int
+
+    def parts(self) -> list[bytes | memoryview]:
+        return [orjson.dumps({"reason": self.reason, "published_mono": self.published_mono}), *self.chunk.parts()]
+
+    @classmethod
+    def from_parts(cls, parts: Sequence[memoryview]) -> ShedChunk:
+        meta = orjson.loads(parts[0])
+        return cls(SpectraChunk.from_parts(parts[1:]), meta["reason"], meta["published_mono"])
 
 
 class ChunkBuilder:

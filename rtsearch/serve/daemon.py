@@ -41,9 +41,11 @@ from rtsearch import wire
 from rtsearch.config import ServeConfig, mqtt_address
 from rtsearch.errors import EndpointError, ServiceError
 from rtsearch.search.target import SearchTarget
-from rtsearch.serve.chunks import Received, SpectraChunk
+from rtsearch.serve.admission import Advice
+from rtsearch.serve.chunks import FLOAT_COLUMNS, Received, ShedChunk, SpectraChunk
 from rtsearch.serve.finish import Finished, RunEnds
 from rtsearch.serve.intake import Intake
+from rtsearch.serve.intake_process import Shedding
 from rtsearch.serve.jobs import INT_COLUMNS, Jobs, RunState, Stamps, jobs_of_chunk
 from rtsearch.serve.metrics import DaemonMetrics
 from rtsearch.serve.mqtt import MqttPublisher
@@ -51,13 +53,14 @@ from rtsearch.serve.publish import Answer, Publisher, unscored
 from rtsearch.serve.refits import Refitter
 from rtsearch.serve.runs import RunBook
 from rtsearch.serve.runtime import GIL_SWITCH_S, freeze_heap, single_threaded_blas
-from rtsearch.serve.stats import Mqtt, Ready, Runs, Shed
+from rtsearch.serve.stats import Answered, Mqtt, Ready, RunAnswered, Runs, Shed
 from rtsearch.serve.stats import Received as ReceivedStats
 from rtsearch.serve.workers import WorkerPool
 from rtsearch.types import ResultStatus
 
 log = logging.getLogger(__name__)
-_RUN, _LEVEL = INT_COLUMNS.index("run"), INT_COLUMNS.index("ms_level")
+_RUN, _LEVEL, _SCAN, _MONO = (INT_COLUMNS.index(c) for c in ("run", "ms_level", "scan", "mono_ns"))
+_PREC, _BUDGET = FLOAT_COLUMNS.index("precursor_mz"), FLOAT_COLUMNS.index("budget_ms")
 
 SUPERVISE_S = 0.2  # how often the parts are checked
 INTAKE_STOP_S = 5.0  # at shutdown, how long the intake process may take to hand over what it read
@@ -156,8 +159,10 @@ class Daemon:
                         on_drop=lambda n: record(Mqtt(dropped=n)), on_connected=lambda up: record(Mqtt(connected=up)),
                     ))  # fmt: skip
                 # raises EndpointError when the endpoint cannot be used
+                self.pool.advice = Advice()
+                shedding = Shedding(self.publisher.inner, self.pool.advice.shared, cfg.budget_ms)
                 intake = self.intake = await stack.enter_async_context(
-                    Intake(cfg.spectra, mode=cfg.spectra_mode, intakes=cfg.intakes))
+                    Intake(cfg.spectra, mode=cfg.spectra_mode, intakes=cfg.intakes, shedding=shedding))
                 self.endpoints.spectra = intake.endpoint
                 ingest = asyncio.create_task(self._ingest(intake), name="ingest")
                 idle = asyncio.create_task(self._end_idle_runs(), name="idle runs")
@@ -257,6 +262,8 @@ class Daemon:
             for item in items:
                 if isinstance(item, SpectraChunk):
                     self._on_spectra(item)
+                elif isinstance(item, ShedChunk):
+                    self._on_shed(item)
                 else:
                     self._on_message(item)
             for state in self.runs.take_ended():  # ended by the book to make room
@@ -276,6 +283,7 @@ class Daemon:
 
         Column work a chunk, no object a spectrum: the chunk's MS2 rows become `Jobs` as they are.
         """
+        self.pool.lag_ns = self.clock() - int(chunk.ints[-1, _MONO])
         states = [self.runs.state(name) for name in chunk.runs]  # in order of first appearance
         level = chunk.ints[:, _LEVEL]
         jobs = jobs_of_chunk(chunk, states, self.cfg.budget_ms)
@@ -299,6 +307,33 @@ class Daemon:
         if len(jobs):
             for refused, code, reason in self.pool.enqueue(jobs):
                 self._shed(refused, code, reason)
+
+    def _on_shed(self, shed: ShedChunk) -> None:
+        """Spectra an intake process answered ``shed`` at the door: booked in their runs (results files, counts,
+        metrics), not published again."""
+        chunk, now = shed.chunk, self.clock()
+        self.pool.lag_ns = now - shed.published_mono
+        self.pool.advise()
+        states = [self.runs.state(name) for name in chunk.runs]
+        run = chunk.ints[:, _RUN]
+        groups = [(state, np.flatnonzero(run == r)) for r, state in enumerate(states)]
+        groups = [(state, rows) for state, rows in groups if len(rows)]
+        self.runs.received([(state, len(rows), 0) for state, rows in groups])
+        answered: list[RunAnswered] = []
+        for state, rows in groups:
+            scans = chunk.ints[rows, _SCAN]
+            with state.lock:
+                state.live.add_unscored(ResultStatus.SHED, scans, chunk.floats[rows, _PREC], [shed.reason] * len(rows))
+            state.scans.update(scans.tolist())
+            answered.append(RunAnswered(state.name, len(rows), 0, state.threshold))
+        latency = shed.published_mono - chunk.ints[:, _MONO]
+        budget = chunk.floats[:, _BUDGET]
+        budget_ns = np.where(np.isnan(budget), self.cfg.budget_ms, budget) * 1e6
+        n = len(chunk)
+        self.metrics.record(ReceivedStats(spectra={2: n}), Shed("door", n),
+                            Answered(latency / 1e9, int(np.count_nonzero(latency > budget_ns)), {"shed": n}, answered))
+        for state in self.runs.answered([(state, len(rows)) for state, rows in groups]):
+            self.ends.maybe_finish(state)
 
     @staticmethod
     def _duplicates(state: RunState, scans: list[int]) -> None:

@@ -44,8 +44,21 @@ from typing import Any
 
 from rtsearch.config import SpectraMode
 from rtsearch.errors import EndpointError
-from rtsearch.serve.chunks import CLOSED, ERROR, MESSAGE, READY, SPECTRA, STOP, Received, SpectraChunk, Unpacker
+from rtsearch.serve.chunks import (
+    CLOSED,
+    ERROR,
+    MESSAGE,
+    READY,
+    SHED,
+    SPECTRA,
+    STOP,
+    Received,
+    ShedChunk,
+    SpectraChunk,
+    Unpacker,
+)  # fmt: skip
 from rtsearch.serve.door import Door
+from rtsearch.serve.intake_process import Shedding, serve
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +66,7 @@ ITEMS_MAX = 64  # chunks and messages the daemon takes per wake-up (then the eve
 START_TIMEOUT_S = 60.0  # the child imports NumPy and ZeroMQ and binds: seconds on a cold machine
 PIPE_BYTES = 4 << 20  # socket buffers: a burst's chunks pass without the child waiting on the daemon
 
-Items = list[SpectraChunk | Received]
+Items = list[SpectraChunk | Received | ShedChunk]
 
 
 class _Child:
@@ -72,7 +85,10 @@ class _Child:
 class Intake:
     """The spectra socket read by intake processes; see the module docstring."""
 
-    def __init__(self, endpoint: str, *, mode: SpectraMode = "sub", hwm: int = 0, intakes: int = 1) -> None:
+    def __init__(
+        self, endpoint: str, *, mode: SpectraMode = "sub", hwm: int = 0, intakes: int = 1,
+        shedding: Shedding | None = None,
+    ) -> None:  # fmt: skip
         if mode not in ("sub", "pull"):
             raise ValueError(f"spectra mode must be 'sub' or 'pull', got {mode!r}")
         if intakes < 1:
@@ -82,6 +98,7 @@ class Intake:
         self.endpoint = endpoint  # where it actually listens, once open (``*`` ports resolved)
         self.hwm = hwm
         self.intakes = intakes
+        self.shedding = shedding  # answering at the door (`rtsearch.serve.admission`); None: never
         self.received = 0
         self.door: Door | None = None
         self._children: list[_Child] = []
@@ -95,7 +112,6 @@ class Intake:
 
         Raises `EndpointError` when the endpoint cannot be used (in use, malformed).
         """
-        from rtsearch.serve.intake_process import serve
 
         self._loop = asyncio.get_running_loop()
         where, mode = self.requested, str(self.mode)
@@ -110,7 +126,7 @@ class Intake:
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PIPE_BYTES)
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, PIPE_BYTES)
                 ours.setblocking(False)
-                proc = mp.Process(target=serve, args=(theirs, where, mode, self.hwm, self.intakes),
+                proc = mp.Process(target=serve, args=(theirs, where, mode, self.hwm, self.intakes, self.shedding),
                                   name=f"rtsearch-intake-{k}", daemon=True)  # fmt: skip
                 child = _Child(proc, ours)
                 self._children.append(child)
@@ -158,7 +174,7 @@ class Intake:
                     child.closed = True
                     if not all(c.closed for c in self._children):
                         continue  # the others still hand over what they read
-                child.items += kind in (SPECTRA, MESSAGE)
+                child.items += kind in (SPECTRA, MESSAGE, SHED)
                 self._queue.append((kind, parts))
         else:
             child.eof = True
@@ -215,6 +231,10 @@ class Intake:
                 elif kind == MESSAGE:
                     items.append(pickle.loads(parts[0]))
                     self.received += 1
+                elif kind == SHED:
+                    shed = ShedChunk.from_parts(parts)
+                    self.received += len(shed.chunk)
+                    items.append(shed)
                 elif kind == CLOSED:
                     closed = True
                     break

@@ -27,10 +27,30 @@ import pickle
 import signal
 import socket
 import time
+from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import zmq
 
-from rtsearch.serve.chunks import CLOSED, ERROR, MESSAGE, READY, SPECTRA, ChunkBuilder, Received, SpectraChunk, pack
+from rtsearch.matches import Results
+from rtsearch.serve.admission import Advice, late_rows
+from rtsearch.serve.chunks import (
+    CLOSED,
+    ERROR,
+    FLOAT_COLUMNS,
+    INT_COLUMNS,
+    MESSAGE,
+    READY,
+    SHED,
+    SPECTRA,
+    ChunkBuilder,
+    Received,
+    ShedChunk,
+    SpectraChunk,
+    pack,
+)  # fmt: skip
+from rtsearch.serve.publisher_process import send_results
 from rtsearch.wire import RawSpectrum, decode
 
 CHUNK_MAX = 512  # messages per chunk at most: bounds the daemon's lock hold per chunk
@@ -105,23 +125,85 @@ class Reader:
         return items
 
 
-def send_items(conn: socket.socket, items: list[SpectraChunk | Received]) -> None:
+Item = SpectraChunk | Received | ShedChunk
+_RUN, _SCAN, _SENT, _WALL = (INT_COLUMNS.index(c) for c in ("run", "scan", "sent_ns", "wall_ns"))
+_PREC = FLOAT_COLUMNS.index("precursor_mz")
+
+
+class Door:
+    """Answers ``shed`` here the spectra the daemon's predicted wait would make late (`rtsearch.serve.admission`):
+    their result messages go to the daemon's results proxy, a `ShedChunk` (no peaks) to the daemon for its books."""
+
+    def __init__(self, ctx: zmq.Context[Any], results: str, advice: Advice, budget_ms: float) -> None:
+        self.push = ctx.socket(zmq.PUSH)
+        self.push.setsockopt(zmq.SNDHWM, 0)
+        self.push.setsockopt(zmq.LINGER, -1)  # what was answered is delivered before the process ends
+        self.push.connect(results)
+        self.advice = advice
+        self.budget_ms = budget_ms
+
+    def apply(self, items: list[SpectraChunk | Received]) -> list[Item]:
+        wait = self.advice.wait_ns()
+        if wait <= 0:
+            return list(items)
+        out: list[Item] = []
+        for item in items:
+            if isinstance(item, SpectraChunk):
+                rows = late_rows(item.ints, item.floats, wait_ns=wait, default_budget_ms=self.budget_ms)
+                if len(rows):
+                    kept, taken = item.split(rows)
+                    reason = f"overload: the daemon would answer it in {wait / 1e6:.0f} ms, beyond its budget"
+                    self._answer(taken, reason)
+                    out.append(ShedChunk(taken, reason, time.monotonic_ns()))
+                    if kept is None:
+                        continue
+                    item = kept
+            out.append(item)
+        return out
+
+    def _answer(self, chunk: SpectraChunk, reason: str) -> None:
+        run, ints = chunk.ints[:, _RUN], chunk.ints
+        for r in sorted(set(run.tolist())):
+            rows = np.flatnonzero(run == r)
+            results = Results.unscored(chunk.runs[r], ints[rows, _SCAN], chunk.floats[rows, _PREC],
+                                       [reason] * len(rows), "shed")  # fmt: skip
+            send_results(self.push, results, ints[rows, _SENT], ints[rows, _WALL])
+
+    def close(self) -> None:
+        self.push.close()
+
+
+def send_items(conn: socket.socket, items: list[Item]) -> None:
     """Each item as one message to the daemon."""
     for item in items:
         if isinstance(item, Received):
             conn.sendall(pack(MESSAGE, [pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)]))
+        elif isinstance(item, ShedChunk):
+            conn.sendall(pack(SHED, item.parts()))
         else:
             conn.sendall(pack(SPECTRA, item.parts()))
 
 
-def drain(sock: zmq.Socket[bytes], reader: Reader, conn: socket.socket) -> None:
+def drain(sock: zmq.Socket[bytes], reader: Reader, conn: socket.socket, screen: Any) -> None:
     """Read and send what ``sock`` still holds, until it stays empty `DRAIN_QUIET_S` (at most `DRAIN_MAX_S`)."""
     end = time.monotonic() + DRAIN_MAX_S
     while time.monotonic() < end and sock.poll(int(DRAIN_QUIET_S * 1e3)):
-        send_items(conn, reader.read())
+        send_items(conn, screen(reader.read()))
 
 
-def serve(conn: socket.socket, endpoint: str, mode: str, hwm: int, share: int = 1) -> None:
+@dataclass(frozen=True)
+class Shedding:
+    """What an intake process needs to answer at the door: where results go, the daemon's advice, the budget of
+    spectra that give none."""
+
+    results: str
+    advice: Any  # the shared word of `Advice`
+    budget_ms: float
+
+
+def serve(
+    conn: socket.socket, endpoint: str, mode: str, hwm: int, share: int = 1, shedding: Shedding | None = None
+) -> None:
     """The process's main function (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -149,6 +231,8 @@ def serve(conn: socket.socket, endpoint: str, mode: str, hwm: int, share: int = 
         ctx.term()
         return
     reader = Reader(sock, share=share)
+    door = Door(ctx, shedding.results, Advice(shedding.advice), shedding.budget_ms) if shedding else None
+    screen = door.apply if door is not None else list
     poller = zmq.Poller()
     poller.register(sock, zmq.POLLIN)
     poller.register(conn.fileno(), zmq.POLLIN)
@@ -157,15 +241,17 @@ def serve(conn: socket.socket, endpoint: str, mode: str, hwm: int, share: int = 
         while True:
             events = dict(poller.poll())
             if sock in events:
-                send_items(conn, reader.read())
+                send_items(conn, screen(reader.read()))
             if conn.fileno() in events:
                 if conn.recv(1):  # STOP: what the socket holds is read first (end of file: the daemon is gone)
-                    drain(sock, reader, conn)
+                    drain(sock, reader, conn, screen)
                 break
         conn.sendall(pack(CLOSED))
     except OSError:  # the daemon is gone: nobody to hand anything to
         pass
     finally:
+        if door is not None:
+            door.close()
         sock.close(0)
         ctx.term()
         conn.close()

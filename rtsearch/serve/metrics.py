@@ -28,7 +28,7 @@ LATENCY_BUCKETS = (0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1,
 BATCH_BUCKETS = tuple(float(2**i) for i in range(14))  # 1 … 8192 spectra
 ENGINE_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 
-SHED_REASONS = ("predicted_late", "expired", "queue_full", "shutdown")  # see rtsearch.serve.batching
+SHED_REASONS = ("door", "predicted_late", "expired", "queue_full", "shutdown")  # rtsearch.serve.admission
 WORKER_STAGES = ("score", "lock", "results", "publish", "gc")
 
 

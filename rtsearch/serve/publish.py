@@ -1,14 +1,14 @@
 """The results socket: every answer handed to publisher processes, encoded there, sent on one PUB.
 
-`Publisher.publish` is the one exit of every MS2 answer (scored, shed, invalid), called from the
-engine workers and the event loop with column-wise `Results` and their stamps (`Stamps`). With
-``publishers`` = 0 (the default) it builds, stamps, encodes (orjson) and sends each result message
-itself, under the socket's lock, on the results PUB bound at the configured endpoint (high-water mark
-1,000,000 a subscriber). With ``publishers`` > 0 it hands the columns, round robin, to that many
-processes (`rtsearch.serve.publisher_process`) that do this work and push the messages to a PULL
-socket the daemon binds on an ``ipc://`` path, which a ZeroMQ proxy in a thread of the daemon (C, no
-GIL) forwards to the PUB: the ~5 µs of Python a result costs leaves the daemon's GIL. On one H100
-with 4 senders up to 20,000 spectra/s this did not pay yet (bench/RESULTS.md): the default stays 0.
+`Publisher.publish` is the daemon's exit of every MS2 answer (scored, shed, invalid), called from the
+engine workers and the event loop with column-wise `Results` and their stamps (`Stamps`). Every
+answer reaches the results PUB (bound at the configured endpoint, high-water mark 1,000,000 a
+subscriber) through a ZeroMQ proxy in a thread of the daemon (C, no GIL) whose PULL is bound on an
+``inproc://`` and an ``ipc://`` path (`inner`). With ``publishers`` = 0 (the default) `publish` builds,
+stamps, encodes (orjson) and pushes each result message itself, under a lock; with ``publishers`` > 0
+it hands the columns, round robin, to that many processes (`rtsearch.serve.publisher_process`) that
+do this work: the ~5 µs of Python a result costs leaves the daemon's GIL. The intake processes push
+the answers they give at the door (`rtsearch.serve.admission`) to `inner` too.
 
 It reports what it handed on (`Published`): the stats for the metrics (latency from receipt to the
 hand-off to a publisher), the answers per run for the run book, and, when MQTT is on, the
@@ -89,29 +89,33 @@ class Publisher:
         self._pub.setsockopt(zmq.LINGER, 1000)
         self._pub.bind(endpoint)  # raises ZMQError when the endpoint cannot be used
         self.endpoint = self._pub.getsockopt_string(zmq.LAST_ENDPOINT)
-        self._lock = threading.Lock()  # the PUB (no publisher processes), or their pipes and the round robin
+        self._lock = threading.Lock()  # the in-process PUSH, or the publishers' pipes and the round robin
         self._closed = False
         self._next = 0
         self._procs: list[Any] = []
         self._conns: list[socket.socket] = []
-        self._proxy: threading.Thread | None = None
-        if publishers == 0:
-            return
+        # every answer reaches the PUB through the proxy (C, no GIL), whoever sends it: this process, the
+        # publisher processes, the intake processes answering at the door (`inner`)
         self._dir = tempfile.mkdtemp(prefix="rtsearch-results-")
         self._pull = ctx.socket(zmq.PULL)
         self._pull.setsockopt(zmq.RCVHWM, 0)
-        inner = f"ipc://{Path(self._dir) / 'results'}"
-        self._pull.bind(inner)
+        self.inner = f"ipc://{Path(self._dir) / 'results'}"
+        self._pull.bind(self.inner)
+        here = f"inproc://results-here-{id(self)}"
+        self._pull.bind(here)
         self._control = f"inproc://results-proxy-{id(self)}"
         self._steer = ctx.socket(zmq.PAIR)
         self._steer.bind(self._control)
         self._proxy = threading.Thread(target=self._forward, name="results-proxy", daemon=True)
         self._proxy.start()
+        self._push = ctx.socket(zmq.PUSH)  # this process's answers (publishers = 0), under the lock
+        self._push.setsockopt(zmq.SNDHWM, 0)
+        self._push.connect(here)
         mp = multiprocessing.get_context("spawn")
         for k in range(publishers):
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PIPE_BYTES)
-            proc = mp.Process(target=serve, args=(theirs, inner, os.getpid()), name=f"rtsearch-publisher-{k}",
+            proc = mp.Process(target=serve, args=(theirs, self.inner, os.getpid()), name=f"rtsearch-publisher-{k}",
                               daemon=True)  # fmt: skip
             proc.start()
             theirs.close()
@@ -171,7 +175,7 @@ class Publisher:
     def _send_here(self, answers: Sequence[Answer], psms: list[tuple[str, bytes]] | None) -> bool:
         """Build, stamp, encode and send each answer in this thread (the identified ones' bodies also into
         ``psms`` when given); whether the socket was open."""
-        send, more, last, dumps, opts, wall = self._pub.send, zmq.SNDMORE | zmq.NOBLOCK, zmq.NOBLOCK, orjson.dumps, \
+        send, more, last, dumps, opts, wall = self._push.send, zmq.SNDMORE, 0, orjson.dumps, \
             orjson.OPT_SERIALIZE_NUMPY, time.time_ns  # fmt: skip
         with self._lock:
             if self._closed:
@@ -206,12 +210,10 @@ class Publisher:
             if self._closed:
                 return
             self._closed = True
-            if self._proxy is None:
-                self._pub.close()
-                return
             for conn in self._conns:
                 with contextlib.suppress(OSError):
                     conn.sendall(pack(STOP_KIND))
+            self._push.close(linger=-1)  # handed to the proxy's PULL (inproc: at once)
         deadline = time.monotonic() + timeout_s
         for proc in self._procs:
             proc.join(max(0.0, deadline - time.monotonic()))
@@ -221,7 +223,7 @@ class Publisher:
                 proc.join(1)
         for conn in self._conns:
             conn.close()
-        time.sleep(DRAIN_S)  # the proxy forwards what the publishers pushed last
+        time.sleep(DRAIN_S if self._procs else 0.05)  # the proxy forwards what was pushed last
         steer = self._steer
         with contextlib.suppress(zmq.ZMQError):
             steer.send(b"TERMINATE")

@@ -15,15 +15,28 @@ import signal
 import socket
 import time
 
+import numpy as np
 import orjson
 import zmq
 
+from rtsearch.matches import Results
 from rtsearch.serve.chunks import MESSAGE, Unpacker
 from rtsearch.serve.runtime import exit_with_parent
 from rtsearch.wire import RESULT, VERSION
 
 STOP_KIND = 9  # the daemon's last message to a publisher process
 _OPTS = orjson.OPT_SERIALIZE_NUMPY
+
+
+def send_results(push: zmq.Socket[bytes], results: Results, sent: np.ndarray, received: np.ndarray) -> None:
+    """Each answer of ``results`` as one result message (``sent``/``received``: its stamps, wall ns; a negative
+    ``sent`` is unknown), stamped ``published_ns`` as it goes; also the intake processes' way of answering."""
+    send, more, last, wall = push.send, zmq.SNDMORE, 0, time.time_ns
+    for msg, s, r in zip(results.messages(), sent.tolist(), received.tolist(), strict=True):
+        msg["v"], msg["sent_ns"], msg["received_ns"], msg["published_ns"] = VERSION, (s if s >= 0 else None), r, \
+            wall()  # fmt: skip
+        send(RESULT, more)
+        send(orjson.dumps(msg, option=_OPTS), last)
 
 
 def serve(conn: socket.socket, endpoint: str, parent: int) -> None:
@@ -35,8 +48,6 @@ def serve(conn: socket.socket, endpoint: str, parent: int) -> None:
     push = ctx.socket(zmq.PUSH)
     push.setsockopt(zmq.SNDHWM, 0)  # the proxy's PULL takes everything: never drop, never block long
     push.connect(endpoint)
-    send = push.send
-    more, last = zmq.SNDMORE, 0
     unpacker = Unpacker()
     conn.setblocking(True)
     try:
@@ -52,12 +63,7 @@ def serve(conn: socket.socket, endpoint: str, parent: int) -> None:
                 if kind != MESSAGE:
                     continue
                 for results, sent, received in pickle.loads(parts[0]):
-                    wall = time.time_ns
-                    for msg, s, r in zip(results.messages(), sent.tolist(), received.tolist(), strict=True):
-                        msg["v"], msg["sent_ns"], msg["received_ns"], msg["published_ns"] = VERSION, \
-                            (s if s >= 0 else None), r, wall()  # fmt: skip
-                        send(RESULT, more)
-                        send(orjson.dumps(msg, option=_OPTS), last)
+                    send_results(push, results, sent, received)
             if done:
                 break
     finally:

@@ -30,6 +30,7 @@ from rtsearch.batch import SpectraBatch
 from rtsearch.config import ServeConfig
 from rtsearch.matches import ScoredBatch
 from rtsearch.search.target import SearchTarget
+from rtsearch.serve.admission import Advice
 from rtsearch.serve.batching import BatchPolicy, EngineTimeModel, MicroBatcher
 from rtsearch.serve.jobs import Jobs
 from rtsearch.serve.pending import Pending
@@ -70,6 +71,8 @@ class WorkerPool:
         self._scoring: dict[int, Jobs] = {}  # batches taken and not yet claimed back, by number
         self._taken = 0
         self._busy: dict[int, int] = {}  # batches being scored: when each should be answered (clock ns)
+        self.advice: Advice | None = None  # the wait told to the intake processes (`rtsearch.serve.admission`)
+        self.lag_ns = 0  # how far behind the intake pipes the event loop was at its last chunk (the daemon sets it)
         self._closing = False  # intake closed: workers drain the batcher, then stop
         self._abandoned = False  # shutdown bound passed: late batches are not answered
         self._threads: list[threading.Thread] = []
@@ -109,9 +112,25 @@ class WorkerPool:
                 refused.append((self._pending.take(handles[k:]), "queue_full",
                                 f"overload: {len(self.batcher)} spectra already waiting"))  # fmt: skip
             waiting, in_flight = len(self.batcher), self._in_flight
+            self._advise()
             self._cv.notify()
         self.record(Queue(waiting, in_flight))
         return refused
+
+    def advise(self) -> None:
+        """Tell the intake processes the wait of a spectrum arriving now (after `lag_ns` changed)."""
+        with self._cv:
+            self._advise()
+
+    def _advise(self) -> None:
+        """(Under the condition.) The loop's lag plus, when the engine is busy or spectra wait, when a newcomer
+        would be answered; an idle engine adds nothing, so spectra reach it and correct the model."""
+        if self.advice is None:
+            return
+        wait = self.lag_ns
+        if self._busy or len(self.batcher):
+            wait += int(self.batcher.predicted_done(1, busy_until_ns=self._busy_until())[0]) - self.clock()
+        self.advice.set_wait(wait)
 
     def _busy_until(self) -> int:
         """When the next engine thread is free (clock ns; now if one is)."""
@@ -199,6 +218,7 @@ class WorkerPool:
             finally:
                 with self._cv:
                     self._busy.pop(number, None)
+                    self._advise()
 
     def _run_batch(self, number: int, jobs: Jobs) -> None:
         """Score one batch and hand on its answers (an engine or results failure answers it all the same)."""
@@ -266,6 +286,7 @@ class WorkerPool:
             number = self._taken
             self._scoring[number] = jobs
             self._busy[number] = self.clock() + int(self.model.predict(len(jobs)) * 1e9)
+            self._advise()
             queue = Queue(len(self.batcher), self._in_flight)
         self.record(Taken(len(jobs), (self.clock() - jobs.stamps.received_mono) / 1e9), queue)
         return number, jobs

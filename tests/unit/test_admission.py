@@ -1,0 +1,74 @@
+"""Overload decided at the door (`rtsearch.serve.admission`): which spectra an intake process sheds, the
+daemon's advice going stale, and a chunk split into what goes on and what was answered."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rtsearch.serve.admission import ADVICE_TTL_NS, MAX_TRUSTED_AGE_NS, Advice, late_rows
+from rtsearch.serve.chunks import FLOAT_COLUMNS, INT_COLUMNS, SpectraChunk
+
+MS = 1_000_000
+
+
+def _columns(rows: list[tuple[int, int, int, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(ms_level, sent_ns, wall_ns, budget_ms)`` rows as chunk columns (budget NaN: none given)."""
+    ints = np.zeros((len(rows), len(INT_COLUMNS)), np.int64)
+    floats = np.zeros((len(rows), len(FLOAT_COLUMNS)))
+    for i, (level, sent, wall, budget) in enumerate(rows):
+        ints[i, INT_COLUMNS.index("ms_level")] = level
+        ints[i, INT_COLUMNS.index("sent_ns")] = sent
+        ints[i, INT_COLUMNS.index("wall_ns")] = wall
+        floats[i, FLOAT_COLUMNS.index("budget_ms")] = budget
+    return ints, floats
+
+
+def test_late_rows_by_hand() -> None:
+    t = 10**18  # wall clock at receipt
+    ints, floats = _columns([
+        (2, t - 5 * MS, t, np.nan),  # age 5 + wait 40 = 45 <= default 50: goes on
+        (2, t - 15 * MS, t, np.nan),  # 15 + 40 = 55 > 50: shed
+        (2, t - 15 * MS, t, 60.0),  # 55 <= its own 60: goes on
+        (1, t - 30 * MS, t, np.nan),  # MS1: counted, never shed
+        (2, -1, t, np.nan),  # no sent_ns: age unknown, 0 + 40 <= 50
+        (2, t + 5 * MS, t, np.nan),  # sent "after" receipt (clocks differ a little): age 0
+        (2, t - MAX_TRUSTED_AGE_NS - 1, t, np.nan),  # a sender clock a minute off: age unknown, not shed
+        (2, t - 5 * MS, t, 44.0),  # 45 > 44: shed
+    ])  # fmt: skip
+    assert late_rows(ints, floats, wait_ns=40 * MS, default_budget_ms=50.0).tolist() == [1, 7]
+    assert late_rows(ints, floats, wait_ns=0, default_budget_ms=50.0).tolist() == []
+
+
+def test_advice_goes_stale_when_not_renewed() -> None:
+    now = [1_000 * MS]
+    advice = Advice(clock=lambda: now[0])
+    assert advice.wait_ns() == 0  # nothing said yet
+    advice.set_wait(30 * MS)
+    now[0] += ADVICE_TTL_NS
+    assert advice.wait_ns() == 30 * MS
+    now[0] += 1
+    assert advice.wait_ns() == 0  # the daemon went quiet: idle, nothing waits
+    advice.set_wait(-5)
+    assert advice.wait_ns() == 0
+    other = Advice(advice.shared, clock=lambda: now[0])  # what an intake process sees through the shared words
+    advice.set_wait(7 * MS)
+    assert other.wait_ns() == 7 * MS
+
+
+def test_split_keeps_peaks_of_what_goes_on_and_drops_those_answered() -> None:
+    ints = np.arange(4 * len(INT_COLUMNS), dtype=np.int64).reshape(4, -1)
+    floats = np.arange(4 * len(FLOAT_COLUMNS), dtype=np.float64).reshape(4, -1)
+    offsets = np.array([0, 2, 5, 5, 9])  # 2, 3, 0 and 4 peaks
+    mz = np.arange(9, dtype=np.float64) + 100
+    chunk = SpectraChunk(["a", "b"], [(2,), (3,), (2, 3), (4,)], ints, floats, mz, mz.astype(np.float32), offsets)
+    kept, taken = chunk.split(np.array([1, 3]))
+    assert kept is not None
+    assert kept.ints.tolist() == ints[[0, 2]].tolist() and kept.charges == [(2,), (2, 3)]
+    assert kept.offsets.tolist() == [0, 2, 2] and kept.mz.tolist() == [100.0, 101.0]
+    assert taken.ints.tolist() == ints[[1, 3]].tolist() and taken.floats.tolist() == floats[[1, 3]].tolist()
+    assert taken.charges == [(3,), (4,)] and len(taken.mz) == 0 and taken.offsets.tolist() == [0, 0, 0]
+    assert taken.runs == ["a", "b"]
+    again = SpectraChunk.from_parts([memoryview(bytes(p)) for p in kept.parts()])
+    assert again.mz.tolist() == kept.mz.tolist() and again.ints.tolist() == kept.ints.tolist()
+    none_left, everything = chunk.split(np.arange(4))
+    assert none_left is None and len(everything) == 4
