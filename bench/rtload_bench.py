@@ -26,7 +26,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -71,16 +73,37 @@ def rt_load(tools: Path, mgf: Path, spectra: str, results: str, *args: str) -> l
     return [x for x in lines if "offered_hz" in x]
 
 
-def wait_ready(proc: subprocess.Popen[str], timeout: float) -> None:
+def wait_ready(proc: subprocess.Popen[str], timeout: float) -> int:
+    """Wait for the daemon's ready line; its metrics port."""
     assert proc.stderr is not None
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         line = proc.stderr.readline()
         if " ready: " in line:
-            return
+            threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep its stderr from filling up
+            return int(line.rsplit(":", 1)[1])
         if not line and proc.poll() is not None:
             raise RuntimeError(f"rtsearch serve exited with {proc.returncode}")
     raise RuntimeError("rtsearch serve did not become ready")
+
+
+WATCHED = ("rtsearch_shed_total", "rtsearch_results_total", "rtsearch_worker_seconds_total",
+           "rtsearch_batch_size_sum", "rtsearch_batch_size_count")  # fmt: skip
+
+
+def daemon_metrics(port: int) -> dict[str, float]:
+    """The daemon's counters that say where overload went (cumulative; shed by reason, worker stages)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError as e:
+        return {"error": str(e)}  # type: ignore[dict-item]
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(WATCHED):
+            key, value = line.rsplit(" ", 1)
+            out[key] = float(value)
+    return out
 
 
 def daemon(code: Path, tmp: Path, phase: Any, args: argparse.Namespace, label: str = "", extra: str = "") -> None:
@@ -97,15 +120,15 @@ def daemon(code: Path, tmp: Path, phase: Any, args: argparse.Namespace, label: s
     )  # fmt: skip
     name = code.name + (f"[{label}]" if label else "")
     try:
-        wait_ready(serve, 600)
+        port = wait_ready(serve, 600)
         budget = ["--budget-ms", str(args.budget_ms)] if args.budget_ms else []
         for rate in args.rates.split(","):
             seconds = args.low_seconds if float(rate) <= 1000 else args.seconds
-            phase(f"daemon {name}", rate, seconds, *budget, ep=(sp, rp))
+            phase(f"daemon {name}", rate, seconds, *budget, ep=(sp, rp), port=port)
         if args.overload:
             tight = ["--budget-ms", str(args.overload_budget_ms)] if args.overload_budget_ms else budget
-            phase(f"overload {name}", str(args.overload), args.overload_seconds, *tight, ep=(sp, rp))
-            phase(f"after {name}", "200", 5.0, *budget, ep=(sp, rp))
+            phase(f"overload {name}", str(args.overload), args.overload_seconds, *tight, ep=(sp, rp), port=port)
+            phase(f"after {name}", "200", 5.0, *budget, ep=(sp, rp), port=port)
     finally:
         serve.terminate()
         try:
@@ -147,10 +170,12 @@ def main() -> int:
         res["spectra"] = write_mgf(args.data, mgf)
         phases: list[dict[str, Any]] = []
 
-        def phase(tag: str, rates: str, seconds: float, *extra: str, ep: tuple[str, str]) -> None:
+        def phase(tag: str, rates: str, seconds: float, *extra: str, ep: tuple[str, str], port: int = 0) -> None:
             for line in rt_load(args.tools, mgf, *ep, "--rates", rates, "--seconds", str(seconds), "--senders",
                                 str(args.senders), "--tag", tag.replace(" ", "-"), *extra):  # fmt: skip
                 line["phase"] = tag
+                if port:
+                    line["daemon_metrics"] = daemon_metrics(port)
                 phases.append(line)
                 print(json.dumps(line), flush=True)
 

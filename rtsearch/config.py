@@ -111,7 +111,7 @@ class ServeConfig:
     linger_ms: float = 0.0
     workers: int = 1  # engine threads; 2+ overlap copies with scoring, but contend for the GIL (bench/RESULTS.md)
     publishers: int = 0  # processes that encode and send results; 0: the engine workers do (`rtsearch.serve.publish`)
-    intakes: int = 1  # processes decoding spectra; 2+: behind a C proxy on the spectra socket (`rtsearch.serve.door`)
+    intakes: int = 0  # processes decoding spectra (0: one per 4 cores, at most 4); 2+: behind a C proxy (serve/door.py)
     shutdown_timeout_s: float = 30.0
     mqtt_queue: int = 10000
     max_open_runs: int = 1000  # beyond, the run idle longest is ended (finished) to open a new one
@@ -234,7 +234,7 @@ def _validate(section: str, cfg: Any) -> None:
 SERVE_RANGES: dict[str, tuple[float, float]] = {
     "budget_ms": (0.001, MAX_BUDGET_MS), "linger_ms": (0.0, 60_000.0), "shutdown_timeout_s": (0.1, 3_600.0),
     "max_batch": (1, 1_000_000), "max_queue": (1, 100_000_000), "workers": (1, 8), "publishers": (0, 16),
-    "intakes": (1, 32),
+    "intakes": (0, 32),
     "metrics_port": (0, 65535), "mqtt_queue": (1, 10_000_000), "max_open_runs": (1, 100_000),
     "run_idle_s": (1.0, 7 * 86_400.0),
 }  # fmt: skip

@@ -37,7 +37,8 @@ def add_parser(sub: Any) -> None:
                    help="engine worker threads, each with its own CUDA stream (default 1; see bench/RESULTS.md)")
     d.add_argument("--max-batch", type=int, metavar="N", help="spectra per micro-batch at most (default 4096)")
     d.add_argument("--intakes", type=int, metavar="N",
-                   help="processes decoding spectra (default 1); above ~40,000 spectra/s give one per 25,000/s")
+                   help="processes decoding spectra, behind a proxy on the spectra socket when 2 or more "
+                   "(default 0: one per 4 cores, at most 4)")
     d.add_argument("--publishers", type=int, metavar="N",
                    help="processes encoding and sending results (default 0: the engine thread does)")
 

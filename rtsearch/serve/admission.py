@@ -2,16 +2,17 @@
 
 A spectrum that cannot be answered within its budget should be answered ``shed`` before it costs
 the daemon anything. The daemon knows how long a spectrum arriving now would wait (the batch in
-flight, the spectra queued, the engine's measured speed: `rtsearch.serve.batching`, plus how far
-its event loop lags behind the intake pipes); the intake processes know each spectrum's age (its
-``sent_ns`` against their clock). `Advice` is two shared 64-bit words (a `multiprocessing.RawArray`,
-no lock: word-sized writes; a torn pair only mixes two recent values) holding that wait and when it
-was said; each intake process reads it once a chunk, takes an advice older than `ADVICE_TTL_NS` as no
-wait (the daemon says it again at every chunk and batch while busy), and `late_rows` picks the
-spectra whose age plus that wait exceeds their budget. The intake process answers those itself and
-tells the daemon, which only books them (`rtsearch.serve.daemon`).
+flight, the spectra queued, the engine's measured speed: `rtsearch.serve.batching`); the intake
+processes know each spectrum's age (its ``sent_ns`` against their clock) and how long what they
+handed the daemon has been waiting in their pipe to it (`Advice.taken_ns`). `Advice` is two shared
+64-bit words (a `multiprocessing.RawArray`, no lock: word-sized writes; a torn pair only mixes two
+recent values) holding that wait and when it was said; each intake process reads it once a chunk,
+takes an advice older than `ADVICE_TTL_NS` as no wait (the daemon says it again at every chunk and
+batch while busy), and `late_rows` picks the spectra whose age plus that wait exceeds their budget.
+The intake process answers those itself and tells the daemon, which only books them
+(`rtsearch.serve.daemon`).
 
-The wait is the event loop's lag alone while the engine is idle and nothing waits: spectra then reach the engine,
+The wait is 0 while the engine is idle and nothing waits: spectra then reach the engine,
 whose answers are what keep the prediction honest (a prediction that stayed too high would otherwise
 shed everything for ever).
 """
@@ -37,14 +38,22 @@ _BUDGET = FLOAT_COLUMNS.index("budget_ms")
 class Advice:
     """The daemon's predicted wait in ns, shared with its intake processes (pass it to them at start)."""
 
-    def __init__(self, shared: Any = None, *, clock: Callable[[], int] = time.monotonic_ns) -> None:
-        self.shared = shared if shared is not None else multiprocessing.get_context("spawn").RawArray("q", 2)
+    def __init__(self, shared: Any = None, *, intakes: int = 1, clock: Callable[[], int] = time.monotonic_ns) -> None:
+        self.shared = shared if shared is not None else multiprocessing.get_context("spawn").RawArray("q", 2 + intakes)
         self.clock = clock
 
     def set_wait(self, ns: int) -> None:
         """Say the wait (ns) of a spectrum arriving now."""
         self.shared[1] = self.clock()
         self.shared[0] = max(0, int(ns))
+
+    def processed(self, intake: int, mono_ns: int) -> None:
+        """The daemon took everything intake process ``intake`` had received up to ``mono_ns`` (its stamps)."""
+        self.shared[2 + intake] = mono_ns
+
+    def taken_ns(self, intake: int) -> int:
+        """The receipt stamp of the newest message of intake ``intake`` the daemon took (0: none yet)."""
+        return int(self.shared[2 + intake])
 
     def wait_ns(self) -> int:
         """The last wait said, or 0 when it is older than `ADVICE_TTL_NS`."""

@@ -42,6 +42,7 @@ class Received:
 
 INT_COLUMNS = ("run", "scan", "ms_level", "sent_ns", "wall_ns", "mono_ns")  # columns of `SpectraChunk.ints`
 FLOAT_COLUMNS = ("rt", "precursor_mz", "precursor_intensity", "budget_ms")  # columns of `SpectraChunk.floats`
+_RUN_COLUMN = INT_COLUMNS.index("run")
 
 
 @dataclass(slots=True)
@@ -83,6 +84,23 @@ class SpectraChunk:
                    np.frombuffer(parts[3], dtype=np.float64), np.frombuffer(parts[4], dtype=np.float32),
                    np.frombuffer(parts[5], dtype=np.int64))  # fmt: skip
 
+    @classmethod
+    def concat(cls, chunks: Sequence[SpectraChunk]) -> SpectraChunk:
+        """One chunk holding ``chunks`` in order (their runs merged)."""
+        runs: dict[str, int] = {}
+        ints = []
+        for c in chunks:
+            remap = np.array([runs.setdefault(name, len(runs)) for name in c.runs], dtype=np.int64)
+            i = c.ints.copy()
+            i[:, _RUN_COLUMN] = remap[i[:, _RUN_COLUMN]]
+            ints.append(i)
+        n_peaks = np.concatenate([np.diff(c.offsets) for c in chunks])
+        offsets = np.zeros(len(n_peaks) + 1, dtype=np.int64)
+        np.cumsum(n_peaks, out=offsets[1:])
+        return cls(list(runs), [z for c in chunks for z in c.charges], np.concatenate(ints),
+                   np.concatenate([c.floats for c in chunks]), np.concatenate([c.mz for c in chunks]),
+                   np.concatenate([c.intensity for c in chunks]), offsets)  # fmt: skip
+
     def split(self, rows: np.ndarray) -> tuple[SpectraChunk | None, SpectraChunk]:
         """The chunk without ``rows`` (``None`` when nothing is left), and ``rows`` alone, without their peaks."""
         out = np.zeros(len(self), dtype=bool)
@@ -118,19 +136,20 @@ class SpectraChunk:
 @dataclass(slots=True)
 class ShedChunk:
     """Spectra an intake process answered ``shed`` at the door (peaks dropped), the reason it gave, and when it
-    published the answers (monotonic ns)."""
+    published each answer (monotonic ns)."""
 
     chunk: SpectraChunk
     reason: str
-    published_mono: int
+    published_mono: np.ndarray  # int64 [n]
 
     def parts(self) -> list[bytes | memoryview]:
-        return [orjson.dumps({"reason": self.reason, "published_mono": self.published_mono}), *self.chunk.parts()]
+        published = np.ascontiguousarray(self.published_mono, dtype=np.int64).view(np.uint8).data
+        return [orjson.dumps({"reason": self.reason}), published, *self.chunk.parts()]
 
     @classmethod
     def from_parts(cls, parts: Sequence[memoryview]) -> ShedChunk:
         meta = orjson.loads(parts[0])
-        return cls(SpectraChunk.from_parts(parts[1:]), meta["reason"], meta["published_mono"])
+        return cls(SpectraChunk.from_parts(parts[2:]), meta["reason"], np.frombuffer(parts[1], dtype=np.int64))
 
 
 class ChunkBuilder:

@@ -43,6 +43,7 @@ from rtsearch.errors import EndpointError, ServiceError
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve.admission import Advice
 from rtsearch.serve.chunks import FLOAT_COLUMNS, Received, ShedChunk, SpectraChunk
+from rtsearch.serve.door import default_intakes
 from rtsearch.serve.finish import Finished, RunEnds
 from rtsearch.serve.intake import Intake
 from rtsearch.serve.intake_process import Shedding
@@ -93,10 +94,11 @@ class Daemon:
         self.ready = asyncio.Event()
         self.mqtt: MqttPublisher | None = None
         self.refitter = Refitter()
+        self.intakes = cfg.intakes or default_intakes()
         self.ends = RunEnds(target, cfg, refitter=self.refitter, record=self.metrics.record,
                             on_finished=self._on_finished)  # fmt: skip
         self.runs = RunBook(self.ends.new_run, max_open=cfg.max_open_runs, idle_s=cfg.run_idle_s,
-                            settle_s=SETTLE_S if cfg.intakes > 1 else 0.0, clock=clock)  # fmt: skip
+                            settle_s=SETTLE_S if self.intakes > 1 else 0.0, clock=clock)  # fmt: skip
         self.ends.runs = self.runs
         self.pool = WorkerPool(target, cfg, answer=self._answer, refitter=self.refitter, record=self.metrics.record,
                                clock=clock)  # fmt: skip
@@ -159,18 +161,19 @@ class Daemon:
                         on_drop=lambda n: record(Mqtt(dropped=n)), on_connected=lambda up: record(Mqtt(connected=up)),
                     ))  # fmt: skip
                 # raises EndpointError when the endpoint cannot be used
-                self.pool.advice = Advice()
+                self.pool.advice = Advice(intakes=self.intakes)
                 shedding = Shedding(self.publisher.inner, self.pool.advice.shared, cfg.budget_ms)
                 intake = self.intake = await stack.enter_async_context(
-                    Intake(cfg.spectra, mode=cfg.spectra_mode, intakes=cfg.intakes, shedding=shedding))
+                    Intake(cfg.spectra, mode=cfg.spectra_mode, intakes=self.intakes, shedding=shedding))
                 self.endpoints.spectra = intake.endpoint
                 ingest = asyncio.create_task(self._ingest(intake), name="ingest")
                 idle = asyncio.create_task(self._end_idle_runs(), name="idle runs")
                 supervise = asyncio.create_task(self._supervise(), name="supervise")
                 self.metrics.record(Ready(True))
                 self.ready.set()
-                log.info("ready: spectra %s (%s), results %s, metrics :%s", intake.endpoint, cfg.spectra_mode,
-                         self.publisher.endpoint, self.endpoints.metrics_port)  # fmt: skip
+                log.info("ready: spectra %s (%s, %d intake processes), results %s, metrics :%s",
+                         intake.endpoint, cfg.spectra_mode, self.intakes, self.publisher.endpoint,
+                         self.endpoints.metrics_port)  # fmt: skip
                 stopper, failed = asyncio.create_task(stop.wait()), asyncio.create_task(self._failed.wait())
                 await asyncio.wait({stopper, failed, ingest}, return_when=asyncio.FIRST_COMPLETED)
                 for task in (stopper, failed, idle, supervise):
@@ -283,7 +286,6 @@ class Daemon:
 
         Column work a chunk, no object a spectrum: the chunk's MS2 rows become `Jobs` as they are.
         """
-        self.pool.lag_ns = self.clock() - int(chunk.ints[-1, _MONO])
         states = [self.runs.state(name) for name in chunk.runs]  # in order of first appearance
         level = chunk.ints[:, _LEVEL]
         jobs = jobs_of_chunk(chunk, states, self.cfg.budget_ms)
@@ -311,9 +313,7 @@ class Daemon:
     def _on_shed(self, shed: ShedChunk) -> None:
         """Spectra an intake process answered ``shed`` at the door: booked in their runs (results files, counts,
         metrics), not published again."""
-        chunk, now = shed.chunk, self.clock()
-        self.pool.lag_ns = now - shed.published_mono
-        self.pool.advise()
+        chunk = shed.chunk
         states = [self.runs.state(name) for name in chunk.runs]
         run = chunk.ints[:, _RUN]
         groups = [(state, np.flatnonzero(run == r)) for r, state in enumerate(states)]

@@ -44,9 +44,11 @@ from typing import Any
 
 from rtsearch.config import SpectraMode
 from rtsearch.errors import EndpointError
+from rtsearch.serve.admission import Advice
 from rtsearch.serve.chunks import (
     CLOSED,
     ERROR,
+    INT_COLUMNS,
     MESSAGE,
     READY,
     SHED,
@@ -67,18 +69,20 @@ START_TIMEOUT_S = 60.0  # the child imports NumPy and ZeroMQ and binds: seconds 
 PIPE_BYTES = 4 << 20  # socket buffers: a burst's chunks pass without the child waiting on the daemon
 
 Items = list[SpectraChunk | Received | ShedChunk]
+_MONO = INT_COLUMNS.index("mono_ns")
 
 
 class _Child:
     """One intake process and the daemon's end of its socket pair."""
 
-    def __init__(self, proc: Any, sock: socket.socket) -> None:
+    def __init__(self, proc: Any, sock: socket.socket, index: int) -> None:
         self.proc = proc
         self.sock = sock
         self.unpacker = Unpacker()
         self.eof = False  # its end is closed (it exited)
         self.closed = False  # it said it read its last message
         self.stopping = False
+        self.index = index  # its slot in `Advice`
         self.items = 0  # chunks and messages it handed over
 
 
@@ -103,7 +107,8 @@ class Intake:
         self.door: Door | None = None
         self._children: list[_Child] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: collections.deque[tuple[int, list[memoryview]]] = collections.deque()
+        self._queue: collections.deque[tuple[int, list[memoryview], int]] = collections.deque()  # kind, parts, child
+        self._advice = Advice(shedding.advice) if shedding is not None else None
         self._waiter: asyncio.Future[None] | None = None
         self._starting: list[tuple[int, list[memoryview]]] = []  # READY/ERROR answers while opening
 
@@ -126,9 +131,9 @@ class Intake:
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PIPE_BYTES)
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, PIPE_BYTES)
                 ours.setblocking(False)
-                proc = mp.Process(target=serve, args=(theirs, where, mode, self.hwm, self.intakes, self.shedding),
+                proc = mp.Process(target=serve, args=(theirs, where, mode, self.hwm, self.intakes, self.shedding, k),
                                   name=f"rtsearch-intake-{k}", daemon=True)  # fmt: skip
-                child = _Child(proc, ours)
+                child = _Child(proc, ours, k)
                 self._children.append(child)
                 try:
                     proc.start()
@@ -137,7 +142,7 @@ class Intake:
                 self._loop.add_reader(ours.fileno(), self._on_readable, child)
             async with asyncio.timeout(START_TIMEOUT_S):
                 for _ in self._children:
-                    kind, parts = await self._next()
+                    kind, parts, _ = await self._next()
                     if kind != READY:
                         reason = bytes(parts[0]).decode() if kind == ERROR and parts else f"unexpected message {kind}"
                         raise EndpointError(f"spectra endpoint {self.requested} ({self.mode}): {reason}")
@@ -175,7 +180,7 @@ class Intake:
                     if not all(c.closed for c in self._children):
                         continue  # the others still hand over what they read
                 child.items += kind in (SPECTRA, MESSAGE, SHED)
-                self._queue.append((kind, parts))
+                self._queue.append((kind, parts, child.index))
         else:
             child.eof = True
             assert self._loop is not None
@@ -183,7 +188,7 @@ class Intake:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
-    async def _next(self) -> tuple[int, list[memoryview]]:
+    async def _next(self) -> tuple[int, list[memoryview], int]:
         """The children's next message; raises when one exited without saying ``closed``."""
         while not self._queue:
             for child in self._children:
@@ -218,31 +223,43 @@ class Intake:
         return self._items()
 
     async def _items(self) -> AsyncIterator[Items]:
-        """Everything the children sent since the last wake-up, in order (one await per wake-up)."""
+        """Everything the children sent since the last wake-up, in order (one await per wake-up).
+
+        Once the daemon asks for more, what it was given counts as processed: each child learns (`Advice`) how
+        far the daemon got in its pipe, and so how long a spectrum it sends now waits there.
+        """
         closed = False
         while not closed:
-            kind, parts = await self._next()
+            kind, parts, k = await self._next()
             items: Items = []
+            newest: dict[int, int] = {}
             while True:
                 if kind == SPECTRA:
                     chunk = SpectraChunk.from_parts(parts)
                     self.received += len(chunk)
                     items.append(chunk)
+                    newest[k] = int(chunk.ints[-1, _MONO])
                 elif kind == MESSAGE:
-                    items.append(pickle.loads(parts[0]))
+                    rec = pickle.loads(parts[0])
+                    items.append(rec)
                     self.received += 1
+                    newest[k] = rec.mono_ns
                 elif kind == SHED:
                     shed = ShedChunk.from_parts(parts)
                     self.received += len(shed.chunk)
                     items.append(shed)
+                    newest[k] = int(shed.chunk.ints[:, _MONO].max())
                 elif kind == CLOSED:
                     closed = True
                     break
                 if len(items) >= ITEMS_MAX or not self._queue:
                     break
-                kind, parts = self._queue.popleft()
+                kind, parts, k = self._queue.popleft()
             if items:
                 yield items
+            if self._advice is not None:
+                for child, mono in newest.items():
+                    self._advice.processed(child, mono)
 
     def stop(self) -> None:
         """Stop reading the spectra socket; the iteration ends after what the children read and still held."""

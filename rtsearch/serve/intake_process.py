@@ -59,6 +59,8 @@ COALESCE_HZ = 4000.0  # above this arrival rate a chunk waits (up to FLUSH_S) fo
 RATE_WINDOW = 32  # arrivals the rate is measured over
 DRAIN_QUIET_S = 0.02  # at STOP, the socket counts as drained once it stayed empty this long
 DRAIN_MAX_S = 1.0  # ... or after this long (a sender that keeps sending is not read forever)
+SHED_REPORT_NS = 20_000_000  # spectra answered at the door are reported to the daemon at most this late
+SHED_REASON = "overload: the daemon's queue would answer it after its budget (answered at the door)"
 
 _EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)  # plain ints: no enum per call
 
@@ -128,46 +130,90 @@ class Reader:
 Item = SpectraChunk | Received | ShedChunk
 _RUN, _SCAN, _SENT, _WALL = (INT_COLUMNS.index(c) for c in ("run", "scan", "sent_ns", "wall_ns"))
 _PREC = FLOAT_COLUMNS.index("precursor_mz")
+_MONO = INT_COLUMNS.index("mono_ns")
 
 
 class Door:
-    """Answers ``shed`` here the spectra the daemon's predicted wait would make late (`rtsearch.serve.admission`):
-    their result messages go to the daemon's results proxy, a `ShedChunk` (no peaks) to the daemon for its books."""
+    """Answers ``shed`` here the spectra the daemon's predicted wait would make late (`rtsearch.serve.admission`).
 
-    def __init__(self, ctx: zmq.Context[Any], results: str, advice: Advice, budget_ms: float) -> None:
+    Their result messages go at once to the daemon's results proxy; the daemon, which only books them, gets
+    them gathered over up to `SHED_REPORT_S` as one `ShedChunk` (no peaks): its cost is per chunk, and under
+    overload a report a read would cost it what the shedding saves.
+    """
+
+    def __init__(self, ctx: zmq.Context[Any], results: str, advice: Advice, budget_ms: float, index: int) -> None:
         self.push = ctx.socket(zmq.PUSH)
         self.push.setsockopt(zmq.SNDHWM, 0)
         self.push.setsockopt(zmq.LINGER, -1)  # what was answered is delivered before the process ends
         self.push.connect(results)
         self.advice = advice
         self.budget_ms = budget_ms
+        self.index = index  # this process's slot in the advice
+        self._unacked: collections.deque[int] = collections.deque()  # newest receipt stamp of each item handed over
+        self._pending: list[SpectraChunk] = []  # answered, not yet reported
+        self._published: list[np.ndarray] = []
+        self._since = 0  # monotonic ns of the oldest pending report
 
     def apply(self, items: list[SpectraChunk | Received]) -> list[Item]:
-        wait = self.advice.wait_ns()
-        if wait <= 0:
-            return list(items)
+        """``items`` without the spectra answered here, and (when due) the report of those answered.
+
+        A spectrum's wait is the daemon's queue (`Advice.wait_ns`) plus how long the oldest item this process
+        handed over and the daemon did not take yet has been waiting (its event loop may lag behind).
+        """
+        wait = self.advice.wait_ns() + self.pipe_ns()
         out: list[Item] = []
-        for item in items:
+        for item in items if wait > 0 else ():
             if isinstance(item, SpectraChunk):
                 rows = late_rows(item.ints, item.floats, wait_ns=wait, default_budget_ms=self.budget_ms)
                 if len(rows):
                     kept, taken = item.split(rows)
-                    reason = f"overload: the daemon would answer it in {wait / 1e6:.0f} ms, beyond its budget"
-                    self._answer(taken, reason)
-                    out.append(ShedChunk(taken, reason, time.monotonic_ns()))
+                    self._answer(taken)
                     if kept is None:
                         continue
                     item = kept
             out.append(item)
-        return out
+        if wait <= 0:
+            out = list(items)
+        for sent in out:  # in arrival order
+            if isinstance(sent, Received):
+                self._unacked.append(sent.mono_ns)
+            elif isinstance(sent, SpectraChunk):
+                self._unacked.append(int(sent.ints[-1, _MONO]))
+        return [*self.report(), *out]
 
-    def _answer(self, chunk: SpectraChunk, reason: str) -> None:
+    def pipe_ns(self) -> int:
+        """How long the oldest item handed over and not yet taken by the daemon has been waiting (0: none)."""
+        taken, unacked = self.advice.taken_ns(self.index), self._unacked
+        while unacked and unacked[0] <= taken:
+            unacked.popleft()
+        return time.monotonic_ns() - unacked[0] if unacked else 0
+
+    def report(self, *, now: bool = False) -> list[ShedChunk]:
+        """The pending report, when `SHED_REPORT_S` passed since its first spectrum (or ``now``)."""
+        if not self._pending or (not now and time.monotonic_ns() - self._since < SHED_REPORT_NS):
+            return []
+        chunk = self._pending[0] if len(self._pending) == 1 else SpectraChunk.concat(self._pending)
+        shed = ShedChunk(chunk, SHED_REASON, np.concatenate(self._published))
+        self._pending, self._published = [], []
+        return [shed]
+
+    def due_in_ms(self) -> int | None:
+        """Milliseconds until the pending report is due (``None``: nothing pending)."""
+        if not self._pending:
+            return None
+        return max(0, (SHED_REPORT_NS - (time.monotonic_ns() - self._since)) // 1_000_000 + 1)
+
+    def _answer(self, chunk: SpectraChunk) -> None:
         run, ints = chunk.ints[:, _RUN], chunk.ints
         for r in sorted(set(run.tolist())):
             rows = np.flatnonzero(run == r)
             results = Results.unscored(chunk.runs[r], ints[rows, _SCAN], chunk.floats[rows, _PREC],
-                                       [reason] * len(rows), "shed")  # fmt: skip
+                                       [SHED_REASON] * len(rows), "shed")  # fmt: skip
             send_results(self.push, results, ints[rows, _SENT], ints[rows, _WALL])
+        if not self._pending:
+            self._since = time.monotonic_ns()
+        self._pending.append(chunk)
+        self._published.append(np.full(len(chunk), time.monotonic_ns(), dtype=np.int64))
 
     def close(self) -> None:
         self.push.close()
@@ -202,7 +248,8 @@ class Shedding:
 
 
 def serve(
-    conn: socket.socket, endpoint: str, mode: str, hwm: int, share: int = 1, shedding: Shedding | None = None
+    conn: socket.socket, endpoint: str, mode: str, hwm: int, share: int = 1, shedding: Shedding | None = None,
+    index: int = 0,
 ) -> None:
     """The process's main function (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -231,7 +278,7 @@ def serve(
         ctx.term()
         return
     reader = Reader(sock, share=share)
-    door = Door(ctx, shedding.results, Advice(shedding.advice), shedding.budget_ms) if shedding else None
+    door = Door(ctx, shedding.results, Advice(shedding.advice), shedding.budget_ms, index) if shedding else None
     screen = door.apply if door is not None else list
     poller = zmq.Poller()
     poller.register(sock, zmq.POLLIN)
@@ -239,12 +286,17 @@ def serve(
     try:
         conn.sendall(pack(READY, [bound.encode()]))
         while True:
-            events = dict(poller.poll())
+            due = door.due_in_ms() if door is not None else None
+            events = dict(poller.poll(due))
             if sock in events:
                 send_items(conn, screen(reader.read()))
+            elif door is not None:
+                send_items(conn, list(door.report()))
             if conn.fileno() in events:
                 if conn.recv(1):  # STOP: what the socket holds is read first (end of file: the daemon is gone)
                     drain(sock, reader, conn, screen)
+                if door is not None:
+                    send_items(conn, list(door.report(now=True)))
                 break
         conn.sendall(pack(CLOSED))
     except OSError:  # the daemon is gone: nobody to hand anything to

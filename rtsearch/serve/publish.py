@@ -38,6 +38,7 @@ import zmq
 from rtsearch.matches import STATUSES, Results
 from rtsearch.serve.chunks import MESSAGE, pack
 from rtsearch.serve.jobs import Jobs, RunState, Stamps
+from rtsearch.serve.proxy import Forwarder
 from rtsearch.serve.publisher_process import STOP_KIND, serve
 from rtsearch.serve.stats import Answered, RunAnswered
 from rtsearch.types import ResultStatus
@@ -83,7 +84,6 @@ class Publisher:
     ) -> None:  # fmt: skip
         self.clock = clock
         self.encode_psms = False  # set when MQTT wants the identified ones
-        self._ctx = ctx
         self._pub = ctx.socket(zmq.PUB)
         self._pub.setsockopt(zmq.SNDHWM, hwm)
         self._pub.setsockopt(zmq.LINGER, 1000)
@@ -103,11 +103,7 @@ class Publisher:
         self._pull.bind(self.inner)
         here = f"inproc://results-here-{id(self)}"
         self._pull.bind(here)
-        self._control = f"inproc://results-proxy-{id(self)}"
-        self._steer = ctx.socket(zmq.PAIR)
-        self._steer.bind(self._control)
-        self._proxy = threading.Thread(target=self._forward, name="results-proxy", daemon=True)
-        self._proxy.start()
+        self._proxy = Forwarder(ctx, self._pull, self._pub, name="results-proxy").start()
         self._push = ctx.socket(zmq.PUSH)  # this process's answers (publishers = 0), under the lock
         self._push.setsockopt(zmq.SNDHWM, 0)
         self._push.connect(here)
@@ -121,16 +117,6 @@ class Publisher:
             theirs.close()
             self._procs.append(proc)
             self._conns.append(ours)
-
-    def _forward(self) -> None:
-        control = self._ctx.socket(zmq.PAIR)
-        control.connect(self._control)
-        try:
-            zmq.proxy_steerable(self._pull, self._pub, None, control)
-        except zmq.ContextTerminated:
-            pass
-        finally:
-            control.close(0)
 
     def failed(self) -> int:
         """Publisher processes that ended while the daemon was publishing."""
@@ -224,11 +210,7 @@ class Publisher:
         for conn in self._conns:
             conn.close()
         time.sleep(DRAIN_S if self._procs else 0.05)  # the proxy forwards what was pushed last
-        steer = self._steer
-        with contextlib.suppress(zmq.ZMQError):
-            steer.send(b"TERMINATE")
-        self._proxy.join(5)
-        steer.close(0)
+        self._proxy.stop()
         self._pull.close(0)
         self._pub.close()
         with contextlib.suppress(OSError):

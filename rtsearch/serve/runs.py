@@ -112,7 +112,9 @@ class RunBook:
         """``run.start``: open ``run`` (an open run of that name goes on)."""
         with self._lock:
             if run in self._open and not self._open[run].ending:
-                log.warning("run.start for run %r, which is already open: continuing it", run)
+                # several intakes: a run's first spectra may overtake its run.start (nothing wrong)
+                log.log(logging.DEBUG if self.settle_ns else logging.WARNING,
+                        "run.start for run %r, which is already open: continuing it", run)
             else:
                 self._state(run, True)
 

@@ -72,7 +72,6 @@ class WorkerPool:
         self._taken = 0
         self._busy: dict[int, int] = {}  # batches being scored: when each should be answered (clock ns)
         self.advice: Advice | None = None  # the wait told to the intake processes (`rtsearch.serve.admission`)
-        self.lag_ns = 0  # how far behind the intake pipes the event loop was at its last chunk (the daemon sets it)
         self._closing = False  # intake closed: workers drain the batcher, then stop
         self._abandoned = False  # shutdown bound passed: late batches are not answered
         self._threads: list[threading.Thread] = []
@@ -117,19 +116,16 @@ class WorkerPool:
         self.record(Queue(waiting, in_flight))
         return refused
 
-    def advise(self) -> None:
-        """Tell the intake processes the wait of a spectrum arriving now (after `lag_ns` changed)."""
-        with self._cv:
-            self._advise()
-
     def _advise(self) -> None:
-        """(Under the condition.) The loop's lag plus, when the engine is busy or spectra wait, when a newcomer
-        would be answered; an idle engine adds nothing, so spectra reach it and correct the model."""
+        """(Under the condition.) When the engine is busy or spectra wait, how long until a newcomer would be
+        answered; 0 when it is idle, so spectra reach it and correct the model. The event loop's own lag behind
+        the intake pipes is left out: it grows with the chunks of shed spectra it books, and counting it would
+        shed more, lag more, and starve the engine (measured, bench/RESULTS.md)."""
         if self.advice is None:
             return
-        wait = self.lag_ns
+        wait = 0
         if self._busy or len(self.batcher):
-            wait += int(self.batcher.predicted_done(1, busy_until_ns=self._busy_until())[0]) - self.clock()
+            wait = int(self.batcher.predicted_done(1, busy_until_ns=self._busy_until())[0]) - self.clock()
         self.advice.set_wait(wait)
 
     def _busy_until(self) -> int:

@@ -72,3 +72,52 @@ def test_split_keeps_peaks_of_what_goes_on_and_drops_those_answered() -> None:
     assert again.mz.tolist() == kept.mz.tolist() and again.ints.tolist() == kept.ints.tolist()
     none_left, everything = chunk.split(np.arange(4))
     assert none_left is None and len(everything) == 4
+
+
+def test_concat_merges_runs_and_peaks() -> None:
+    def chunk(runs: list[str], run_col: list[int], n_peaks: list[int], first: float) -> SpectraChunk:
+        ints = np.zeros((len(run_col), len(INT_COLUMNS)), np.int64)
+        ints[:, INT_COLUMNS.index("run")] = run_col
+        offsets = np.concatenate([[0], np.cumsum(n_peaks)]).astype(np.int64)
+        mz = first + np.arange(offsets[-1], dtype=np.float64)
+        return SpectraChunk(runs, [(2,)] * len(run_col), ints, np.zeros((len(run_col), len(FLOAT_COLUMNS))), mz,
+                            mz.astype(np.float32), offsets)  # fmt: skip
+
+    both = SpectraChunk.concat([chunk(["a", "b"], [1, 0], [1, 2], 100.0), chunk(["b", "c"], [0, 1], [2, 0], 200.0)])
+    assert both.runs == ["a", "b", "c"]  # in order of the chunks' run lists
+    assert [both.runs[r] for r in both.ints[:, INT_COLUMNS.index("run")].tolist()] == ["b", "a", "b", "c"]
+    assert both.offsets.tolist() == [0, 1, 3, 5, 5] and both.mz.tolist() == [100.0, 101.0, 102.0, 200.0, 201.0]
+
+
+def test_the_daemon_says_what_it_took_from_each_intake() -> None:
+    advice = Advice(intakes=2)
+    assert advice.taken_ns(0) == advice.taken_ns(1) == 0
+    advice.processed(1, 1_000 * MS)
+    assert advice.taken_ns(0) == 0 and advice.taken_ns(1) == 1_000 * MS
+    seen = Advice(advice.shared)
+    assert seen.taken_ns(1) == 1_000 * MS
+
+
+def test_the_door_counts_only_what_waits_in_its_pipe() -> None:
+    """An idle gap is no backlog: the wait the door adds is the age of the oldest item the daemon did not take."""
+    import time
+
+    import zmq
+
+    from rtsearch.serve.intake_process import Door
+
+    ctx = zmq.Context()
+    advice = Advice(intakes=1)
+    door = Door(ctx, "inproc://nobody-reads", advice, 100.0, 0)
+    try:
+        ints, floats = _columns([(2, -1, 0, np.nan)])
+        ints[0, INT_COLUMNS.index("mono_ns")] = time.monotonic_ns() - 30 * MS  # received 30 ms ago
+        chunk = SpectraChunk(["r"], [(2,)], ints, floats, np.zeros(0), np.zeros(0, np.float32), np.zeros(2, np.int64))
+        assert door.pipe_ns() == 0  # nothing handed over
+        assert door.apply([chunk]) == [chunk]  # no wait advised: it goes on
+        assert 30 * MS <= door.pipe_ns() < 10_000 * MS  # handed over 30 ms after receipt, not taken yet
+        advice.processed(0, int(ints[0, INT_COLUMNS.index("mono_ns")]))
+        assert door.pipe_ns() == 0  # taken
+    finally:
+        door.close()
+        ctx.term()
