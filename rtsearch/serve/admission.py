@@ -26,13 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from rtsearch.serve.chunks import FLOAT_COLUMNS, INT_COLUMNS
+from rtsearch.serve.chunks import INT_COLUMNS, budgets_ns
 
 ADVICE_TTL_NS = 50_000_000  # an advice not renewed for 50 ms is stale: the daemon is idle, nothing waits
 MAX_TRUSTED_AGE_NS = 60 * 10**9  # a sent_ns further back (or ahead) means the sender's clock differs: age unknown
 
 _LEVEL, _SENT, _WALL = (INT_COLUMNS.index(c) for c in ("ms_level", "sent_ns", "wall_ns"))
-_BUDGET = FLOAT_COLUMNS.index("budget_ms")
 
 
 class Advice:
@@ -69,6 +68,5 @@ def late_rows(ints: np.ndarray, floats: np.ndarray, *, wait_ns: int, default_bud
         return np.zeros(0, np.int64)
     age = ints[:, _WALL] - ints[:, _SENT]
     age = np.where((ints[:, _SENT] >= 0) & (np.abs(age) <= MAX_TRUSTED_AGE_NS), np.maximum(age, 0), 0)
-    budget = floats[:, _BUDGET]
-    budget_ns = np.where(np.isnan(budget), default_budget_ms, budget) * 1e6
+    budget_ns = budgets_ns(floats, default_budget_ms)
     return np.flatnonzero((age + wait_ns > budget_ns) & (ints[:, _LEVEL] >= 2))

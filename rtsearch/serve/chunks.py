@@ -43,6 +43,13 @@ class Received:
 INT_COLUMNS = ("run", "scan", "ms_level", "sent_ns", "wall_ns", "mono_ns")  # columns of `SpectraChunk.ints`
 FLOAT_COLUMNS = ("rt", "precursor_mz", "precursor_intensity", "budget_ms")  # columns of `SpectraChunk.floats`
 _RUN_COLUMN = INT_COLUMNS.index("run")
+_BUDGET_COLUMN = FLOAT_COLUMNS.index("budget_ms")
+
+
+def budgets_ns(floats: np.ndarray, default_ms: float) -> np.ndarray:
+    """Each row's budget in ns (float64): its header's ``budget_ms``, else ``default_ms``."""
+    budget = floats[:, _BUDGET_COLUMN]
+    return np.where(np.isnan(budget), default_ms, budget) * 1e6
 
 
 @dataclass(slots=True)

@@ -42,7 +42,7 @@ from rtsearch.config import ServeConfig, mqtt_address
 from rtsearch.errors import EndpointError, ServiceError
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve.admission import Advice
-from rtsearch.serve.chunks import FLOAT_COLUMNS, Received, ShedChunk, SpectraChunk
+from rtsearch.serve.chunks import FLOAT_COLUMNS, Received, ShedChunk, SpectraChunk, budgets_ns
 from rtsearch.serve.door import default_intakes
 from rtsearch.serve.finish import Finished, RunEnds
 from rtsearch.serve.intake import Intake
@@ -61,7 +61,7 @@ from rtsearch.types import ResultStatus
 
 log = logging.getLogger(__name__)
 _RUN, _LEVEL, _SCAN, _MONO = (INT_COLUMNS.index(c) for c in ("run", "ms_level", "scan", "mono_ns"))
-_PREC, _BUDGET = FLOAT_COLUMNS.index("precursor_mz"), FLOAT_COLUMNS.index("budget_ms")
+_PREC = FLOAT_COLUMNS.index("precursor_mz")
 
 SUPERVISE_S = 0.2  # how often the parts are checked
 INTAKE_STOP_S = 5.0  # at shutdown, how long the intake process may take to hand over what it read
@@ -207,14 +207,15 @@ class Daemon:
         self._failed.set()
 
     async def _supervise(self) -> None:
-        """Check the parts: restart the MQTT publisher, fail on a stopped engine thread or door; finish the
-        runs that time completed."""
+        """Check the parts: restart the MQTT publisher, fail on a stopped engine thread, intake process or door;
+        finish the runs that time completed."""
         while True:
             await asyncio.sleep(SUPERVISE_S)
             for state in self.runs.settled():
                 self.ends.maybe_finish(state)
-            if self.intake is not None and self.intake.door is not None and not self.intake.door.alive():
-                self._fail("the door (the spectra socket's proxy) stopped")
+            # an intake process that dies while the others still hand over items is noticed here, not by the iteration
+            if self.intake is not None and not self.intake.alive():
+                self._fail("an intake process or the door (the spectra socket's proxy) stopped")
             if failed := self.pool.failed():
                 self._fail(f"{failed} engine worker thread(s) stopped")
             if self.publisher is not None and (failed := self.publisher.failed()):
@@ -296,11 +297,8 @@ class Daemon:
         else:
             ms2 = np.bincount(jobs.run, minlength=len(states)).tolist()
             ms1 = np.bincount(chunk.ints[level < 2, _RUN], minlength=len(states)).tolist()
-        for r, state in enumerate(states):  # repeated scans: answered all the same, said
-            scans = jobs.spectra.scan[jobs.run == r].tolist() if len(states) > 1 else jobs.spectra.scan.tolist()
-            if not state.scans.isdisjoint(scans) or len(set(scans)) < len(scans):
-                self._duplicates(state, scans)
-            state.scans.update(scans)
+        for r, state in enumerate(states):
+            self._note_scans(state, jobs.spectra.scan[jobs.run == r] if len(states) > 1 else jobs.spectra.scan)
         self.runs.received(zip(states, ms2, ms1, strict=True))
         self.metrics.record(ReceivedStats(spectra=levels))
         if (n_runs := len(self.runs)) != self._known_runs:  # a run opened (or ended): the gauge follows
@@ -324,21 +322,25 @@ class Daemon:
             scans = chunk.ints[rows, _SCAN]
             with state.lock:
                 state.live.add_unscored(ResultStatus.SHED, scans, chunk.floats[rows, _PREC], [shed.reason] * len(rows))
-            state.scans.update(scans.tolist())
+            self._note_scans(state, scans)
             answered.append(RunAnswered(state.name, len(rows), 0, state.threshold))
         latency = shed.published_mono - chunk.ints[:, _MONO]
-        budget = chunk.floats[:, _BUDGET]
-        budget_ns = np.where(np.isnan(budget), self.cfg.budget_ms, budget) * 1e6
+        missed = int(np.count_nonzero(latency > budgets_ns(chunk.floats, self.cfg.budget_ms)))
+        levels = {lv: int(k) for lv, k in enumerate(np.bincount(chunk.ints[:, _LEVEL]).tolist()) if k}
         n = len(chunk)
-        self.metrics.record(ReceivedStats(spectra={2: n}), Shed("door", n),
-                            Answered(latency / 1e9, int(np.count_nonzero(latency > budget_ns)), {"shed": n}, answered))
+        self.metrics.record(ReceivedStats(spectra=levels), Shed("door", n),
+                            Answered(latency / 1e9, missed, {"shed": n}, answered))
         for state in self.runs.answered([(state, len(rows)) for state, rows in groups]):
             self.ends.maybe_finish(state)
 
     @staticmethod
-    def _duplicates(state: RunState, scans: list[int]) -> None:
-        """Scans the run received already (or twice in ``scans``): answered again (each message gets its answer),
-        said once a run."""
+    def _note_scans(state: RunState, scan_column: np.ndarray) -> None:
+        """Remember the MS2 scans a run received; those it received already (or twice here) are answered again
+        (each message gets its answer), counted, and said once a run."""
+        scans = scan_column.tolist()
+        if state.scans.isdisjoint(scans) and len(set(scans)) == len(scans):
+            state.scans.update(scans)
+            return
         seen, repeated = set(state.scans), []
         for scan in scans:
             if scan in seen:
@@ -348,6 +350,7 @@ class Daemon:
             log.warning("run %r: scan %d received a second time (answered again; the run's end says how many did)",
                         state.name, repeated[0])  # fmt: skip
         state.duplicates += len(repeated)
+        state.scans.update(scans)
 
     def _on_message(self, rec: Received) -> None:
         """A control message or a malformed one (spectra come in chunks: `_on_spectra`)."""

@@ -161,7 +161,7 @@ class Door:
         handed over and the daemon did not take yet has been waiting (its event loop may lag behind).
         """
         wait = self.advice.wait_ns() + self.pipe_ns()
-        out: list[Item] = []
+        out: list[Item] = list(items) if wait <= 0 else []
         for item in items if wait > 0 else ():
             if isinstance(item, SpectraChunk):
                 rows = late_rows(item.ints, item.floats, wait_ns=wait, default_budget_ms=self.budget_ms)
@@ -172,8 +172,6 @@ class Door:
                         continue
                     item = kept
             out.append(item)
-        if wait <= 0:
-            out = list(items)
         for sent in out:  # in arrival order
             if isinstance(sent, Received):
                 self._unacked.append(sent.mono_ns)

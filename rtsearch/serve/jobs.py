@@ -18,7 +18,7 @@ import numpy as np
 
 from rtsearch.batch import SpectraBatch
 from rtsearch.search.live import LiveRun
-from rtsearch.serve.chunks import FLOAT_COLUMNS, INT_COLUMNS, SpectraChunk
+from rtsearch.serve.chunks import FLOAT_COLUMNS, INT_COLUMNS, SpectraChunk, budgets_ns
 
 
 @dataclass(eq=False)
@@ -130,9 +130,8 @@ def jobs_of_chunk(chunk: SpectraChunk, states: list[RunState], default_budget_ms
         run=[names[i] for i in run.tolist()], scan=ints[:, _SCAN], precursor_mz=floats[:, _PREC], rt=floats[:, _RT],
         charges=chunk.charges, problem=[""] * len(run), mz=chunk.mz, intensity=chunk.intensity, offsets=offsets,
     )  # fmt: skip
-    budget = floats[:, _BUDGET]
-    budget = np.where(np.isnan(budget), default_budget_ms, budget)
-    stamps = Stamps(ints[:, _SENT], ints[:, _WALL], ints[:, _MONO], (budget * 1e6).astype(np.int64))
+    budget = budgets_ns(floats, default_budget_ms).astype(np.int64)
+    stamps = Stamps(ints[:, _SENT], ints[:, _WALL], ints[:, _MONO], budget)
     jobs = Jobs(every, stamps, run, states)
     return jobs if rows is None else jobs.take(rows)
 
@@ -140,4 +139,4 @@ def jobs_of_chunk(chunk: SpectraChunk, states: list[RunState], default_budget_ms
 # the columns of `SpectraChunk.ints` and `.floats` (`rtsearch.serve.chunks`)
 _RUN, _SCAN, _LEVEL, _SENT, _WALL, _MONO = (INT_COLUMNS.index(c) for c in
                                             ("run", "scan", "ms_level", "sent_ns", "wall_ns", "mono_ns"))  # fmt: skip
-_RT, _PREC, _BUDGET = (FLOAT_COLUMNS.index(c) for c in ("rt", "precursor_mz", "budget_ms"))
+_RT, _PREC = FLOAT_COLUMNS.index("rt"), FLOAT_COLUMNS.index("precursor_mz")

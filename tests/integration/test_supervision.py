@@ -69,8 +69,10 @@ def _ready(daemon: Daemon) -> float | None:
     return daemon.metrics.registry.get_sample_value("rtsearch_ready")
 
 
-async def test_intake_killed_stops_the_daemon_non_zero(target, run, tmp_path):
-    daemon, stop, task = await _start(target, serve_config(tmp_path))
+@pytest.mark.parametrize("intakes", [1, 3])
+async def test_intake_killed_stops_the_daemon_non_zero(intakes, target, run, tmp_path):
+    """Also one of three intake processes, while the other two go on handing over (the supervisor notices)."""
+    daemon, stop, task = await _start(target, serve_config(tmp_path, intakes=intakes))
     col = await asyncio.to_thread(Collector(daemon.endpoints.results).start)
     await asyncio.to_thread(_send, daemon.endpoints.spectra, iter([encode_run_start("sup"),
                                                                    *map(encode_spectrum, run[:20])]))  # fmt: skip

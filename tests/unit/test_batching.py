@@ -14,19 +14,7 @@ import numpy as np
 import pytest
 
 from rtsearch.serve.batching import MS, BatchPolicy, EngineTimeModel, MicroBatcher
-
-
-class FakeClock:
-    """Nanoseconds that only move when a test moves them."""
-
-    def __init__(self) -> None:
-        self.ns = 0
-
-    def __call__(self) -> int:
-        return self.ns
-
-    def at_ms(self, ms: float) -> None:
-        self.ns = round(ms * MS)
+from tests.fakeclock import FakeClock
 
 
 class Named:

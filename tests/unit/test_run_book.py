@@ -6,21 +6,11 @@ from types import SimpleNamespace
 
 from rtsearch.serve import runs as book_module
 from rtsearch.serve.runs import RunBook
+from tests.fakeclock import FakeClock
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.ns = 1_000_000_000
-
-    def __call__(self) -> int:
-        return self.ns
-
-    def advance(self, s: float) -> None:
-        self.ns += int(s * 1e9)
-
-
-def _book(settle_s: float = 0.0) -> tuple[RunBook, Clock]:
-    clock = Clock()
+def _book(settle_s: float = 0.0) -> tuple[RunBook, FakeClock]:
+    clock = FakeClock(1_000_000_000)
     # the book reads only a run's name of its LiveRun
     return RunBook(lambda name: SimpleNamespace(name=name), settle_s=settle_s, clock=clock), clock  # type: ignore[arg-type,return-value]
 
