@@ -77,13 +77,15 @@ def wait_ready(proc: subprocess.Popen[str], timeout: float) -> int:
     """Wait for the daemon's ready line; its metrics port."""
     assert proc.stderr is not None
     end = time.monotonic() + timeout
+    said: list[str] = []
     while time.monotonic() < end:
         line = proc.stderr.readline()
+        said = [*said[-20:], line]
         if " ready: " in line:
             threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep its stderr from filling up
             return int(line.rsplit(":", 1)[1])
         if not line and proc.poll() is not None:
-            raise RuntimeError(f"rtsearch serve exited with {proc.returncode}")
+            raise RuntimeError(f"rtsearch serve exited with {proc.returncode}:\n{''.join(said)}")
     raise RuntimeError("rtsearch serve did not become ready")
 
 

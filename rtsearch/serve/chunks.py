@@ -21,7 +21,8 @@ import numpy as np
 import orjson
 
 from rtsearch.types import Spectrum
-from rtsearch.wire import Invalid, Message, RawSpectrum, peak_problems
+from rtsearch.wire import Invalid, InvalidCode, Message, RawSpectrum, peak_problems
+from rtsearch.wire_batch import SpectraBlock
 
 # kinds of message: intake process -> daemon (a stop request the other way is the byte STOP);
 # SHED: spectra the intake process answered ``shed`` itself (`rtsearch.serve.admission`), for the daemon's books
@@ -38,11 +39,13 @@ class Received:
     message: Message
     wall_ns: int
     mono_ns: int
+    batched: bool = False  # an ``invalid`` answer to it goes in a ``batch.results`` message (`rtsearch.wire_batch`)
 
 
-INT_COLUMNS = ("run", "scan", "ms_level", "sent_ns", "wall_ns", "mono_ns")  # columns of `SpectraChunk.ints`
+# columns of `SpectraChunk.ints`; ``batched``: 1 where the sender asked for answers in batches (`rtsearch.wire_batch`)
+INT_COLUMNS = ("run", "scan", "ms_level", "sent_ns", "wall_ns", "mono_ns", "batched")
 FLOAT_COLUMNS = ("rt", "precursor_mz", "precursor_intensity", "budget_ms")  # columns of `SpectraChunk.floats`
-_RUN_COLUMN = INT_COLUMNS.index("run")
+_RUN_COLUMN, _LEVEL_COLUMN = INT_COLUMNS.index("run"), INT_COLUMNS.index("ms_level")
 _BUDGET_COLUMN = FLOAT_COLUMNS.index("budget_ms")
 
 
@@ -132,7 +135,7 @@ class SpectraChunk:
         row would cost more than the Python. Peaks are views into this chunk's arrays.
         """
         names, charges, mz, inten, offsets = self.runs, self.charges, self.mz, self.intensity, self.offsets.tolist()
-        for i, ((r, scan, level, sent, wall, mono), (rt, prec, pi, budget)) in enumerate(
+        for i, ((r, scan, level, sent, wall, mono, _), (rt, prec, pi, budget)) in enumerate(
             zip(self.ints.tolist(), self.floats.tolist(), strict=True)
         ):
             a, b = offsets[i], offsets[i + 1]
@@ -185,7 +188,7 @@ class ChunkBuilder:
 
     def add(self, sp: RawSpectrum, wall_ns: int, mono_ns: int) -> None:
         run = self._runs.setdefault(sp.run, len(self._runs))
-        self._ints.append((run, sp.scan, sp.ms_level, sp.sent_ns, wall_ns, mono_ns))
+        self._ints.append((run, sp.scan, sp.ms_level, sp.sent_ns, wall_ns, mono_ns, 0))
         self._floats.append((sp.rt, sp.precursor_mz, sp.precursor_intensity, sp.budget_ms))
         self._charges.append(sp.charges)
         self._n_peaks.append(len(sp.intensity) >> 2)
@@ -202,28 +205,60 @@ class ChunkBuilder:
         floats = np.array(self._floats, dtype=np.float64).reshape(-1, len(FLOAT_COLUMNS))
         mz = np.frombuffer(b"".join(self._mz), dtype="<f8")
         inten = np.frombuffer(b"".join(self._inten), dtype="<f4")
-        runs, charges = list(self._runs), self._charges
-        bad = peak_problems(mz, inten, offsets)
-        out: list[SpectraChunk | Received] = []
-        if bad or self._ms1:
-            keep = np.ones(len(ints), dtype=bool)
-            for row, _ in bad:
-                keep[row] = False
-            with_peaks = keep & (ints[:, INT_COLUMNS.index("ms_level")] >= 2)  # MS1 spectra are only counted
-            n_peaks = np.diff(offsets)
-            take = np.repeat(with_peaks, n_peaks)
-            mz, inten = mz[take], inten[take]
-            offsets = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
-            np.cumsum((n_peaks * with_peaks)[keep], out=offsets[1:])
-            charges = [z for z, k in zip(charges, keep.tolist(), strict=True) if k]
-            bad_ints = ints[[row for row, _ in bad]].tolist()
-            ints, floats = ints[keep], floats[keep]
-            for (_, reason), (run, scan, level, sent, wall, mono) in zip(bad, bad_ints, strict=True):
-                out.append(Received(Invalid("peaks", reason, runs[run], scan, level, sent), wall, mono))
-        if len(ints):
-            out.insert(0, SpectraChunk(runs, charges, ints, floats, mz, inten, offsets))
+        chunk = SpectraChunk(list(self._runs), self._charges, ints, floats, mz, inten, offsets)
+        problems = peak_problems(mz, inten, offsets)
+        bad: list[tuple[int, InvalidCode, str]] = [(row, "peaks", why) for row, why in problems]
+        ms1 = self._ms1
         self._reset()
-        return out
+        return screened(chunk, bad, ms1=ms1)
+
+
+def block_items(block: SpectraBlock, wall_ns: int, mono_ns: int) -> list[SpectraChunk | Received]:
+    """A ``spectra`` message (`rtsearch.wire_batch`) as the chunk of its valid rows, then an ``invalid``
+    `Received` for each row refused (its fields, or its peaks), in row order: NumPy per block, not per row."""
+    ints = np.empty((len(block), len(INT_COLUMNS)), dtype=np.int64)
+    for name, value in (("run", 0), ("scan", block.scan), ("ms_level", block.ms_level), ("sent_ns", block.sent_ns),
+                        ("wall_ns", wall_ns), ("mono_ns", mono_ns), ("batched", block.answer == "batch")):  # fmt: skip
+        ints[:, INT_COLUMNS.index(name)] = value
+    floats = np.empty((len(block), len(FLOAT_COLUMNS)), dtype=np.float64)
+    for name, v in (("rt", block.rt), ("precursor_mz", block.precursor_mz), ("precursor_intensity", 0.0),
+                    ("budget_ms", block.budget_ms)):  # fmt: skip
+        floats[:, FLOAT_COLUMNS.index(name)] = v
+    charges: list[tuple[int, ...]] = [(z,) if z else () for z in block.charge.tolist()]
+    chunk = SpectraChunk([block.run], charges, ints, floats, block.mz, block.intensity, block.offsets)
+    bad: dict[int, tuple[InvalidCode, str]] = {
+        row: ("peaks", why) for row, why in peak_problems(block.mz, block.intensity, block.offsets)
+    }
+    for row, why in block.problems:  # a field problem is said before a peak problem
+        bad[row] = ("peaks" if why.startswith("peak frames") else "field", why)
+    return screened(chunk, [(row, *bad[row]) for row in sorted(bad)], ms1=bool((block.ms_level < 2).any()))
+
+
+def screened(
+    chunk: SpectraChunk, bad: Sequence[tuple[int, InvalidCode, str]], *, ms1: bool
+) -> list[SpectraChunk | Received]:
+    """``chunk`` without the rows ``bad`` names (``(row, code, reason)``, in row order) and without MS1 peaks (the
+    daemon only counts MS1 spectra), then an ``invalid`` `Received` for each bad row."""
+    if not bad and not ms1:
+        return [chunk] if len(chunk) else []
+    ints, floats, offsets = chunk.ints, chunk.floats, chunk.offsets
+    keep = np.ones(len(ints), dtype=bool)
+    keep[[row for row, _, _ in bad]] = False
+    with_peaks = keep & (ints[:, _LEVEL_COLUMN] >= 2)
+    n_peaks = np.diff(offsets)
+    take = np.repeat(with_peaks, n_peaks)
+    offsets = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
+    np.cumsum((n_peaks * with_peaks)[keep], out=offsets[1:])
+    charges = [z for z, k in zip(chunk.charges, keep.tolist(), strict=True) if k]
+    out: list[SpectraChunk | Received] = []
+    if keep.any():
+        out.append(SpectraChunk(chunk.runs, charges, ints[keep], floats[keep], chunk.mz[take], chunk.intensity[take],
+                                offsets))  # fmt: skip
+    for (_, code, reason), (run, scan, level, sent, wall, mono, batched) in zip(
+        bad, ints[[row for row, _, _ in bad]].tolist(), strict=True
+    ):
+        out.append(Received(Invalid(code, reason, chunk.runs[run], scan, level, sent), wall, mono, bool(batched)))
+    return out
 
 
 def pack(kind: int, parts: Sequence[bytes | memoryview] = ()) -> bytes:

@@ -364,7 +364,8 @@ class Daemon:
                 self.runs.received([(state, 1, 0)])
                 with state.lock:
                     res = state.live.add_unscored(ResultStatus.INVALID, [msg.scan], [float("nan")], [msg.reason])
-                stamps = Stamps.one(msg.sent_ns, rec.wall_ns, rec.mono_ns, int(self.cfg.budget_ms * 1e6))
+                stamps = Stamps.one(msg.sent_ns, rec.wall_ns, rec.mono_ns, int(self.cfg.budget_ms * 1e6),
+                                    batched=rec.batched)  # fmt: skip
                 self._answer([(state, res, stamps)])
         elif isinstance(msg, wire.RunStart):
             self.runs.start(msg.run)

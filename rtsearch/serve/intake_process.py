@@ -48,10 +48,13 @@ from rtsearch.serve.chunks import (
     Received,
     ShedChunk,
     SpectraChunk,
+    block_items,
     pack,
 )  # fmt: skip
 from rtsearch.serve.publisher_process import send_results
 from rtsearch.wire import RawSpectrum, decode
+from rtsearch.wire_batch import SPECTRA as SPECTRA_TOPIC
+from rtsearch.wire_batch import SpectraBlock, decode_spectra
 
 CHUNK_MAX = 512  # messages per chunk at most: bounds the daemon's lock hold per chunk
 FLUSH_S = 0.001  # a chunk goes at most this long after its first message was read
@@ -113,13 +116,13 @@ class Reader:
                 frames.append(frame)
             w, m = wall(), mono()
             arrivals.append(m)
-            msg = decode(frames, peaks="raw")
+            msg = decode_spectra(frames) if frames[0].bytes == SPECTRA_TOPIC else decode(frames, peaks="raw")
             if isinstance(msg, RawSpectrum):
                 builder.add(msg, w, m)
             else:
                 if len(builder):
                     items.extend(builder.build())
-                items.append(Received(msg, w, m))
+                items.extend(block_items(msg, w, m) if isinstance(msg, SpectraBlock) else [Received(msg, w, m)])
             if m >= flush_at:
                 break
         if len(builder):
@@ -128,7 +131,7 @@ class Reader:
 
 
 Item = SpectraChunk | Received | ShedChunk
-_RUN, _SCAN, _SENT, _WALL = (INT_COLUMNS.index(c) for c in ("run", "scan", "sent_ns", "wall_ns"))
+_RUN, _SCAN, _SENT, _WALL, _BATCHED = (INT_COLUMNS.index(c) for c in ("run", "scan", "sent_ns", "wall_ns", "batched"))
 _PREC = FLOAT_COLUMNS.index("precursor_mz")
 _MONO = INT_COLUMNS.index("mono_ns")
 
@@ -207,7 +210,7 @@ class Door:
             rows = np.flatnonzero(run == r)
             results = Results.unscored(chunk.runs[r], ints[rows, _SCAN], chunk.floats[rows, _PREC],
                                        [SHED_REASON] * len(rows), "shed")  # fmt: skip
-            send_results(self.push, results, ints[rows, _SENT], ints[rows, _WALL])
+            send_results(self.push, results, ints[rows, _SENT], ints[rows, _WALL], ints[rows, _BATCHED] != 0)
         if not self._pending:
             self._since = time.monotonic_ns()
         self._pending.append(chunk)

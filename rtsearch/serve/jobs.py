@@ -47,28 +47,32 @@ class RunState:
 @dataclass
 class Stamps:
     """Stamps of messages, as arrays: sent (the sender's wall clock; -1 unknown), received (wall clock for
-    the wire, monotonic for latency), budget."""
+    the wire, monotonic for latency), budget, and whether the sender asked for answers in batches."""
 
     sent_ns: np.ndarray  # int64
     received_ns: np.ndarray  # int64
     received_mono: np.ndarray  # int64
     budget_ns: np.ndarray  # int64
+    batched: np.ndarray  # bool: answered in a ``batch.results`` message (`rtsearch.wire_batch`)
 
     def __len__(self) -> int:
         return int(self.sent_ns.shape[0])
 
     @classmethod
-    def one(cls, sent_ns: int | None, received_ns: int, received_mono: int, budget_ns: int) -> Stamps:
+    def one(cls, sent_ns: int | None, received_ns: int, received_mono: int, budget_ns: int, *,
+            batched: bool = False) -> Stamps:  # fmt: skip
         col = lambda v: np.array([v], dtype=np.int64)  # noqa: E731
-        return cls(col(-1 if sent_ns is None else sent_ns), col(received_ns), col(received_mono), col(budget_ns))
+        return cls(col(-1 if sent_ns is None else sent_ns), col(received_ns), col(received_mono), col(budget_ns),
+                   np.array([batched]))  # fmt: skip
 
     def take(self, rows: np.ndarray) -> Stamps:
-        return Stamps(self.sent_ns[rows], self.received_ns[rows], self.received_mono[rows], self.budget_ns[rows])
+        return Stamps(self.sent_ns[rows], self.received_ns[rows], self.received_mono[rows], self.budget_ns[rows],
+                      self.batched[rows])  # fmt: skip
 
     @classmethod
     def concat(cls, parts: Sequence[Stamps]) -> Stamps:
         return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in
-                     ("sent_ns", "received_ns", "received_mono", "budget_ns")))  # fmt: skip
+                     ("sent_ns", "received_ns", "received_mono", "budget_ns", "batched")))  # fmt: skip
 
 
 @dataclass
@@ -131,12 +135,13 @@ def jobs_of_chunk(chunk: SpectraChunk, states: list[RunState], default_budget_ms
         charges=chunk.charges, problem=[""] * len(run), mz=chunk.mz, intensity=chunk.intensity, offsets=offsets,
     )  # fmt: skip
     budget = budgets_ns(floats, default_budget_ms).astype(np.int64)
-    stamps = Stamps(ints[:, _SENT], ints[:, _WALL], ints[:, _MONO], budget)
+    stamps = Stamps(ints[:, _SENT], ints[:, _WALL], ints[:, _MONO], budget, ints[:, _BATCHED] != 0)
     jobs = Jobs(every, stamps, run, states)
     return jobs if rows is None else jobs.take(rows)
 
 
 # the columns of `SpectraChunk.ints` and `.floats` (`rtsearch.serve.chunks`)
-_RUN, _SCAN, _LEVEL, _SENT, _WALL, _MONO = (INT_COLUMNS.index(c) for c in
-                                            ("run", "scan", "ms_level", "sent_ns", "wall_ns", "mono_ns"))  # fmt: skip
+_RUN, _SCAN, _LEVEL, _SENT, _WALL, _MONO, _BATCHED = (
+    INT_COLUMNS.index(c) for c in ("run", "scan", "ms_level", "sent_ns", "wall_ns", "mono_ns", "batched")
+)
 _RT, _PREC = FLOAT_COLUMNS.index("rt"), FLOAT_COLUMNS.index("precursor_mz")

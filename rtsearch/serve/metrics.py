@@ -105,8 +105,8 @@ class DaemonMetrics:
         )  # fmt: skip
         self.worker_seconds = Counter(
             "rtsearch_worker_seconds_total", "Seconds the engine workers spent, by stage: score (the engine), lock "
-            "(waiting for the daemon's lock), results (running q-values, result records), publish (encode, send, "
-            "count), gc (garbage collection)", ["stage"], registry=r,
+            "(a scored batch waiting for the results thread), results (running q-values, result records), publish "
+            "(encode, send, count), gc (garbage collection)", ["stage"], registry=r,
         )  # fmt: skip
         self._worker_stages = {k: self.worker_seconds.labels(stage=k) for k in WORKER_STAGES}
         self.queue_depth = Gauge("rtsearch_queue_depth", "Spectra waiting in the micro-batcher", registry=r)

@@ -39,10 +39,10 @@ from rtsearch.matches import STATUSES, Results
 from rtsearch.serve.chunks import MESSAGE, pack
 from rtsearch.serve.jobs import Jobs, RunState, Stamps
 from rtsearch.serve.proxy import Forwarder
-from rtsearch.serve.publisher_process import STOP_KIND, serve
+from rtsearch.serve.publisher_process import STOP_KIND, send_results, serve
 from rtsearch.serve.stats import Answered, RunAnswered
 from rtsearch.types import ResultStatus
-from rtsearch.wire import RESULT, VERSION
+from rtsearch.wire import VERSION
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ class Publisher:
             if not self._send_here(answers, psms if self.encode_psms else None):
                 return None
         else:
-            payload = pack(MESSAGE, [pickle.dumps([(r, s.sent_ns, s.received_ns) for _, r, s in answers],
+            payload = pack(MESSAGE, [pickle.dumps([(r, s.sent_ns, s.received_ns, s.batched) for _, r, s in answers],
                                                   protocol=pickle.HIGHEST_PROTOCOL)])  # fmt: skip
             with self._lock:
                 if self._closed:
@@ -161,21 +161,11 @@ class Publisher:
     def _send_here(self, answers: Sequence[Answer], psms: list[tuple[str, bytes]] | None) -> bool:
         """Build, stamp, encode and send each answer in this thread (the identified ones' bodies also into
         ``psms`` when given); whether the socket was open."""
-        send, more, last, dumps, opts, wall = self._push.send, zmq.SNDMORE, 0, orjson.dumps, \
-            orjson.OPT_SERIALIZE_NUMPY, time.time_ns  # fmt: skip
         with self._lock:
             if self._closed:
                 return False
             for _, results, stamps in answers:
-                for msg, s, r in zip(results.messages(), stamps.sent_ns.tolist(), stamps.received_ns.tolist(),
-                                     strict=True):  # fmt: skip
-                    msg["v"], msg["sent_ns"], msg["received_ns"], msg["published_ns"] = VERSION, \
-                        (s if s >= 0 else None), r, wall()  # fmt: skip
-                    body = dumps(msg, option=opts)
-                    send(RESULT, more)
-                    send(body, last)
-                    if psms is not None and msg["status"] == "identified":
-                        psms.append((results.run, body))
+                send_results(self._push, results, stamps.sent_ns, stamps.received_ns, stamps.batched, psms)
         return True
 
     @staticmethod

@@ -3,13 +3,15 @@
 The daemon hands each publisher process batches of `rtsearch.matches.Results` with their
 stamps over a Unix socket pair (`rtsearch.serve.chunks` framing, one pickle a batch: arrays,
 not objects per answer); the process builds each `ResultMessage`, stamps ``published_ns``,
-encodes it (orjson) and pushes it to the daemon's results proxy, which forwards it to the
+encodes it (orjson; those the sender asked to get in batches all in one ``batch.results``
+message) and pushes it to the daemon's results proxy, which forwards it to the
 results PUB. So the ~5 µs of Python an answer costs to build, encode and send runs here, off
 the daemon's GIL. A ``STOP`` (or the daemon's end) ends it after what it was given is sent.
 """
 
 from __future__ import annotations
 
+import itertools
 import pickle
 import signal
 import socket
@@ -19,24 +21,46 @@ import numpy as np
 import orjson
 import zmq
 
-from rtsearch.matches import Results
+from rtsearch.matches import ResultMessage, Results
 from rtsearch.serve.chunks import MESSAGE, Unpacker
 from rtsearch.serve.runtime import exit_with_parent
 from rtsearch.wire import RESULT, VERSION
+from rtsearch.wire_batch import encode_batch_results
 
 STOP_KIND = 9  # the daemon's last message to a publisher process
 _OPTS = orjson.OPT_SERIALIZE_NUMPY
 
 
-def send_results(push: zmq.Socket[bytes], results: Results, sent: np.ndarray, received: np.ndarray) -> None:
-    """Each answer of ``results`` as one result message (``sent``/``received``: its stamps, wall ns; a negative
-    ``sent`` is unknown), stamped ``published_ns`` as it goes; also the intake processes' way of answering."""
-    send, more, last, wall = push.send, zmq.SNDMORE, 0, time.time_ns
-    for msg, s, r in zip(results.messages(), sent.tolist(), received.tolist(), strict=True):
+def send_results(
+    push: zmq.Socket[bytes], results: Results, sent: np.ndarray, received: np.ndarray, batched: np.ndarray,
+    psms: list[tuple[str, bytes]] | None = None,
+) -> None:  # fmt: skip
+    """Each answer of ``results`` as one result message, or, where ``batched`` (the sender asked for answers in
+    batches, `rtsearch.wire_batch`), all of those in one ``batch.results`` message; ``sent``/``received``: the
+    stamps, wall ns (a negative ``sent`` is unknown); ``published_ns`` stamped as each is encoded. The identified
+    answers' bodies also go into ``psms`` when given (for MQTT). The publishers', the daemon's and the intake
+    processes' one way of answering."""
+    send, more, last, wall, dumps = push.send, zmq.SNDMORE, 0, time.time_ns, orjson.dumps
+    together: list[ResultMessage] = []
+    flags = batched.tolist() if batched.any() else itertools.repeat(False)
+    for msg, s, r, b in zip(results.messages(), sent.tolist(), received.tolist(), flags, strict=False):
         msg["v"], msg["sent_ns"], msg["received_ns"], msg["published_ns"] = VERSION, (s if s >= 0 else None), r, \
             wall()  # fmt: skip
+        if b:
+            together.append(msg)
+            continue
+        body = dumps(msg, option=_OPTS)
         send(RESULT, more)
-        send(orjson.dumps(msg, option=_OPTS), last)
+        send(body, last)
+        if psms is not None and msg["status"] == "identified":
+            psms.append((results.run, body))
+    if together:
+        now = wall()  # the batch's answers leave together
+        for m in together:
+            m["published_ns"] = now
+        push.send_multipart(encode_batch_results(results.run, together))
+        if psms is not None:
+            psms.extend((results.run, dumps(m, option=_OPTS)) for m in together if m["status"] == "identified")
 
 
 def serve(conn: socket.socket, endpoint: str, parent: int) -> None:
@@ -62,8 +86,8 @@ def serve(conn: socket.socket, endpoint: str, parent: int) -> None:
                     break
                 if kind != MESSAGE:
                     continue
-                for results, sent, received in pickle.loads(parts[0]):
-                    send_results(push, results, sent, received)
+                for results, sent, received, batched in pickle.loads(parts[0]):
+                    send_results(push, results, sent, received, batched)
             if done:
                 break
     finally:

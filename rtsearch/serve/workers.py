@@ -1,13 +1,17 @@
 """The daemon's engine workers: threads that take micro-batches, score them and hand on the results.
 
 The `WorkerPool` owns the `MicroBatcher` and the count of batches in flight, under
-its own condition (the loop queues spectra, the workers take batches). Each worker
+its own condition (the loop queues spectra, the workers take batches). Each engine
 thread binds its own CUDA stream (`Backend.bind_worker`), warms the target up, then
 loops: wait until the batcher releases a batch, score it (the GPU's time, the GIL
-mostly free), build the results with running q-values under each run's own lock
-(`LiveRun.add_scored`), and hand them to ``answer`` (the daemon's: publish, count,
-end runs); due live refits go to the refit process; Python's cyclic GC runs when a
-worker goes idle (`collect_garbage`). An engine failure answers its batch
+mostly free) and hand it to the results thread, up to `FINISH_DEPTH` batches ahead
+of it (then it waits: the queue of scored batches is bounded). The results thread
+builds each batch's results with running q-values under each run's own lock
+(`LiveRun.add_scored`) and hands them to ``answer`` (the daemon's: publish, count,
+end runs); due live refits go to the refit process; Python's cyclic GC runs when it
+goes idle (`collect_garbage`). So the engine scores batch n + 1 while batch n's
+results are built and sent: a batch costs the slower of the two, not their sum
+(bench/RESULTS.md). An engine failure answers its batch
 ``unidentified`` with the error as the reason: nothing is lost. At the shutdown bound,
 `abandon` hands back what waits and what is still being scored, for the daemon to answer
 ``shed``; a batch scored after that is dropped (it was answered), one already past scoring
@@ -20,6 +24,7 @@ import asyncio
 import concurrent.futures
 import logging
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -44,6 +49,7 @@ log = logging.getLogger(__name__)
 
 SLOW_BATCH_S = float(os.environ.get("RTSEARCH_SLOW_BATCH_S", "0.5"))  # slower engine batches are logged
 WARM_UP_SIZES = (1, 7, 64, 512)  # batch sizes each worker scores before intake opens (and max_batch)
+FINISH_DEPTH = 2  # scored batches waiting for the results thread at most (then the engine threads wait)
 
 Answers = Callable[[list[Answer]], None]
 Refusal = tuple[Jobs, str, str]  # spectra refused at enqueue, the shed metric's reason code, the answer's reason
@@ -74,13 +80,18 @@ class WorkerPool:
         self.advice: Advice | None = None  # the wait told to the intake processes (`rtsearch.serve.admission`)
         self._closing = False  # intake closed: workers drain the batcher, then stop
         self._abandoned = False  # shutdown bound passed: late batches are not answered
-        self._threads: list[threading.Thread] = []
+        self._threads: list[threading.Thread] = []  # the engine threads
+        self._scored: queue.Queue[tuple[Jobs, ScoredBatch, float, float] | None] = queue.Queue(FINISH_DEPTH)
+        self._finisher = threading.Thread(target=self._finish_loop, name="results", daemon=True)
+        self._engines_left = 0  # engine threads still taking batches (the last one out stops the results thread)
 
     # ---------------------------------------------------------------- the loop's side
 
     async def start(self) -> None:
         """Start the engine threads; each warms up before this returns."""
         warm: list[asyncio.Future[None]] = []
+        self._engines_left = self.cfg.workers
+        self._finisher.start()
         for k in range(self.cfg.workers):
             done: concurrent.futures.Future[None] = concurrent.futures.Future()
             w = threading.Thread(target=self._worker, args=(done,), name=f"engine_{k}", daemon=True)
@@ -158,15 +169,15 @@ class WorkerPool:
         return not self.alive()
 
     def alive(self) -> bool:
-        """Whether any worker thread runs."""
-        return any(w.is_alive() for w in self._threads)
+        """Whether any engine thread, or the results thread, runs."""
+        return any(w.is_alive() for w in (*self._threads, self._finisher))
 
     def failed(self) -> int:
-        """Worker threads that stopped while the pool was serving (0 while all run, or when it was closed)."""
+        """Threads that stopped while the pool was serving (0 while all run, or when it was closed)."""
         with self._cv:
             if self._closing:
                 return 0
-        return sum(not w.is_alive() for w in self._threads)
+        return sum(not w.is_alive() for w in (*self._threads, self._finisher))
 
     def abandon(self) -> Jobs | None:
         """Stop now: what waits and what is being scored comes back, to be answered unscored (``None``: nothing)."""
@@ -206,19 +217,31 @@ class WorkerPool:
             self._warm_up()
         except BaseException as e:
             warm.set_exception(e)
+            self._engine_out()
             return
         warm.set_result(None)
-        while (taken := self._take()) is not None:
-            number, jobs = taken
-            try:
-                self._run_batch(number, jobs)
-            finally:
-                with self._cv:
-                    self._busy.pop(number, None)
-                    self._advise()
+        try:
+            while (taken := self._take()) is not None:
+                number, jobs = taken
+                try:
+                    self._run_batch(number, jobs)
+                finally:
+                    with self._cv:
+                        self._busy.pop(number, None)
+                        self._advise()
+        finally:
+            self._engine_out()
+
+    def _engine_out(self) -> None:
+        """An engine thread stops; the last one tells the results thread to stop after what it holds."""
+        with self._cv:
+            self._engines_left -= 1
+            last = self._engines_left == 0
+        if last:
+            self._scored.put(None)
 
     def _run_batch(self, number: int, jobs: Jobs) -> None:
-        """Score one batch and hand on its answers (an engine or results failure answers it all the same)."""
+        """Score one batch and hand it to the results thread (an engine failure answers it here)."""
         t0 = time.perf_counter()
         try:
             scored = self.target.score(jobs.spectra)
@@ -231,14 +254,23 @@ class WorkerPool:
         seconds = t1 - t0
         if not self._done(number, len(jobs), seconds):
             return  # abandoned at the shutdown bound: the daemon answered it
-        t2 = time.perf_counter()
         if seconds > SLOW_BATCH_S:
             log.warning("slow engine batch: %d spectra in %.1f ms (model predicted %.1f ms); stages %s",
                         len(jobs), seconds * 1e3, self.model.predict(len(jobs)) * 1e3,
                         {k: round(v * 1e3, 2) for k, v in scored.stages.items()})  # fmt: skip
+        self._scored.put((jobs, scored, t0, t1))  # waits while the results thread is FINISH_DEPTH batches behind
+
+    def _finish_loop(self) -> None:
+        """The results thread: build, hand on and count each scored batch's answers, in the order scored."""
+        while (item := self._scored.get()) is not None:
+            self._finish(*item)
+
+    def _finish(self, jobs: Jobs, scored: ScoredBatch, t0: float, t1: float) -> None:
+        """Answer one scored batch (a failure building its results answers it all the same)."""
+        t2 = time.perf_counter()
         try:
             answers = self._results(jobs, scored)
-        except Exception as e:  # a bug past scoring: the batch is still answered, the worker goes on
+        except Exception as e:  # a bug past scoring: the batch is still answered, the thread goes on
             log.exception("building the results of a batch of %d spectra failed", len(jobs))
             self._unscored(jobs, f"internal error: {type(e).__name__}: {e}"[:300])
             return
@@ -246,12 +278,12 @@ class WorkerPool:
         self.answer(answers)
         self.refitter.refit([state for state, _, _ in answers])
         t4 = time.perf_counter()
-        collect_garbage(idle=not self.waiting)
+        collect_garbage(idle=not self.waiting and self._scored.empty())
         t5 = time.perf_counter()
-        with self._cv:  # the model predicts when answers go out: scoring, results and publishing
+        with self._cv:  # the model predicts when answers go out: scoring, the wait for this thread, results, publishing
             self.model.observe(len(jobs), t5 - t0)
-        stages = {"score": seconds, "lock": t2 - t1, "results": t3 - t2, "publish": t4 - t3, "gc": t5 - t4}
-        self.record(Scored(seconds, stages))
+        stages = {"score": t1 - t0, "lock": t2 - t1, "results": t3 - t2, "publish": t4 - t3, "gc": t5 - t4}
+        self.record(Scored(t1 - t0, stages))
 
     def _take(self) -> tuple[int, Jobs] | None:
         """Wait for the next batch and its number (``None``: shutting down and nothing is left); spectra that

@@ -5,13 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from rtsearch.errors import RtsearchError
+from rtsearch.wire_batch import MAX_COUNT
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, SendError, Sent, looped, replay, synthetic
+
+MAX_RATE_BATCH = 1024  # spectra per message with --rate max
+MAX_RATE_WINDOW = 16_384  # spectra in flight with --rate max (the daemon's queue holds 32,768 by default)
+MAX_RATE_BUDGET_MS = 600_000.0
 
 EXAMPLES = """\
 examples:
@@ -19,6 +25,8 @@ examples:
   rtsearch-sim replay BSA1.mzML.gz --endpoint tcp://127.0.0.1:5555 --collect tcp://127.0.0.1:5556
   # a PULL daemon (--spectra-mode pull), 2000 spectra/s, three passes, report as JSON
   rtsearch-sim replay run.mzML --mode push --rate 2000 --loop 3 --collect tcp://127.0.0.1:5556 --json out.json
+  # a recorded run as fast as the daemon takes it, 1024 spectra a message, answers in batches
+  rtsearch-sim replay run.mgf --mode push --rate max --loop 30 --collect tcp://127.0.0.1:5556
   # synthetic load: real spectra cycled at 20,000/s for 10 minutes
   rtsearch-sim load run.mzML --rate 20000 --duration 600 --collect tcp://127.0.0.1:5556
 """
@@ -45,7 +53,18 @@ def _parser() -> argparse.ArgumentParser:
     common(r)
     pace = r.add_mutually_exclusive_group()
     pace.add_argument("--speed", type=float, default=None, help="multiple of acquisition speed (default 1.0)")
-    pace.add_argument("--rate", type=float, default=None, metavar="HZ", help="fixed spectra per second instead")
+    pace.add_argument("--rate", type=_rate, default=None, metavar="HZ",
+                      help="fixed spectra per second instead, or 'max': as fast as the daemon takes them (sent in "
+                      f"batches of --batch, default {MAX_RATE_BATCH} then)")
+    r.add_argument("--batch", type=int, default=None, metavar="N",
+                   help="spectra per message: N > 1 sends 'spectra' messages of up to N spectra, answered in "
+                   "'batch.results' messages (docs/protocol.md); default 1, or "
+                   f"{MAX_RATE_BATCH} with --rate max")
+    r.add_argument("--window", type=int, default=None, metavar="N",
+                   help="at most N MS2 spectra sent and not yet answered (needs --collect); default "
+                   f"{MAX_RATE_WINDOW:,} with --rate max, none otherwise. With --rate max and no --budget-ms, each "
+                   f"spectrum carries a budget of {MAX_RATE_BUDGET_MS / 1000:.0f} s: a bulk replay wants every "
+                   "spectrum scored, not shed for latency")
     r.add_argument("--loop", type=int, default=1, metavar="N", help="replay the files N times (passes >1 are runs "
                    "named <run>.loopN)")
     lo = sub.add_parser("load", help="synthetic load: the runs' MS2 spectra cycled at a fixed rate")
@@ -58,6 +77,15 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _rate(text: str) -> float:
+    if text.strip().lower() == "max":
+        return math.inf
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected spectra per second or 'max', got {text!r}") from None
+
+
 def _check(args: argparse.Namespace) -> None:
     for f in args.runs:
         if not Path(f).is_file():
@@ -68,6 +96,10 @@ def _check(args: argparse.Namespace) -> None:
         raise SendError("--speed must be positive")
     if getattr(args, "loop", 1) < 1:
         raise SendError("--loop must be at least 1")
+    if getattr(args, "batch", None) is not None and not 1 <= args.batch <= MAX_COUNT:
+        raise SendError(f"--batch must be 1..{MAX_COUNT:,}")
+    if getattr(args, "window", None) is not None and args.window < 0:
+        raise SendError("--window must be >= 0")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,16 +109,23 @@ def run(args: argparse.Namespace) -> int:
         runs = looped(args.runs, args.loop)
         speed = None if args.rate else (args.speed or 1.0)
         rate = args.rate
+        batch = args.batch or (MAX_RATE_BATCH if rate == math.inf else 1)
+        window = args.window if args.window is not None else (MAX_RATE_WINDOW if rate == math.inf else 0)
+        if window and not args.collect:
+            raise SendError("--window (and --rate max, which sends with a window) needs --collect: answers open it")
+        if rate == math.inf and args.budget_ms is None:
+            args.budget_ms = MAX_RATE_BUDGET_MS
     else:
         total = args.count if args.count else int(args.rate * (args.duration or 60))
         runs = synthetic(args.runs, total=total, run_size=args.run_size)
-        speed, rate = None, args.rate
+        speed, rate, batch, window = None, args.rate, 1, 0
     collector = Collector(args.collect).start() if args.collect else None
     sent = Sent()
     try:
         with Sender(args.endpoint, mode=args.mode, wait_s=args.wait) as sender:
             print(f"sending to {sender.endpoint} ({args.mode})", file=sys.stderr)
-            replay(sender, runs, speed=speed, rate=rate, budget_ms=args.budget_ms, sent=sent)
+            replay(sender, runs, speed=speed, rate=rate, budget_ms=args.budget_ms, sent=sent, batch=batch,
+                   window=window, answered=collector.count if collector is not None else None)
         print(f"sent {sent.total:,} spectra ({len(sent.ms2):,} MS2) in {len(sent.runs)} run(s)", file=sys.stderr)
         if collector is None:
             return 0

@@ -1,5 +1,6 @@
 """Receiving results: a SUB socket on the daemon's result stream, measured independently of the daemon.
 
+Both answer topics are collected: ``result`` and ``batch.results`` (the answers to spectra sent in batches).
 Messages are only timestamped while they arrive (a background thread doing
 ``recv`` and ``time.time_ns()``); they are parsed afterwards, so the collector
 keeps up with rates the daemon can. Latency is sent → received: the sender's
@@ -20,6 +21,7 @@ import orjson
 import zmq
 
 from rtsearch.wire import RESULT
+from rtsearch.wire_batch import BATCH_RESULTS, batch_results_count
 
 
 @dataclass
@@ -56,7 +58,9 @@ class Collector:
     def __init__(self, endpoint: str, *, ctx: zmq.Context[Any] | None = None) -> None:
         self.ctx = ctx or zmq.Context.instance()
         self.endpoint = endpoint
-        self.raw: list[tuple[bytes, int]] = []
+        self.raw: list[tuple[bytes, int]] = []  # result message bodies and when each arrived
+        self.batches: list[tuple[bytes, int]] = []  # batch.results bodies (JSON arrays) and when each arrived
+        self._n_batched = 0  # results in them
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="collector", daemon=True)
         self._ready = threading.Event()
@@ -72,9 +76,10 @@ class Collector:
         sock = self.ctx.socket(zmq.SUB)
         sock.setsockopt(zmq.RCVHWM, 0)
         sock.setsockopt(zmq.SUBSCRIBE, RESULT)
+        sock.setsockopt(zmq.SUBSCRIBE, BATCH_RESULTS)
         sock.connect(self.endpoint)
         self._ready.set()
-        raw = self.raw
+        raw, batches = self.raw, self.batches
         try:
             while not self._stop.is_set():
                 if not sock.poll(50):
@@ -84,6 +89,10 @@ class Collector:
                         frames = sock.recv_multipart(zmq.NOBLOCK)
                     except zmq.Again:
                         break
+                    if frames[0] == BATCH_RESULTS:
+                        batches.append((frames[2], time.time_ns()))
+                        self._n_batched += batch_results_count(frames)  # from the header: the body is parsed later
+                        continue
                     raw.append((frames[1], time.time_ns()))
                     if self.on_message is not None:
                         self.on_message(orjson.loads(frames[1]))
@@ -91,14 +100,14 @@ class Collector:
             sock.close(linger=0)
 
     def count(self) -> int:
-        return len(self.raw)
+        return len(self.raw) + self._n_batched
 
     def wait(self, expected: int, *, idle_s: float = 5.0, timeout_s: float = 600.0) -> None:
         """Until ``expected`` results arrived, or none for ``idle_s``, or ``timeout_s`` passed."""
         t_end = time.monotonic() + timeout_s
         last, last_change = -1, time.monotonic()
-        while len(self.raw) < expected and time.monotonic() < t_end:
-            n = len(self.raw)
+        while self.count() < expected and time.monotonic() < t_end:
+            n = self.count()
             if n != last:
                 last, last_change = n, time.monotonic()
             elif time.monotonic() - last_change > idle_s:
@@ -116,6 +125,10 @@ class Collector:
             r = orjson.loads(body)
             r["collected_ns"] = t
             out.append(r)
+        for body, t in list(self.batches):
+            for r in orjson.loads(body):
+                r["collected_ns"] = t
+                out.append(r)
         return out
 
     def report(self, sent: Sequence[tuple[str, int]], *, first_ns: int = 0) -> Report:

@@ -9,8 +9,9 @@ that binds PULL (lossless: PUSH waits instead of dropping).
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +21,7 @@ import zmq
 from rtsearch.io.spectra import read_spectra, run_name
 from rtsearch.types import Spectrum
 from rtsearch.wire import encode_run_end, encode_run_start, encode_spectrum
+from rtsearch.wire_batch import encode_spectra
 
 SendMode = Literal["pub", "push"]
 
@@ -132,22 +134,44 @@ def replay(
     rate: float | None = None,
     budget_ms: float | None = None,
     sent: Sent | None = None,
+    batch: int = 1,
+    window: int = 0,
+    answered: Callable[[], int] | None = None,
 ) -> Sent:
-    """Send each run framed by ``run.start``/``run.end``; returns what was sent."""
+    """Send each run framed by ``run.start``/``run.end``; returns what was sent.
+
+    ``rate`` ``math.inf``: as fast as the daemon answers. ``batch`` > 1: up to that many consecutive
+    spectra in one ``spectra`` message (`rtsearch.wire_batch`), answered in ``batch.results`` messages, each
+    sent at the time of its first spectrum. ``window`` > 0 (with ``answered``, the count of answers so
+    far): at most that many MS2 spectra sent and not yet answered — a bulk sender's flow control, so
+    that spectra wait here rather than be shed by a daemon whose queue they would overflow.
+    """
     out = sent or Sent()
+    n0 = answered() if answered is not None else 0
+
+    def wait_for_room(k: int) -> None:
+        if not window or answered is None:
+            return
+        while len(out.ms2) + k - (answered() - n0) > window:
+            time.sleep(0.0002)
+
     for name, spectra in runs:
         sender.send(encode_run_start(name, source="rtsearch-sim"))
         out.runs.append(name)
-        for sp in paced(spectra, offsets(spectra, speed=speed, rate=rate)):
-            if sp.run != name:
-                sp = dataclasses.replace(sp, run=name)
+        times = [0.0] * len(spectra) if rate == math.inf else offsets(spectra, speed=speed, rate=rate)
+        starts = range(0, len(spectra), max(1, batch))
+        for i in paced(starts, [times[i] for i in starts]):
+            block = [sp if sp.run == name else dataclasses.replace(sp, run=name) for sp in spectra[i : i + batch]]
+            wait_for_room(sum(sp.ms_level >= 2 for sp in block))
             now = time.time_ns()
-            sender.send(encode_spectrum(sp, sent_ns=now, budget_ms=budget_ms))
+            if batch > 1:
+                sender.send(encode_spectra(name, block, sent_ns=now, budget_ms=budget_ms, answer="batch"))
+            else:
+                sender.send(encode_spectrum(block[0], sent_ns=now, budget_ms=budget_ms))
             out.first_ns = out.first_ns or now
             out.last_ns = now
-            out.total += 1
-            if sp.ms_level >= 2:
-                out.ms2.append((sp.run, sp.scan))
+            out.total += len(block)
+            out.ms2.extend((name, sp.scan) for sp in block if sp.ms_level >= 2)
         sender.send(encode_run_end(name, len(spectra)))
     return out
 

@@ -31,13 +31,16 @@ def test_no_daemon_is_one_clear_error(mode):
 
 
 @pytest.mark.asyncio
-async def test_replay_with_collect_writes_the_report(demo_index, tmp_path):
+@pytest.mark.parametrize("pace", [["--rate", "1000"], ["--rate", "max", "--batch", "50"]])
+async def test_replay_with_collect_writes_the_report(pace, demo_index, tmp_path):
+    """At a fixed rate one message a spectrum; at ``--rate max`` batches of 50 (``spectra`` messages, answered in
+    ``batch.results``): the same report either way."""
     engine = DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
     out = tmp_path / "report.json"
     async with running(engine, serve_config(tmp_path)) as daemon:
         proc = await asyncio.to_thread(
             _sim, "replay", str(bundled(RUN)), "--mode", "push", "--endpoint", daemon.endpoints.spectra,
-            "--rate", "1000", "--loop", "2", "--collect", daemon.endpoints.results, "--json", str(out),
+            *pace, "--loop", "2", "--collect", daemon.endpoints.results, "--json", str(out),
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
@@ -46,3 +49,11 @@ async def test_replay_with_collect_writes_the_report(demo_index, tmp_path):
     assert report["latency_ms"]["p50"] <= report["latency_ms"]["p99"] <= report["latency_ms"]["max"]
     assert "lost 0" in proc.stdout
     assert sorted(f.path.name for f in daemon.finished) == ["Ecoli_MS2_small.loop2.tsv", "Ecoli_MS2_small.tsv"]
+
+
+@pytest.mark.parametrize(("args", "says"), [(["--rate", "fast"], "expected spectra per second or 'max'"),
+                                            (["--rate", "max", "--batch", "0"], "--batch must be")])
+def test_bad_pacing_is_one_clear_error(args, says):
+    proc = _sim("replay", str(bundled(RUN)), "--mode", "push", "--endpoint", f"tcp://127.0.0.1:{free_port()}",
+                "--wait", "1", *args)  # fmt: skip
+    assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr

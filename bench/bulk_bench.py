@@ -1,0 +1,164 @@
+"""Bulk replay through the daemon (batched topics) against the offline engine, same machine, same call.
+
+One 50,000-spectrum run (the dev runs' MS2 spectra with one known charge, looped with new scan numbers,
+written as MGF) against the 20,000-protein index with entrapment of `bench/stream_bench.py`:
+
+1. the engine alone: ``Engine.score`` over the run's spectra in batches (``--engine-batches``), in this
+   process — the offline engine's spectra/s without reading files;
+2. ``rtsearch search RUN.mgf --index …``, the whole process timed (file reading included);
+3. ``rtsearch serve --spectra-mode pull`` fed by ``rtsearch-sim replay RUN.mgf --rate max`` (``spectra``
+   messages of ``--batches`` spectra, answers in ``batch.results``, a window of spectra in flight), the
+   simulator's report: answered/s from the first spectrum sent to the last answer, lost, by status, latency.
+
+Prints and writes (``--json``) the figures and the ratios daemon / engine and daemon / ``rtsearch search``.
+
+    python3 bench/bulk_bench.py --data .gpudata/data --index-cache .benchcache/idx20k --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "simulators"))
+
+from bench.rtload_bench import daemon_metrics, free_port, wait_ready  # noqa: E402
+from bench.search_bench import time_engine  # noqa: E402
+from bench.stream_bench import RUNS, get_index  # noqa: E402
+from rtsearch.config import SearchConfig  # noqa: E402
+from rtsearch.io.spectra import read_spectra  # noqa: E402
+from rtsearch.scoring.backend import get_backend  # noqa: E402
+
+
+def looped_spectra(data: Path, n: int) -> list[Any]:
+    """The dev runs' MS2 spectra with one known charge, looped into one run of ``n`` with scans 1..n."""
+    pool = [sp for run in RUNS for sp in read_spectra(data / run)
+            if len(sp.charges) == 1 and not sp.problem and sp.precursor_mz > 0]  # fmt: skip
+    return [dataclasses.replace(pool[i % len(pool)], run="bulk", scan=i + 1) for i in range(n)]
+
+
+def write_mgf(spectra: list[Any], out: Path) -> None:
+    with open(out, "w") as fh:
+        for sp in spectra:
+            fh.write(f"BEGIN IONS\nTITLE=bulk.{sp.scan}\nSCANS={sp.scan}\nPEPMASS={sp.precursor_mz!r}\n"
+                     f"CHARGE={sp.charges[0]}+\nRTINSECONDS={sp.rt!r}\n")  # fmt: skip
+            fh.writelines(f"{m!r} {i!r}\n" for m, i in zip(sp.mz.tolist(), sp.intensity.tolist(), strict=True))
+            fh.write("END IONS\n")
+
+
+def offline(index: Path, mgf: Path, tmp: Path, env: dict[str, str]) -> dict[str, Any]:
+    out = tmp / "offline.tsv"
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "rtsearch.cli", "search", str(mgf), "--index", str(index), "-o",
+                           str(out)], capture_output=True, text=True, env=env, cwd=tmp)  # fmt: skip
+    secs = time.perf_counter() - t0
+    rows = out.read_text().count("\n") - 1 if out.is_file() else 0
+    return {"seconds": round(secs, 2), "rows": rows, "spectra_per_second": round(rows / secs, 1),
+            "rc": proc.returncode, "stderr_tail": proc.stderr[-1500:]}  # fmt: skip
+
+
+def bulk(index: Path, mgf: Path, tmp: Path, env: dict[str, str], batches: list[int], serve_args: list[str],
+         window: int) -> list[dict[str, Any]]:  # fmt: skip
+    sp, rp = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "rtsearch.cli", "serve", "--index", str(index), "--spectra", sp, "--spectra-mode",
+         "pull", "--results", rp, "--metrics-port", "0", "--results-dir", str(tmp / "res"), *serve_args],
+        stderr=subprocess.PIPE, text=True, env=env, cwd=tmp,
+    )  # fmt: skip
+    out: list[dict[str, Any]] = []
+    try:
+        try:
+            port = wait_ready(serve, 600)
+        except RuntimeError as e:
+            print(f"rtsearch serve {' '.join(serve_args)}: {e}", file=sys.stderr)
+            return out
+        for batch in batches:
+            report = tmp / f"bulk{batch}.json"
+            t0 = time.perf_counter()
+            proc = subprocess.run(
+                [sys.executable, "-m", "rtsearch_sim.cli", "replay", str(mgf), "--mode", "push", "--endpoint", sp,
+                 "--rate", "max", "--batch", str(batch), "--window", str(window), "--collect", rp, "--json",
+                 str(report)], capture_output=True, text=True, env=env, cwd=tmp,
+            )  # fmt: skip
+            line: dict[str, Any] = {"batch": batch, "window": window, "serve_args": serve_args, "rc": proc.returncode,
+                                    "wall_seconds_with_reading": round(time.perf_counter() - t0, 2)}  # fmt: skip
+            if report.is_file():
+                line.update(json.loads(report.read_text()))
+            else:
+                line["stderr_tail"] = proc.stderr[-1500:]
+            line["daemon_metrics"] = daemon_metrics(port)
+            print(json.dumps(line), flush=True)
+            out.append(line)
+    finally:
+        serve.terminate()
+        try:
+            serve.wait(120)
+        except subprocess.TimeoutExpired:
+            serve.kill()
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", type=Path, required=True)
+    p.add_argument("--index-cache", type=Path, required=True)
+    p.add_argument("--proteins", type=int, default=20_000)
+    p.add_argument("--spectra", type=int, default=50_000)
+    p.add_argument("--batches", default="1024,4096", help="spectra per spectra message, one replay each")
+    p.add_argument("--window", type=int, default=16_384, help="spectra in flight (rtsearch-sim --window)")
+    p.add_argument("--engine-batches", default="1024,4096")
+    p.add_argument("--serve-args", action="append", default=None,
+                   help="extra rtsearch serve arguments; repeated: one daemon after the other")
+    p.add_argument("--json", type=Path)
+    args = p.parse_args()
+    backend = get_backend("auto")
+    res: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "device": backend.device, "cpus": os.cpu_count()}
+    index, info = get_index(args.data, args.proteins, args.index_cache, backend.xp)
+    res.update(info, index_counts=index.manifest["counts"])
+    spectra = looped_spectra(args.data, args.spectra)
+    cfg = SearchConfig()
+    for b in map(int, args.engine_batches.split(",")):
+        n, secs = time_engine(index, [("bulk", cfg, spectra)], backend, b)
+        res[f"engine_batch{b}_spectra_per_second"] = round(n / secs, 1)
+        print(f"engine alone, batches of {b}: {n} spectra in {secs:.2f} s = {n / secs:,.0f}/s", flush=True)
+    del index
+    if backend.is_gpu:
+        backend.xp.get_default_memory_pool().free_all_blocks()
+    paths = [str(ROOT), str(ROOT / "simulators"), *filter(None, os.environ.get("PYTHONPATH", "").split(":"))]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": ":".join(paths)}
+    with tempfile.TemporaryDirectory() as tmp_s:
+        tmp = Path(tmp_s)
+        mgf = tmp / "bulk.mgf"
+        write_mgf(spectra, mgf)
+        res["mgf_bytes"] = mgf.stat().st_size
+        res["offline"] = offline(args.index_cache.resolve(), mgf, tmp, env)
+        print("offline rtsearch search:", json.dumps(res["offline"]), flush=True)
+        res["bulk"] = [line for extra in args.serve_args or [""] for line in
+                       bulk(args.index_cache.resolve(), mgf, tmp, env, [int(b) for b in args.batches.split(",")],
+                            extra.split(), args.window)]  # fmt: skip
+    best_engine = max(v for k, v in res.items() if k.startswith("engine_batch"))
+    for line in res["bulk"]:
+        rate = line.get("throughput", 0.0)
+        line["over_engine"] = round(rate / best_engine, 3)
+        line["over_offline_search"] = round(rate / max(res["offline"]["spectra_per_second"], 1e-9), 3)
+        label = " ".join(line["serve_args"]) or "defaults"
+        print(f"bulk {label}, batch {line['batch']}: {rate:,.0f} answered/s, lost {line.get('lost')}, "
+              f"{line.get('by_status')}; {line['over_engine']}x the engine alone, "
+              f"{line['over_offline_search']}x rtsearch search", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

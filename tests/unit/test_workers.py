@@ -1,0 +1,86 @@
+"""The engine threads and the results thread (`rtsearch.serve.workers`): the engine scores the next batch while
+the results thread answers the last, so a batch costs the slower of the two stages, not their sum; answers
+come in the order scored, every spectrum once."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from rtsearch.batch import SpectraBatch
+from rtsearch.cli.demo import RUN, TOML, bundled
+from rtsearch.config import ServeConfig, load_config
+from rtsearch.io.spectra import read_spectra
+from rtsearch.scoring.backend import get_backend
+from rtsearch.search.database import DatabaseTarget
+from rtsearch.search.live import LiveRun
+from rtsearch.serve.jobs import Jobs, RunState, Stamps
+from rtsearch.serve.workers import WorkerPool
+
+STAGE_S = 0.05  # what scoring, and answering, each batch takes at least here
+
+
+class SlowTarget:
+    """The demo target, each batch's scoring made to take at least `STAGE_S`."""
+
+    def __init__(self, target: DatabaseTarget) -> None:
+        self._target = target
+        self.backend = target.backend
+
+    def score(self, spectra: SpectraBatch):
+        t0 = time.perf_counter()
+        out = self._target.score(spectra)
+        time.sleep(max(0.0, STAGE_S - (time.perf_counter() - t0)))
+        return out
+
+    def __getattr__(self, name: str):
+        return getattr(self._target, name)
+
+
+class NoRefits:
+    def refit(self, states) -> None:
+        pass
+
+
+def _jobs(state: RunState, spectra, now: int) -> Jobs:
+    n = len(spectra)
+    col = np.full(n, now, dtype=np.int64)
+    stamps = Stamps(col, col, col, np.full(n, 60 * 10**9, np.int64), np.zeros(n, bool))
+    return Jobs(SpectraBatch.of(spectra), stamps, np.zeros(n, np.int32), [state])
+
+
+@pytest.mark.asyncio
+async def test_the_engine_scores_while_the_results_thread_answers(demo_index):
+    target = SlowTarget(DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy")))
+    spectra = list(read_spectra(bundled(RUN)))[:80]
+    answered: list[tuple[int, ...]] = []
+    lock = threading.Lock()
+
+    def answer(answers) -> None:
+        time.sleep(STAGE_S)  # publishing as slow as scoring
+        with lock:
+            answered.extend(tuple(int(s) for s in results.scan) for _, results, _ in answers)
+
+    cfg = ServeConfig(max_batch=8, max_queue=1000, linger_ms=0.0, workers=1)
+    pool = WorkerPool(target, cfg, answer=answer, refitter=NoRefits(), record=lambda *a: None)
+    await pool.start()
+    state = RunState(LiveRun("pipe", target))
+    t0 = time.perf_counter()
+    batches = [spectra[i : i + 8] for i in range(0, len(spectra), 8)]
+    for batch in batches:  # all queued at once: the batcher hands out batches of 8
+        assert pool.enqueue(_jobs(state, batch, time.monotonic_ns())) == []
+    while sum(len(a) for a in answered) < len(spectra):
+        await asyncio.sleep(0.005)
+        assert time.perf_counter() - t0 < 30, "not every spectrum was answered"
+    elapsed = time.perf_counter() - t0
+    pool.close()
+    assert await pool.join(10)
+    # one after the other: 2 x 10 x STAGE_S = 1.0 s; overlapped: about 11 x STAGE_S = 0.55 s
+    assert elapsed < 0.8 * 2 * len(batches) * STAGE_S, elapsed
+    scans = [s for a in answered for s in a]
+    assert sorted(scans) == sorted(s.scan for s in spectra) and len(set(scans)) == len(scans)
+    assert not pool.alive() and pool.failed() == 0
