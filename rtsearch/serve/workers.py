@@ -5,7 +5,9 @@ its own condition (the loop queues spectra, the workers take batches). Each engi
 thread binds its own CUDA stream (`Backend.bind_worker`), warms the target up, then
 loops: wait until the batcher releases a batch, score it (the GPU's time, the GIL
 mostly free) and hand it to the results thread, up to `FINISH_DEPTH` batches ahead
-of it (then it waits: the queue of scored batches is bounded). The results thread
+of it (then it waits: the queue of scored batches is bounded); when that thread is idle
+and no spectrum waits to be scored, the engine thread answers the batch itself (a lone
+spectrum gains nothing from the hand-over and pays a thread wake-up for it). The results thread
 builds each batch's results with running q-values under each run's own lock
 (`LiveRun.add_scored`) and hands them to ``answer`` (the daemon's: publish, count,
 end runs); due live refits go to the refit process; Python's cyclic GC runs when it
@@ -84,6 +86,7 @@ class WorkerPool:
         self._scored: queue.Queue[tuple[Jobs, ScoredBatch, float, float] | None] = queue.Queue(FINISH_DEPTH)
         self._finisher = threading.Thread(target=self._finish_loop, name="results", daemon=True)
         self._engines_left = 0  # engine threads still taking batches (the last one out stops the results thread)
+        self._finishing = threading.Lock()  # held while a batch's answers are built and sent, by whichever thread
 
     # ---------------------------------------------------------------- the loop's side
 
@@ -258,12 +261,21 @@ class WorkerPool:
             log.warning("slow engine batch: %d spectra in %.1f ms (model predicted %.1f ms); stages %s",
                         len(jobs), seconds * 1e3, self.model.predict(len(jobs)) * 1e3,
                         {k: round(v * 1e3, 2) for k, v in scored.stages.items()})  # fmt: skip
-        self._scored.put((jobs, scored, t0, t1))  # waits while the results thread is FINISH_DEPTH batches behind
+        # with nothing else to score and the results thread idle, the batch is answered here: a hand-over
+        # between threads costs a lone spectrum more than an overlap with nothing would gain it
+        if not self.waiting and self._scored.empty() and self._finishing.acquire(blocking=False):
+            try:
+                self._finish(jobs, scored, t0, t1)
+            finally:
+                self._finishing.release()
+        else:
+            self._scored.put((jobs, scored, t0, t1))  # waits while the results thread is FINISH_DEPTH batches behind
 
     def _finish_loop(self) -> None:
         """The results thread: build, hand on and count each scored batch's answers, in the order scored."""
         while (item := self._scored.get()) is not None:
-            self._finish(*item)
+            with self._finishing:
+                self._finish(*item)
 
     def _finish(self, jobs: Jobs, scored: ScoredBatch, t0: float, t1: float) -> None:
         """Answer one scored batch (a failure building its results answers it all the same)."""

@@ -1,6 +1,6 @@
-"""The engine threads and the results thread (`rtsearch.serve.workers`): the engine scores the next batch while
-the results thread answers the last, so a batch costs the slower of the two stages, not their sum; answers
-come in the order scored, every spectrum once."""
+"""The engine threads and the results thread (`rtsearch.serve.workers`): under load the engine scores the next
+batch while the results thread answers the last, so a batch costs the slower of the two stages, not their sum; a
+lone batch is answered by the engine thread itself; every spectrum once."""
 
 from __future__ import annotations
 
@@ -58,12 +58,14 @@ async def test_the_engine_scores_while_the_results_thread_answers(demo_index):
     target = SlowTarget(DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy")))
     spectra = list(read_spectra(bundled(RUN)))[:80]
     answered: list[tuple[int, ...]] = []
+    threads: list[str] = []
     lock = threading.Lock()
 
     def answer(answers) -> None:
         time.sleep(STAGE_S)  # publishing as slow as scoring
         with lock:
             answered.extend(tuple(int(s) for s in results.scan) for _, results, _ in answers)
+            threads.append(threading.current_thread().name)
 
     cfg = ServeConfig(max_batch=8, max_queue=1000, linger_ms=0.0, workers=1)
     pool = WorkerPool(target, cfg, answer=answer, refitter=NoRefits(), record=lambda *a: None)
@@ -77,10 +79,18 @@ async def test_the_engine_scores_while_the_results_thread_answers(demo_index):
         await asyncio.sleep(0.005)
         assert time.perf_counter() - t0 < 30, "not every spectrum was answered"
     elapsed = time.perf_counter() - t0
+    assert "results" in threads  # under load the results thread answers
+    # a lone batch, nothing else to score: the engine thread answers it itself (no hand-over)
+    threads.clear()
+    lone = [s.__class__(**{**{f: getattr(s, f) for f in s.__dataclass_fields__}, "scan": 10**6}) for s in spectra[:1]]
+    pool.enqueue(_jobs(state, lone, time.monotonic_ns()))
+    while len(threads) < 1:
+        await asyncio.sleep(0.005)
+    assert threads == ["engine_0"]
     pool.close()
     assert await pool.join(10)
     # one after the other: 2 x 10 x STAGE_S = 1.0 s; overlapped: about 11 x STAGE_S = 0.55 s
     assert elapsed < 0.8 * 2 * len(batches) * STAGE_S, elapsed
     scans = [s for a in answered for s in a]
-    assert sorted(scans) == sorted(s.scan for s in spectra) and len(set(scans)) == len(scans)
+    assert sorted(scans) == sorted([*(s.scan for s in spectra), 10**6]) and len(set(scans)) == len(scans)
     assert not pool.alive() and pool.failed() == 0
