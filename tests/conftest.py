@@ -24,6 +24,15 @@ def data() -> Path:
 
 
 @pytest.fixture(scope="session")
+def shared_tools() -> Path:
+    """The shared tools (`rt_load.py`, the independent protocol client): $RTSEARCH_TOOLS, else ../shared/tools."""
+    for cand in (os.environ.get("RTSEARCH_TOOLS"), ROOT / "shared" / "tools", ROOT.parent / "shared" / "tools"):
+        if cand and (Path(cand) / "rt_load.py").is_file():
+            return Path(cand)
+    raise RuntimeError("the shared tools were not found: set RTSEARCH_TOOLS to the shared/tools folder")
+
+
+@pytest.fixture(scope="session")
 def demo_index(tmp_path_factory):
     """The bundled E. coli index (what `rtsearch demo` searches), built once per session."""
     from rtsearch.cli.demo import cached_index

@@ -57,6 +57,12 @@ class BatchPolicy:
             raise ValueError("linger_ms and margin_ms must be >= 0")
 
 
+# waking up to give spectra up, and answering a pile of them, take time too (a thread's wake-up alone was seen 7 ms
+# late on a busy 2-core machine): they go this much earlier. A slack widened on late answers fed on itself (spectra
+# already late on arrival widened it until every spectrum was given up: bench/RESULTS.md)
+EXPIRY_SLACK_MS = 15.0
+
+
 class EngineTimeModel:
     """Seconds the engine takes for a batch of ``n``: ``fixed + per_item * n``.
 
@@ -140,8 +146,19 @@ class MicroBatcher:
         start = max(self.clock(), busy_until_ns)
         return start + ((batches * self.model.fixed_s + through * self.model.per_item_s) * 1e9).astype(np.int64)
 
+    def lead_ns(self) -> int:
+        """How long before its deadline a waiting spectrum is given up: the least a batch takes (the model's batch
+        of one) plus the margin and `EXPIRY_SLACK_MS` for waking up and answering those given up, so that they are
+        answered ``shed`` before their budget is over, not after."""
+        return int((self.model.predict(1) + (self.policy.margin_ms + EXPIRY_SLACK_MS) / 1e3) * 1e9)
+
+    def expire_at(self) -> int | None:
+        """When the earliest waiting spectrum is to be given up (`lead_ns` before its deadline; ``None``: none
+        waits)."""
+        return self._earliest - self.lead_ns() if self._n else None
+
     def expire(self, now: int) -> np.ndarray:
-        """Take out the handles whose deadline passed before ``now`` (scoring them could only answer late)."""
+        """Take out the handles whose deadline falls before ``now`` (scoring them could only answer late)."""
         if not self._n or self._earliest >= now:
             return np.zeros(0, np.int64)
         items, mass, arrived, deadline = self._joined()

@@ -87,6 +87,8 @@ class WorkerPool:
         self._finisher = threading.Thread(target=self._finish_loop, name="results", daemon=True)
         self._engines_left = 0  # engine threads still taking batches (the last one out stops the results thread)
         self._finishing = threading.Lock()  # held while a batch's answers are built and sent, by whichever thread
+        self._expiry = threading.Thread(target=self._expiry_loop, name="expiry", daemon=True)
+        self._expiry_wake = threading.Event()  # spectra came in, or the pool stops: the expiry thread looks again
 
     # ---------------------------------------------------------------- the loop's side
 
@@ -95,6 +97,7 @@ class WorkerPool:
         warm: list[asyncio.Future[None]] = []
         self._engines_left = self.cfg.workers
         self._finisher.start()
+        self._expiry.start()
         for k in range(self.cfg.workers):
             done: concurrent.futures.Future[None] = concurrent.futures.Future()
             w = threading.Thread(target=self._worker, args=(done,), name=f"engine_{k}", daemon=True)
@@ -127,6 +130,7 @@ class WorkerPool:
             waiting, in_flight = len(self.batcher), self._in_flight
             self._advise()
             self._cv.notify()
+        self._expiry_wake.set()
         self.record(Queue(waiting, in_flight))
         return refused
 
@@ -163,6 +167,7 @@ class WorkerPool:
         with self._cv:
             self._closing = True
             self._cv.notify_all()
+        self._expiry_wake.set()
 
     async def join(self, timeout_s: float) -> bool:
         """Wait (at most ``timeout_s``) for the workers to stop; whether they did."""
@@ -173,17 +178,18 @@ class WorkerPool:
 
     def alive(self) -> bool:
         """Whether any engine thread, or the results thread, runs."""
-        return any(w.is_alive() for w in (*self._threads, self._finisher))
+        return any(w.is_alive() for w in (*self._threads, self._finisher, self._expiry))
 
     def failed(self) -> int:
         """Threads that stopped while the pool was serving (0 while all run, or when it was closed)."""
         with self._cv:
             if self._closing:
                 return 0
-        return sum(not w.is_alive() for w in (*self._threads, self._finisher))
+        return sum(not w.is_alive() for w in (*self._threads, self._finisher, self._expiry))
 
     def abandon(self) -> Jobs | None:
         """Stop now: what waits and what is being scored comes back, to be answered unscored (``None``: nothing)."""
+        self._expiry_wake.set()
         with self._cv:
             self._closing = self._abandoned = True
             self._cv.notify_all()
@@ -236,12 +242,14 @@ class WorkerPool:
             self._engine_out()
 
     def _engine_out(self) -> None:
-        """An engine thread stops; the last one tells the results thread to stop after what it holds."""
+        """An engine thread stops; the last one tells the results thread to stop after what it holds (and the
+        expiry thread to stop)."""
         with self._cv:
             self._engines_left -= 1
             last = self._engines_left == 0
         if last:
             self._scored.put(None)
+            self._expiry_wake.set()
 
     def _run_batch(self, number: int, jobs: Jobs) -> None:
         """Score one batch and hand it to the results thread (an engine failure answers it here)."""
@@ -297,22 +305,44 @@ class WorkerPool:
         stages = {"score": t1 - t0, "lock": t2 - t1, "results": t3 - t2, "publish": t4 - t3, "gc": t5 - t4}
         self.record(Scored(t1 - t0, stages))
 
+    def _expire(self) -> bool:
+        """(Under the condition.) Answer ``shed`` the waiting spectra that no batch could answer within their
+        budget any more (`MicroBatcher.lead_ns` before it ends); whether there were any."""
+        expired = self.batcher.expire(self.clock() + self.batcher.lead_ns())
+        if not len(expired):
+            return False
+        late = self._pending.take(expired)
+        self._advise()
+        self._cv.release()  # answering takes the runs' locks and the socket: not under the batcher's
+        try:
+            self.record(Shed("expired", len(late)))
+            self.answer(unscored(late, ResultStatus.SHED, "overload: its budget would be over before it is scored"))
+        finally:
+            self._cv.acquire()
+        return True
+
+    def _expiry_loop(self) -> None:
+        """The expiry thread: gives up waiting spectra in time while every engine thread is busy (they would
+        otherwise be given up only when one comes back, after their budget)."""
+        while True:
+            with self._cv:
+                if self._abandoned or (self._closing and self._engines_left == 0):
+                    return
+                while self._expire():
+                    pass
+                due = self.batcher.expire_at()
+                self._expiry_wake.clear()
+            timeout = None if due is None else max(0.0, (due - self.clock()) / 1e9)
+            self._expiry_wake.wait(timeout)
+
     def _take(self) -> tuple[int, Jobs] | None:
         """Wait for the next batch and its number (``None``: shutting down and nothing is left); spectra that
-        waited past their deadline are answered ``shed`` on the way."""
+        cannot be answered within their budget any more are answered ``shed`` on the way."""
         with self._cv:
             while True:
                 if self._abandoned:
                     return None
-                expired = self.batcher.expire(self.clock())
-                if len(expired):
-                    late = self._pending.take(expired)
-                    self._cv.release()  # answering takes the runs' locks and the socket: not under the batcher's
-                    try:
-                        self.record(Shed("expired", len(late)))
-                        self.answer(unscored(late, ResultStatus.SHED, "overload: waited past its budget"))
-                    finally:
-                        self._cv.acquire()
+                if self._expire():
                     continue
                 handles = self.batcher.take(workers_free=1, now=self._closing)
                 if handles is not None:
