@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -32,12 +31,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "simulators"))
 
-from bench.rtload_bench import daemon_metrics, free_port, wait_ready  # noqa: E402
 from bench.search_bench import time_engine  # noqa: E402
-from bench.stream_bench import RUNS, get_index  # noqa: E402
+from bench.serving import Served, code_env, daemon_metrics, index_and_record  # noqa: E402
+from bench.stream_bench import RUNS  # noqa: E402
 from rtsearch.config import SearchConfig  # noqa: E402
 from rtsearch.io.spectra import read_spectra  # noqa: E402
-from rtsearch.scoring.backend import get_backend  # noqa: E402
 
 
 def looped_spectra(data: Path, n: int) -> list[Any]:
@@ -69,26 +67,20 @@ def offline(index: Path, mgf: Path, tmp: Path, env: dict[str, str]) -> dict[str,
 
 def bulk(index: Path, mgf: Path, tmp: Path, env: dict[str, str], batches: list[int], serve_args: list[str],
          window: int) -> list[dict[str, Any]]:  # fmt: skip
-    sp, rp = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "rtsearch.cli", "serve", "--index", str(index), "--spectra", sp, "--spectra-mode",
-         "pull", "--results", rp, "--metrics-port", "0", "--results-dir", str(tmp / "res"), *serve_args],
-        stderr=subprocess.PIPE, text=True, env=env, cwd=tmp,
-    )  # fmt: skip
     out: list[dict[str, Any]] = []
     try:
-        try:
-            port = wait_ready(serve, 600)
-        except RuntimeError as e:
-            print(f"rtsearch serve {' '.join(serve_args)}: {e}", file=sys.stderr)
-            return out
+        served = Served(index, tmp / "res", serve_args, tmp).__enter__()
+    except RuntimeError as e:
+        print(f"rtsearch serve {' '.join(serve_args)}: {e}", file=sys.stderr)
+        return out
+    with served:
         for batch in batches:
             report = tmp / f"bulk{batch}.json"
             t0 = time.perf_counter()
             proc = subprocess.run(
-                [sys.executable, "-m", "rtsearch_sim.cli", "replay", str(mgf), "--mode", "push", "--endpoint", sp,
-                 "--rate", "max", "--batch", str(batch), "--window", str(window), "--collect", rp, "--json",
-                 str(report)], capture_output=True, text=True, env=env, cwd=tmp,
+                [sys.executable, "-m", "rtsearch_sim.cli", "replay", str(mgf), "--mode", "push", "--endpoint",
+                 served.spectra, "--rate", "max", "--batch", str(batch), "--window", str(window), "--collect",
+                 served.results, "--json", str(report)], capture_output=True, text=True, env=env, cwd=tmp,
             )  # fmt: skip
             line: dict[str, Any] = {"batch": batch, "window": window, "serve_args": serve_args, "rc": proc.returncode,
                                     "wall_seconds_with_reading": round(time.perf_counter() - t0, 2)}  # fmt: skip
@@ -96,15 +88,9 @@ def bulk(index: Path, mgf: Path, tmp: Path, env: dict[str, str], batches: list[i
                 line.update(json.loads(report.read_text()))
             else:
                 line["stderr_tail"] = proc.stderr[-1500:]
-            line["daemon_metrics"] = daemon_metrics(port)
+            line["daemon_metrics"] = daemon_metrics(served.port)
             print(json.dumps(line), flush=True)
             out.append(line)
-    finally:
-        serve.terminate()
-        try:
-            serve.wait(120)
-        except subprocess.TimeoutExpired:
-            serve.kill()
     return out
 
 
@@ -121,10 +107,7 @@ def main() -> int:
                    help="extra rtsearch serve arguments; repeated: one daemon after the other")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
-    backend = get_backend("auto")
-    res: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "device": backend.device, "cpus": os.cpu_count()}
-    index, info = get_index(args.data, args.proteins, args.index_cache, backend.xp)
-    res.update(info, index_counts=index.manifest["counts"])
+    backend, res, index = index_and_record(args.data, args.proteins, args.index_cache)
     spectra = looped_spectra(args.data, args.spectra)
     cfg = SearchConfig()
     for b in map(int, args.engine_batches.split(",")):
@@ -134,8 +117,7 @@ def main() -> int:
     del index
     if backend.is_gpu:
         backend.xp.get_default_memory_pool().free_all_blocks()
-    paths = [str(ROOT), str(ROOT / "simulators"), *filter(None, os.environ.get("PYTHONPATH", "").split(":"))]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": ":".join(paths)}
+    env = code_env()
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
         mgf = tmp / "bulk.mgf"

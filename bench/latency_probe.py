@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -31,10 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "simulators"))
 
-from bench.rtload_bench import free_port, wait_ready  # noqa: E402
-from bench.stream_bench import RUNS, get_index  # noqa: E402
+from bench.serving import Served, free_port, index_and_record  # noqa: E402
+from bench.stream_bench import RUNS  # noqa: E402
 from rtsearch.io.spectra import read_spectra  # noqa: E402
-from rtsearch.scoring.backend import get_backend  # noqa: E402
 from rtsearch_sim.collector import Collector  # noqa: E402
 from rtsearch_sim.replay import Sender, Sent, replay  # noqa: E402
 
@@ -91,17 +89,13 @@ def main() -> int:
                    help="rtsearch serve arguments, comma-separated (repeatable; default: none)")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
-    backend = get_backend("auto")
-    res: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "device": backend.device, "rate": args.rate}
-    index, info = get_index(args.data, args.proteins, args.index_cache, backend.xp)
-    res.update(info)
+    _, res, index = index_and_record(args.data, args.proteins, args.index_cache)
+    res["rate"] = args.rate
     del index
     pool = [sp for run in RUNS for sp in read_spectra(args.data / run) if len(sp.charges) == 1 and not sp.problem]
     spectra = [pool[i % len(pool)] for i in range(args.count)]
     spectra = [type(sp)(**{**{f: getattr(sp, f) for f in sp.__dataclass_fields__}, "scan": i + 1})
                for i, sp in enumerate(spectra)]  # fmt: skip
-    paths = [str(ROOT), str(ROOT / "simulators"), *filter(None, os.environ.get("PYTHONPATH", "").split(":"))]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": ":".join(paths)}
     phases = []
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
@@ -116,27 +110,17 @@ def main() -> int:
             echo.kill()
             echo.wait(10)
         for label, extra in [tuple(v.split("=", 1)) for v in args.variant] or [("defaults", "")]:
-            sp, rp = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
-            serve = subprocess.Popen(
-                [sys.executable, "-m", "rtsearch.cli", "serve", "--index", str(args.index_cache.resolve()),
-                 "--spectra", sp, "--spectra-mode", "pull", "--results", rp, "--metrics-port", "0", "--results-dir",
-                 str(tmp / f"res-{label}"), *extra.replace(",", " ").split()],
-                stderr=subprocess.PIPE, text=True, env=env, cwd=tmp,
-            )  # fmt: skip
-            try:
-                port = wait_ready(serve, 600)
-                before = histograms(port)
-                line = {"phase": label, "args": extra, **send(sp, rp, spectra, args.rate, f"probe-{label}")}
-                after = histograms(port)
-                for h in HISTOGRAMS:
-                    n = after.get(f"{h}_count", 0) - before.get(f"{h}_count", 0)
-                    line[f"{h}_mean"] = round((after.get(f"{h}_sum", 0) - before.get(f"{h}_sum", 0)) / n, 6) if n \
-                        else None  # fmt: skip
-                print(json.dumps(line), flush=True)
-                phases.append(line)
-            finally:
-                serve.terminate()
-                serve.wait(120)
+            with Served(args.index_cache.resolve(), tmp / f"res-{label}", extra.replace(",", " ").split(),
+                        tmp) as served:  # fmt: skip
+                before = histograms(served.port)
+                line = {"phase": label, "args": extra,
+                        **send(served.spectra, served.results, spectra, args.rate, f"probe-{label}")}  # fmt: skip
+                after = histograms(served.port)
+            for h in HISTOGRAMS:
+                n = after.get(f"{h}_count", 0) - before.get(f"{h}_count", 0)
+                line[f"{h}_mean"] = round((after.get(f"{h}_sum", 0) - before.get(f"{h}_sum", 0)) / n, 6) if n else None
+            print(json.dumps(line), flush=True)
+            phases.append(line)
     res["phases"] = phases
     if args.json:
         args.json.write_text(json.dumps(res, indent=1))

@@ -21,14 +21,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "simulators"))
 
-from bench.stream_bench import RUNS, get_index  # noqa: E402
+from bench.serving import Served, daemon_metrics, free_port, index_and_record  # noqa: E402
+from bench.stream_bench import RUNS  # noqa: E402
 from rtsearch.io.spectra import read_spectra  # noqa: E402
-from rtsearch.scoring.backend import get_backend  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def write_mgf(data: Path, out: Path) -> int:
@@ -73,70 +63,21 @@ def rt_load(tools: Path, mgf: Path, spectra: str, results: str, *args: str) -> l
     return [x for x in lines if "offered_hz" in x]
 
 
-def wait_ready(proc: subprocess.Popen[str], timeout: float) -> int:
-    """Wait for the daemon's ready line; its metrics port."""
-    assert proc.stderr is not None
-    end = time.monotonic() + timeout
-    said: list[str] = []
-    while time.monotonic() < end:
-        line = proc.stderr.readline()
-        said = [*said[-20:], line]
-        if " ready: " in line:
-            threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep its stderr from filling up
-            return int(line.rsplit(":", 1)[1])
-        if not line and proc.poll() is not None:
-            raise RuntimeError(f"rtsearch serve exited with {proc.returncode}:\n{''.join(said)}")
-    raise RuntimeError("rtsearch serve did not become ready")
-
-
-WATCHED = ("rtsearch_shed_total", "rtsearch_results_total", "rtsearch_worker_seconds_total",
-           "rtsearch_batch_size_sum", "rtsearch_batch_size_count")  # fmt: skip
-
-
-def daemon_metrics(port: int) -> dict[str, float]:
-    """The daemon's counters that say where overload went (cumulative; shed by reason, worker stages)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-            text = r.read().decode()
-    except OSError as e:
-        return {"error": str(e)}  # type: ignore[dict-item]
-    out = {}
-    for line in text.splitlines():
-        if line.startswith(WATCHED):
-            key, value = line.rsplit(" ", 1)
-            out[key] = float(value)
-    return out
-
-
 def daemon(code: Path, tmp: Path, phase: Any, args: argparse.Namespace, label: str = "", extra: str = "") -> None:
     """The phases against ``rtsearch serve`` of the checkout ``code`` (with ``extra`` arguments), tagged with its
     folder's name and ``label``."""
-    sp, rp = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
-    paths = [str(code), str(code / "simulators"), *filter(None, os.environ.get("PYTHONPATH", "").split(":"))]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": ":".join(paths)}
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "rtsearch.cli", "serve", "--index", str(args.index_cache.resolve()), "--spectra", sp,
-         "--spectra-mode", "pull", "--results", rp, "--metrics-port", "0", "--results-dir",
-         str(tmp / f"res-{code.name}{label}"), *args.serve_args.split(), *extra.split()],
-        stderr=subprocess.PIPE, text=True, env=env, cwd=tmp,  # not a checkout: PYTHONPATH decides the code
-    )  # fmt: skip
     name = code.name + (f"[{label}]" if label else "")
-    try:
-        port = wait_ready(serve, 600)
+    with Served(args.index_cache.resolve(), tmp / f"res-{code.name}{label}", [*args.serve_args.split(),
+                *extra.split()], tmp, code=code) as served:  # fmt: skip
+        ep, port = (served.spectra, served.results), served.port
         budget = ["--budget-ms", str(args.budget_ms)] if args.budget_ms else []
         for rate in args.rates.split(","):
             seconds = args.low_seconds if float(rate) <= 1000 else args.seconds
-            phase(f"daemon {name}", rate, seconds, *budget, ep=(sp, rp), port=port)
+            phase(f"daemon {name}", rate, seconds, *budget, ep=ep, port=port)
         if args.overload:
             tight = ["--budget-ms", str(args.overload_budget_ms)] if args.overload_budget_ms else budget
-            phase(f"overload {name}", str(args.overload), args.overload_seconds, *tight, ep=(sp, rp), port=port)
-            phase(f"after {name}", "200", 5.0, *budget, ep=(sp, rp), port=port)
-    finally:
-        serve.terminate()
-        try:
-            serve.wait(120)
-        except subprocess.TimeoutExpired:
-            serve.kill()
+            phase(f"overload {name}", str(args.overload), args.overload_seconds, *tight, ep=ep, port=port)
+            phase(f"after {name}", "200", 5.0, *budget, ep=ep, port=port)
 
 
 def main() -> int:
@@ -161,10 +102,7 @@ def main() -> int:
                    help="the checkout whose daemon is measured (default this one); several: one after the other")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
-    backend = get_backend("auto")
-    res: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "device": backend.device, "cpus": os.cpu_count()}
-    index, info = get_index(args.data, args.proteins, args.index_cache, backend.xp)
-    res.update(info, index_counts=index.manifest["counts"])
+    backend, res, index = index_and_record(args.data, args.proteins, args.index_cache)
     del index
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)

@@ -326,7 +326,7 @@ class WorkerPool:
         otherwise be given up only when one comes back, after their budget)."""
         while True:
             with self._cv:
-                if self._abandoned or (self._closing and self._engines_left == 0):
+                if self._abandoned or self._engines_left == 0:  # stopped (or never started: warm-up failed)
                     return
                 while self._expire():
                     pass

@@ -10,25 +10,11 @@ import pytest
 import zmq
 
 from rtsearch import wire
-from rtsearch.cli.demo import TOML, bundled
-from rtsearch.config import load_config
-from rtsearch.scoring.backend import get_backend
-from rtsearch.search.database import DatabaseTarget
 from rtsearch_sim.collector import Collector
-from rtsearch_sim.replay import Sender, Sent, load_run, replay
+from rtsearch_sim.replay import Sender, Sent, replay
 from tests.streaming import free_port, running, scrape, serve_config
 
 pytestmark = pytest.mark.asyncio
-
-
-@pytest.fixture(scope="module")
-def ecoli_run(data):
-    return load_run(data / "ecoli-small/Ecoli_MS2_small.mzML")
-
-
-@pytest.fixture()
-def engine(demo_index):
-    return DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
 
 
 def _send_and_collect(

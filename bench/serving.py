@@ -1,0 +1,111 @@
+"""What the daemon benchmarks share: free ports, ``rtsearch serve`` as a process of this checkout, its counters.
+
+`Served` starts ``rtsearch serve --spectra-mode pull`` on free loopback ports with the code of a checkout
+(``PYTHONPATH``), waits for its ready line (the metrics port), and stops it on exit.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+WATCHED = ("rtsearch_shed_total", "rtsearch_results_total", "rtsearch_worker_seconds_total",
+           "rtsearch_batch_size_sum", "rtsearch_batch_size_count")  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def code_env(code: Path = ROOT) -> dict[str, str]:
+    """This environment with ``code`` (a checkout) and its simulators first on ``PYTHONPATH``."""
+    paths = [str(code), str(code / "simulators"), *filter(None, os.environ.get("PYTHONPATH", "").split(":"))]
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": ":".join(paths)}
+
+
+def wait_ready(proc: subprocess.Popen[str], timeout: float) -> int:
+    """Wait for the daemon's ready line; its metrics port (its last lines in the error when it exits first)."""
+    assert proc.stderr is not None
+    end = time.monotonic() + timeout
+    said: list[str] = []
+    while time.monotonic() < end:
+        line = proc.stderr.readline()
+        said = [*said[-20:], line]
+        if " ready: " in line:
+            threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep its stderr from filling up
+            return int(line.rsplit(":", 1)[1])
+        if not line and proc.poll() is not None:
+            raise RuntimeError(f"rtsearch serve exited with {proc.returncode}:\n{''.join(said)}")
+    raise RuntimeError("rtsearch serve did not become ready")
+
+
+def daemon_metrics(port: int) -> dict[str, float]:
+    """The daemon's counters that say where overload went (cumulative; shed by reason, worker stages)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError as e:
+        return {"error": str(e)}  # type: ignore[dict-item]
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(WATCHED):
+            key, value = line.rsplit(" ", 1)
+            out[key] = float(value)
+    return out
+
+
+def index_and_record(data: Path, proteins: int, cache: Path) -> tuple[Any, dict[str, Any], Any]:
+    """The backend (auto), the record a benchmark starts with (date, device, CPUs, index counts and build or load
+    time) and the 20,000-protein index with entrapment of `bench/stream_bench.py` (built once into ``cache``)."""
+    from bench.stream_bench import get_index
+    from rtsearch.scoring.backend import get_backend
+
+    backend = get_backend("auto")
+    res: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "device": backend.device, "cpus": os.cpu_count()}
+    index, info = get_index(data, proteins, cache, backend.xp)
+    res.update(info, index_counts=index.manifest["counts"])
+    return backend, res, index
+
+
+class Served:
+    """``with Served(index, results_dir, args, tmp) as s:`` — ``s.spectra``, ``s.results``, ``s.port``."""
+
+    def __init__(self, index: Path, results_dir: Path, args: list[str], cwd: Path, *, code: Path = ROOT) -> None:
+        self.spectra, self.results = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rtsearch.cli", "serve", "--index", str(index), "--spectra", self.spectra,
+             "--spectra-mode", "pull", "--results", self.results, "--metrics-port", "0", "--results-dir",
+             str(results_dir), *args],
+            stderr=subprocess.PIPE, text=True, env=code_env(code), cwd=cwd,  # not a checkout: PYTHONPATH decides
+        )  # fmt: skip
+        self.port = 0
+
+    def __enter__(self) -> Served:
+        if self.port:  # entered already (a caller that checks the start on its own)
+            return self
+        try:
+            self.port = wait_ready(self.proc, 600)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
