@@ -52,7 +52,8 @@ async def test_replay_with_collect_writes_the_report(pace, demo_index, tmp_path)
 
 
 @pytest.mark.parametrize(("args", "says"), [(["--rate", "fast"], "expected spectra per second or 'max'"),
-                                            (["--rate", "max", "--batch", "0"], "--batch must be")])
+                                            (["--rate", "max", "--batch", "0"], "--batch must be"),
+                                            (["--rate", "max"], "needs --collect")])
 def test_bad_pacing_is_one_clear_error(args, says):
     proc = _sim("replay", str(bundled(RUN)), "--mode", "push", "--endpoint", f"tcp://127.0.0.1:{free_port()}",
                 "--wait", "1", *args)  # fmt: skip
