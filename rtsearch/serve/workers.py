@@ -89,6 +89,7 @@ class WorkerPool:
         self._finishing = threading.Lock()  # held while a batch's answers are built and sent, by whichever thread
         self._expiry = threading.Thread(target=self._expiry_loop, name="expiry", daemon=True)
         self._expiry_wake = threading.Event()  # spectra came in, or the pool stops: the expiry thread looks again
+        self._expiry_due: int | None = None  # when the expiry thread looks next (None: when woken)
 
     # ---------------------------------------------------------------- the loop's side
 
@@ -130,7 +131,12 @@ class WorkerPool:
             waiting, in_flight = len(self.batcher), self._in_flight
             self._advise()
             self._cv.notify()
-        self._expiry_wake.set()
+            # the expiry thread looks again only when a newcomer is due before what it waits for (usually only
+            # the first spectrum into an empty queue: the others have later deadlines)
+            due = self.batcher.expire_at()
+            wake = due is not None and (self._expiry_due is None or due < self._expiry_due)
+        if wake:
+            self._expiry_wake.set()
         self.record(Queue(waiting, in_flight))
         return refused
 
@@ -330,7 +336,7 @@ class WorkerPool:
                     return
                 while self._expire():
                     pass
-                due = self.batcher.expire_at()
+                due = self._expiry_due = self.batcher.expire_at()
                 self._expiry_wake.clear()
             timeout = None if due is None else max(0.0, (due - self.clock()) / 1e9)
             self._expiry_wake.wait(timeout)

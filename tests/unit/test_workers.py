@@ -25,16 +25,17 @@ STAGE_S = 0.05  # what scoring, and answering, each batch takes at least here
 
 
 class SlowTarget:
-    """The demo target, each batch's scoring made to take at least `STAGE_S`."""
+    """The demo target, each batch's scoring made to take at least ``stage_s``."""
 
-    def __init__(self, target: DatabaseTarget) -> None:
+    def __init__(self, target: DatabaseTarget, stage_s: float = STAGE_S) -> None:
         self._target = target
         self.backend = target.backend
+        self.stage_s = stage_s
 
     def score(self, spectra: SpectraBatch):
         t0 = time.perf_counter()
         out = self._target.score(spectra)
-        time.sleep(max(0.0, STAGE_S - (time.perf_counter() - t0)))
+        time.sleep(max(0.0, self.stage_s - (time.perf_counter() - t0)))
         return out
 
     def __getattr__(self, name: str):
@@ -46,10 +47,10 @@ class NoRefits:
         pass
 
 
-def _jobs(state: RunState, spectra, now: int) -> Jobs:
+def _jobs(state: RunState, spectra, now: int, budget_ns: int = 60 * 10**9) -> Jobs:
     n = len(spectra)
     col = np.full(n, now, dtype=np.int64)
-    stamps = Stamps(col, col, col, np.full(n, 60 * 10**9, np.int64), np.zeros(n, bool))
+    stamps = Stamps(col, col, col, np.full(n, budget_ns, np.int64), np.zeros(n, bool))
     return Jobs(SpectraBatch.of(spectra), stamps, np.zeros(n, np.int32), [state])
 
 
@@ -94,3 +95,35 @@ async def test_the_engine_scores_while_the_results_thread_answers(demo_index):
     scans = [s for a in answered for s in a]
     assert sorted(scans) == sorted([*(s.scan for s in spectra), 10**6]) and len(set(scans)) == len(scans)
     assert not pool.alive() and pool.failed() == 0
+
+
+@pytest.mark.asyncio
+async def test_spectra_stuck_behind_a_long_batch_are_shed_before_their_budget_ends(demo_index):
+    """The engine is busy for 0.6 s; spectra with a 200 ms budget queued behind it are answered ``shed`` by the
+    expiry thread before the 200 ms are over, not when the engine comes back."""
+    target = SlowTarget(DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy")), 0.0)
+    spectra = list(read_spectra(bundled(RUN)))[:6]
+    got: list[tuple[str, str, float]] = []  # thread, status, ms after receipt
+
+    def answer(answers) -> None:
+        now = time.monotonic_ns()
+        for _, results, stamps in answers:
+            for st, received in zip(results.messages(), stamps.received_mono.tolist(), strict=True):
+                got.append((threading.current_thread().name, st["status"], (now - received) / 1e6))
+
+    cfg = ServeConfig(max_batch=8, max_queue=1000, linger_ms=0.0, workers=1)
+    pool = WorkerPool(target, cfg, answer=answer, refitter=NoRefits(), record=lambda *a: None)
+    await pool.start()
+    target.stage_s = 0.6  # slower than the warm-up taught the model
+    state = RunState(LiveRun("stuck", target))
+    pool.enqueue(_jobs(state, spectra[:1], time.monotonic_ns()))  # taken at once: the engine is busy 0.6 s
+    await asyncio.sleep(0.05)
+    refused = pool.enqueue(_jobs(state, spectra[1:], time.monotonic_ns(), budget_ns=200 * 10**6))
+    assert refused == []  # the model does not know yet how slow this engine is: admitted, then given up
+    while len(got) < len(spectra):
+        await asyncio.sleep(0.01)
+    pool.close()
+    assert await pool.join(10)
+    stuck = [g for g in got if g[1] == "shed"]
+    assert len(stuck) == 5 and {g[0] for g in stuck} == {"expiry"}
+    assert all(ms < 200 for _, _, ms in stuck), stuck
