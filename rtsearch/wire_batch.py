@@ -45,7 +45,19 @@ import orjson
 
 from rtsearch.matches import ResultMessage
 from rtsearch.types import Spectrum
-from rtsearch.wire import MAX_BUDGET_MS, MAX_CHARGE, VERSION, Invalid, _Bad, _header, _int, _num, _run_name, _some_int
+from rtsearch.wire import (
+    MAX_BUDGET_MS,
+    MAX_CHARGE,
+    VERSION,
+    Invalid,
+    InvalidCode,
+    _Bad,
+    _header,
+    _int,
+    _num,
+    _run_name,
+    _some_int,
+)
 
 SPECTRA, BATCH_RESULTS = b"spectra", b"batch.results"
 Answer = Literal["each", "batch"]
@@ -62,8 +74,9 @@ N_FRAMES = 2 + len(COLUMNS) + 2
 class SpectraBlock:
     """A decoded spectra message, column by column; peaks of row ``i`` are ``[offsets[i], offsets[i + 1])``.
 
-    ``problems`` are the rows to answer ``invalid`` (``(row, reason)``, in row order), with their header fields
-    as sent; peak values are not checked here (`rtsearch.wire.peak_problems` checks them for many at once).
+    ``problems`` are the rows to answer ``invalid`` (``(row, code, reason)``, in row order: code ``field`` for a
+    bad column value, ``peaks`` when the peak frames do not hold the ``n`` column's peaks), with their fields as
+    sent; peak values are not checked here (`rtsearch.wire.peak_problems` checks them for many at once).
     """
 
     run: str
@@ -78,7 +91,7 @@ class SpectraBlock:
     offsets: np.ndarray  # int64 [count + 1]
     mz: np.ndarray  # float64
     intensity: np.ndarray  # float32
-    problems: list[tuple[int, str]]
+    problems: list[tuple[int, InvalidCode, str]]
 
     def __len__(self) -> int:
         return int(self.scan.shape[0])
@@ -147,15 +160,15 @@ def _block(frames: Sequence[Any], run: str, sent_ns: int, budget: float | None, 
         reason[flags] = why
     mz_b, in_b = bytes(frames[-2]), bytes(frames[-1])
     total = int(offsets[-1])
+    code: InvalidCode = "field"
     if len(mz_b) != 8 * total or len(in_b) != 4 * total:
-        why = f"peak frames hold {len(mz_b)} and {len(in_b)} bytes, the 'n' column says {total} peaks"
-        reason[:] = why
+        code = "peaks"
+        reason[:] = f"peak frames hold {len(mz_b)} and {len(in_b)} bytes, the 'n' column says {total} peaks"
         offsets[:] = 0
         mz, inten = np.zeros(0), np.zeros(0, np.float32)
     else:
         mz, inten = np.frombuffer(mz_b, dtype="<f8"), np.frombuffer(in_b, dtype="<f4")
-    bad = np.flatnonzero(reason != "")
-    problems = [(int(i), str(reason[i])) for i in bad]
+    problems = [(int(i), code, str(reason[i])) for i in np.flatnonzero(reason != "")]
     prec = np.where(ms2, prec, 0.0)
     return SpectraBlock(run, sent_ns, math.nan if budget is None else budget, answer, cols["scan"].astype(np.int64),
                         level, cols["rt"].astype(np.float64), prec, charge, offsets, mz, inten, problems)  # fmt: skip

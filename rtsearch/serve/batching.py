@@ -26,8 +26,9 @@ deadline in arrays.
 Overload is decided when spectra arrive, not after they waited: `predicted_done` says when each
 newcomer would be answered (after the batch in flight, the spectra waiting, and those ahead of it,
 at the engine's measured speed); the daemon answers ``shed`` at once those that would miss their
-deadline, and `expire` takes out any that waited past it anyway (a prediction that was too hopeful),
-so no answer comes much later than its budget whatever the offered rate.
+deadline, and `expire` takes out, `lead_ns` before their deadline, any that no batch could answer in
+time any more (a prediction that was too hopeful), so shed answers come within their budget whatever
+the offered rate.
 """
 
 from __future__ import annotations

@@ -229,8 +229,8 @@ def block_items(block: SpectraBlock, wall_ns: int, mono_ns: int) -> list[Spectra
     bad: dict[int, tuple[InvalidCode, str]] = {
         row: ("peaks", why) for row, why in peak_problems(block.mz, block.intensity, block.offsets)
     }
-    for row, why in block.problems:  # a field problem is said before a peak problem
-        bad[row] = ("peaks" if why.startswith("peak frames") else "field", why)
+    for row, code, why in block.problems:  # a field problem is said before a peak value's
+        bad[row] = (code, why)
     return screened(chunk, [(row, *bad[row]) for row in sorted(bad)], ms1=bool((block.ms_level < 2).any()))
 
 

@@ -39,10 +39,9 @@ from rtsearch.matches import STATUSES, Results
 from rtsearch.serve.chunks import MESSAGE, pack
 from rtsearch.serve.jobs import Jobs, RunState, Stamps
 from rtsearch.serve.proxy import Forwarder
-from rtsearch.serve.publisher_process import STOP_KIND, send_results, serve
+from rtsearch.serve.publisher_process import STOP_KIND, send_results, serve, stamp
 from rtsearch.serve.stats import Answered, RunAnswered
 from rtsearch.types import ResultStatus
-from rtsearch.wire import VERSION
 
 log = logging.getLogger(__name__)
 
@@ -175,9 +174,7 @@ class Publisher:
         for msg, st, s, r in zip(results.messages(), results.status.tolist(), stamps.sent_ns.tolist(),
                                  stamps.received_ns.tolist(), strict=True):  # fmt: skip
             if st == IDENTIFIED:
-                msg["v"], msg["sent_ns"], msg["received_ns"], msg["published_ns"] = VERSION, s if s >= 0 else None, r, \
-                    wall  # fmt: skip
-                out.append((results.run, orjson.dumps(msg, option=orjson.OPT_SERIALIZE_NUMPY)))
+                out.append((results.run, orjson.dumps(stamp(msg, s, r, wall), option=orjson.OPT_SERIALIZE_NUMPY)))
         return out
 
     def close(self, timeout_s: float = 10.0) -> None:

@@ -31,6 +31,13 @@ STOP_KIND = 9  # the daemon's last message to a publisher process
 _OPTS = orjson.OPT_SERIALIZE_NUMPY
 
 
+def stamp(msg: ResultMessage, sent: int, received: int, published: int) -> ResultMessage:
+    """``msg`` with the protocol version and its three stamps (wall ns; a negative ``sent`` is unknown: null)."""
+    msg["v"], msg["sent_ns"], msg["received_ns"], msg["published_ns"] = VERSION, (sent if sent >= 0 else None), \
+        received, published  # fmt: skip
+    return msg
+
+
 def send_results(
     push: zmq.Socket[bytes], results: Results, sent: np.ndarray, received: np.ndarray, batched: np.ndarray,
     psms: list[tuple[str, bytes]] | None = None,
@@ -44,8 +51,7 @@ def send_results(
     together: list[ResultMessage] = []
     flags = batched.tolist() if batched.any() else itertools.repeat(False)
     for msg, s, r, b in zip(results.messages(), sent.tolist(), received.tolist(), flags, strict=False):
-        msg["v"], msg["sent_ns"], msg["received_ns"], msg["published_ns"] = VERSION, (s if s >= 0 else None), r, \
-            wall()  # fmt: skip
+        stamp(msg, s, r, wall())
         if b:
             together.append(msg)
             continue

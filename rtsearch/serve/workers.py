@@ -183,7 +183,7 @@ class WorkerPool:
         return not self.alive()
 
     def alive(self) -> bool:
-        """Whether any engine thread, or the results thread, runs."""
+        """Whether any engine thread, the results thread or the expiry thread runs."""
         return any(w.is_alive() for w in (*self._threads, self._finisher, self._expiry))
 
     def failed(self) -> int:

@@ -128,8 +128,9 @@ def test_a_broken_message_is_counted_or_every_row_refused() -> None:
     # readable columns, short peak frames: every row refused by name, nothing else read
     two = encode_spectra("r", [_spectrum(7), _spectrum(8)], sent_ns=1)
     block = decode_spectra([*two[:-1], two[-1][:-4]])
-    assert isinstance(block, SpectraBlock) and [r for r, _ in block.problems] == [0, 1]
-    assert all("peak frames hold" in why for _, why in block.problems) and block.offsets.tolist() == [0, 0, 0]
+    assert isinstance(block, SpectraBlock) and [r for r, _, _ in block.problems] == [0, 1]
+    assert all(code == "peaks" and "peak frames hold" in why for _, code, why in block.problems)
+    assert block.offsets.tolist() == [0, 0, 0]
 
 
 def _spectrum(scan: int) -> Spectrum:
