@@ -9,6 +9,7 @@ Separates the engine's own cost from the daemon's (GIL, scheduling): compare wit
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import sys
 import threading
 import time
@@ -26,6 +27,18 @@ from rtsearch.config import SearchConfig  # noqa: E402
 from rtsearch.scoring.backend import get_backend  # noqa: E402
 from rtsearch.scoring.database.engine import Engine  # noqa: E402
 from rtsearch_sim.replay import load_run  # noqa: E402
+
+
+def _burn() -> None:
+    """A process that keeps one core busy with Python's own work (dicts, lists, small arrays), as the daemon's
+    intake and publisher processes do."""
+    d: dict[int, list[int]] = {}
+    a = np.arange(64.0)
+    while True:
+        for i in range(1000):
+            d[i % 4096] = [i, i + 1]
+            a = a * 1.000001
+        d.clear()
 
 
 def paced(engine: Engine, pool: list[Any], hz: float, seconds: float) -> int:
@@ -73,6 +86,12 @@ def main() -> int:
     ap.add_argument("--sizes", default="1,4,32,128,256,1024,4096", help="batch sizes to time")
     ap.add_argument("--stages", action="store_true",
                     help="also the unsynchronized stages at 256, 1,024 and 2,048 spectra (as the daemon logs them)")
+    ap.add_argument("--cprofile", type=int, default=0, metavar="SIZE",
+                    help="only: cProfile 50 batches of SIZE and print the top functions by own time")
+    ap.add_argument("--burn", type=int, default=0, metavar="N",
+                    help="also run N processes that keep a core busy with Python (the daemon's other processes)")
+    ap.add_argument("--switch", type=float, default=0.0, metavar="S",
+                    help="the GIL's switch interval in seconds (the daemon's: 0.0001; default: Python's)")
     ap.add_argument("--hog", type=float, default=0.0, metavar="SHARE",
                     help="also run a thread that holds the GIL for this share of the time (0-1)")
     args = ap.parse_args()
@@ -98,8 +117,27 @@ def main() -> int:
         a = np.array(times) * 1e3
         return float(np.median(a)), float(np.percentile(a, 99))
 
+    if args.cprofile:
+        import cProfile
+        import pstats
+
+        size = args.cprofile
+        batches = [SpectraBatch.of(pool[i * size : (i + 1) * size]) for i in range(50)]
+        with cProfile.Profile() as prof:
+            for b in batches:
+                engine.score(b)
+            backend.synchronize()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+        return 0
     if args.paced:
         return paced(engine, pool, args.paced, args.seconds)
+    if args.switch:
+        sys.setswitchinterval(args.switch)
+    burners = [multiprocessing.get_context("fork").Process(target=_burn, daemon=True) for _ in range(args.burn)]
+    for b in burners:
+        b.start()
+    if burners:
+        print(f"with {len(burners)} processes burning a core each", flush=True)
     if args.hog:
         # a thread that holds the GIL for `hog` of its time in short Python slices, as the daemon's
         # event loop does while it hands chunks to the batcher: what does that cost the engine?

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "simulators"))
 
-from bench.serving import Served, free_port, index_and_record  # noqa: E402
+from bench.serving import Served, cpu_by_thread, free_port, index_and_record  # noqa: E402
 from bench.stream_bench import RUNS  # noqa: E402
 from rtsearch.io.spectra import read_spectra  # noqa: E402
 from rtsearch_sim.collector import Collector  # noqa: E402
@@ -77,6 +77,30 @@ def send(spectra_ep: str, results_ep: str, spectra: list[Any], rate: float, run:
     return out
 
 
+def engine_alone(index: Any, backend: Any, spectra: list[Any], sizes: list[int]) -> dict[str, dict[str, float]]:
+    """``Engine.score`` in this process, nothing else running: wall and this thread's CPU ms per batch of each
+    size (the CPU part is the host's Python and launches, the rest the GPU and synchronizations)."""
+    from rtsearch.batch import SpectraBatch
+    from rtsearch.config import SearchConfig
+    from rtsearch.scoring.database.engine import Engine
+
+    engine = Engine(index, SearchConfig(), backend)
+    out = {}
+    for size in sizes:
+        batches = [SpectraBatch.of(spectra[i : i + size]) for i in range(0, min(len(spectra), 200 * size), size)]
+        for b in batches[:3]:
+            engine.score(b)
+        backend.synchronize()
+        w0, c0 = time.perf_counter(), time.thread_time()
+        for b in batches:
+            engine.score(b)
+        backend.synchronize()
+        n = len(batches)
+        out[str(size)] = {"wall_ms": round((time.perf_counter() - w0) * 1e3 / n, 3),
+                          "cpu_ms": round((time.thread_time() - c0) * 1e3 / n, 3), "batches": n}  # fmt: skip
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, required=True)
@@ -87,15 +111,18 @@ def main() -> int:
     p.add_argument("--count", type=int, default=4000, help="spectra per phase")
     p.add_argument("--variant", action="append", default=[], metavar="LABEL=ARGS",
                    help="rtsearch serve arguments, comma-separated (repeatable; default: none)")
+    p.add_argument("--engine-batches", default="1,32,300", help="batch sizes the engine alone is timed at")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
-    _, res, index = index_and_record(args.data, args.proteins, args.index_cache)
+    backend, res, index = index_and_record(args.data, args.proteins, args.index_cache)
     res["rate"] = args.rate
-    del index
     pool = [sp for run in RUNS for sp in read_spectra(args.data / run) if len(sp.charges) == 1 and not sp.problem]
     spectra = [pool[i % len(pool)] for i in range(args.count)]
     spectra = [type(sp)(**{**{f: getattr(sp, f) for f in sp.__dataclass_fields__}, "scan": i + 1})
                for i, sp in enumerate(spectra)]  # fmt: skip
+    res["engine_alone"] = engine_alone(index, backend, spectra, [int(b) for b in args.engine_batches.split(",")])
+    print(json.dumps({"engine_alone": res["engine_alone"]}), flush=True)
+    del index
     phases = []
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
@@ -112,10 +139,13 @@ def main() -> int:
         for label, extra in [tuple(v.split("=", 1)) for v in args.variant] or [("defaults", "")]:
             with Served(args.index_cache.resolve(), tmp / f"res-{label}", extra.replace(",", " ").split(),
                         tmp) as served:  # fmt: skip
-                before = histograms(served.port)
+                before, cpu0, t0 = histograms(served.port), cpu_by_thread(served.proc.pid), time.monotonic()
                 line = {"phase": label, "args": extra,
                         **send(served.spectra, served.results, spectra, args.rate, f"probe-{label}")}  # fmt: skip
-                after = histograms(served.port)
+                after, cpu1, elapsed = histograms(served.port), cpu_by_thread(served.proc.pid), time.monotonic() - t0
+            # each thread's share of a core over the phase (sending, collecting, the collector's idle wait)
+            line["cpu_cores"] = {k: round((v - cpu0.get(k, 0.0)) / elapsed, 3) for k, v in
+                                 sorted(cpu1.items(), key=lambda kv: -kv[1]) if v - cpu0.get(k, 0.0) > 0.005 * elapsed}
             for h in HISTOGRAMS:
                 n = after.get(f"{h}_count", 0) - before.get(f"{h}_count", 0)
                 line[f"{h}_mean"] = round((after.get(f"{h}_sum", 0) - before.get(f"{h}_sum", 0)) / n, 6) if n else None

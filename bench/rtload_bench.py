@@ -4,7 +4,9 @@ Builds (or loads) the 20,000-protein index with entrapment of `bench/stream_benc
 runs' MS2 spectra with a known charge as MGF (what ``rt_load.py`` reads), then, on free loopback ports:
 
 1. ``echo_floor.py`` (a Python service answering each message at once, no scoring) under ``rt_load.py``
-   at ``--floor-rates`` — the latency no Python service on this machine beats;
+   at ``--floor-rates`` — the latency no Python service on this machine beats; with ``--wide-rates``,
+   ``bench/wide_echo.py`` (the same answers from ``--wide-workers`` processes) at those rates: the
+   client's own ceiling, where the one-process floor falls behind;
 2. ``rtsearch serve --spectra-mode pull`` on the index under ``rt_load.py --senders N`` at ``--rates``,
    then, with ``--overload R``, R spectra/s for ``--overload-seconds`` with ``--overload-budget-ms``,
    then 200/s again to see latency come back. ``--variant LABEL=ARGS`` (repeatable) measures the same
@@ -88,6 +90,8 @@ def main() -> int:
     p.add_argument("--proteins", type=int, default=20_000)
     p.add_argument("--rates", default="200,10000,20000,40000")
     p.add_argument("--floor-rates", default="200,20000")
+    p.add_argument("--wide-rates", default="", help="rates for bench/wide_echo.py (none by default)")
+    p.add_argument("--wide-workers", type=int, default=8)
     p.add_argument("--senders", type=int, default=4)
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--low-seconds", type=float, default=30.0, help="seconds of the 200/s phases")
@@ -129,6 +133,17 @@ def main() -> int:
         finally:
             echo.kill()
             echo.wait(10)
+        if args.wide_rates:
+            sp, rp = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+            wide = subprocess.Popen([sys.executable, str(ROOT / "bench" / "wide_echo.py"), "--spectra", sp,
+                                     "--results", rp, "--workers", str(args.wide_workers)])  # fmt: skip
+            try:
+                time.sleep(1.5)
+                for rate in args.wide_rates.split(","):
+                    phase(f"wide echo x{args.wide_workers}", rate, args.seconds, ep=(sp, rp))
+            finally:
+                wide.terminate()
+                wide.wait(10)
         variants = [tuple(v.split("=", 1)) for v in args.variant] or [("", "")]
         for code in args.code or [ROOT]:
             # other checkouts (before a change) run plainly: their CLI may lack the flags the variants give

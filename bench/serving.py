@@ -64,6 +64,36 @@ def daemon_metrics(port: int) -> dict[str, float]:
     return out
 
 
+def _ticks(stat: str) -> int:
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime (fields 14 and 15 of proc(5))
+
+
+def cpu_by_thread(pid: int) -> dict[str, float]:
+    """CPU seconds used so far by each thread of process ``pid`` and of its children, by ``process/thread``
+    name (the daemon names its threads and child processes at the OS level, `name_os_thread`; its own main
+    thread, the event loop, is ``loop``); threads of one name summed."""
+    hz = os.sysconf("SC_CLK_TCK")
+    procs = [pid]
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                procs.append(int(d.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    out: dict[str, float] = {}
+    for p in procs:
+        try:
+            pname = "daemon" if p == pid else (Path(f"/proc/{p}/comm").read_text().strip())
+            for t in Path(f"/proc/{p}/task").iterdir():
+                tname = "loop" if (p == pid and t.name == str(pid)) else (t / "comm").read_text().strip()
+                key = f"{pname}/{tname}"
+                out[key] = out.get(key, 0.0) + _ticks((t / "stat").read_text()) / hz
+        except OSError:
+            continue
+    return out
+
+
 def index_and_record(data: Path, proteins: int, cache: Path) -> tuple[Any, dict[str, Any], Any]:
     """The backend (auto), the record a benchmark starts with (date, device, CPUs, index counts and build or load
     time) and the 20,000-protein index with entrapment of `bench/stream_bench.py` (built once into ``cache``)."""

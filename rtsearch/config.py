@@ -30,6 +30,9 @@ SpectraMode = Literal["sub", "pull"]
 BackendName = Literal["cupy", "numpy"]  # where arrays live: a CUDA GPU (CuPy) or the host (NumPy)
 BackendChoice = Literal["auto", BackendName]  # auto: CuPy when a CUDA GPU is usable, else NumPy
 ResultsFormat = Literal["tsv", "parquet"]
+# where the daemon's engine workers score: "process", each in a process of its own (the target opened again
+# there: no GIL shared with the event loop), "thread", in the daemon's process; "auto": a process on a GPU
+EngineHost = Literal["auto", "process", "thread"]
 # how the GPU finds each query's best library entries: a warp walking its window ("narrow"), a matrix
 # product over the library ("open"), or by the batch's average window ("auto"); NumPy has one way
 LibraryMode = Literal["auto", "narrow", "open"]
@@ -110,6 +113,7 @@ class ServeConfig:
     max_queue: int = 32768
     linger_ms: float = 0.0
     workers: int = 1  # engine threads; 2+ overlap copies with scoring, but contend for the GIL (bench/RESULTS.md)
+    engine: EngineHost = "auto"  # each worker's scoring in its own process or in the daemon's (serve/engine_process.py)
     publishers: int = 0  # processes that encode and send results; 0: the engine workers do (`rtsearch.serve.publish`)
     intakes: int = 0  # processes decoding spectra (0: one per 4 cores, at most 4); 2+: behind a C proxy (serve/door.py)
     shutdown_timeout_s: float = 30.0

@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from rtsearch.cli.target import add_backend_argument, add_target_arguments, backend_of, open_target
-from rtsearch.config import SpectraMode, choices, load_config, resolved_dict
+from rtsearch.config import EngineHost, SpectraMode, choices, load_config, resolved_dict
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,9 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--results-dir", metavar="DIR", help="folder for each run's results file (default rtsearch-results)")
     d.add_argument("--workers", type=int, metavar="N",
                    help="engine worker threads, each with its own CUDA stream (default 1; see bench/RESULTS.md)")
+    d.add_argument("--engine", choices=choices(EngineHost),
+                   help="where each worker scores: process (its own, the target opened again there: no GIL shared "
+                   "with the daemon), thread (the daemon's process), auto (default: a process on a GPU)")
     d.add_argument("--max-batch", type=int, metavar="N", help="spectra per micro-batch at most (default 4096)")
     d.add_argument("--intakes", type=int, metavar="N",
                    help="processes decoding spectra, behind a proxy on the spectra socket when 2 or more "
@@ -56,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         "spectra": args.spectra, "spectra_mode": args.spectra_mode, "results": args.results,
         "metrics_port": args.metrics_port, "mqtt": args.mqtt, "instrument": args.instrument,
         "budget_ms": args.budget_ms, "results_dir": args.results_dir, "workers": args.workers,
-        "max_batch": args.max_batch, "intakes": args.intakes, "publishers": args.publishers,
+        "max_batch": args.max_batch, "intakes": args.intakes, "publishers": args.publishers, "engine": args.engine,
     }  # fmt: skip
     serve = dataclasses.replace(cfg.serve, **{k: v for k, v in flags.items() if v is not None})
     if serve.max_queue < serve.max_batch:

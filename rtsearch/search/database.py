@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from rtsearch.batch import SpectraBatch
-from rtsearch.config import DatabaseConfig, SearchConfig
+from rtsearch.config import BackendName, DatabaseConfig, SearchConfig
 from rtsearch.database.index import PeptideIndex
 from rtsearch.database.store import load_index
 from rtsearch.matches import ScoredBatch
@@ -83,9 +83,9 @@ class DatabaseTarget:
     def score(self, spectra: SpectraBatch) -> ScoredBatch:
         return self.engine.score(spectra)
 
-    def reopen(self) -> Reopen | None:
+    def reopen(self, backend: BackendName = "numpy") -> Reopen | None:
         folder = self.index.folder
-        return Reopen(_open_numpy, (str(folder), self.cfg)) if folder is not None else None
+        return Reopen(_open, (str(folder), self.cfg, backend)) if folder is not None else None
 
     def is_decoy(self, ids: np.ndarray) -> np.ndarray:
         return np.asarray(self.index.is_decoy(ids), dtype=bool)
@@ -143,5 +143,5 @@ class DatabaseTarget:
         return warmup.with_odd_ones(out, rng)
 
 
-def _open_numpy(folder: str, cfg: SearchConfig) -> DatabaseTarget:
-    return DatabaseTarget.open(folder, cfg, get_backend("numpy"))
+def _open(folder: str, cfg: SearchConfig, backend: BackendName) -> DatabaseTarget:
+    return DatabaseTarget.open(folder, cfg, get_backend(backend))

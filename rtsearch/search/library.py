@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from rtsearch.batch import SpectraBatch
-from rtsearch.config import Config, LibraryMode
+from rtsearch.config import BackendName, Config, LibraryMode
 from rtsearch.library.store import SpectralLibrary, load_library
 from rtsearch.matches import ResultMessage, ScoredBatch
 from rtsearch.scoring.backend import Backend, get_backend
@@ -82,10 +82,10 @@ class LibraryTarget:
     def score(self, spectra: SpectraBatch) -> ScoredBatch:
         return self.engine.score(spectra)
 
-    def reopen(self) -> Reopen | None:
+    def reopen(self, backend: BackendName = "numpy") -> Reopen | None:
         e = self.engine
-        args = (str(self.lib.folder), e.tolerance, e.isotope_errors, e.mode)
-        return Reopen(_open_numpy, args) if self.lib.folder is not None else None
+        args = (str(self.lib.folder), e.tolerance, e.isotope_errors, e.mode, backend)
+        return Reopen(_open, args) if self.lib.folder is not None else None
 
     def is_decoy(self, ids: np.ndarray) -> np.ndarray:
         return np.asarray(self.lib.decoy[ids], dtype=bool)
@@ -130,6 +130,8 @@ class LibraryTarget:
         return warmup.with_odd_ones(out, rng)
 
 
-def _open_numpy(folder: str, tolerance: Tolerance, isotopes: tuple[int, ...], mode: LibraryMode) -> LibraryTarget:
-    return LibraryTarget(load_library(folder), tolerance, get_backend("numpy"), isotope_errors=isotopes, mode=mode)
+def _open(
+    folder: str, tolerance: Tolerance, isotopes: tuple[int, ...], mode: LibraryMode, backend: BackendName
+) -> LibraryTarget:  # fmt: skip
+    return LibraryTarget(load_library(folder), tolerance, get_backend(backend), isotope_errors=isotopes, mode=mode)
 

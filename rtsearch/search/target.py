@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from rtsearch.batch import SpectraBatch
+from rtsearch.config import BackendName
 from rtsearch.matches import ScoredBatch
 from rtsearch.scoring.backend import Backend
 from rtsearch.search.lda import Discriminant
@@ -83,8 +84,8 @@ class SearchTarget(Protocol):
 
     def warm_up_spectra(self, n: int) -> list[Spectrum]: ...
 
-    def reopen(self) -> Reopen | None:
-        """A picklable call opening this target (NumPy) in another process; ``None``: it has no folder."""
+    def reopen(self, backend: BackendName = "numpy") -> Reopen | None:
+        """A picklable call opening this target on ``backend`` in another process; ``None``: it has no folder."""
         ...
 
     def is_decoy(self, ids: np.ndarray) -> np.ndarray: ...

@@ -52,6 +52,7 @@ from rtsearch.serve.chunks import (
     pack,
 )  # fmt: skip
 from rtsearch.serve.publisher_process import send_results
+from rtsearch.serve.runtime import name_os_thread
 from rtsearch.wire import RawSpectrum, decode
 from rtsearch.wire_batch import SPECTRA as SPECTRA_TOPIC
 from rtsearch.wire_batch import SpectraBlock, decode_spectra
@@ -253,6 +254,7 @@ def serve(
     index: int = 0,
 ) -> None:
     """The process's main function (see the module docstring)."""
+    name_os_thread(f"intake_{index}")
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     conn.setblocking(True)

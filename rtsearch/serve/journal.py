@@ -37,6 +37,7 @@ from rtsearch.matches import STATUSES, BestMatches, ScoredBatch
 from rtsearch.search.live import RunSummary, run_summary
 from rtsearch.search.table import PsmTable
 from rtsearch.search.target import SearchTarget
+from rtsearch.serve.runtime import name_os_thread
 from rtsearch.types import ResultStatus
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,7 @@ class Journals:
         journal.close(delete=delete)
 
     def _flush(self) -> None:
+        name_os_thread()
         while not self._stop.wait(FSYNC_S):
             self.sync()
 

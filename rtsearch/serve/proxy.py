@@ -14,6 +14,8 @@ from typing import Any
 
 import zmq
 
+from rtsearch.serve.runtime import name_os_thread
+
 
 class Forwarder:
     """``front`` → ``back`` in a thread (C, no GIL), until `stop`."""
@@ -30,6 +32,7 @@ class Forwarder:
         return self
 
     def _run(self) -> None:
+        name_os_thread()
         control = self._ctx.socket(zmq.PAIR)
         control.connect(self._steer_at)
         try:

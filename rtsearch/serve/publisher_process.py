@@ -23,7 +23,7 @@ import zmq
 
 from rtsearch.matches import ResultMessage, Results
 from rtsearch.serve.chunks import MESSAGE, Unpacker
-from rtsearch.serve.runtime import exit_with_parent
+from rtsearch.serve.runtime import exit_with_parent, name_os_thread
 from rtsearch.wire import RESULT, VERSION
 from rtsearch.wire_batch import encode_batch_results
 
@@ -74,6 +74,7 @@ def serve(conn: socket.socket, endpoint: str, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     exit_with_parent(parent)
+    name_os_thread("publisher")
     ctx = zmq.Context()
     push = ctx.socket(zmq.PUSH)
     push.setsockopt(zmq.SNDHWM, 0)  # the proxy's PULL takes everything: never drop, never block long

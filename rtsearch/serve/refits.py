@@ -26,7 +26,7 @@ from rtsearch.search.live import RunSummary, run_summary
 from rtsearch.search.table import PsmTable
 from rtsearch.search.target import Reopen, SearchTarget
 from rtsearch.serve.jobs import RunState
-from rtsearch.serve.runtime import exit_with_parent, single_threaded_blas
+from rtsearch.serve.runtime import exit_with_parent, name_os_thread, single_threaded_blas
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -54,6 +54,7 @@ def _child_start(parent: int) -> None:
     """In the refit process: one BLAS thread, and an end when the daemon is gone (even SIGKILLed)."""
     single_threaded_blas()
     exit_with_parent(parent)
+    name_os_thread("refit")
 
 
 class Refitter:

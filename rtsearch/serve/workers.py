@@ -2,7 +2,8 @@
 
 The `WorkerPool` owns the `MicroBatcher` and the count of batches in flight, under
 its own condition (the loop queues spectra, the workers take batches). Each engine
-thread binds its own CUDA stream (`Backend.bind_worker`), warms the target up, then
+thread binds its own CUDA stream (`Backend.bind_worker`) or, on a GPU by default, starts
+its own engine process (`rtsearch.serve.engine_process`: scoring off the daemon's GIL), warms it up, then
 loops: wait until the batcher releases a batch, score it (the GPU's time, the GIL
 mostly free) and hand it to the results thread, up to `FINISH_DEPTH` batches ahead
 of it (then it waits: the queue of scored batches is bounded); when that thread is idle
@@ -33,17 +34,17 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rtsearch.batch import SpectraBatch
 from rtsearch.config import ServeConfig
 from rtsearch.matches import ScoredBatch
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve.admission import Advice
 from rtsearch.serve.batching import BatchPolicy, EngineTimeModel, MicroBatcher
+from rtsearch.serve.engine_process import EngineError, EngineGone, EngineProcess, Scorer, open_scorer, warm_up
 from rtsearch.serve.jobs import Jobs
 from rtsearch.serve.pending import Pending
 from rtsearch.serve.publish import Answer, unscored
 from rtsearch.serve.refits import Refitter
-from rtsearch.serve.runtime import collect_garbage
+from rtsearch.serve.runtime import collect_garbage, name_os_thread
 from rtsearch.serve.stats import Queue, Scored, Shed, Stat, Taken
 from rtsearch.types import ResultStatus
 
@@ -207,49 +208,40 @@ class WorkerPool:
 
     # ---------------------------------------------------------------- the workers' side
 
-    def _warm_up(self) -> None:
-        """Run every scoring path in this worker before intake opens; seed the engine-time model.
-
-        CuPy compiles kernels on first use (seconds each on a fresh machine): the target's warm-up
-        spectra take every path at a few batch sizes, so no compile lands on a real spectrum's latency.
-        The model learns from a second pass only: a compile is not what a batch costs (NumPy compiles
-        nothing: one pass).
-        """
-        spectra = self.target.warm_up_spectra(64)
-        for observe in (True,) if self.target.backend.name == "numpy" else (False, True):
-            for size in sorted({*WARM_UP_SIZES, self.cfg.max_batch}):
-                batch = (spectra * (size // len(spectra) + 1))[:size]
-                t0 = time.perf_counter()
-                self.target.score(SpectraBatch.of(batch))
-                if observe:
-                    with self._cv:
-                        self.model.observe(size, time.perf_counter() - t0)
+    def _observe(self, size: int, seconds: float) -> None:
+        with self._cv:
+            self.model.observe(size, seconds)
 
     def _worker(self, warm: concurrent.futures.Future[None]) -> None:
         """An engine thread: warm up, then take batches, score them and hand on their results."""
+        name_os_thread()
+        engine = None
         try:
             self.target.backend.bind_worker()
-            self._warm_up()
+            score, engine = open_scorer(self.target, self.cfg.engine, threading.current_thread().name)
+            warm_up(self.target, score, sorted({*WARM_UP_SIZES, self.cfg.max_batch}), self._observe)
         except BaseException as e:
             warm.set_exception(e)
-            self._engine_out()
+            self._engine_out(engine)
             return
         warm.set_result(None)
         try:
             while (taken := self._take()) is not None:
                 number, jobs = taken
                 try:
-                    self._run_batch(number, jobs)
+                    self._run_batch(number, jobs, score)
                 finally:
                     with self._cv:
                         self._busy.pop(number, None)
                         self._advise()
         finally:
-            self._engine_out()
+            self._engine_out(engine)
 
-    def _engine_out(self) -> None:
-        """An engine thread stops; the last one tells the results thread to stop after what it holds (and the
-        expiry thread to stop)."""
+    def _engine_out(self, engine: EngineProcess | None) -> None:
+        """An engine thread stops (its process with it); the last one tells the results thread to stop after what
+        it holds (and the expiry thread to stop)."""
+        if engine is not None:
+            engine.close()
         with self._cv:
             self._engines_left -= 1
             last = self._engines_left == 0
@@ -257,15 +249,19 @@ class WorkerPool:
             self._scored.put(None)
             self._expiry_wake.set()
 
-    def _run_batch(self, number: int, jobs: Jobs) -> None:
-        """Score one batch and hand it to the results thread (an engine failure answers it here)."""
+    def _run_batch(self, number: int, jobs: Jobs, score: Scorer) -> None:
+        """Score one batch and hand it to the results thread (an engine failure answers it here; a lost engine
+        process stops this thread after that, and the daemon with it)."""
         t0 = time.perf_counter()
         try:
-            scored = self.target.score(jobs.spectra)
+            scored = score(jobs.spectra)
         except Exception as e:  # an engine failure answers the batch; it never loses it
             log.exception("engine failed on a batch of %d spectra", len(jobs))
+            why = str(e) if isinstance(e, EngineError) else f"{type(e).__name__}: {e}"
             if self._done(number, len(jobs), None):
-                self._unscored(jobs, f"engine error: {type(e).__name__}: {e}"[:300])
+                self._unscored(jobs, f"engine error: {why}"[:300])
+            if isinstance(e, EngineGone):
+                raise
             return
         t1 = time.perf_counter()
         seconds = t1 - t0
@@ -287,6 +283,7 @@ class WorkerPool:
 
     def _finish_loop(self) -> None:
         """The results thread: build, hand on and count each scored batch's answers, in the order scored."""
+        name_os_thread()
         while (item := self._scored.get()) is not None:
             with self._finishing:
                 self._finish(*item)
@@ -330,6 +327,7 @@ class WorkerPool:
     def _expiry_loop(self) -> None:
         """The expiry thread: gives up waiting spectra in time while every engine thread is busy (they would
         otherwise be given up only when one comes back, after their budget)."""
+        name_os_thread()
         while True:
             with self._cv:
                 if self._abandoned or self._engines_left == 0:  # stopped (or never started: warm-up failed)

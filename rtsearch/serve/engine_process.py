@@ -1,0 +1,183 @@
+"""An engine process: one engine worker's scoring, in a process of its own, so the daemon's GIL is not its.
+
+The engine's host side is Python and NumPy between kernel launches (~4 ms of CPU for a batch of 300 on an
+H100, as much as its wall time). In the daemon's process it shares one GIL with the event loop and the
+results thread; measured on the GPU machine, a thread holding the GIL half the time made a batch of 300
+take 7.7 ms instead of 5.5 (`bench/engine_probe.py --switch 0.0001 --hog 0.5`, bench/RESULTS.md). Here
+the target is opened again (`SearchTarget.reopen`, on the daemon's backend) in a spawned child, and the
+worker thread hands it each `SpectraBatch` over a pipe and waits, the GIL released, for the
+`ScoredBatch`::
+
+    engine thread ──pickle(SpectraBatch)──▶ pipe ──▶ engine process: target.score ──pickle(ScoredBatch)──▶ back
+
+Both are columns (arrays pickle as their bytes): a batch of 300 spectra is ~0.6 MB out, ~50 kB back.
+An exception in the child comes back as `EngineError` with its text (the batch is answered with it, as in a
+thread); a child that dies raises `EngineGone`, and the worker thread stops (the daemon then shuts down,
+answering what it holds). The child ends with the daemon, even a SIGKILLed one (`exit_with_parent`).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import pickle
+import signal
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from rtsearch.batch import SpectraBatch
+from rtsearch.config import EngineHost
+from rtsearch.matches import ScoredBatch
+from rtsearch.search.target import Reopen, SearchTarget
+from rtsearch.serve.runtime import exit_with_parent, name_os_thread, single_threaded_blas
+
+log = logging.getLogger(__name__)
+
+Scorer = Callable[[SpectraBatch], ScoredBatch]
+START_TIMEOUT_S = 600.0  # opening a large index on a fresh machine (and CuPy's first import) takes a while
+
+
+class EngineError(RuntimeError):
+    """The engine process failed on a batch (the message is its exception's)."""
+
+
+class EngineGone(RuntimeError):
+    """The engine process is gone (it died or was stopped)."""
+
+
+class EngineProcess:
+    """``with EngineProcess(reopen, name) as engine: engine.score(batch)`` — see the module docstring."""
+
+    def __init__(self, reopen: Reopen, name: str = "engine") -> None:
+        self.reopen = reopen
+        self.name = name
+        self._conn: Connection | None = None
+        self._proc: Any = None
+
+    def start(self) -> EngineProcess:
+        """Spawn the process and wait until it has opened the target (raises `EngineGone` if it cannot)."""
+        ctx = multiprocessing.get_context("spawn")
+        ours, theirs = ctx.Pipe(duplex=True)
+        self._proc = ctx.Process(target=serve, args=(theirs, self.reopen, os.getpid(), self.name),
+                                 name=f"rtsearch-{self.name}", daemon=True)  # fmt: skip
+        self._proc.start()
+        theirs.close()
+        self._conn = ours
+        if not ours.poll(START_TIMEOUT_S):
+            self.close()
+            raise EngineGone(f"{self.name}: the engine process did not open the target within {START_TIMEOUT_S:.0f} s")
+        kind, payload = self._receive()
+        if kind != "ready":
+            self.close()
+            raise EngineGone(f"{self.name}: the engine process could not open the target: {payload}")
+        return self
+
+    def __enter__(self) -> EngineProcess:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def score(self, spectra: SpectraBatch) -> ScoredBatch:
+        """``spectra`` scored in the engine process (raises `EngineError` or `EngineGone`)."""
+        if self._conn is None:
+            raise EngineGone(f"{self.name}: not started")
+        try:
+            self._conn.send_bytes(pickle.dumps(spectra, protocol=pickle.HIGHEST_PROTOCOL))
+        except OSError as e:
+            raise EngineGone(f"{self.name}: the engine process is gone ({e})") from None
+        kind, payload = self._receive()
+        if kind == "error":
+            raise EngineError(payload)
+        return payload
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
+    def close(self) -> None:
+        """Stop the process (it ends when its pipe closes; killed if it does not within 5 s)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._proc is not None:
+            self._proc.join(5)
+            if self._proc.is_alive():
+                self._proc.kill()
+                self._proc.join(5)
+            self._proc = None
+
+    def _receive(self) -> tuple[str, Any]:
+        assert self._conn is not None
+        try:
+            result: tuple[str, Any] = pickle.loads(self._conn.recv_bytes())
+        except (EOFError, OSError) as e:
+            code = self._proc.exitcode if self._proc is not None else None
+            why = f"exit code {code}; {type(e).__name__}"
+            raise EngineGone(f"{self.name}: the engine process is gone ({why})") from None
+        return result
+
+
+def serve(conn: Connection, reopen: Reopen, parent: int, name: str) -> None:
+    """The process's main function: open the target, then score each batch it is sent until the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon decides when scoring stops
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    exit_with_parent(parent)
+    name_os_thread(name)
+    single_threaded_blas()
+    try:
+        target = reopen()
+    except Exception as e:  # the daemon says why and stops
+        conn.send_bytes(pickle.dumps(("failed", f"{type(e).__name__}: {e}")))
+        return
+    conn.send_bytes(pickle.dumps(("ready", target.backend.name)))
+    dumps = pickle.dumps
+    while True:
+        try:
+            data = conn.recv_bytes()
+        except (EOFError, OSError):
+            return  # the daemon closed the pipe (or is gone)
+        batch: SpectraBatch = pickle.loads(data)
+        try:
+            reply: tuple[str, Any] = ("scored", target.score(batch))
+        except Exception as e:  # answered by the daemon with this reason, as a thread's failure would be
+            log.exception("engine failed on a batch of %d spectra", len(batch))
+            reply = ("error", f"{type(e).__name__}: {e}")
+        conn.send_bytes(dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def open_scorer(target: SearchTarget, host: EngineHost, name: str) -> tuple[Scorer, EngineProcess | None]:
+    """How an engine worker scores: its own `EngineProcess` (started: the target opened, warmed up by the
+    caller) when ``host`` says so (``auto``: on a GPU) and the target can be reopened, else ``target.score``
+    in the caller's thread. The process, if any, is the caller's to close."""
+    backend = target.backend
+    if host == "thread" or (host == "auto" and not backend.is_gpu):
+        return target.score, None
+    reopen = target.reopen(backend.name)
+    if reopen is None:
+        if host == "process":
+            log.warning("%s: the target has no folder to open again: scoring in the daemon's process", name)
+        return target.score, None
+    engine = EngineProcess(reopen, name).start()
+    return engine.score, engine
+
+
+def warm_up(target: SearchTarget, score: Scorer, sizes: list[int], observe: Callable[[int, float], None]) -> None:
+    """Run every scoring path through ``score`` before intake opens; ``observe(size, seconds)`` seeds the
+    engine-time model.
+
+    CuPy compiles kernels on first use (seconds each on a fresh machine): the target's warm-up
+    spectra take every path at a few batch sizes, so no compile lands on a real spectrum's latency.
+    The model learns from a second pass only: a compile is not what a batch costs (NumPy compiles
+    nothing: one pass).
+    """
+    spectra = target.warm_up_spectra(64)
+    for observing in (True,) if target.backend.name == "numpy" else (False, True):
+        for size in sizes:
+            batch = (spectra * (size // len(spectra) + 1))[:size]
+            t0 = time.perf_counter()
+            score(SpectraBatch.of(batch))
+            if observing:
+                observe(size, time.perf_counter() - t0)

@@ -1,0 +1,96 @@
+"""Scoring in an engine process of its own (`rtsearch.serve.engine_process`): the same answers as in a thread,
+failures answered, a lost process noticed — on the bundled E. coli target and its real run, NumPy backend."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import numpy as np
+import pytest
+
+from rtsearch.batch import SpectraBatch
+from rtsearch.serve.engine_process import EngineError, EngineGone, EngineProcess, open_scorer
+from rtsearch_sim.collector import Collector
+from rtsearch_sim.replay import Sender, Sent, replay
+from tests.streaming import running, serve_config
+
+
+def _ms2(run):
+    return [s for s in run if s.ms_level == 2]
+
+
+def test_a_batch_scored_in_the_engine_process_equals_the_same_batch_scored_here(engine, ecoli_run):
+    batch = SpectraBatch.of(_ms2(ecoli_run))
+    here = engine.score(batch)
+    with EngineProcess(engine.reopen("numpy"), "engine_test") as remote:
+        there = remote.score(batch)
+    assert there.run == here.run and there.reason == here.reason
+    np.testing.assert_array_equal(there.scan, here.scan)
+    np.testing.assert_array_equal(there.best.match, here.best.match)
+    assert (here.best.match >= 0).sum() > 100  # real matches, not an empty batch compared with itself
+    np.testing.assert_array_equal(there.best.features, here.best.features)
+
+
+def test_a_failing_batch_is_an_engine_error_and_the_process_goes_on(engine, ecoli_run):
+    good = SpectraBatch.of(_ms2(ecoli_run)[:5])
+    bad = dataclasses.replace(good, offsets=good.offsets * 1000)  # peaks that are not there
+    with EngineProcess(engine.reopen("numpy"), "engine_test") as remote:
+        with pytest.raises(EngineError) as err:
+            remote.score(bad)
+        assert "Error" in str(err.value)  # the child's exception, by name
+        assert len(remote.score(good)) == 5
+
+
+def test_a_killed_engine_process_is_noticed_not_waited_for(engine, ecoli_run):
+    remote = EngineProcess(engine.reopen("numpy"), "engine_test").start()
+    try:
+        remote._proc.kill()
+        remote._proc.join(5)
+        with pytest.raises(EngineGone, match="gone"):
+            remote.score(SpectraBatch.of(_ms2(ecoli_run)[:3]))
+    finally:
+        remote.close()
+
+
+def test_thread_is_the_default_on_numpy_and_process_when_asked(engine):
+    score, proc = open_scorer(engine, "auto", "engine_test")
+    assert proc is None and score == engine.score
+    score, proc = open_scorer(engine, "process", "engine_test")
+    try:
+        assert proc is not None and proc.alive() and score == proc.score
+    finally:
+        assert proc is not None
+        proc.close()
+    assert not proc.alive()
+
+
+def _send_and_collect(spectra_ep: str, results_ep: str, runs) -> tuple[Sent, Collector]:
+    col = Collector(results_ep).start()
+    sent = Sent()
+    try:
+        with Sender(spectra_ep, mode="push", wait_s=20) as sender:
+            replay(sender, runs, speed=None, rate=2000.0, sent=sent)
+        col.wait(len(sent.ms2), idle_s=20, timeout_s=120)
+    finally:
+        col.stop()
+    return sent, col
+
+
+@pytest.mark.asyncio
+async def test_the_daemon_answers_the_same_with_its_engine_in_a_process(engine, ecoli_run, tmp_path):
+    answers = {}
+    for host in ("thread", "process"):
+        cfg = serve_config(tmp_path / host, engine=host)
+        async with running(engine, cfg) as daemon:
+            sent, col = await asyncio.to_thread(
+                _send_and_collect, daemon.endpoints.spectra, daemon.endpoints.results, [("ecoli", ecoli_run)])
+            report = col.report(sent.ms2)
+        assert report.sent == 139 and report.lost == 0 and report.duplicates == 0
+        # the best match is the engine's; identified or not follows running q-values, which depend on what was
+        # answered before (the batches' timing), so the statuses are compared as scored or not
+        answers[host] = {r["scan"]: (r["status"] in ("identified", "unidentified"), r.get("peptide"))
+                         for r in col.results()}  # fmt: skip
+        assert sum(r["status"] == "identified" for r in col.results()) > 20
+    assert answers["process"] == answers["thread"]
+    assert sum(p is not None for _, p in answers["process"].values()) > 100
