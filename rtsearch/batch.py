@@ -82,9 +82,11 @@ class SpectraBatch:
     @classmethod
     def concat(cls, parts: Sequence[SpectraBatch]) -> SpectraBatch:
         """One batch holding ``parts`` in order."""
-        sizes = np.array([int(p.offsets[-1]) for p in parts], dtype=np.int64)
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]) if len(parts) else np.zeros(0, np.int64)
-        offsets = np.concatenate([[0], *(p.offsets[1:] + s for p, s in zip(parts, starts.tolist(), strict=True))])
+        ends = np.array([p.offsets[-1] for p in parts], dtype=np.int64)  # each part's peaks
+        starts = np.cumsum(ends) - ends  # where each part's peaks start in the whole
+        counts = [len(p.offsets) - 1 for p in parts]
+        raw = np.concatenate([p.offsets[1:] for p in parts]) if parts else np.zeros(0, np.int64)
+        offsets = np.concatenate([[0], raw + np.repeat(starts, counts)])
         return cls(
             [r for p in parts for r in p.run], np.concatenate([p.scan for p in parts]),
             np.concatenate([p.precursor_mz for p in parts]), np.concatenate([p.rt for p in parts]),

@@ -96,6 +96,15 @@ class Jobs:
         """One `Jobs` holding ``parts`` in order (their runs merged)."""
         states: list[RunState] = []
         index: dict[int, int] = {}
+        if all(len(p.states) == 1 for p in parts):  # the usual parts, chunks of one run each: no remapping a part
+            for p in parts:
+                if id(p.states[0]) not in index:
+                    index[id(p.states[0])] = len(states)
+                    states.append(p.states[0])
+            ats = np.array([index[id(p.states[0])] for p in parts], dtype=np.int32)
+            run = np.repeat(ats, [len(p) for p in parts])
+            return cls(SpectraBatch.concat([p.spectra for p in parts]), Stamps.concat([p.stamps for p in parts]),
+                       run, states)  # fmt: skip
         runs = []
         for p in parts:
             remap = np.empty(len(p.states), dtype=np.int32)

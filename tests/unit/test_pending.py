@@ -1,0 +1,62 @@
+"""`Pending`: the jobs behind the batcher's handles, taken whole or in part, in the handles' order."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rtsearch.batch import SpectraBatch
+from rtsearch.serve.jobs import Jobs, Stamps
+from rtsearch.serve.pending import Pending
+from rtsearch.types import Spectrum
+
+RUN = object()  # the one run every job belongs to (only its identity matters here)
+
+
+def _jobs(first_scan: int, n: int) -> Jobs:
+    """``n`` one-to-three-peak spectra, scans from ``first_scan``, each peak's m/z naming its scan."""
+    spectra = [Spectrum("r", s, 2, np.full(1 + s % 3, float(s)), np.ones(1 + s % 3, np.float32), 500.0 + s, (2,))
+               for s in range(first_scan, first_scan + n)]  # fmt: skip
+    scans = np.arange(first_scan, first_scan + n, dtype=np.int64)
+    stamps = Stamps(scans * 10, scans * 10, scans, np.full(n, 10**9), np.zeros(n, bool))
+    return Jobs(SpectraBatch.of(spectra), stamps, np.zeros(n, np.int32), [RUN])
+
+
+def _check(jobs: Jobs, scans: list[int]) -> None:
+    assert jobs.spectra.scan.tolist() == scans
+    assert jobs.stamps.sent_ns.tolist() == [10 * s for s in scans]
+    for sp in jobs.spectra.spectra():  # peaks still belong to their spectrum
+        assert sp.mz.size == 1 + sp.scan % 3 and set(sp.mz.tolist()) == {float(sp.scan)}
+
+
+def test_whole_segments_are_handed_on_as_they_are_and_parts_are_copied():
+    pending = Pending()
+    a, b = _jobs(0, 4), _jobs(100, 3)
+    ha, hb = pending.add(a), pending.add(b)
+    assert pending.take(ha) is a  # a whole segment in order: no copy
+    assert len(pending) == 3
+    part = pending.take(hb[[2, 0]])
+    _check(part, [102, 100])
+    _check(pending.take(hb[[1]]), [101])
+    assert len(pending) == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=6), st.randoms(use_true_random=False))
+def test_any_handles_come_back_segment_by_segment_in_their_order_each_once(sizes, rng):
+    pending, handles, scans, segment = Pending(), [], [], {}
+    for k, n in enumerate(sizes):
+        for h in pending.add(_jobs(100 * k, n)).tolist():
+            handles.append(h)
+            segment[h] = k
+        scans += range(100 * k, 100 * k + n)
+    scan_of = dict(zip(handles, scans, strict=True))
+    remaining = handles[:]
+    rng.shuffle(remaining)
+    while remaining:
+        pick, remaining = remaining[: rng.randint(1, len(remaining))], remaining[1:]
+        remaining = [h for h in remaining if h not in pick]
+        expect = sorted(pick, key=lambda h: segment[h])  # stable: the handles' order within a segment
+        _check(pending.take(np.array(pick, dtype=np.int64)), [scan_of[h] for h in expect])
+    assert len(pending) == 0
