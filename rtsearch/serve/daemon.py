@@ -44,6 +44,7 @@ from rtsearch.search.target import SearchTarget
 from rtsearch.serve.admission import Advice
 from rtsearch.serve.chunks import FLOAT_COLUMNS, Received, ShedChunk, SpectraChunk, budgets_ns
 from rtsearch.serve.door import default_intakes
+from rtsearch.serve.engine_process import scores_in_process
 from rtsearch.serve.finish import Finished, RunEnds
 from rtsearch.serve.intake import Intake
 from rtsearch.serve.intake_process import Shedding
@@ -53,7 +54,7 @@ from rtsearch.serve.mqtt import MqttPublisher
 from rtsearch.serve.publish import Answer, Publisher, unscored
 from rtsearch.serve.refits import Refitter
 from rtsearch.serve.runs import RunBook
-from rtsearch.serve.runtime import GIL_SWITCH_S, freeze_heap, single_threaded_blas
+from rtsearch.serve.runtime import freeze_heap, gil_switch_s, single_threaded_blas
 from rtsearch.serve.stats import Answered, Mqtt, Ready, RunAnswered, Runs, Shed
 from rtsearch.serve.stats import Received as ReceivedStats
 from rtsearch.serve.workers import WorkerPool
@@ -129,9 +130,8 @@ class Daemon:
         single_threaded_blas()
         sync_ctx = zmq.Context()
         http = None
-        # the loop thread waits for the GIL behind busy workers for up to this long (default 5 ms)
         switch = sys.getswitchinterval()
-        sys.setswitchinterval(GIL_SWITCH_S)
+        sys.setswitchinterval(gil_switch_s(engine_in_process=scores_in_process(self.target, cfg.engine)))  # runtime.py
         try:
             await self.ends.open()  # results folder checked, journals of an earlier daemon finished
             await asyncio.gather(asyncio.wrap_future(self.refitter.start()), self.pool.start())

@@ -152,16 +152,22 @@ def open_scorer(target: SearchTarget, host: EngineHost, name: str) -> tuple[Scor
     """How an engine worker scores: its own `EngineProcess` (started: the target opened, warmed up by the
     caller) when ``host`` says so (``auto``: on a GPU) and the target can be reopened, else ``target.score``
     in the caller's thread. The process, if any, is the caller's to close."""
-    backend = target.backend
-    if host == "thread" or (host == "auto" and not backend.is_gpu):
-        return target.score, None
-    reopen = target.reopen(backend.name)
-    if reopen is None:
+    if not scores_in_process(target, host):
         if host == "process":
             log.warning("%s: the target has no folder to open again: scoring in the daemon's process", name)
         return target.score, None
+    reopen = target.reopen(target.backend.name)
+    assert reopen is not None
     engine = EngineProcess(reopen, name).start()
     return engine.score, engine
+
+
+def scores_in_process(target: SearchTarget, host: EngineHost) -> bool:
+    """Whether the engine workers score ``target`` in processes of their own (``host``; ``auto``: on a GPU)
+    — it must have a folder to be opened again from."""
+    if host == "thread" or (host == "auto" and not target.backend.is_gpu):
+        return False
+    return target.reopen(target.backend.name) is not None
 
 
 def warm_up(target: SearchTarget, score: Scorer, sizes: list[int], observe: Callable[[int, float], None]) -> None:

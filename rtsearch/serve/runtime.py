@@ -10,10 +10,22 @@ import os
 import threading
 import time
 
-# The engine releases the GIL at every device synchronization and must win it back from a busy event
+# An engine thread releases the GIL at every device synchronization and must win it back from a busy event
 # loop each time; CPython hands it over only every switch interval (default 5 ms), so a batch with a
-# few hundred synchronizations could wait far longer than it computes. A short interval bounds that.
-GIL_SWITCH_S = float(os.environ.get("RTSEARCH_GIL_SWITCH_S", "0.0001"))
+# few hundred synchronizations could wait far longer than it computes: 0.1 ms bounds that. With the
+# engine in a process of its own (`rtsearch.serve.engine_process`) the daemon's threads only hand over
+# whole batches, and 1 ms switched less and scored more: at 50,000 spectra/s 188,425 spectra in 10 s
+# against 159,712 at 0.1 ms, p99 at 20,000/s 47 against 60 ms (bench/RESULTS.md). RTSEARCH_GIL_SWITCH_S
+# overrides both.
+GIL_SWITCH_THREAD_S, GIL_SWITCH_PROCESS_S = 0.0001, 0.001
+
+
+def gil_switch_s(*, engine_in_process: bool) -> float:
+    """The daemon's GIL switch interval (seconds) for where its engine scores (see above)."""
+    given = os.environ.get("RTSEARCH_GIL_SWITCH_S")
+    if given:
+        return float(given)
+    return GIL_SWITCH_PROCESS_S if engine_in_process else GIL_SWITCH_THREAD_S
 GC_IDLE, GC_OVERDUE = 700, 20_000  # pending allocations before a collection when idle / regardless
 
 

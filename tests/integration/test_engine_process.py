@@ -94,3 +94,15 @@ async def test_the_daemon_answers_the_same_with_its_engine_in_a_process(engine, 
         assert sum(r["status"] == "identified" for r in col.results()) > 20
     assert answers["process"] == answers["thread"]
     assert sum(p is not None for _, p in answers["process"].values()) > 100
+
+
+def test_the_gil_switch_interval_follows_where_the_engine_scores(engine, monkeypatch):
+    from rtsearch.serve.engine_process import scores_in_process
+    from rtsearch.serve.runtime import gil_switch_s
+
+    monkeypatch.delenv("RTSEARCH_GIL_SWITCH_S", raising=False)
+    assert not scores_in_process(engine, "auto") and not scores_in_process(engine, "thread")  # NumPy: a thread
+    assert scores_in_process(engine, "process")
+    assert gil_switch_s(engine_in_process=False) == 0.0001 and gil_switch_s(engine_in_process=True) == 0.001
+    monkeypatch.setenv("RTSEARCH_GIL_SWITCH_S", "0.002")
+    assert gil_switch_s(engine_in_process=False) == gil_switch_s(engine_in_process=True) == 0.002
