@@ -4,13 +4,16 @@ A spectrum that cannot be answered within its budget should be answered ``shed``
 the daemon anything. The daemon knows how long a spectrum arriving now would wait (the batch in
 flight, the spectra queued, the engine's measured speed: `rtsearch.serve.batching`); the intake
 processes know each spectrum's age (its ``sent_ns`` against their clock) and how long what they
-handed the daemon has been waiting in their pipe to it (`Advice.taken_ns`). `Advice` is two shared
+handed the daemon has been waiting in their pipe to it (`Advice.taken_ns`). `Advice` is shared
 64-bit words (a `multiprocessing.RawArray`, no lock: word-sized writes; a torn pair only mixes two
-recent values) holding that wait and when it was said; each intake process reads it once a chunk,
-takes an advice older than `ADVICE_TTL_NS` as no wait (the daemon says it again at every chunk and
-batch while busy), and `late_rows` picks the spectra whose age plus that wait exceeds their budget.
-The intake process answers those itself and tells the daemon, which only books them
-(`rtsearch.serve.daemon`).
+recent values) holding that wait, when it was said and what each further spectrum queued adds to it
+(the slope); each intake process reads it once a chunk, takes an advice older than `ADVICE_TTL_NS`
+as no wait (the daemon says it again at every chunk and batch while busy), and `late_rows` picks the
+spectra whose age plus that wait, plus the slope for each spectrum admitted before them since the
+advice was said, exceeds their budget. The intake process answers those itself and tells the daemon,
+which only books them (`rtsearch.serve.daemon`). While the daemon lags behind its pipe
+(`rtsearch.serve.intake_process.HOLD_NS`) the intake process keeps what it read instead of handing it
+over, so that what becomes late is still answered at the door.
 
 The wait is 0 while the engine is idle and nothing waits: spectra then reach the engine,
 whose answers are what keep the prediction honest (a prediction that stayed too high would otherwise
@@ -32,41 +35,62 @@ ADVICE_TTL_NS = 50_000_000  # an advice not renewed for 50 ms is stale: the daem
 MAX_TRUSTED_AGE_NS = 60 * 10**9  # a sent_ns further back (or ahead) means the sender's clock differs: age unknown
 
 _LEVEL, _SENT, _WALL = (INT_COLUMNS.index(c) for c in ("ms_level", "sent_ns", "wall_ns"))
+_WAIT, _SAID, _SLOPE, _TAKEN = range(4)  # the words: wait ns, when it was said, ns a queued spectrum adds, taken
 
 
 class Advice:
     """The daemon's predicted wait in ns, shared with its intake processes (pass it to them at start)."""
 
     def __init__(self, shared: Any = None, *, intakes: int = 1, clock: Callable[[], int] = time.monotonic_ns) -> None:
-        self.shared = shared if shared is not None else multiprocessing.get_context("spawn").RawArray("q", 2 + intakes)
+        spawn = multiprocessing.get_context("spawn")
+        self.shared = shared if shared is not None else spawn.RawArray("q", _TAKEN + intakes)
         self.clock = clock
 
-    def set_wait(self, ns: int) -> None:
-        """Say the wait (ns) of a spectrum arriving now."""
-        self.shared[1] = self.clock()
-        self.shared[0] = max(0, int(ns))
+    def set_wait(self, ns: int, slope_ns: int = 0) -> None:
+        """Say the wait (ns) of a spectrum arriving now, and what each spectrum queued after it adds (ns)."""
+        self.shared[_SAID] = self.clock()
+        self.shared[_SLOPE] = max(0, int(slope_ns))
+        self.shared[_WAIT] = max(0, int(ns))
 
     def processed(self, intake: int, mono_ns: int) -> None:
         """The daemon took everything intake process ``intake`` had received up to ``mono_ns`` (its stamps)."""
-        self.shared[2 + intake] = mono_ns
+        self.shared[_TAKEN + intake] = mono_ns
 
     def taken_ns(self, intake: int) -> int:
         """The receipt stamp of the newest message of intake ``intake`` the daemon took (0: none yet)."""
-        return int(self.shared[2 + intake])
+        return int(self.shared[_TAKEN + intake])
 
     def wait_ns(self) -> int:
         """The last wait said, or 0 when it is older than `ADVICE_TTL_NS`."""
-        wait, said = self.shared[0], self.shared[1]
+        wait, said = self.shared[_WAIT], self.shared[_SAID]
         return int(wait) if self.clock() - said <= ADVICE_TTL_NS else 0
 
+    def said_ns(self) -> int:
+        """When the last wait was said (clock ns; 0: never)."""
+        return int(self.shared[_SAID])
 
-def late_rows(ints: np.ndarray, floats: np.ndarray, *, wait_ns: int, default_budget_ms: float) -> np.ndarray:
-    """Rows of a chunk's columns (`rtsearch.serve.chunks`) to answer ``shed`` now: MS2+ spectra whose age at
-    receipt (``wall_ns - sent_ns``, where the sender's clock is plausible) plus ``wait_ns`` exceeds their budget.
+    def slope_ns(self) -> int:
+        """What each spectrum queued after the last advice adds to the wait (ns)."""
+        return int(self.shared[_SLOPE])
+
+
+def late_rows(
+    ints: np.ndarray, floats: np.ndarray, *, wait_ns: int, default_budget_ms: float, now_ns: int | None = None,
+    slope_ns: int = 0, ahead: int = 0,
+) -> tuple[np.ndarray, int]:
+    """Rows of a chunk's columns (`rtsearch.serve.chunks`) to answer ``shed`` now, and how many MS2+ spectra it
+    admits: MS2+ spectra whose age (``now_ns``, else their receipt ``wall_ns``, less ``sent_ns``, where the
+    sender's clock is plausible) plus ``wait_ns``, plus ``slope_ns`` for each spectrum admitted before them
+    (``ahead`` of this chunk, then its own admitted rows in order), exceeds their budget.
     """
+    ms2 = ints[:, _LEVEL] >= 2
     if wait_ns <= 0:
-        return np.zeros(0, np.int64)
-    age = ints[:, _WALL] - ints[:, _SENT]
+        return np.zeros(0, np.int64), int(ms2.sum())
+    age = (ints[:, _WALL] if now_ns is None else now_ns) - ints[:, _SENT]
     age = np.where((ints[:, _SENT] >= 0) & (np.abs(age) <= MAX_TRUSTED_AGE_NS), np.maximum(age, 0), 0)
-    budget_ns = budgets_ns(floats, default_budget_ms)
-    return np.flatnonzero((age + wait_ns > budget_ns) & (ints[:, _LEVEL] >= 2))
+    room = budgets_ns(floats, default_budget_ms) - age - wait_ns  # ns each spectrum may still wait
+    late = ms2 & (room < 0)
+    if slope_ns > 0:  # each waits behind `ahead` and the rows before it with room left (late ones go at once)
+        fits = (ms2 & ~late).astype(np.int64)
+        late = ms2 & (room < (ahead + np.cumsum(fits) - fits) * slope_ns)
+    return np.flatnonzero(late), int((ms2 & ~late).sum())

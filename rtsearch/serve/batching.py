@@ -149,6 +149,12 @@ class MicroBatcher:
         start = max(self.clock(), busy_until_ns)
         return start + ((batches * self.model.fixed_s + through * self.model.per_item_s) * 1e9).astype(np.int64)
 
+    def headroom_ns(self) -> int:
+        """How long before its deadline a newcomer must be predicted answered to be queued: the margin and
+        `EXPIRY_SLACK_MS`. One predicted later would be given up (`lead_ns`) if the prediction slipped at all, after
+        costing the daemon more than a ``shed`` at once; the door's advice counts it too."""
+        return int((self.policy.margin_ms + EXPIRY_SLACK_MS) * MS)
+
     def lead_ns(self) -> int:
         """How long before its deadline a waiting spectrum is given up: the least a batch takes (the model's batch
         of one) plus the margin and `EXPIRY_SLACK_MS` for waking up and answering those given up, so that they are

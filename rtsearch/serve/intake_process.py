@@ -27,6 +27,7 @@ import pickle
 import signal
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +65,8 @@ RATE_WINDOW = 32  # arrivals the rate is measured over
 DRAIN_QUIET_S = 0.02  # at STOP, the socket counts as drained once it stayed empty this long
 DRAIN_MAX_S = 1.0  # ... or after this long (a sender that keeps sending is not read forever)
 SHED_REPORT_NS = 20_000_000  # spectra answered at the door are reported to the daemon at most this late
+HOLD_NS = 5_000_000  # the daemon this far behind its pipe: what is read waits here, where it can still be shed
+HOLD_POLL_MS = 1  # how often what waits here is looked at again
 SHED_REASON = "overload: the daemon's queue would answer it after its budget (answered at the door)"
 
 _EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)  # plain ints: no enum per call
@@ -145,7 +148,9 @@ class Door:
     overload a report a read would cost it what the shedding saves.
     """
 
-    def __init__(self, ctx: zmq.Context[Any], results: str, advice: Advice, budget_ms: float, index: int) -> None:
+    def __init__(
+        self, ctx: zmq.Context[Any], results: str, advice: Advice, budget_ms: float, index: int, share: int = 1
+    ) -> None:  # fmt: skip
         self.push = ctx.socket(zmq.PUSH)
         self.push.setsockopt(zmq.SNDHWM, 0)
         self.push.setsockopt(zmq.LINGER, -1)  # what was answered is delivered before the process ends
@@ -153,22 +158,47 @@ class Door:
         self.advice = advice
         self.budget_ms = budget_ms
         self.index = index  # this process's slot in the advice
+        self.share = share  # intake processes behind the door: each sees 1/share of the spectra
+        self._said = 0  # the advice the count below is since
+        self._admitted = 0  # MS2+ spectra handed over since
         self._unacked: collections.deque[int] = collections.deque()  # newest receipt stamp of each item handed over
         self._pending: list[SpectraChunk] = []  # answered, not yet reported
         self._published: list[np.ndarray] = []
         self._since = 0  # monotonic ns of the oldest pending report
 
     def apply(self, items: list[SpectraChunk | Received]) -> list[Item]:
-        """``items`` without the spectra answered here, and (when due) the report of those answered.
+        """``items`` without the spectra answered here, consecutive chunks merged (at most `CHUNK_MAX` rows each),
+        after the report of those answered (when due): what goes to the daemon now."""
+        out = _merged(self.screen(items, hand_over=True))
+        for sent in out:  # in arrival order
+            if isinstance(sent, Received):
+                self._unacked.append(sent.mono_ns)
+            elif isinstance(sent, SpectraChunk):
+                self._unacked.append(int(sent.ints[-1, _MONO]))
+        return [*self.report(), *out]
 
-        A spectrum's wait is the daemon's queue (`Advice.wait_ns`) plus how long the oldest item this process
-        handed over and the daemon did not take yet has been waiting (its event loop may lag behind).
+    def screen(self, items: list[SpectraChunk | Received], *, hand_over: bool = False) -> list[SpectraChunk | Received]:
+        """``items`` without the spectra answered here now (those held are aged to now: ``hand_over`` false).
+
+        A spectrum's wait is the daemon's queue (`Advice.wait_ns`), plus what the spectra handed over since that
+        advice add to it (`Advice.slope_ns`; those of the other intake processes counted as this one's), plus
+        how long the oldest item this process handed over and the daemon did not take yet has been waiting
+        (its event loop may lag behind).
         """
         wait = self.advice.wait_ns() + self.pipe_ns()
-        out: list[Item] = list(items) if wait <= 0 else []
-        for item in items if wait > 0 else ():
+        if wait <= 0:
+            return list(items)
+        said = self.advice.said_ns()
+        if said != self._said:
+            self._said, self._admitted = said, 0
+        slope, now = self.advice.slope_ns(), None if hand_over else time.time_ns()
+        out: list[SpectraChunk | Received] = []
+        for item in items:
             if isinstance(item, SpectraChunk):
-                rows = late_rows(item.ints, item.floats, wait_ns=wait, default_budget_ms=self.budget_ms)
+                rows, admitted = late_rows(item.ints, item.floats, wait_ns=wait, default_budget_ms=self.budget_ms,
+                                           now_ns=now, slope_ns=slope, ahead=self._admitted * self.share)  # fmt: skip
+                if hand_over:
+                    self._admitted += admitted
                 if len(rows):
                     kept, taken = item.split(rows)
                     self._answer(taken)
@@ -176,12 +206,11 @@ class Door:
                         continue
                     item = kept
             out.append(item)
-        for sent in out:  # in arrival order
-            if isinstance(sent, Received):
-                self._unacked.append(sent.mono_ns)
-            elif isinstance(sent, SpectraChunk):
-                self._unacked.append(int(sent.ints[-1, _MONO]))
-        return [*self.report(), *out]
+        return out
+
+    def holding(self) -> bool:
+        """Whether what is read should stay here for now: the daemon is more than `HOLD_NS` behind its pipe."""
+        return self.pipe_ns() > HOLD_NS
 
     def pipe_ns(self) -> int:
         """How long the oldest item handed over and not yet taken by the daemon has been waiting (0: none)."""
@@ -221,7 +250,23 @@ class Door:
         self.push.close()
 
 
-def send_items(conn: socket.socket, items: list[Item]) -> None:
+def _merged(items: list[SpectraChunk | Received]) -> list[SpectraChunk | Received]:
+    """``items`` with consecutive chunks joined, up to `CHUNK_MAX` spectra each (the daemon's cost is per chunk)."""
+    out: list[SpectraChunk | Received] = []
+    run: list[SpectraChunk] = []
+    for item in [*items, None]:
+        if isinstance(item, SpectraChunk) and sum(map(len, run)) + len(item) <= CHUNK_MAX:
+            run.append(item)
+            continue
+        if run:
+            out.append(run[0] if len(run) == 1 else SpectraChunk.concat(run))
+        run = [item] if isinstance(item, SpectraChunk) else []
+        if isinstance(item, Received):
+            out.append(item)
+    return out
+
+
+def send_items(conn: socket.socket, items: Sequence[Item]) -> None:
     """Each item as one message to the daemon."""
     for item in items:
         if isinstance(item, Received):
@@ -281,21 +326,34 @@ def serve(
         ctx.term()
         return
     reader = Reader(sock, share=share)
-    door = Door(ctx, shedding.results, Advice(shedding.advice), shedding.budget_ms, index) if shedding else None
+    door = Door(ctx, shedding.results, Advice(shedding.advice), shedding.budget_ms, index, share) if shedding else None
     screen = door.apply if door is not None else list
     poller = zmq.Poller()
     poller.register(sock, zmq.POLLIN)
     poller.register(conn.fileno(), zmq.POLLIN)
+    held: list[SpectraChunk | Received] = []  # read while the daemon lagged (`Door.holding`), in order
     try:
         conn.sendall(pack(READY, [bound.encode()]))
         while True:
             due = door.due_in_ms() if door is not None else None
+            if held:
+                due = HOLD_POLL_MS if due is None else min(due, HOLD_POLL_MS)
             events = dict(poller.poll(due))
-            if sock in events:
-                send_items(conn, screen(reader.read()))
-            elif door is not None:
-                send_items(conn, list(door.report()))
+            if door is None:
+                if sock in events:
+                    send_items(conn, reader.read())
+            else:
+                if sock in events:
+                    held.extend(reader.read())
+                if held and not door.holding():
+                    send_items(conn, door.apply(held))
+                    held = []
+                else:
+                    held = door.screen(held)  # what became late while held is answered now
+                    send_items(conn, door.report())
             if conn.fileno() in events:
+                if held:
+                    send_items(conn, screen(held))
                 if conn.recv(1):  # STOP: what the socket holds is read first (end of file: the daemon is gone)
                     drain(sock, reader, conn, screen)
                 if door is not None:

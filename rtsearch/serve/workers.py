@@ -115,7 +115,7 @@ class WorkerPool:
         stamps = jobs.stamps
         with self._cv:
             done = self.batcher.predicted_done(len(jobs), busy_until_ns=self._busy_until())
-            late = done + int(self.batcher.policy.margin_ms * 1e6) > stamps.received_mono + stamps.budget_ns
+            late = done + self.batcher.headroom_ns() > stamps.received_mono + stamps.budget_ns
             # an idle engine takes what comes whatever the model says: its answers are what corrects the model
             # (a model that predicted too much once would otherwise shed everything from then on)
             if late.any() and (self._busy or len(self.batcher)):
@@ -150,8 +150,10 @@ class WorkerPool:
             return
         wait = 0
         if self._busy or len(self.batcher):
-            wait = int(self.batcher.predicted_done(1, busy_until_ns=self._busy_until())[0]) - self.clock()
-        self.advice.set_wait(wait)
+            done = int(self.batcher.predicted_done(1, busy_until_ns=self._busy_until())[0])
+            wait = done + self.batcher.headroom_ns() - self.clock()
+        model = self.model  # each spectrum queued after: its share of a full batch
+        self.advice.set_wait(wait, int((model.per_item_s + model.fixed_s / self.cfg.max_batch) * 1e9))
 
     def _busy_until(self) -> int:
         """When the next engine thread is free (clock ns; now if one is)."""

@@ -35,8 +35,25 @@ def test_late_rows_by_hand() -> None:
         (2, t - MAX_TRUSTED_AGE_NS - 1, t, np.nan),  # a sender clock a minute off: age unknown, not shed
         (2, t - 5 * MS, t, 44.0),  # 45 > 44: shed
     ])  # fmt: skip
-    assert late_rows(ints, floats, wait_ns=40 * MS, default_budget_ms=50.0).tolist() == [1, 7]
-    assert late_rows(ints, floats, wait_ns=0, default_budget_ms=50.0).tolist() == []
+    rows, admitted = late_rows(ints, floats, wait_ns=40 * MS, default_budget_ms=50.0)
+    assert rows.tolist() == [1, 7] and admitted == 5  # the MS1 spectrum is not queued
+    rows, admitted = late_rows(ints, floats, wait_ns=0, default_budget_ms=50.0)
+    assert rows.tolist() == [] and admitted == 7
+    # seen again 6 ms after receipt: row 0 is 11 ms old (11 + 40 > 50), row 2 21 ms (61 > 60); row 5, sent
+    # "5 ms after" receipt, is 1 ms old
+    rows, _ = late_rows(ints, floats, wait_ns=40 * MS, default_budget_ms=50.0, now_ns=t + 6 * MS)
+    assert rows.tolist() == [0, 1, 2, 7]
+
+
+def test_late_rows_count_the_spectra_queued_before_them() -> None:
+    t = 10**18
+    # each has 50 - 10 - 30 = 10 ms of room; 3 ms a spectrum queued ahead of it
+    ints, floats = _columns([(2, t - 10 * MS, t, np.nan)] * 5 + [(2, t - 45 * MS, t, np.nan), (2, t, t, np.nan)])
+    rows, admitted = late_rows(ints, floats, wait_ns=30 * MS, default_budget_ms=50.0, slope_ns=3 * MS, ahead=1)
+    # rows 0..2 wait behind 1, 2, 3 (3, 6, 9 ms <= 10); row 3 behind 4 (12 > 10); row 4 behind 5, row 3 counted
+    # though shed (an upper bound); row 5 is late whatever the queue and holds no place; row 6 (20 ms of room)
+    # behind 6 (18 ms)
+    assert rows.tolist() == [3, 4, 5] and admitted == 4
 
 
 def test_advice_goes_stale_when_not_renewed() -> None:
@@ -118,6 +135,37 @@ def test_the_door_counts_only_what_waits_in_its_pipe() -> None:
         assert 30 * MS <= door.pipe_ns() < 10_000 * MS  # handed over 30 ms after receipt, not taken yet
         advice.processed(0, int(ints[0, INT_COLUMNS.index("mono_ns")]))
         assert door.pipe_ns() == 0  # taken
+    finally:
+        door.close()
+        ctx.term()
+
+
+def test_the_door_holds_what_it_reads_while_the_daemon_lags_and_sheds_what_grows_late_there() -> None:
+    import time
+
+    import zmq
+
+    from rtsearch.serve.intake_process import HOLD_NS, Door
+
+    ctx = zmq.Context()
+    advice = Advice(intakes=1)
+    door = Door(ctx, "inproc://nobody-reads", advice, 100.0, 0)
+    try:
+        mono, wall = time.monotonic_ns(), time.time_ns()
+        first_ints, floats = _columns([(2, wall, wall, np.nan)])
+        first_ints[0, INT_COLUMNS.index("mono_ns")] = mono - HOLD_NS - MS  # handed over, never taken
+        empty = (np.zeros(0), np.zeros(0, np.float32))
+        first = SpectraChunk(["r"], [(2,)], first_ints, floats, *empty, np.zeros(2, np.int64))
+        assert door.apply([first]) == [first] and door.holding()
+        # two spectra read now: sent 95 and 10 ms ago; the pipe's wait (>= 6 ms) is all that is advised
+        ints, floats = _columns([(2, wall - 95 * MS, wall, np.nan), (2, wall - 10 * MS, wall, np.nan)])
+        held = SpectraChunk(["r"], [(2,), (2,)], ints, floats, *empty, np.zeros(3, np.int64))
+        (kept,) = door.screen([held])
+        assert kept.ints[:, INT_COLUMNS.index("sent_ns")].tolist() == [wall - 10 * MS]  # 95 + 6 > 100 ms: shed
+        (report,) = door.report(now=True)
+        assert report.chunk.ints[:, INT_COLUMNS.index("sent_ns")].tolist() == [wall - 95 * MS]
+        advice.processed(0, int(first_ints[0, INT_COLUMNS.index("mono_ns")]))
+        assert not door.holding()  # the daemon took what it was given: what is held goes on
     finally:
         door.close()
         ctx.term()
