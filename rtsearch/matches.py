@@ -56,6 +56,19 @@ class BestMatches:
 
 
 @dataclass
+class Names:
+    """Per spectrum of a batch, its best match's ProForma and protein accessions ("" and [] where none): worked
+    out where the batch was scored (the daemon's engine process), so that the daemon need not."""
+
+    peptides: list[str]
+    proteins: list[list[str]]
+
+    def take(self, idx: np.ndarray) -> Names:
+        rows = idx.tolist()
+        return Names([self.peptides[i] for i in rows], [self.proteins[i] for i in rows])
+
+
+@dataclass
 class ScoredBatch:
     """Per spectrum of one batch: identity, best match (``best.match`` -1 if none), reason."""
 
@@ -68,6 +81,7 @@ class ScoredBatch:
     # seconds per engine stage of the batch this came from (unsynchronized wall clock: where a slow
     # batch spent its time, for the daemon's log); empty for batches not scored by an engine
     stages: dict[str, float] = field(default_factory=dict)
+    names: Names | None = None  # the matches' names, when worked out beside scoring (`rtsearch.search.live.named`)
 
     def __len__(self) -> int:
         return len(self.run)
@@ -75,8 +89,9 @@ class ScoredBatch:
     def take(self, rows: Sequence[int] | np.ndarray) -> ScoredBatch:
         """The spectra at ``rows``, in that order."""
         idx = np.asarray(rows, dtype=np.int64)
+        names = self.names.take(idx) if self.names is not None else None
         return ScoredBatch([self.run[i] for i in idx], self.scan[idx], self.precursor_mz[idx], self.rt[idx],
-                           self.best.take(idx), [self.reason[i] for i in idx])  # fmt: skip
+                           self.best.take(idx), [self.reason[i] for i in idx], names=names)  # fmt: skip
 
 
 def concat_batches(batches: Sequence[ScoredBatch]) -> ScoredBatch:

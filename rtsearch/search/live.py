@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rtsearch.matches import STATUSES, Results, ScoredBatch, unscored_batch
+from rtsearch.matches import STATUSES, Names, Results, ScoredBatch, unscored_batch
 from rtsearch.search.fdr import RunningFdr
 from rtsearch.search.lda import Discriminant, fit
 from rtsearch.search.table import PsmTable
@@ -153,10 +153,15 @@ class LiveRun:
         self.by_status[ResultStatus.IDENTIFIED.value] += n_ok
         self.by_status[ResultStatus.UNIDENTIFIED.value] += len(match) - n_ok
         hits, t = match[scored], self.target
+        if batch.names is not None:  # named where it was scored
+            rows = np.flatnonzero(scored).tolist()
+            peptides, proteins = [batch.names.peptides[i] for i in rows], [batch.names.proteins[i] for i in rows]
+        else:
+            peptides, proteins = t.peptides(hits), t.proteins(hits)
         out = Results(
             self.name, batch.scan, np.where(ok, _IDENTIFIED, _UNIDENTIFIED).astype(np.int8), batch.reason,
             batch.precursor_mz, scored, best.charge, best.calc_mz, best.ppm_error, raw, q, decoy, best.matched_peaks,
-            t.peptides(hits), t.proteins(hits), t.extra_fields(hits, best.features[scored]),
+            peptides, proteins, t.extra_fields(hits, best.features[scored]),
         )  # fmt: skip
         if self.sink is not None:
             self.sink(batch, out.status)
@@ -178,6 +183,17 @@ class LiveRun:
         """Final discriminant and q-values (as offline); the table and the run's summary."""
         self.table.finalize()
         return self.table, run_summary(self.name, self.table, self.by_status)
+
+
+def named(target: SearchTarget, batch: ScoredBatch) -> ScoredBatch:
+    """``batch`` with its best matches' names (`Names`), as `LiveRun.add_scored` would work them out."""
+    match = batch.best.match
+    rows = np.flatnonzero(match >= 0)
+    peptides, proteins = [""] * len(match), [list[str]() for _ in range(len(match))]
+    for i, pep, prot in zip(rows.tolist(), target.peptides(match[rows]), target.proteins(match[rows]), strict=True):
+        peptides[i], proteins[i] = pep, prot
+    batch.names = Names(peptides, proteins)
+    return batch
 
 
 def run_summary(name: str, table: PsmTable, by_status: dict[str, int]) -> RunSummary:

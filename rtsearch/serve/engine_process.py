@@ -8,9 +8,11 @@ the target is opened again (`SearchTarget.reopen`, on the daemon's backend) in a
 worker thread hands it each `SpectraBatch` over a pipe and waits, the GIL released, for the
 `ScoredBatch`::
 
-    engine thread ──pickle(SpectraBatch)──▶ pipe ──▶ engine process: target.score ──pickle(ScoredBatch)──▶ back
+    engine thread ──pickle(SpectraBatch)──▶ pipe ──▶ engine process: target.score, named ──pickle(ScoredBatch)──▶ back
 
-Both are columns (arrays pickle as their bytes): a batch of 300 spectra is ~0.6 MB out, ~50 kB back.
+Both are columns (arrays pickle as their bytes): a batch of 300 spectra is ~0.6 MB out, ~50 kB back, with
+the matches' names (`rtsearch.search.live.named`: ProForma and proteins), worked out here rather than by the
+daemon's results thread, which shares the daemon's GIL.
 An exception in the child comes back as `EngineError` with its text (the batch is answered with it, as in a
 thread); a child that dies raises `EngineGone`, and the worker thread stops (the daemon then shuts down,
 answering what it holds). The child ends with the daemon, even a SIGKILLed one (`exit_with_parent`).
@@ -31,6 +33,7 @@ from typing import Any
 from rtsearch.batch import SpectraBatch
 from rtsearch.config import EngineHost
 from rtsearch.matches import ScoredBatch
+from rtsearch.search.live import named
 from rtsearch.search.target import Reopen, SearchTarget
 from rtsearch.serve.runtime import exit_with_parent, name_os_thread, single_threaded_blas
 
@@ -141,7 +144,7 @@ def serve(conn: Connection, reopen: Reopen, parent: int, name: str) -> None:
             return  # the daemon closed the pipe (or is gone)
         batch: SpectraBatch = pickle.loads(data)
         try:
-            reply: tuple[str, Any] = ("scored", target.score(batch))
+            reply: tuple[str, Any] = ("scored", named(target, target.score(batch)))  # named here, not in the daemon
         except Exception as e:  # answered by the daemon with this reason, as a thread's failure would be
             log.exception("engine failed on a batch of %d spectra", len(batch))
             reply = ("error", f"{type(e).__name__}: {e}")

@@ -72,3 +72,28 @@ def test_library_results_carry_the_library_fields_too(data, tmp_path) -> None:
     target = LibraryTarget(load_library(tmp_path / "lib"), Tolerance.parse("20 ppm"), get_backend("numpy"),
                            isotope_errors=(0, 1))  # fmt: skip
     _check(target, spectra, set(LibraryTarget.result_fields))
+
+
+def test_names_worked_out_where_a_batch_is_scored_give_the_same_answers(demo_index) -> None:
+    import pickle
+
+    import numpy as np
+
+    from rtsearch.search.live import named
+
+    target = DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
+    spectra = SpectraBatch.of(list(read_spectra(bundled(RUN))))
+    scored = target.score(spectra)
+    with_names = pickle.loads(pickle.dumps(named(target, target.score(spectra))))  # as the engine process sends it
+    assert scored.names is None and with_names.names is not None
+    hit = np.flatnonzero(scored.best.match >= 0)
+    assert 0 < len(hit) < len(scored)
+    miss = int(np.flatnonzero(scored.best.match < 0)[0])
+    assert with_names.names.peptides[miss] == "" and with_names.names.proteins[miss] == []
+    assert [with_names.names.peptides[i] for i in hit] == target.peptides(scored.best.match[hit])
+    # two runs' parts of one batch, named or not: the same messages
+    rows = [np.arange(0, len(scored), 2), np.arange(1, len(scored), 2)]
+    for part in rows:
+        plain = LiveRun("r", target).add_scored(scored.take(part)).messages()
+        assert LiveRun("r", target).add_scored(with_names.take(part)).messages() == plain
+        assert any("peptide" in m for m in plain)
