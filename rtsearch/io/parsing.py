@@ -30,23 +30,26 @@ def to_float(text: Any) -> float:
 
 def make_spectrum(run: str, scan: int, level: int, mz: Any, intensity: Any, precursor_mz: float,
                   charges: Sequence[Any], rt: float, precursor_intensity: float,
-                  defaults: tuple[int, ...], problem: str = "") -> Spectrum:
-    """Build a `Spectrum`, sorting peaks and recording why it cannot be scored."""
+                  defaults: tuple[int, ...], problem: str = "", *, checked: bool = False) -> Spectrum:
+    """Build a `Spectrum`, sorting peaks and recording why it cannot be scored.
+
+    ``checked``: the caller found the peaks as many on each side, non-empty, finite, non-negative and sorted
+    (a reader that checks a whole block of spectra at once: `rtsearch.io.mgf`)."""
     mz = np.asarray(mz, dtype=np.float64)
     intensity = np.asarray(intensity, dtype=np.float32)
     problems = [problem] if problem else []
-    if mz.shape != intensity.shape:
+    if not checked and mz.shape != intensity.shape:
         problems.append(f"mismatched array lengths (m/z {mz.size}, intensity {intensity.size})")
         n = min(mz.size, intensity.size)
         mz, intensity = mz[:n], intensity[:n]
-    if not problem:
+    if not problem and not checked:
         if mz.size == 0:
             problems.append("empty spectrum")
         elif not (np.isfinite(mz).all() and np.isfinite(intensity).all()):
             problems.append("non-finite peak values")
         elif (intensity < 0).any():
             problems.append("negative intensities")
-    if mz.size > 1 and (np.diff(mz) < 0).any():
+    if not checked and mz.size > 1 and (np.diff(mz) < 0).any():
         order = np.argsort(mz, kind="stable")
         mz, intensity = mz[order], intensity[order]
     if not math.isfinite(precursor_mz):

@@ -1,87 +1,21 @@
-"""MGF (through `pyteomics.mgf`) and MS2 (a small parser of its own), one spectrum at a time.
+"""MS2 (a small parser of its own), one spectrum at a time.
 
-pyteomics' MS2 reader drops a trailing empty spectrum and gives no line numbers,
-so MS2 is parsed here; MGF errors are reported with the entry and line.
+pyteomics' MS2 reader drops a trailing empty spectrum and gives no line numbers, so MS2 is parsed here.
+MGF has its own module (`rtsearch.io.mgf`).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
-from pyteomics import mgf
 
 from rtsearch.errors import InputError
 from rtsearch.io.parsing import make_spectrum, one_line, to_float, where
 from rtsearch.types import Spectrum
-
-_TITLE_SCAN_RE = re.compile(r"scan=(\d+)", re.I)
-
-
-class _Lines:
-    """A text file iterated line by line, counting lines (for error messages)."""
-
-    def __init__(self, fh: IO[str]) -> None:
-        self._fh, self.name, self.lineno = fh, fh.name, 0
-
-    def tell(self) -> int:
-        return self._fh.tell()
-
-    def seek(self, pos: int) -> int:  # pyteomics rewinds after reading the header
-        self.lineno = 0 if pos == 0 else -1  # -1: unknown
-        return self._fh.seek(pos)
-
-    def __iter__(self) -> _Lines:
-        return self
-
-    def __next__(self) -> str:
-        line = next(self._fh)
-        self.lineno += 1
-        return line
-
-
-def read_mgf(path: Path, run: str, defaults: tuple[int, ...]) -> Iterator[Spectrum]:
-    last: int | None = None
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        lines = _Lines(fh)
-        entries: Iterator[dict[str, Any]] | None = None
-        for entry in itertools.count(1):
-            try:
-                if entries is None:
-                    entries = iter(mgf.MGF(lines, use_header=True, convert_arrays=1,
-                                           read_charges=False))
-                item = next(entries)
-                if item is None:  # pyteomics yields None at end of file inside an entry
-                    raise ValueError("file ends inside an entry (truncated?)")
-            except StopIteration:
-                return
-            except Exception as exc:  # pyteomics raises PyteomicsError, IndexError, ValueError
-                reason = one_line(getattr(exc, "message", exc))  # PyteomicsError.message
-                raise InputError(f"{path}: corrupt MGF in entry {entry}"
-                                 f"{where(lines.lineno, last)}: {reason}") from None
-            params: dict[str, Any] = item["params"]
-            title = str(params.get("title", ""))
-            m = re.search(r"\d+", str(params.get("scans", ""))) or _TITLE_SCAN_RE.search(title)
-            scan = int(m.group(m.re.groups)) if m else entry
-            pepmass = params.get("pepmass")
-            problem = ""
-            if pepmass is None:
-                problem = f"MGF entry {entry} has no PEPMASS"
-                problem += f" (TITLE={title})" if title else ""
-                pepmass = (math.nan, None)
-            charge = params.get("charge")
-            charges = list(charge) if isinstance(charge, list | tuple) else [charge]
-            yield make_spectrum(run, scan, 2, item["m/z array"], item["intensity array"],
-                            to_float(pepmass[0]), [c for c in charges if c is not None],
-                            to_float(params.get("rtinseconds", 0.0)),
-                            to_float(pepmass[1]) if pepmass[1] is not None else 0.0, defaults,
-                            problem)
-            last = scan
 
 
 def read_ms2(path: Path, run: str, defaults: tuple[int, ...]) -> Iterator[Spectrum]:

@@ -1,12 +1,13 @@
-"""Read spectra lazily from mzML (plain or ``.gz``), MGF and MS2 files.
+"""Read spectra lazily from mzML and MGF (plain or ``.gz``) and MS2 files.
 
 Every reader is a generator that holds one spectrum at a time. A spectrum that
 can be read but not scored is still yielded, with `Spectrum.problem` saying
 why; a structurally corrupt file raises `InputError` (one line naming the file
 and, where known, the line and the last scan read).
 
-Formats: mzML (`rtsearch.io.mzml`, lxml), MGF and MS2 (`rtsearch.io.peaklists`,
-pyteomics for MGF); this module picks one by the file's extension.
+Formats: mzML (`rtsearch.io.mzml`, lxml), MGF (`rtsearch.io.mgf`, in bulk), MS2
+(`rtsearch.io.peaklists`); this module picks one by the file's extension.
+Every reader holds one block of the file at a time (MGF: `rtsearch.io.mgf.BLOCK_BYTES`).
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rtsearch.errors import InputError
+from rtsearch.io.mgf import read_mgf
 from rtsearch.io.mzml import read_mzml
-from rtsearch.io.peaklists import read_mgf, read_ms2
+from rtsearch.io.peaklists import read_ms2
 from rtsearch.types import Spectrum
 
-_SUFFIXES = (".mzml.gz", ".mzml", ".mgf", ".ms2")
-_COUNT_PATTERN = {".mgf": b"BEGIN IONS", ".ms2": b"\nS", ".mzml": b"<precursorList",
+_SUFFIXES = (".mzml.gz", ".mzml", ".mgf.gz", ".mgf", ".ms2")
+_COUNT_PATTERN = {".mgf": b"BEGIN IONS", ".mgf.gz": b"BEGIN IONS", ".ms2": b"\nS", ".mzml": b"<precursorList",
                   ".mzml.gz": b"<precursorList"}
 
 
@@ -53,7 +55,7 @@ def read_spectra(
     default_charges: tuple[int, ...] = (),
     ms_levels: tuple[int, ...] = (2,),
 ) -> Iterator[Spectrum]:
-    """Iterate over the spectra of an mzML, mzML.gz, MGF or MS2 file, one at a time.
+    """Iterate over the spectra of an mzML, mzML.gz, MGF, MGF.gz or MS2 file, one at a time.
 
     Parameters
     ----------
@@ -78,17 +80,19 @@ def read_spectra(
     """
     p = Path(path)
     if not (fmt := _suffix(p.name)):
-        raise InputError(f"{p}: unknown spectrum file type (expected .mzML, .mzML.gz, .mgf, .ms2)")
+        raise InputError(f"{p}: unknown spectrum file type (expected .mzML, .mzML.gz, .mgf, .mgf.gz, .ms2)")
     try:
         with open(p, "rb"):
             pass
     except OSError as exc:
         raise InputError(f"{p}: cannot read spectrum file: {exc.strerror or exc}") from None
     run, defaults = run_name(p), tuple(int(c) for c in default_charges)
-    if fmt in (".mgf", ".ms2"):
+    if fmt in (".mgf", ".mgf.gz", ".ms2"):
         if 2 not in ms_levels:
             return iter(())
-        return (read_mgf if fmt == ".mgf" else read_ms2)(p, run, defaults)
+        if fmt == ".ms2":
+            return read_ms2(p, run, defaults)
+        return read_mgf(p, run, defaults, gz=fmt == ".mgf.gz")
     return read_mzml(p, run, defaults, frozenset(ms_levels), fmt == ".mzml.gz")
 
 
@@ -111,7 +115,7 @@ def count_spectra(path: str | Path) -> int | None:
         return None
     pattern, count, carry = _COUNT_PATTERN[fmt], 0, b"\n"
     try:
-        with (gzip.open if fmt == ".mzml.gz" else open)(path, "rb") as fh:
+        with (gzip.open if fmt.endswith(".gz") else open)(path, "rb") as fh:
             while chunk := fh.read(1 << 20):
                 buf = carry + chunk
                 count += buf.count(pattern)

@@ -1,0 +1,70 @@
+"""Spectrum readers against the reader each replaced, on the 50,000-spectrum bench MGF (issue 17).
+
+Writes the dev runs' MS2 spectra looped into one MGF of ``--spectra`` (`bench/bulk_bench.py`'s), gzips a copy,
+then times, in this process one after the other, reading every spectrum with `rtsearch.io.spectra.read_spectra`
+(the bulk reader) and with pyteomics' MGF reader (what `rtsearch.io.peaklists` used before), best of
+``--repeat``; prints one JSON line.
+
+    python bench/reader_bench.py --data ../shared/data [--spectra 50000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pyteomics import mgf  # noqa: E402
+
+from bench.bulk_bench import looped_spectra, write_mgf  # noqa: E402
+from rtsearch.io.spectra import read_spectra  # noqa: E402
+
+
+def _best(fn, repeat: int) -> tuple[float, int]:
+    best, n = float("inf"), 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        n = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, n
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--spectra", type=int, default=50_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp_s:
+        path = Path(tmp_s) / "bulk.mgf"
+        write_mgf(looped_spectra(args.data, args.spectra), path)
+        gz = path.with_suffix(".mgf.gz")
+        with open(path, "rb") as src, gzip.open(gz, "wb", compresslevel=1) as dst:
+            shutil.copyfileobj(src, dst)
+        res: dict[str, object] = {"spectra": args.spectra, "mgf_mb": round(path.stat().st_size / 1e6, 1),
+                                  "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()}
+        secs, n = _best(lambda: sum(1 for _ in read_spectra(path)), args.repeat)
+        res["bulk_s"], res["bulk_spectra"] = round(secs, 3), n
+        secs, _ = _best(lambda: sum(1 for _ in read_spectra(gz)), args.repeat)
+        res["bulk_gz_s"] = round(secs, 3)
+        secs, n = _best(lambda: sum(1 for _ in mgf.read(str(path), convert_arrays=1, read_charges=False)),
+                        args.repeat)  # fmt: skip
+        res["pyteomics_s"], res["pyteomics_spectra"] = round(secs, 3), n
+        res["speedup"] = round(res["pyteomics_s"] / res["bulk_s"], 2)  # type: ignore[operator]
+        res["bulk_mb_per_s"] = round(path.stat().st_size / 1e6 / res["bulk_s"], 1)  # type: ignore[operator]
+    print(json.dumps(res), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
