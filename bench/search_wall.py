@@ -1,0 +1,81 @@
+"""`rtsearch search`'s whole-process wall on the 50,000-spectrum bench MGF, cold and warm (issue 17).
+
+Builds (or loads) the 20,000-protein index with entrapment (`bench/stream_bench.py`'s) and writes the dev runs'
+MS2 spectra looped into one MGF (`bench/bulk_bench.py`'s), then runs ``rtsearch search RUN.mgf --index …``
+as a new process, timed from outside:
+
+1. **cold**: CuPy's kernel cache (``CUPY_CACHE_DIR``) an empty folder — every kernel compiled by NVRTC;
+2. **warm**: the same folder again — what a second process on the machine sees;
+3. **profiled**: warm, under ``python -m cProfile``; the costliest functions are printed.
+
+Prints one JSON line (and writes ``--json``).
+
+    python3 bench/search_wall.py --data .gpudata/data --index-cache .benchcache/idx20k [--spectra 50000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.bulk_bench import looped_spectra, write_mgf  # noqa: E402
+from bench.serving import code_env, index_and_record  # noqa: E402
+
+
+def search(index: Path, mgf: Path, tmp: Path, env: dict[str, str], *, profile: Path | None = None) -> dict[str, Any]:
+    out = tmp / "results.tsv"
+    prof = ["-m", "cProfile", "-o", str(profile)] if profile else []
+    cmd = [sys.executable, *prof, "-m", "rtsearch.cli", "search", str(mgf), "--index", str(index), "-o", str(out)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp)
+    secs = time.perf_counter() - t0
+    rows = out.read_text().count("\n") - 1 if out.is_file() else 0
+    return {"seconds": round(secs, 2), "rows": rows, "rc": proc.returncode, "stderr_tail": proc.stderr[-800:]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--index-cache", type=Path, required=True)
+    ap.add_argument("--proteins", type=int, default=20_000)
+    ap.add_argument("--spectra", type=int, default=50_000)
+    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    _, res, index = index_and_record(args.data, args.proteins, args.index_cache)
+    del index
+    with tempfile.TemporaryDirectory() as tmp_s:
+        tmp = Path(tmp_s)
+        mgf = tmp / "bulk.mgf"
+        write_mgf(looped_spectra(args.data, args.spectra), mgf)
+        res["mgf_bytes"] = mgf.stat().st_size
+        env = {**code_env(), "CUPY_CACHE_DIR": str(tmp / "cupy-cache")}
+        folder = args.index_cache.resolve()
+        res["cold"] = search(folder, mgf, tmp, env)
+        print("cold:", json.dumps(res["cold"]), flush=True)
+        res["warm"] = search(folder, mgf, tmp, env)
+        print("warm:", json.dumps(res["warm"]), flush=True)
+        prof = tmp / "search.prof"
+        res["profiled"] = search(folder, mgf, tmp, env, profile=prof)
+        if prof.is_file():
+            stats = pstats.Stats(str(prof))
+            stats.sort_stats("cumulative").print_stats(args.top)
+            stats.sort_stats("tottime").print_stats(args.top)
+    print(json.dumps(res), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
