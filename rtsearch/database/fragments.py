@@ -40,59 +40,77 @@ MIN_ION_INDEX = 2  # b1 and y1 are rarely seen and mostly below the m/z floor
 
 
 def residue_masses(
-    bases: Bases, forms: Forms, residue_mass: np.ndarray, mods: ModSet
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per-residue masses of each form, fixed and variable mods applied.
+    bases: Bases, forms: Forms, residue_mass: np.ndarray, mods: ModSet, xp: Any = np
+) -> tuple[Any, Any]:
+    """Per-residue masses of each form, fixed and variable mods applied (arrays of ``xp``).
 
     Returns
     -------
     masses : float64 array, all forms concatenated
     offsets : int64 array [len(forms) + 1]
     """
-    lengths = bases.lengths[forms.base]
-    offsets = np.zeros(len(forms) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    base = xp.asarray(forms.base).astype(xp.int64)
+    base_offsets = xp.asarray(bases.offsets)
+    lengths = base_offsets[base + 1] - base_offsets[base]
+    offsets = xp.zeros(len(forms) + 1, dtype=xp.int64)
+    xp.cumsum(lengths, out=offsets[1:])
     total = int(offsets[-1])
-    within = np.arange(total, dtype=np.int64) - np.repeat(offsets[:-1], lengths)
-    src = np.repeat(bases.offsets[:-1][forms.base], lengths) + within
-    masses = residue_mass[bases.residues[src]]
+    form_of = _segments(lengths, xp)
+    within = xp.arange(total, dtype=xp.int64) - offsets[:-1][form_of]
+    src = base_offsets[base][form_of] + within
+    masses = xp.asarray(residue_mass)[xp.asarray(bases.residues)[src]]
     n_fixed, c_fixed = mods.terminal_fixed()
     if n_fixed:
         masses[offsets[:-1]] += n_fixed
     if c_fixed:
         masses[offsets[1:] - 1] += c_fixed
-    deltas = np.array([m.delta for m in mods.variable] or [0.0])
+    deltas = xp.asarray([m.delta for m in mods.variable] or [0.0], dtype=xp.float64)
+    mod_pos, mod_id = xp.asarray(forms.mod_pos), xp.asarray(forms.mod_id)
     for k in range(forms.mod_pos.shape[1]):
-        pos = forms.mod_pos[:, k].astype(np.int64)
+        pos = mod_pos[:, k].astype(xp.int64)
         ok = pos >= 0
-        masses[offsets[:-1][ok] + pos[ok]] += deltas[forms.mod_id[ok, k]]
+        masses[offsets[:-1][ok] + pos[ok]] += deltas[mod_id[ok, k].astype(xp.int64)]
     return masses, offsets
 
 
-def by_ions(masses: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Singly charged b and y ion m/z of every form.
+def by_ions(masses: Any, offsets: Any, xp: Any = np) -> tuple[Any, Any, Any]:
+    """Singly charged b and y ion m/z of every form (arrays of ``xp``).
 
     Returns ``(b, y, ion_offsets)``: for form f, ``b[s:e]`` holds b1..b(L-1)
     and ``y[s:e]`` y1..y(L-1), where ``s, e = ion_offsets[f], ion_offsets[f+1]``.
+
+    Each form's residues are summed in order, position by position over all forms at once, so NumPy and CuPy
+    add the same numbers in the same order and give the same bits (a cumulative sum over the whole chunk, as
+    before, lost up to 1e-7 Da to cancellation and cannot be reproduced by a parallel scan).
     """
-    lengths = np.diff(offsets)
-    prefix = np.cumsum(masses)
-    start_sum = np.concatenate(([0.0], prefix))[offsets[:-1]]
-    total = np.add.reduceat(masses, offsets[:-1]) if masses.size else np.zeros(0)
-    # Position i (0-based) within a form, for i in 0 .. L-2: b(i+1) = sum(m[0..i]).
-    keep = np.ones(masses.shape[0], dtype=bool)
-    keep[offsets[1:] - 1] = False
+    lengths = offsets[1:] - offsets[:-1]
+    prefix = masses.copy()  # prefix[offsets[f] + i] = m0 + m1 + ... + mi of form f, added left to right
+    longest = int(lengths.max()) if len(lengths) else 0
+    for i in range(1, longest):
+        at = offsets[:-1][lengths > i] + i
+        prefix[at] = prefix[at - 1] + prefix[at]
+    total = prefix[offsets[1:] - 1] if len(lengths) else xp.zeros(0)
     ion_len = lengths - 1
-    ion_off = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(ion_len, out=ion_off[1:])
-    form_of = np.repeat(np.arange(len(lengths)), ion_len)
-    b_neutral = prefix[keep] - start_sum[form_of]
+    ion_off = xp.zeros(len(lengths) + 1, dtype=xp.int64)
+    xp.cumsum(ion_len, out=ion_off[1:])
+    form_of = _segments(ion_len, xp)
+    within = xp.arange(int(ion_off[-1]), dtype=xp.int64) - ion_off[:-1][form_of]
+    # ion i (0-based, i <= L-2) of a form: b(i+1) = sum(m[0..i]); y(L-1-i) = total - b(i+1)
+    b_neutral = prefix[offsets[:-1][form_of] + within]
     b = b_neutral + PROTON
-    # y(L-1-i) = total - b_neutral(i+1) ; reverse inside each form to order y1..y(L-1)
     y_rev = total[form_of] - b_neutral + H2O + PROTON
-    within = np.arange(ion_off[-1]) - ion_off[:-1][form_of]
-    y = y_rev[ion_off[:-1][form_of] + (ion_len[form_of] - 1 - within)]
+    y = y_rev[ion_off[:-1][form_of] + (ion_len[form_of] - 1 - within)]  # reversed inside each form: y1..y(L-1)
     return b, y, ion_off
+
+
+def _segments(counts: Any, xp: Any) -> Any:
+    """``repeat(arange(len(counts)), counts)``: the segment of each element (CuPy's ``repeat`` takes no array of
+    counts)."""
+    if xp is np:
+        return np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    ends = xp.cumsum(counts)
+    total = int(ends[-1]) if len(ends) else 0
+    return xp.searchsorted(ends, xp.arange(total, dtype=xp.int64), side="right").astype(xp.int64)
 
 
 @dataclass
@@ -110,18 +128,20 @@ class FragmentIndex:
 
 
 def _index_fragments(
-    bases: Bases, forms: Forms, residue_mass: np.ndarray, mods: ModSet, lo: float, hi: float, first: int
-) -> tuple[np.ndarray, np.ndarray]:
-    masses, offsets = residue_masses(bases, forms, residue_mass, mods)
-    b, y, ion_off = by_ions(masses, offsets)
-    n_ions = np.diff(ion_off)
-    form_of = np.repeat(np.arange(len(forms), dtype=np.int64), n_ions)
-    within = np.arange(ion_off[-1]) - ion_off[:-1][form_of]
+    bases: Bases, forms: Forms, residue_mass: np.ndarray, mods: ModSet, lo: float, hi: float, first: int,
+    xp: Any = np,
+) -> tuple[Any, Any]:
+    """The fragments of ``forms`` (their peptide numbers from ``first``) within [lo, hi]: m/z float32, peptide
+    uint32, arrays of ``xp``."""
+    masses, offsets = residue_masses(bases, forms, residue_mass, mods, xp)
+    b, y, ion_off = by_ions(masses, offsets, xp)
+    form_of = _segments(ion_off[1:] - ion_off[:-1], xp)
+    within = xp.arange(int(ion_off[-1]), dtype=xp.int64) - ion_off[:-1][form_of]
     ok_index = within >= MIN_ION_INDEX - 1
-    mz = np.concatenate((b[ok_index], y[ok_index]))
-    pep = np.concatenate((form_of[ok_index], form_of[ok_index])) + first
+    mz = xp.concatenate((b[ok_index], y[ok_index]))
+    pep = xp.concatenate((form_of[ok_index], form_of[ok_index])) + first
     ok = (mz >= lo) & (mz <= hi)
-    return mz[ok].astype(np.float32), pep[ok].astype(np.uint32)
+    return mz[ok].astype(xp.float32), pep[ok].astype(xp.uint32)
 
 
 def build_fragment_index(
@@ -139,20 +159,22 @@ def build_fragment_index(
 ) -> FragmentIndex:
     """Build the fragment index of mass-sorted ``forms`` (see the module diagram).
 
-    ``xp`` (NumPy or CuPy) does the two sorts, the costly part on large databases.
+    ``xp`` (NumPy or CuPy) computes the fragments and does the two sorts; the result is the same bytes with
+    either (tests/gpu/test_index_build.py).
     """
+    x: Any = xp
     mzs, peps = [], []
     for start in range(0, len(forms), chunk):
         part = forms.take(np.arange(start, min(start + chunk, len(forms))))
-        mz, pep = _index_fragments(bases, part, residue_mass, mods, min_mz, max_mz, start)
+        mz, pep = _index_fragments(bases, part, residue_mass, mods, min_mz, max_mz, start, x)
         mzs.append(mz)
         peps.append(pep)
         if progress is not None:
             progress(len(part))
-    mz = np.concatenate(mzs) if mzs else np.zeros(0, np.float32)
-    pep = np.concatenate(peps) if peps else np.zeros(0, np.uint32)
+    mz = x.concatenate(mzs) if mzs else x.zeros(0, x.float32)
+    pep = x.concatenate(peps) if peps else x.zeros(0, x.uint32)
     del mzs, peps
-    mz_s, pep_s, bucket_min = _bucket_sort(mz, pep, bucket_size, xp)
+    mz_s, pep_s, bucket_min = _bucket_sort(mz, pep, bucket_size, x)
     return FragmentIndex(mz_s, pep_s, bucket_min, bucket_size)
 
 
