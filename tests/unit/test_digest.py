@@ -363,17 +363,3 @@ def test_read_fastas_first_accession_wins(tmp_path: Path) -> None:
     b = _write(tmp_path, ">P2\nDDDK\n>P3\nEEEK\n", name="b.fasta")
     prots = read_fastas([a, b])
     assert [(p.accession, p.sequence) for p in prots] == [("P1", "AAAK"), ("P2", "CCCK"), ("P3", "EEEK")]
-
-
-def test_digest_in_worker_processes_gives_the_one_process_result_in_its_order(data) -> None:
-    from rtsearch.database.fasta import read_fastas
-
-    proteins = read_fastas([data / "ecoli-small" / "ecoli.fasta"])
-    assert len(proteins) >= 4000  # `PARALLEL_FROM`: the pieces are really digested apart
-    cfg = DatabaseConfig(isoleucine_equals_leucine=True)  # keys merged across pieces by I/L too
-    one = digest(proteins, cfg, workers=1)
-    two = digest(proteins, cfg, workers=2)
-    assert list(two) == list(one) and len(one) > 100_000
-    assert all(two[k] == one[k] for k in one)
-    shared = [o for o in one.values() if len(o.proteins) > 1 and o.proteins[-1] - o.proteins[0] > len(proteins) // 8]
-    assert shared  # peptides of proteins in different pieces
