@@ -33,7 +33,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rtsearch.io.results import write_table
-    from rtsearch.search.offline import search_runs
+    from rtsearch.search.offline import SpectrumReader, search_runs
 
     cfg = load_config(args.config)
     if args.batch_size < 1:
@@ -45,13 +45,14 @@ def run(args: argparse.Namespace) -> int:
         if not Path(r).is_file():
             raise InputError(f"{r}: spectrum file not found")
     backend = backend_of(args, cfg)
-    target = open_target(args, cfg, backend)
-    log.info("searching %s %s on %s (%s); search settings %s", target.kind, args.index or args.library, backend.name,
-             backend.device, resolved_dict(cfg.search))  # fmt: skip
-    bar = Progress("search", unit="spectra")
-    table, summary = search_runs(args.runs, target, batch_size=args.batch_size,
-                                 progress=lambda done, total: bar.set(done, total))  # fmt: skip
-    bar.close()
+    with SpectrumReader(args.runs, batch_size=args.batch_size) as reader:  # reads while the target opens
+        target = open_target(args, cfg, backend)
+        log.info("searching %s %s on %s (%s); search settings %s", target.kind, args.index or args.library,
+                 backend.name, backend.device, resolved_dict(cfg.search))  # fmt: skip
+        bar = Progress("search", unit="spectra")
+        table, summary = search_runs(reader, target, batch_size=args.batch_size,
+                                     progress=lambda done, total: bar.set(done, total))  # fmt: skip
+        bar.close()
     n = write_table(table, out)
     print(f"{out}: {n:,} rows; {summary}")
     return 0

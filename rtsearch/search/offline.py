@@ -7,6 +7,9 @@ spectra and reports progress.
 
 from __future__ import annotations
 
+import contextlib
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -38,46 +41,89 @@ class SearchSummary:
 
 
 def search_runs(
-    runs: Sequence[str | Path], target: SearchTarget, *, batch_size: int = 1024,
+    runs: Sequence[str | Path] | SpectrumReader, target: SearchTarget, *, batch_size: int = 1024,
     progress: Callable[[int, int | None], None] | None = None,
 ) -> tuple[PsmTable, SearchSummary]:  # fmt: skip
     """Search every MS2 spectrum of ``runs`` against ``target``; q-values are computed per run.
 
-    Spectra without a charge keep none: the target decides which charges to try.
+    Spectra without a charge keep none: the target decides which charges to try. ``runs`` may be a
+    `SpectrumReader` started earlier (reading while the target opened); else one is started here.
+    ``progress(done, total)`` is called once each batch is scored (``total`` ``None`` when a file's spectra
+    cannot be counted up front).
     """
     t0 = time.perf_counter()
+    reader = runs if isinstance(runs, SpectrumReader) else SpectrumReader(runs, batch_size=batch_size)
     table = PsmTable(target)
-    for batch in spectrum_batches(runs, batch_size=batch_size, progress=progress):
-        table.add(target.score(SpectraBatch.of(batch)))
+    done = 0
+    with reader:
+        for batch in reader:
+            table.add(target.score(batch))
+            done += len(batch)
+            if progress:
+                progress(done, reader.total)
     table.finalize()
     psms, peptides = table.counts_at(0.01)
     return table, SearchSummary(len(table), psms, peptides, time.perf_counter() - t0)
 
 
-def spectrum_batches(
-    runs: Sequence[str | Path], *, batch_size: int, progress: Callable[[int, int | None], None] | None = None
-) -> Iterator[list[Spectrum]]:
-    """The MS2 spectra of ``runs`` in batches of ``batch_size`` (a batch never spans two runs).
+class SpectrumReader:
+    """The MS2 spectra of ``runs`` as `SpectraBatch` es of ``batch_size`` (a batch never spans two runs), read
+    ``depth`` batches ahead in a thread of its own, so that reading overlaps opening the target and scoring
+    (reading is one third of a GPU search's wall: bench/RESULTS.md).
 
-    ``progress(done, total)`` is called once each batch has been processed by the caller
-    (``total`` is ``None`` when a file's spectra cannot be counted up front).
+    ``with reader: for batch in reader: ...``; a file's error (`InputError`) is raised where its batch would
+    have come, after the batches before it; leaving the ``with`` early stops the thread.
     """
-    expected = [count_spectra(r) for r in runs]
-    grand = sum(e for e in expected if e) if all(expected) else None
-    done = 0
-    for run in runs:
-        batch: list[Spectrum] = []
-        for sp in read_spectra(run):
-            batch.append(sp)
-            if len(batch) >= batch_size:
-                yield batch
-                done += len(batch)
-                batch = []
-                if progress:
-                    progress(done, grand)
-        if batch:
-            yield batch
-            done += len(batch)
-            if progress:
-                progress(done, grand)
 
+    def __init__(self, runs: Sequence[str | Path], *, batch_size: int, depth: int = 4) -> None:
+        expected = [count_spectra(r) for r in runs]
+        self.total: int | None = sum(e for e in expected if e) if all(expected) else None
+        self.runs, self.batch_size = list(runs), batch_size
+        self._queue: queue.Queue[SpectraBatch | BaseException | None] = queue.Queue(depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, name="reader", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for run in self.runs:
+                batch: list[Spectrum] = []
+                for sp in read_spectra(run):
+                    batch.append(sp)
+                    if len(batch) >= self.batch_size:
+                        self._put(SpectraBatch.of(batch))
+                        batch = []
+                if batch:
+                    self._put(SpectraBatch.of(batch))
+            self._put(None)
+        except _Stopped:
+            return
+        except BaseException as exc:  # handed to the reading side, raised there
+            with contextlib.suppress(_Stopped):
+                self._put(exc)
+
+    def _put(self, item: SpectraBatch | BaseException | None) -> None:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+        raise _Stopped
+
+    def __iter__(self) -> Iterator[SpectraBatch]:
+        while (item := self._queue.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def __enter__(self) -> SpectrumReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class _Stopped(Exception):
+    """The reading side left: the reader thread ends."""
