@@ -54,11 +54,13 @@ def write_mgf(spectra: list[Any], out: Path) -> None:
             fh.write("END IONS\n")
 
 
-def offline(index: Path, mgf: Path, tmp: Path, env: dict[str, str]) -> dict[str, Any]:
+def offline(index: Path, mgf: Path, tmp: Path, env: dict[str, str], *, profile: Path | None = None) -> dict[str, Any]:
+    """``rtsearch search MGF --index …`` as a new process, timed from outside (under cProfile into ``profile``)."""
     out = tmp / "offline.tsv"
+    prof = ["-m", "cProfile", "-o", str(profile)] if profile else []
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "rtsearch.cli", "search", str(mgf), "--index", str(index), "-o",
-                           str(out)], capture_output=True, text=True, env=env, cwd=tmp)  # fmt: skip
+    proc = subprocess.run([sys.executable, *prof, "-m", "rtsearch.cli", "search", str(mgf), "--index", str(index),
+                           "-o", str(out)], capture_output=True, text=True, env=env, cwd=tmp)  # fmt: skip
     secs = time.perf_counter() - t0
     rows = out.read_text().count("\n") - 1 if out.is_file() else 0
     return {"seconds": round(secs, 2), "rows": rows, "spectra_per_second": round(rows / secs, 1),

@@ -18,29 +18,15 @@ from __future__ import annotations
 import argparse
 import json
 import pstats
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bulk_bench import looped_spectra, write_mgf  # noqa: E402
+from bench.bulk_bench import looped_spectra, offline, write_mgf  # noqa: E402
 from bench.serving import code_env, index_and_record  # noqa: E402
-
-
-def search(index: Path, mgf: Path, tmp: Path, env: dict[str, str], *, profile: Path | None = None) -> dict[str, Any]:
-    out = tmp / "results.tsv"
-    prof = ["-m", "cProfile", "-o", str(profile)] if profile else []
-    cmd = [sys.executable, *prof, "-m", "rtsearch.cli", "search", str(mgf), "--index", str(index), "-o", str(out)]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp)
-    secs = time.perf_counter() - t0
-    rows = out.read_text().count("\n") - 1 if out.is_file() else 0
-    return {"seconds": round(secs, 2), "rows": rows, "rc": proc.returncode, "stderr_tail": proc.stderr[-800:]}
 
 
 def main() -> int:
@@ -61,12 +47,12 @@ def main() -> int:
         res["mgf_bytes"] = mgf.stat().st_size
         env = {**code_env(), "CUPY_CACHE_DIR": str(tmp / "cupy-cache")}
         folder = args.index_cache.resolve()
-        res["cold"] = search(folder, mgf, tmp, env)
+        res["cold"] = offline(folder, mgf, tmp, env)
         print("cold:", json.dumps(res["cold"]), flush=True)
-        res["warm"] = search(folder, mgf, tmp, env)
+        res["warm"] = offline(folder, mgf, tmp, env)
         print("warm:", json.dumps(res["warm"]), flush=True)
         prof = tmp / "search.prof"
-        res["profiled"] = search(folder, mgf, tmp, env, profile=prof)
+        res["profiled"] = offline(folder, mgf, tmp, env, profile=prof)
         if prof.is_file():
             stats = pstats.Stats(str(prof))
             stats.sort_stats("cumulative").print_stats(args.top)
