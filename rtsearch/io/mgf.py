@@ -22,20 +22,19 @@ from __future__ import annotations
 import gzip
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.csv as pacsv
 
 from rtsearch.errors import InputError
 from rtsearch.io.parsing import make_spectrum, one_line, to_float, where
+from rtsearch.io.peakblocks import blocks, bounds_of, clean, parse_regions
 from rtsearch.types import Spectrum
 
-BLOCK_BYTES = 1 << 24  # read this much at a time (a block holds whole entries: it is cut after an END IONS)
+BLOCK_BYTES = 1 << 24  # read this much at a time (tests make it small to cut entries across blocks)
 _BEGIN, _END = b"BEGIN IONS", b"END IONS"
 _FIRST_PEAK = re.compile(rb"\n(?=[0-9])")  # a peak line starts with a digit
 _PARAM = re.compile(rb"^[ \t]*([^=\n#;!/ \t][^=\n]*?)[ \t]*=[ \t]*([^\n]*?)[ \t\r]*$", re.M)  # KEY=value
@@ -43,9 +42,6 @@ _TITLE_SCAN = re.compile(r"scan=(\d+)", re.I)
 _DIGITS = re.compile(r"\d+")
 _CHARGE = re.compile(r"(\d+)\s*([+-]?)")
 _COMMENT = (b"#", b";", b"!", b"/")
-_TAB_TO_SPACE = bytes.maketrans(b"\t", b" ")
-_CSV_READ = pacsv.ReadOptions(autogenerate_column_names=True, block_size=1 << 22)
-_CSV_CONVERT = pacsv.ConvertOptions(column_types={"f0": pa.float64(), "f1": pa.float64()})
 
 
 class _Corrupt(Exception):
@@ -83,7 +79,7 @@ def read_mgf(path: Path, run: str, defaults: tuple[int, ...], *, gz: bool = Fals
     reader = _Reader(path, run, defaults)
     with gzip.open(path, "rb") if gz else open(path, "rb") as fh, ThreadPoolExecutor(1, "mgf") as parser:
         ahead: tuple[_Block, Future[tuple[np.ndarray, np.ndarray] | None]] | None = None
-        for data in _blocks(fh.read):
+        for data in blocks(fh.read, _cut, BLOCK_BYTES):
             block = reader.scan(data)
             parsed = parser.submit(_parse_all, data, block.entries)
             if ahead is not None:
@@ -93,21 +89,11 @@ def read_mgf(path: Path, run: str, defaults: tuple[int, ...], *, gz: bool = Fals
             yield from reader.spectra(*ahead)
 
 
-def _blocks(read: Callable[[int], bytes]) -> Iterator[bytes]:
-    """A file (its ``read``) in blocks of about `BLOCK_BYTES`, each cut after its last ``END IONS`` line (but the
-    last)."""
-    carry = b""
-    while data := read(BLOCK_BYTES):
-        buf = carry + data if carry else data
-        end = buf.rfind(_END)
-        cut = -1 if end < 0 else buf.find(b"\n", end)
-        if cut < 0:  # no whole entry yet: read on
-            carry = buf
-            continue
-        yield buf[: cut + 1]
-        carry = buf[cut + 1 :]
-    if carry:
-        yield carry
+def _cut(buf: bytes) -> int:
+    """Where the last whole entry of ``buf`` ends (after its ``END IONS`` line; -1: none yet)."""
+    end = buf.rfind(_END)
+    line_end = -1 if end < 0 else buf.find(b"\n", end)
+    return -1 if line_end < 0 else line_end + 1
 
 
 class _Reader:
@@ -170,12 +156,11 @@ class _Reader:
                 yield self._spectrum(entry, mz, intensity, checked=False)
             return
         mz, intensity = columns
-        bounds = np.zeros(len(entries) + 1, dtype=np.int64)
-        np.cumsum([e.lines for e in entries], out=bounds[1:])
-        clean = _clean(mz, intensity, bounds)
+        bounds = bounds_of([e.lines for e in entries])
+        checked = clean(mz, intensity, bounds)
         for k, entry in enumerate(entries):
             a, b = int(bounds[k]), int(bounds[k + 1])
-            yield self._spectrum(entry, mz[a:b], intensity[a:b], checked=clean[k])
+            yield self._spectrum(entry, mz[a:b], intensity[a:b], checked=checked[k])
 
     def _spectrum(self, entry: _Entry, mz: np.ndarray, intensity: np.ndarray, *, checked: bool) -> Spectrum:
         """``checked``: the block's checks found the peaks non-empty, finite, non-negative and sorted."""
@@ -217,30 +202,11 @@ def _params(block: bytes, start: int, stop: int) -> tuple[dict[str, str], bool]:
 
 
 def _parse_all(block: bytes, entries: list[_Entry]) -> tuple[np.ndarray, np.ndarray] | None:
-    """Every entry's peaks in one Arrow parse, or ``None`` when some entry is not plain two-column lines."""
+    """Every entry's peaks in one parse (`rtsearch.io.peakblocks.parse_regions`), or ``None`` when some entry is
+    not plain two-column lines (a parameter line among its peaks included)."""
     if not entries or min(e.lines for e in entries) < 0:
         return None
-    rows = sum(e.lines for e in entries)
-    view = memoryview(block)
-    text = b"".join([view[a:b] for a, b in (e.peaks for e in entries)])
-    if b"=" in text or b"\n\n" in text or text.startswith(b"\n"):
-        return None  # a parameter line among peaks, or a blank line: entry by entry
-    tab, space = b"\t" in text, b" " in text
-    if tab and space:
-        text = text.translate(_TAB_TO_SPACE)
-    if not text:
-        return np.zeros(0), np.zeros(0, np.float32)
-    try:
-        parse = pacsv.ParseOptions(delimiter="\t" if tab and not space else " ")
-        table = pacsv.read_csv(pa.py_buffer(text), read_options=_CSV_READ, parse_options=parse,
-                               convert_options=_CSV_CONVERT)  # fmt: skip
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return None  # a third column, a number that does not parse: entry by entry finds which
-    if table.num_columns != 2 or table.num_rows != rows:
-        return None
-    mz, intensity = (table.column(k).to_numpy() for k in (0, 1))
-    return np.asarray(mz, np.float64), np.asarray(intensity).astype(np.float32)
-
+    return parse_regions(block, [e.peaks for e in entries], sum(e.lines for e in entries), reject=(b"=",))
 
 
 def _parse_lines(block: bytes, entry: _Entry) -> tuple[np.ndarray, np.ndarray, dict[str, str]]:
@@ -267,16 +233,3 @@ def _parse_lines(block: bytes, entry: _Entry) -> tuple[np.ndarray, np.ndarray, d
         except ValueError as exc:
             raise _Corrupt(entry.number, one_line(exc), here) from None
     return np.array(mz, dtype=np.float64), np.array(intensity, dtype=np.float32), params
-
-
-def _clean(mz: np.ndarray, intensity: np.ndarray, bounds: np.ndarray) -> list[bool]:
-    """Per entry (peaks ``bounds[k]:bounds[k+1]``): whether its peaks are non-empty, finite, non-negative and
-    sorted (else `make_spectrum` looks at them itself, to say what is wrong or to sort)."""
-    flags = ~np.isfinite(mz) | ~np.isfinite(intensity) | (intensity < 0)
-    flags[1:] |= mz[1:] < mz[:-1]
-    starts = bounds[:-1][bounds[:-1] < len(mz)]
-    flags[starts] = ~np.isfinite(mz[starts]) | ~np.isfinite(intensity[starts]) | (intensity[starts] < 0)
-    before = np.zeros(len(mz) + 1, dtype=np.int64)
-    np.cumsum(flags, out=before[1:])
-    flagged = before[bounds[1:]] - before[bounds[:-1]]
-    return ((flagged == 0) & (bounds[1:] > bounds[:-1])).tolist()

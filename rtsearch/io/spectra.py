@@ -6,7 +6,7 @@ why; a structurally corrupt file raises `InputError` (one line naming the file
 and, where known, the line and the last scan read).
 
 Formats: mzML (`rtsearch.io.mzml`, lxml), MGF (`rtsearch.io.mgf`, in bulk), MS2
-(`rtsearch.io.peaklists`); this module picks one by the file's extension.
+(`rtsearch.io.ms2`, in bulk too); this module picks one by the file's extension.
 Every reader holds one block of the file at a time (MGF: `rtsearch.io.mgf.BLOCK_BYTES`).
 """
 
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from rtsearch.errors import InputError
 from rtsearch.io.mgf import read_mgf
+from rtsearch.io.ms2 import read_ms2
 from rtsearch.io.mzml import read_mzml
-from rtsearch.io.peaklists import read_ms2
 from rtsearch.types import Spectrum
 
 _SUFFIXES = (".mzml.gz", ".mzml", ".mgf.gz", ".mgf", ".ms2")
