@@ -20,7 +20,8 @@ def add_parser(sub: Any) -> None:
     s = sub.add_parser(
         "search",
         help="search spectrum files offline",
-        description="Search every MS2 spectrum of mzML or MGF (either may be .gz) or ms2 files; one row per spectrum.",
+        description="Search every MS2 spectrum of mzML, mzXML or MGF (each may be .gz) or ms2 files; one row per "
+        "spectrum.",
     )
     s.add_argument("runs", nargs="+", metavar="RUN", help="spectrum files")
     add_target_arguments(s, rows="rows")

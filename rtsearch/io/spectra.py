@@ -1,11 +1,11 @@
-"""Read spectra lazily from mzML and MGF (plain or ``.gz``) and MS2 files.
+"""Read spectra lazily from mzML, mzXML and MGF (plain or ``.gz``) and MS2 files.
 
 Every reader is a generator that holds one spectrum at a time. A spectrum that
 can be read but not scored is still yielded, with `Spectrum.problem` saying
 why; a structurally corrupt file raises `InputError` (one line naming the file
 and, where known, the line and the last scan read).
 
-Formats: mzML (`rtsearch.io.mzml`, lxml), MGF (`rtsearch.io.mgf`, in bulk), MS2
+Formats: mzML and mzXML (`rtsearch.io.mzml`, `rtsearch.io.mzxml`, lxml), MGF (`rtsearch.io.mgf`, in bulk), MS2
 (`rtsearch.io.ms2`, in bulk too); this module picks one by the file's extension.
 Every reader holds one block of the file at a time (MGF: `rtsearch.io.mgf.BLOCK_BYTES`).
 """
@@ -21,11 +21,12 @@ from rtsearch.errors import InputError
 from rtsearch.io.mgf import read_mgf
 from rtsearch.io.ms2 import read_ms2
 from rtsearch.io.mzml import read_mzml
+from rtsearch.io.mzxml import read_mzxml
 from rtsearch.types import Spectrum
 
-_SUFFIXES = (".mzml.gz", ".mzml", ".mgf.gz", ".mgf", ".ms2")
+_SUFFIXES = (".mzml.gz", ".mzml", ".mzxml.gz", ".mzxml", ".mgf.gz", ".mgf", ".ms2")
 _COUNT_PATTERN = {".mgf": b"BEGIN IONS", ".mgf.gz": b"BEGIN IONS", ".ms2": b"\nS", ".mzml": b"<precursorList",
-                  ".mzml.gz": b"<precursorList"}
+                  ".mzml.gz": b"<precursorList", ".mzxml": b"<precursorMz", ".mzxml.gz": b"<precursorMz"}
 
 
 def run_name(path: str | Path) -> str:
@@ -55,7 +56,7 @@ def read_spectra(
     default_charges: tuple[int, ...] = (),
     ms_levels: tuple[int, ...] = (2,),
 ) -> Iterator[Spectrum]:
-    """Iterate over the spectra of an mzML, mzML.gz, MGF, MGF.gz or MS2 file, one at a time.
+    """Iterate over the spectra of an mzML, mzXML or MGF (each plain or .gz) or MS2 file, one at a time.
 
     Parameters
     ----------
@@ -80,7 +81,7 @@ def read_spectra(
     """
     p = Path(path)
     if not (fmt := _suffix(p.name)):
-        raise InputError(f"{p}: unknown spectrum file type (expected .mzML, .mzML.gz, .mgf, .mgf.gz, .ms2)")
+        raise InputError(f"{p}: unknown spectrum file type (expected .mzML, .mzXML, .mgf (each may be .gz), .ms2)")
     try:
         with open(p, "rb"):
             pass
@@ -93,6 +94,8 @@ def read_spectra(
         if fmt == ".ms2":
             return read_ms2(p, run, defaults)
         return read_mgf(p, run, defaults, gz=fmt == ".mgf.gz")
+    if fmt.startswith(".mzxml"):
+        return read_mzxml(p, run, defaults, frozenset(ms_levels), fmt.endswith(".gz"))
     return read_mzml(p, run, defaults, frozenset(ms_levels), fmt == ".mzml.gz")
 
 

@@ -1,0 +1,110 @@
+"""mzXML (plain or ``.gz``; Pedrioli et al. 2004), parsed with lxml directly, one scan at a time.
+
+Scans may nest (an MS2 scan inside the MS1 scan it was taken from, as older converters wrote them): a nested
+scan is given after the scan that holds it, so spectra come in acquisition order. Peaks are base64, 32 or 64
+bit, network byte order, m/z and intensity interleaved, zlib-compressed or not; retention time is an
+``xs:duration`` (``PT12.5S``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import gzip
+import math
+import re
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from lxml import etree
+
+from rtsearch.errors import InputError
+from rtsearch.io.parsing import make_spectrum, one_line, to_float, where
+from rtsearch.types import Spectrum
+
+_NUM = r"(\d+(?:\.\d*)?)"
+_DURATION = re.compile(rf"^\s*-?P(?:{_NUM}D)?(?:T(?:{_NUM}H)?(?:{_NUM}M)?(?:{_NUM}S)?)?\s*$")  # xs:duration
+
+
+def rt_seconds(text: str | None) -> float:
+    """An ``xs:duration`` (``PT1M2.5S``) or plain number of seconds, in seconds (NaN: neither)."""
+    if not text:
+        return math.nan
+    m = _DURATION.match(text)
+    if m is None:
+        return to_float(text)
+    d, h, mi, s = (float(g) if g else 0.0 for g in m.groups())
+    return ((d * 24 + h) * 60 + mi) * 60 + s
+
+
+def _peaks(elem: Any) -> tuple[np.ndarray, np.ndarray, str]:
+    """A ``peaks`` element's m/z and intensity, and the problem if they cannot be read."""
+    if elem is None or not (elem.text or "").strip():
+        return np.empty(0), np.empty(0), ""
+    precision = elem.get("precision", "32")
+    if precision not in ("32", "64"):
+        return np.empty(0), np.empty(0), f"unknown peak precision {precision!r}"
+    order = elem.get("pairOrder") or elem.get("contentType") or "m/z-int"
+    if order not in ("m/z-int", "m/z int"):
+        return np.empty(0), np.empty(0), f"unsupported peak content {order!r}"
+    dtype = (">" if elem.get("byteOrder", "network") == "network" else "<") + ("f4" if precision == "32" else "f8")
+    try:
+        raw = base64.b64decode(elem.text.strip())
+        if elem.get("compressionType", "none") == "zlib":
+            raw = zlib.decompress(raw)
+        values = np.frombuffer(raw, dtype=dtype)
+    except (binascii.Error, zlib.error, ValueError) as exc:
+        return np.empty(0), np.empty(0), f"undecodable peaks ({one_line(exc)})"
+    if values.size % 2:
+        return np.empty(0), np.empty(0), "an odd number of peak values"
+    return values[0::2].astype(np.float64), values[1::2].astype(np.float32), ""
+
+
+def _spectrum(elem: Any, run: str, defaults: tuple[int, ...]) -> tuple[int, int, Spectrum]:
+    scan = int(to_float(elem.get("num")) if math.isfinite(to_float(elem.get("num"))) else 0)
+    level = int(to_float(elem.get("msLevel", "1")))
+    prec = elem.find("{*}precursorMz")
+    precursor_mz, precursor_int, charges = math.nan, 0.0, []
+    if prec is not None:
+        precursor_mz = to_float((prec.text or "").strip())
+        precursor_int = to_float(prec.get("precursorIntensity", "0"))
+        charges = [c for c in (prec.get("precursorCharge") or "").replace(",", " ").split() if c]
+    mz, intensity, problem = _peaks(elem.find("{*}peaks"))
+    rt = rt_seconds(elem.get("retentionTime"))
+    return scan, level, make_spectrum(run, scan, level, mz, intensity, precursor_mz, charges, rt, precursor_int,
+                                      defaults, problem)  # fmt: skip
+
+
+def read_mzxml(path: Path, run: str, defaults: tuple[int, ...], levels: frozenset[int], gz: bool) -> Iterator[Spectrum]:
+    """The spectra of ``levels`` in an mzXML file, in acquisition order; `InputError` for a corrupt file, naming
+    the line and the last scan read."""
+    last: int | None = None
+    held: list[list[Spectrum]] = []  # per open scan element, the nested scans read inside it
+    with (gzip.open if gz else open)(path, "rb") as fh:
+        events = etree.iterparse(fh, events=("start", "end"), tag="{*}scan", huge_tree=True, remove_comments=True,
+                                 resolve_entities=False)  # fmt: skip
+        while True:
+            try:
+                event, elem = next(events)
+            except StopIteration:
+                return
+            except (etree.Error, OSError, EOFError, zlib.error, ValueError) as exc:
+                lineno = getattr(exc, "lineno", None) if isinstance(exc, etree.Error) else None
+                raise InputError(f"{path}: corrupt mzXML{where(lineno, last)}: {one_line(exc)}") from None
+            if event == "start":
+                held.append([])
+                continue
+            last, level, spectrum = _spectrum(elem, run, defaults)
+            inner = held.pop()
+            out = ([spectrum] if level in levels else []) + inner
+            elem.clear(keep_tail=True)
+            if held:  # nested: given after the scan that holds it
+                held[-1].extend(out)
+            else:
+                parent = elem.getparent()
+                while parent is not None and elem.getprevious() is not None:
+                    del parent[0]
+                yield from out
