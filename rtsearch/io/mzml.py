@@ -13,7 +13,7 @@ import gzip
 import math
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +103,23 @@ def _mzmlmake_spectrum(
                            precursor_int, defaults, problem)
 
 
+def xml_events(
+    fh: Any, path: Path, kind: str, last: Callable[[], int | None], *, events: tuple[str, ...], tag: Any
+) -> Iterator[tuple[str, Any]]:
+    """lxml's ``iterparse`` of ``fh`` (``kind``: mzML, mzXML), a corrupt or cut file raised as `InputError` naming
+    the line and ``last()`` scan read."""
+    parsed = etree.iterparse(fh, events=events, tag=tag, huge_tree=True, remove_comments=True,
+                             resolve_entities=False)  # fmt: skip
+    while True:
+        try:
+            yield next(parsed)
+        except StopIteration:
+            return
+        except (etree.Error, OSError, EOFError, zlib.error, ValueError) as exc:
+            lineno = getattr(exc, "lineno", None) if isinstance(exc, etree.Error) else None
+            raise InputError(f"{path}: corrupt {kind}{where(lineno, last())}: {one_line(exc)}") from None
+
+
 def read_mzml(path: Path, run: str, defaults: tuple[int, ...], levels: frozenset[int],
                gz: bool) -> Iterator[Spectrum]:
     groups: dict[str, _Params] = {}
@@ -110,17 +127,8 @@ def read_mzml(path: Path, run: str, defaults: tuple[int, ...], levels: frozenset
     index = 0
     tags = ("{*}referenceableParamGroup", "{*}spectrum", "{*}chromatogram")
     with (gzip.open if gz else open)(path, "rb") as fh:
-        events = etree.iterparse(fh, events=("end",), tag=tags, huge_tree=True,
-                                 remove_comments=True, resolve_entities=False)
-        while True:
-            try:
-                _, elem = next(events)
-            except StopIteration:
-                return
-            except (etree.Error, OSError, EOFError, zlib.error, ValueError) as exc:
-                lineno = getattr(exc, "lineno", None) if isinstance(exc, etree.Error) else None
-                raise InputError(f"{path}: corrupt mzML{where(lineno, last)}: "
-                                 f"{one_line(exc)}") from None
+        # the error names the scan read last: bound late on purpose
+        for _, elem in xml_events(fh, path, "mzML", lambda: last, events=("end",), tag=tags):  # noqa: B023
             local = etree.QName(elem).localname
             if local == "referenceableParamGroup":
                 groups[elem.get("id", "")] = _cv(elem, groups)

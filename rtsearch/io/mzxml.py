@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from lxml import etree
 
-from rtsearch.errors import InputError
-from rtsearch.io.parsing import make_spectrum, one_line, to_float, where
+from rtsearch.io.mzml import xml_events
+from rtsearch.io.parsing import make_spectrum, one_line, to_float
 from rtsearch.types import Spectrum
 
 _NUM = r"(\d+(?:\.\d*)?)"
@@ -84,16 +83,8 @@ def read_mzxml(path: Path, run: str, defaults: tuple[int, ...], levels: frozense
     last: int | None = None
     held: list[list[Spectrum]] = []  # per open scan element, the nested scans read inside it
     with (gzip.open if gz else open)(path, "rb") as fh:
-        events = etree.iterparse(fh, events=("start", "end"), tag="{*}scan", huge_tree=True, remove_comments=True,
-                                 resolve_entities=False)  # fmt: skip
-        while True:
-            try:
-                event, elem = next(events)
-            except StopIteration:
-                return
-            except (etree.Error, OSError, EOFError, zlib.error, ValueError) as exc:
-                lineno = getattr(exc, "lineno", None) if isinstance(exc, etree.Error) else None
-                raise InputError(f"{path}: corrupt mzXML{where(lineno, last)}: {one_line(exc)}") from None
+        scans = xml_events(fh, path, "mzXML", lambda: last, events=("start", "end"), tag="{*}scan")
+        for event, elem in scans:  # `last` is read when an error comes: the scan read last
             if event == "start":
                 held.append([])
                 continue
