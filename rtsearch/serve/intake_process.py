@@ -145,7 +145,10 @@ class Door:
 
     Their result messages go at once to the daemon's results proxy; the daemon, which only books them, gets
     them gathered over up to `SHED_REPORT_S` as one `ShedChunk` (no peaks): its cost is per chunk, and under
-    overload a report a read would cost it what the shedding saves.
+    overload a report a read would cost it what the shedding saves. While the daemon is more than `HOLD_NS`
+    behind what it was handed (`holding`), the process keeps what it reads, screens it again as it ages and
+    hands the rest over merged once the daemon caught up (`serve`): a spectrum that grows late meanwhile is
+    answered here, in time, not by a daemon that would see it only after its budget.
     """
 
     def __init__(
