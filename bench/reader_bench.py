@@ -1,9 +1,10 @@
 """Spectrum readers against pyteomics', on the 50,000-spectrum bench MGF and a looped MS2 file (issue 17).
 
 Writes the dev runs' MS2 spectra looped into one MGF of ``--spectra`` (`bench/bulk_bench.py`'s), gzips a copy,
-and loops ``yeast-small/demo.ms2`` to as many spectra; then times, in this process one after the other, reading
+loops ``yeast-small/demo.ms2`` to as many spectra and writes ``SmallCalibratible_Yeast.mzML``'s spectra looped
+to as many as mzXML (`tests/mzxml_cases.py`); then times, in this process one after the other, reading
 every spectrum with `rtsearch.io.spectra.read_spectra` (the bulk readers) and with pyteomics' MGF reader (what
-rtsearch used before) and MS2 reader, best of ``--repeat``; prints one JSON line.
+rtsearch used before), MS2 and mzXML readers, best of ``--repeat``; prints one JSON line.
 
     python bench/reader_bench.py --data ../shared/data [--spectra 50000] [--repeat 3]
 """
@@ -11,6 +12,7 @@ rtsearch used before) and MS2 reader, best of ``--repeat``; prints one JSON line
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import json
 import os
@@ -24,10 +26,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pyteomics import mgf, ms2  # noqa: E402
+from pyteomics import mgf, ms2, mzxml  # noqa: E402
 
 from bench.bulk_bench import looped_spectra, write_mgf  # noqa: E402
 from rtsearch.io.spectra import read_spectra  # noqa: E402
+from tests.mzxml_cases import write_mzxml  # noqa: E402
 
 
 def _best(fn, repeat: int) -> tuple[float, int]:
@@ -69,6 +72,16 @@ def main() -> int:
         res["ms2_bulk_s"] = round(secs, 3)
         secs, _ = _best(lambda: sum(1 for _ in ms2.read(str(looped))), args.repeat)
         res["ms2_pyteomics_s"] = round(secs, 3)
+        yeast = list(read_spectra(args.data / "yeast-small" / "SmallCalibratible_Yeast.mzML", ms_levels=(1, 2)))
+        looped_xml = Path(tmp_s) / "looped.mzXML"
+        write_mzxml([dataclasses.replace(yeast[i % len(yeast)], scan=i + 1) for i in range(args.spectra)], looped_xml)
+        res["mzxml_mb"] = round(looped_xml.stat().st_size / 1e6, 1)
+        both = (1, 2)
+        ours = lambda: sum(1 for _ in read_spectra(looped_xml, ms_levels=both))  # noqa: E731
+        secs, res["mzxml_spectra"] = _best(ours, args.repeat)
+        res["mzxml_ours_s"] = round(secs, 3)
+        secs, _ = _best(lambda: sum(1 for _ in mzxml.read(str(looped_xml))), args.repeat)
+        res["mzxml_pyteomics_s"] = round(secs, 3)
         res["bulk_mb_per_s"] = round(path.stat().st_size / 1e6 / res["bulk_s"], 1)  # type: ignore[operator]
     print(json.dumps(res), flush=True)
     return 0

@@ -3,9 +3,12 @@ interval, and children that end with the daemon."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
+import functools
 import gc
+import logging
 import os
 import threading
 import time
@@ -22,10 +25,17 @@ GIL_SWITCH_THREAD_S, GIL_SWITCH_PROCESS_S = 0.0001, 0.001
 
 def gil_switch_s(*, engine_in_process: bool) -> float:
     """The daemon's GIL switch interval (seconds) for where its engine scores (see above)."""
-    given = os.environ.get("RTSEARCH_GIL_SWITCH_S")
+    given = os.environ.get("RTSEARCH_GIL_SWITCH_S", "")
+    try:
+        if given and float(given) > 0:
+            return float(given)
+    except ValueError:
+        pass
     if given:
-        return float(given)
+        logging.getLogger(__name__).warning("RTSEARCH_GIL_SWITCH_S=%r is not a positive number: ignored", given)
     return GIL_SWITCH_PROCESS_S if engine_in_process else GIL_SWITCH_THREAD_S
+
+
 GC_IDLE, GC_OVERDUE = 700, 20_000  # pending allocations before a collection when idle / regardless
 
 
@@ -89,8 +99,11 @@ def name_os_thread(name: str | None = None) -> None:
     """Give the calling thread its Python name (or ``name``) at the OS level too (Linux, 15 bytes), so that
     ``top -H``, ``ps -L`` and ``/proc/PID/task/*/comm`` say which of the daemon's threads uses the CPU.
     Does nothing where ``prctl`` is missing."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_NAME, (name or threading.current_thread().name).encode()[:15], 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+    with contextlib.suppress(OSError, AttributeError):
+        _libc().prctl(_PR_SET_NAME, (name or threading.current_thread().name).encode()[:15], 0, 0, 0)
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """The C library, loaded once."""
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)

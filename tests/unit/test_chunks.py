@@ -23,7 +23,7 @@ from rtsearch.serve.chunks import MESSAGE, SPECTRA, Received, SpectraChunk, Unpa
 from rtsearch.serve.intake_process import Reader
 from rtsearch.types import Spectrum
 from rtsearch.wire import Invalid, RunEnd, RunStart, SpectrumMessage, decode, encode_spectrum
-from tests.unit.test_wire import _base_messages, _mutated_message, ms2  # noqa: F401  (ms2 is a fixture)
+from tests.wire_cases import _base_messages, _mutated_message
 
 
 @pytest.fixture()

@@ -23,7 +23,7 @@ from rtsearch.serve.chunks import Received, SpectraChunk
 from rtsearch.serve.intake_process import Reader
 from rtsearch.types import Spectrum
 from rtsearch.wire import MAX_BUDGET_MS, MAX_RUN_BYTES, Invalid, RawSpectrum, decode, encode_spectrum, result_body
-from tests.unit.test_wire import _with_header
+from tests.wire_cases import _with_header
 
 
 @pytest.fixture(scope="module")

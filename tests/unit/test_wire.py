@@ -1,25 +1,20 @@
 """Tests for the wire protocol v1 (`rtsearch.wire`).
 
-Round trips use real MS2 spectra from ``ecoli-small/Ecoli_MS2_small.mzML``;
-every invalid case checks its ``code`` and that the run and scan are
-recovered when the header holds them. A hypothesis fuzz checks that `decode`
-never raises, whatever frames it is given.
+Round trips use real MS2 spectra from ``ecoli-small/Ecoli_MS2_small.mzML``
+(the ``ms2`` and ``sp`` fixtures of ``conftest.py``); every invalid case checks its ``code`` and that the run
+and scan are recovered when the header holds them. The fuzz of `decode` is in
+``test_wire_fuzz.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
-import math
 from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from rtsearch.io.spectra import read_spectra
 from rtsearch.types import Spectrum
 from rtsearch.wire import (
     INVALID_CODES,
@@ -40,40 +35,9 @@ from rtsearch.wire import (
     encode_run_start,
     encode_spectrum,
 )
+from tests.wire_cases import _header, _with_header
 
 SENT_NS = 1_700_000_000_123_456_789
-
-
-@pytest.fixture(scope="module")
-def ms2(data) -> list[Spectrum]:
-    """The first three MS2 spectra of the real E. coli file."""
-    spectra = list(itertools.islice(read_spectra(data / "ecoli-small" / "Ecoli_MS2_small.mzML"), 3))
-    assert len(spectra) == 3
-    # what the file says (checked once so the round trips below test something real)
-    assert [s.scan for s in spectra] == [11461, 11462, 11463]
-    assert [s.charges for s in spectra] == [(2,), (3,), (4,)]
-    assert all(s.n_peaks > 100 for s in spectra)
-    return spectra
-
-
-@pytest.fixture(scope="module")
-def sp(ms2) -> Spectrum:
-    return ms2[0]
-
-
-def _header(frames: list[bytes]) -> dict[str, Any]:
-    return json.loads(frames[1])
-
-
-def _with_header(frames: list[bytes], **changes: Any) -> list[bytes]:
-    """``frames`` with header fields replaced (a value of ``...`` deletes the field)."""
-    h = _header(frames)
-    for k, v in changes.items():
-        if v is ...:
-            h.pop(k, None)
-        else:
-            h[k] = v
-    return [frames[0], json.dumps(h).encode(), *frames[2:]]
 
 
 def _assert_same_spectrum(got: Spectrum, want: Spectrum) -> None:
@@ -404,110 +368,3 @@ def test_huge_integer_in_number_field(sp) -> None:
         bad = _invalid(_with_header(encode_spectrum(sp, sent_ns=5), **{key: 10**400}))
         assert bad.code == "field" and key in bad.reason
         assert (bad.run, bad.scan) == ("Ecoli_MS2_small", 11461)
-
-
-# ---------------------------------------------------------------- fuzz: decode never raises
-
-_hostile = st.sampled_from([0, -1, 1, 2, 11, 2**63, -(2**63), 10**400, -(10**400), math.nan, math.inf, True, "", []])
-_json_leaf = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(),
-    _hostile,
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=8),
-)
-_json_value = st.recursive(
-    _json_leaf,
-    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)),
-    max_leaves=10,
-)
-_keys = st.sampled_from(
-    ["v", "run", "scan", "ms_level", "rt", "precursor_mz", "charge", "charges", "n", "sent_ns", "budget_ms",
-     "precursor_intensity", "n_spectra", "isolation_width", "activation", "other"]
-)  # fmt: skip
-
-
-@st.composite
-def _mutated_message(draw: st.DrawFn, base: list[list[bytes]]) -> list[bytes]:
-    frames = list(draw(st.sampled_from(base)))
-    h = json.loads(frames[1])
-    for _ in range(draw(st.integers(0, 4))):
-        key = draw(_keys)
-        if draw(st.booleans()):
-            h.pop(key, None)
-        else:
-            h[key] = draw(st.one_of(_hostile, _json_value))
-    header = json.dumps(h).encode()
-    if draw(st.integers(0, 4)) == 0:  # byte-level damage of the header
-        cut = draw(st.integers(0, len(header)))
-        header = header[:cut] + draw(st.binary(max_size=4)) + header[cut + draw(st.integers(0, 3)) :]
-    frames[1] = header
-    if draw(st.booleans()):
-        frames[0] = draw(st.sampled_from([SPECTRUM, RUN_START, RUN_END, RESULT, b"", b"x"]))
-    for i in range(2, len(frames)):
-        if draw(st.integers(0, 2)) == 0:
-            frames[i] = frames[i][: draw(st.integers(0, len(frames[i])))]
-        if draw(st.integers(0, 5)) == 0 and frames[i]:  # overwrite some bytes (NaN, disorder, negatives)
-            at = draw(st.integers(0, len(frames[i]) - 1))
-            frames[i] = frames[i][:at] + draw(st.binary(min_size=1, max_size=8)) + frames[i][at + 1 :]
-    k = draw(st.integers(0, 3))
-    if k == 1:
-        frames = frames[: draw(st.integers(0, len(frames)))]
-    elif k == 2:
-        frames = [*frames, *draw(st.lists(st.binary(max_size=16), max_size=2))]
-    return frames
-
-
-def _base_messages(ms2: list[Spectrum]) -> list[list[bytes]]:
-    small = [dataclasses.replace(s, mz=s.mz[:6], intensity=s.intensity[:6]) for s in ms2]
-    multi = dataclasses.replace(small[1], charges=(2, 3), precursor_intensity=1e6)
-    ms1 = dataclasses.replace(small[2], ms_level=1, precursor_mz=0.0, charges=())
-    return [
-        *(encode_spectrum(s, sent_ns=1, budget_ms=20.0) for s in (*small, multi, ms1)),
-        encode_run_start("r", instrument="x"),
-        encode_run_end("r", 3),
-    ]
-
-
-def _check_decoded(frames: list[bytes]) -> SpectrumMessage | RunStart | RunEnd | Invalid:
-    """Decode (which must not raise) and check the message is well formed."""
-    msg = decode(frames)
-    assert isinstance(msg, SpectrumMessage | RunStart | RunEnd | Invalid)
-    if isinstance(msg, Invalid):
-        assert msg.code in INVALID_CODES and isinstance(msg.reason, str)
-        assert msg.run is None or (isinstance(msg.run, str) and msg.run)
-        assert msg.scan is None or isinstance(msg.scan, int)
-    if isinstance(msg, SpectrumMessage):
-        s = msg.spectrum
-        assert s.mz.shape == s.intensity.shape
-        assert np.isfinite(s.mz).all() and np.isfinite(s.intensity).all() and (s.intensity >= 0).all()
-        assert (np.diff(s.mz) >= 0).all()
-        assert math.isfinite(s.rt) and all(1 <= z <= MAX_CHARGE for z in s.charges)
-    return msg
-
-
-@settings(max_examples=300, deadline=None, derandomize=True)
-@given(st.lists(st.binary(max_size=64), max_size=6))
-def test_fuzz_decode_arbitrary_frames(frames) -> None:
-    _check_decoded(frames)
-
-
-@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(draws=st.data())
-def test_fuzz_decode_mutated_messages(ms2, draws) -> None:
-    frames = draws.draw(_mutated_message(_base_messages(ms2)))
-    _check_decoded(frames)
-
-
-@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(draws=st.data())
-def test_fuzz_decode_header_fields(sp, draws) -> None:
-    """Intact peak frames, 1-3 header fields of a valid spectrum set to odd JSON values."""
-    frames = encode_spectrum(dataclasses.replace(sp, mz=sp.mz[:5], intensity=sp.intensity[:5]), sent_ns=1)
-    changes = draws.draw(st.dictionaries(_keys, st.one_of(_hostile, _json_value), min_size=1, max_size=3))
-    msg = _check_decoded(_with_header(frames, **changes))
-    if isinstance(msg, Invalid):
-        # run and scan come back whenever the header still holds them
-        assert msg.run == ("Ecoli_MS2_small" if "run" not in changes else msg.run)
-        assert msg.scan == (11461 if "scan" not in changes else msg.scan)
