@@ -62,9 +62,21 @@ def offline(index: Path, mgf: Path, tmp: Path, env: dict[str, str], *, profile: 
     proc = subprocess.run([sys.executable, *prof, "-m", "rtsearch.cli", "search", str(mgf), "--index", str(index),
                            "-o", str(out)], capture_output=True, text=True, env=env, cwd=tmp)  # fmt: skip
     secs = time.perf_counter() - t0
-    rows = out.read_text().count("\n") - 1 if out.is_file() else 0
+    rows, accepted = psms_at(out, 0.01) if out.is_file() else (0, 0)
     return {"seconds": round(secs, 2), "rows": rows, "spectra_per_second": round(rows / secs, 1),
-            "rc": proc.returncode, "stderr_tail": proc.stderr[-1500:]}  # fmt: skip
+            "psms_at_1pct_fdr": accepted, "rc": proc.returncode, "stderr_tail": proc.stderr[-1500:]}  # fmt: skip
+
+
+def psms_at(results: Path, fdr: float) -> tuple[int, int]:
+    """Rows of a results TSV and its target PSMs with ``q_value <= fdr``."""
+    import pyarrow.csv as pacsv
+
+    t = pacsv.read_csv(results, parse_options=pacsv.ParseOptions(delimiter="\t"),
+                       convert_options=pacsv.ConvertOptions(include_columns=["is_decoy", "q_value"]))  # fmt: skip
+    decoy = t["is_decoy"].to_numpy(zero_copy_only=False)
+    q = t["q_value"].to_numpy(zero_copy_only=False)
+    ok = (decoy == False) & (q <= fdr)  # noqa: E712 (a column of bools or of "true"/"false" parsed as bools)
+    return t.num_rows, int(ok.sum())
 
 
 def bulk(index: Path, mgf: Path, tmp: Path, env: dict[str, str], batches: list[int], serve_args: list[str],

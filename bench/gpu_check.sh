@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call (see bench/RESULTS.md):
-#   bash bench/gpu_check.sh [parity] [probe] [bench] [library] [stream] [soak] [rtload] [latency] [bulk] [wall] [reader] | all   (all = parity bench library stream)
+#   bash bench/gpu_check.sh [parity] [probe] [bench] [library] [stream] [soak] [rtload] [latency] [bulk] [wall] [reader] [peers] | all   (all = parity bench library stream)
 # rtload: bench/rtload_bench.py with RTLOAD_ARGS (the shared client and echo floor copied to .gpudata/tools)
 # latency: bench/latency_probe.py with LATENCY_ARGS (a lone spectrum's latency, stage by stage)
 # bulk: bench/bulk_bench.py with BULK_ARGS (rtsearch-sim replay --rate max against the offline engine)
 # wall: bench/search_wall.py (rtsearch search's whole process on the 50,000-spectrum MGF, cold and warm kernel cache)
 # reader: bench/reader_bench.py (the bulk MGF reader against pyteomics')
+# peers: bench/peers.py with PEERS_ARGS (Comet and Sage on the same FASTA and MGF; .deb/.whl in .gpudata/peers)
 # Expects the wheels in .whl/ (../shared/tools/device-wheels.sh) and the real data copied
 # to .gpudata/data/ (both git-ignored, carried by the device tool); writes logs under $OUT.
 # BASELINE=DIR (a carried copy of another checkout) runs that checkout's GPU tests beside this one's.
@@ -72,6 +73,12 @@ fi
 if [[ $modes == *" wall "* ]]; then
   python3 bench/search_wall.py --data "$RTSEARCH_DATA" --index-cache .benchcache/idx20k ${WALL_ARGS:-} \
     --json "$out/search_wall.json" 2>&1 | tee "$out/search_wall.log"
+  [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
+fi
+if [[ $modes == *" peers "* ]]; then
+  # shellcheck disable=SC2086
+  python3 bench/peers.py --data "$RTSEARCH_DATA" --work .benchcache/peers ${PEERS_ARGS:-} --json "$out/peers.json" 2>&1 \
+    | tee "$out/peers.log"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if [[ $modes == *" reader "* ]]; then

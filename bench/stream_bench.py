@@ -74,6 +74,7 @@ def get_index(data: Path, proteins: int, cache: Path | None, xp: Any) -> tuple[A
         t0 = time.perf_counter()
         index = build_index([fasta], DatabaseConfig(), xp=xp)
         info["index_build_seconds"] = round(time.perf_counter() - t0, 2)
+        info["index_stage_seconds"] = index.manifest["stage_seconds"]
     if cache is not None:
         save_index(index, cache)
         index = load_index(cache)

@@ -11,12 +11,13 @@ import numpy as np
 
 from rtsearch import __version__
 from rtsearch.config import DatabaseConfig, resolved_dict
-from rtsearch.database.digest import decoy_sequence, digest
+from rtsearch.database.arrays import argsort_stable, take_rows
+from rtsearch.database.digest import digest
 from rtsearch.database.fasta import read_fastas
 from rtsearch.database.fragments import build_fragment_index
 from rtsearch.database.index import PeptideIndex
 from rtsearch.database.mods import ModSet
-from rtsearch.database.peptides import Bases, encode, enumerate_forms
+from rtsearch.database.peptides import CODE_OF_BYTE, Bases, enumerate_forms
 from rtsearch.errors import InputError
 
 FORMAT_VERSION = 1
@@ -39,6 +40,19 @@ def _stage(progress: ProgressFn, stage: str, total: int) -> Callable[[int], None
         progress(stage, done, total)
 
     return advance
+
+
+class _Laps:
+    """``lap(name)`` records the seconds since the previous lap (or since creation) under ``name``."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = round(now - self._last, 3)
+        self._last = now
 
 
 def build_index(
@@ -65,56 +79,49 @@ def build_index(
         Manifest records of the inputs (name, size, sha256), written by the store.
     """
     t0 = time.perf_counter()
+    lap = _Laps()
     mods = ModSet.parse(cfg.fixed_mods, cfg.variable_mods)
     proteins = read_fastas(list(fasta_paths))
     n_prot = len(proteins)
-    peptides = digest(proteins, cfg, progress=_stage(progress, "digest", n_prot))
-    if not peptides:
+    lap("fasta")
+    dig = digest(proteins, cfg, xp=xp, progress=_stage(progress, "digest", n_prot))
+    if not len(dig):
         raise InputError("no peptides within the length bounds: check the FASTA and [database] settings")
-    target_seqs = [o.sequence for o in peptides.values()]
-    origins = list(peptides.values())
-    decoy_seqs: list[str] = []
-    decoy_of: list[int] = []
-    if cfg.decoys == "reverse":
-        keys = peptides.keys()
-        for i, seq in enumerate(target_seqs):
-            d = decoy_sequence(seq, cfg.enzyme)
-            if (d.replace("I", "L") if cfg.isoleucine_equals_leucine else d) in keys:
-                continue
-            decoy_seqs.append(d)
-            decoy_of.append(i)
+    n_t = len(dig)
+    decoy_of = dig.decoy_sources(xp) if cfg.decoys == "reverse" else np.zeros(0, dtype=np.int64)
     progress("decoys", 1, 1)
+    lap("digest")
 
-    src = list(range(len(target_seqs))) + decoy_of
-    residues, offsets = encode(target_seqs + decoy_seqs)
-    n_t = len(target_seqs)
+    src = np.concatenate([np.arange(n_t), decoy_of])
+    positions, offsets = dig.positions(decoy_of)
     bases = Bases(
-        residues=residues,
+        residues=CODE_OF_BYTE[dig.text][positions],
         offsets=offsets,
-        is_decoy=np.arange(len(src)) >= n_t,
-        protein_n_term=np.array([origins[s].protein_n_term for s in src], dtype=bool),
-        protein_c_term=np.array([origins[s].protein_c_term for s in src], dtype=bool),
+        is_decoy=np.arange(src.shape[0]) >= n_t,
+        protein_n_term=dig.protein_n_term[src],
+        protein_c_term=dig.protein_c_term[src],
     )
-    missed = np.array([origins[s].missed_cleavages for s in src], dtype=np.uint8)
-    prot_lists = [origins[s].proteins for s in src]
-    prot_offsets = np.zeros(len(src) + 1, dtype=np.int64)
-    np.cumsum([len(p) for p in prot_lists], out=prot_offsets[1:])
-    prot_idx = np.fromiter((k for p in prot_lists for k in p), dtype=np.int32, count=int(prot_offsets[-1]))
-    del peptides, origins, prot_lists
+    missed = dig.missed_cleavages[src]
+    prot_offsets, prot_idx = take_rows(dig.protein_offsets, dig.proteins, src)
+    del dig, positions
+    lap("bases")
 
     residue_mass = mods.residue_masses()
     forms = enumerate_forms(bases, mods, cfg.max_variable_mods, residue_mass)
+    lap("forms")
     keep = np.flatnonzero((forms.mass >= cfg.min_mass) & (forms.mass <= cfg.max_mass))
-    forms = forms.take(keep[np.argsort(forms.mass[keep], kind="stable")])
+    forms = forms.take(keep[argsort_stable(forms.mass[keep], xp)])
     if len(forms) == 0:
         raise InputError(f"no peptides within {cfg.min_mass:g}–{cfg.max_mass:g} Da")
     progress("modifications", 1, 1)
+    lap("sort")
 
     fragments = build_fragment_index(
         bases, forms, residue_mass, mods,
         min_mz=cfg.fragment_min_mz, max_mz=cfg.fragment_max_mz,
         bucket_size=cfg.bucket_size, xp=xp, progress=_stage(progress, "fragments", len(forms)),
     )  # fmt: skip
+    lap("fragments")
     decoy_forms = int(bases.is_decoy[forms.base].sum())
     manifest: dict[str, Any] = {
         "format": "rtsearch-peptide-index",
@@ -125,12 +132,13 @@ def build_index(
         "counts": {
             "proteins": n_prot,
             "target_sequences": n_t,
-            "decoy_sequences": len(decoy_seqs),
+            "decoy_sequences": int(decoy_of.shape[0]),
             "target_peptides": len(forms) - decoy_forms,
             "decoy_peptides": decoy_forms,
             "fragments": int(fragments.mz.shape[0]),
         },
         "build_seconds": round(time.perf_counter() - t0, 3),
+        "stage_seconds": lap.seconds,
     }
     index = PeptideIndex(
         params=cfg, mods=mods, proteins=[p.accession for p in proteins], bases=bases,

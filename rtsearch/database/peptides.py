@@ -10,10 +10,12 @@ sites ``n`` and every group expands through the same table of site subsets.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from rtsearch.database.arrays import in_threads, row_chunks, take
 from rtsearch.database.mods import CODE, ModSet
 from rtsearch.types import H2O
 
@@ -22,9 +24,9 @@ from rtsearch.types import H2O
 MAX_SITES = 16
 _SLOT_RESIDUE, _SLOT_NTERM, _SLOT_CTERM = 0, 1, 2
 
-_CODE_OF_BYTE = np.zeros(256, dtype=np.uint8)
+CODE_OF_BYTE = np.zeros(256, dtype=np.uint8)
 for _aa, _code in CODE.items():
-    _CODE_OF_BYTE[ord(_aa)] = _code
+    CODE_OF_BYTE[ord(_aa)] = _code
 
 
 @dataclass
@@ -51,7 +53,7 @@ def encode(seqs: list[str]) -> tuple[np.ndarray, np.ndarray]:
     offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     raw = np.frombuffer("".join(seqs).encode("ascii"), dtype=np.uint8)
-    return _CODE_OF_BYTE[raw], offsets
+    return CODE_OF_BYTE[raw], offsets
 
 
 @dataclass
@@ -67,26 +69,26 @@ class Forms:
         return int(self.base.shape[0])
 
     def take(self, order: np.ndarray) -> Forms:
-        return Forms(self.base[order], self.mod_pos[order], self.mod_id[order], self.mass[order])
+        return Forms(*take([self.base, self.mod_pos, self.mod_id, self.mass], order))
 
 
 def _sites(bases: Bases, mods: ModSet) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every variable-mod site: (base, position, mod id, slot key), sorted by base."""
     res = bases.residues
     lengths = bases.lengths
-    base_of = np.repeat(np.arange(len(bases), dtype=np.int64), lengths)
-    pos_of = np.arange(res.shape[0], dtype=np.int64) - np.repeat(bases.offsets[:-1], lengths)
     first = bases.offsets[:-1]
     last = bases.offsets[1:] - 1
     parts: list[tuple[np.ndarray, np.ndarray, int, int]] = []  # (bases, positions, mod id, slot kind)
     for m_id, mod in enumerate(mods.variable):
-        codes = np.array([CODE[a] for a in mod.residues], dtype=np.uint8)
+        table = np.zeros(256, dtype=bool)
+        table[[CODE[a] for a in mod.residues]] = True
         if mod.kind == "residue":
-            idx = np.flatnonzero(np.isin(res, codes))
-            parts.append((base_of[idx], pos_of[idx], m_id, _SLOT_RESIDUE))
+            idx = np.flatnonzero(table[res])
+            base_of = np.searchsorted(bases.offsets, idx, side="right") - 1
+            parts.append((base_of, idx - bases.offsets[base_of], m_id, _SLOT_RESIDUE))
             continue
         at = first if "n-term" in mod.kind else last
-        ok = np.ones(len(bases), dtype=bool) if not mod.residues else np.isin(res[at], codes)
+        ok = np.ones(len(bases), dtype=bool) if not mod.residues else table[res[at]]
         if mod.kind == "protein n-term":
             ok &= bases.protein_n_term
         elif mod.kind == "protein c-term":
@@ -114,11 +116,27 @@ def _subsets(n: int, k: int) -> np.ndarray:
     return np.array(rows, dtype=np.int64).reshape(len(rows), k)
 
 
+def _base_masses(bases: Bases, residue_mass: np.ndarray) -> np.ndarray:
+    """Each base's residue masses summed (``np.add.reduceat`` per base, bases split over threads)."""
+    out = np.zeros(len(bases))
+
+    def part(lo: int, hi: int) -> Callable[[], None]:
+        def run() -> None:
+            if hi > lo:
+                res = bases.residues[bases.offsets[lo] : bases.offsets[hi]]
+                out[lo:hi] = np.add.reduceat(residue_mass[res], bases.offsets[lo:hi] - bases.offsets[lo])
+
+        return run
+
+    in_threads([part(lo, hi) for lo, hi in row_chunks(len(bases))])
+    return out
+
+
 def enumerate_forms(bases: Bases, mods: ModSet, max_mods: int, residue_mass: np.ndarray) -> Forms:
     """Expand every base into its modified forms (the unmodified one included)."""
     k = max_mods if mods.variable else 0
     n_term_fixed, c_term_fixed = mods.terminal_fixed()
-    base_mass = np.add.reduceat(residue_mass[bases.residues], bases.offsets[:-1]) if len(bases) else np.zeros(0)
+    base_mass = _base_masses(bases, residue_mass)
     base_mass = base_mass + H2O + n_term_fixed + c_term_fixed
     deltas = np.array([m.delta for m in mods.variable] or [0.0], dtype=np.float64)
     s_base, s_pos, s_mid, s_slot = _sites(bases, mods) if k else (np.zeros(0, np.int64),) * 4

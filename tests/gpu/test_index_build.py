@@ -1,8 +1,9 @@
-"""The fragment index built on the GPU is the NumPy build's bytes (`build_fragment_index(xp=cupy)`), and faster."""
+"""The index built on the GPU is the NumPy build's bytes (`build_fragment_index`, `build_index`), and faster."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,3 +30,22 @@ def test_the_gpu_builds_the_same_fragment_index(demo_index) -> None:
     assert len(cpu.mz) == len(idx.fragments.mz) > 1_000_000
     for a, b in ((cpu.mz, gpu.mz), (cpu.peptide, gpu.peptide), (cpu.bucket_min_mz, gpu.bucket_min_mz)):
         assert isinstance(b, np.ndarray) and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def test_the_gpu_builds_the_same_whole_index() -> None:
+    """Digest groups, decoys and the form sort on CuPy too: every array of the index the same bytes."""
+    from rtsearch.config import DatabaseConfig
+    from rtsearch.database.build import build_index
+
+    demo_fasta = Path(build_index.__code__.co_filename).parents[1] / "data" / "ecoli.fasta"
+    cp = get_backend("cupy").xp
+    cfg = DatabaseConfig(specificity="semi", missed_cleavages=1, max_length=30)  # 4 × the spans of the default
+    cpu, gpu = build_index([demo_fasta], cfg, xp=np), build_index([demo_fasta], cfg, xp=cp)
+    for name in ("residues", "offsets", "is_decoy", "protein_n_term", "protein_c_term"):
+        assert getattr(cpu.bases, name).tobytes() == getattr(gpu.bases, name).tobytes(), name
+    for name in ("base", "mod_pos", "mod_id", "mass"):
+        assert getattr(cpu.forms, name).tobytes() == getattr(gpu.forms, name).tobytes(), name
+    assert cpu.base_proteins.tobytes() == gpu.base_proteins.tobytes()
+    assert cpu.fragments.mz.tobytes() == gpu.fragments.mz.tobytes()
+    print(f"\nsemi-specific demo index: {len(cpu.forms):,} peptides; stages CPU {cpu.manifest['stage_seconds']}, "
+          f"GPU {gpu.manifest['stage_seconds']}")  # fmt: skip

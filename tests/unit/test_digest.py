@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rtsearch.config import DatabaseConfig
-from rtsearch.database.digest import decoy_sequence, digest
+from rtsearch.database.digest import PeptideOrigin, decoy_sequence, digest
 from rtsearch.database.fasta import Protein, read_fasta, read_fastas
 from rtsearch.errors import InputError
 
@@ -24,6 +24,11 @@ PROT = "MAEKPLLRGHIKWWDDRAACE"
 PIECES = ["MAEKPLLR", "GHIK", "WWDDR", "AACE"]
 
 
+def _origins(proteins: list[Protein], cfg: DatabaseConfig, **kw: object) -> dict[str, PeptideOrigin]:
+    """The digest as ``{sequence (I as L when configured): PeptideOrigin}``."""
+    return digest(proteins, cfg, **kw).to_dict(il=cfg.isoleucine_equals_leucine)  # type: ignore[arg-type]
+
+
 def _cfg(**kw: object) -> DatabaseConfig:
     base: dict[str, object] = {"min_length": 1, "max_length": 50, "clip_n_term_met": False}
     base.update(kw)
@@ -31,7 +36,7 @@ def _cfg(**kw: object) -> DatabaseConfig:
 
 
 def _peps(seq: str, **kw: object) -> set[str]:
-    return set(digest([Protein("p", seq)], _cfg(**kw)))
+    return set(_origins([Protein("p", seq)], _cfg(**kw)))
 
 
 # --------------------------------------------------------------------------- trypsin
@@ -51,14 +56,14 @@ def test_trypsin_missed_cleavages() -> None:
 
 
 def test_missed_cleavage_counts_recorded() -> None:
-    got = digest([Protein("p", PROT)], _cfg(missed_cleavages=2))
+    got = _origins([Protein("p", PROT)], _cfg(missed_cleavages=2))
     assert got["GHIK"].missed_cleavages == 0
     assert got["GHIKWWDDR"].missed_cleavages == 1
     assert got["MAEKPLLRGHIKWWDDR"].missed_cleavages == 2  # KP is not a site: K3 is not missed
 
 
 def test_terminal_flags() -> None:
-    got = digest([Protein("p", PROT)], _cfg(missed_cleavages=1))
+    got = _origins([Protein("p", PROT)], _cfg(missed_cleavages=1))
     assert got["MAEKPLLR"].protein_n_term and not got["MAEKPLLR"].protein_c_term
     assert got["WWDDRAACE"].protein_c_term and not got["WWDDRAACE"].protein_n_term
     assert not got["GHIK"].protein_n_term and not got["GHIK"].protein_c_term
@@ -74,7 +79,7 @@ def test_length_bounds() -> None:
 
 
 def test_met_clipping() -> None:
-    on = digest([Protein("p", PROT)], _cfg(missed_cleavages=1, clip_n_term_met=True))
+    on = _origins([Protein("p", PROT)], _cfg(missed_cleavages=1, clip_n_term_met=True))
     off = _peps(PROT, missed_cleavages=1)
     # clipping adds the peptides starting after the initiator Met, and keeps the others
     assert set(on) == off | {"AEKPLLR", "AEKPLLRGHIK"}
@@ -89,7 +94,7 @@ def test_met_clipping() -> None:
 
 def test_clipped_peptide_respects_length_bounds() -> None:
     # MAEKPLLR is 8 long, AEKPLLR 7: a minimum of 8 keeps only the unclipped one
-    got = digest([Protein("p", PROT)], _cfg(missed_cleavages=0, min_length=8, clip_n_term_met=True))
+    got = _origins([Protein("p", PROT)], _cfg(missed_cleavages=0, min_length=8, clip_n_term_met=True))
     assert set(got) == {"MAEKPLLR"}
 
 
@@ -163,7 +168,7 @@ SEMI_PROTEINS = [
 @pytest.mark.parametrize("enzyme", ["trypsin", "lys-c", "asp-n"])
 @pytest.mark.parametrize(("mc", "lo", "hi"), [(0, 3, 8), (1, 4, 12), (2, 1, 30)])
 def test_semi_specific_matches_brute_force(seq: str, enzyme: str, mc: int, lo: int, hi: int) -> None:
-    got = digest(
+    got = _origins(
         [Protein("p", seq)],
         _cfg(enzyme=enzyme, specificity="semi", missed_cleavages=mc, min_length=lo, max_length=hi),
     )
@@ -175,7 +180,7 @@ def test_semi_specific_matches_brute_force(seq: str, enzyme: str, mc: int, lo: i
 @pytest.mark.parametrize("seq", SEMI_PROTEINS)
 @pytest.mark.parametrize("enzyme", ["trypsin", "lys-c", "asp-n"])
 def test_full_specific_matches_brute_force(seq: str, enzyme: str) -> None:
-    got = digest([Protein("p", seq)], _cfg(enzyme=enzyme, missed_cleavages=2, min_length=2, max_length=20))
+    got = _origins([Protein("p", seq)], _cfg(enzyme=enzyme, missed_cleavages=2, min_length=2, max_length=20))
     want = _brute(seq, enzyme, 2, 2, 20, semi=False)
     assert {k: v.missed_cleavages for k, v in got.items()} == want
 
@@ -227,7 +232,7 @@ def test_shared_peptides_stored_once() -> None:
         Protein("P2", "DDDDDDKCCCCCCR"),
         Protein("P3", "CCCCCCRGGGGGGKCCCCCCR"),  # the shared peptide twice in one protein
     ]
-    got = digest(proteins, _cfg(missed_cleavages=0))
+    got = _origins(proteins, _cfg(missed_cleavages=0))
     assert set(got) == {"AAAAAAK", "DDDDDDK", "CCCCCCR", "GGGGGGK"}
     assert got["CCCCCCR"].proteins == [0, 1, 2]
     assert got["AAAAAAK"].proteins == [0]
@@ -238,11 +243,11 @@ def test_shared_peptides_stored_once() -> None:
 
 def test_isoleucine_equals_leucine() -> None:
     proteins = [Protein("P1", "SAMPLEIKGGGR"), Protein("P2", "SAMPLELKGGGR")]
-    apart = digest(proteins, _cfg(missed_cleavages=0))
+    apart = _origins(proteins, _cfg(missed_cleavages=0))
     assert {"SAMPLEIK", "SAMPLELK"} <= set(apart)
     assert apart["SAMPLEIK"].proteins == [0]
     assert apart["SAMPLELK"].proteins == [1]
-    merged = digest(proteins, _cfg(missed_cleavages=0, isoleucine_equals_leucine=True))
+    merged = _origins(proteins, _cfg(missed_cleavages=0, isoleucine_equals_leucine=True))
     assert set(merged) == {"SAMPLELK", "GGGR"}
     assert merged["SAMPLELK"].proteins == [0, 1]
     assert merged["SAMPLELK"].sequence == "SAMPLEIK"  # the first protein's spelling is kept
@@ -251,7 +256,7 @@ def test_isoleucine_equals_leucine() -> None:
 def test_progress_reports_every_protein() -> None:
     seen: list[int] = []
     proteins = [Protein(f"p{i}", "AAAAAAKGGGGGGR") for i in range(300)]
-    digest(proteins, _cfg(), progress=seen.append)
+    _origins(proteins, _cfg(), progress=seen.append)
     assert sum(seen) == 300
 
 

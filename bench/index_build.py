@@ -1,0 +1,107 @@
+"""The 20,000-protein index build (issue 17: ≤ 8 s), as a whole process and stage by stage.
+
+Builds the bench FASTA with entrapment (`bench/search_bench.py`'s, seeded), then:
+
+1. **cold**: ``rtsearch index build --fasta F --out DIR`` as a new process, CuPy's kernel cache
+   (``CUPY_CACHE_DIR``) an empty folder — the first build on a machine;
+2. **warm**: the same command again with that cache;
+3. **in process**: ``build_index`` called ``--repeat`` times in this process (its manifest's
+   ``stage_seconds``), the last one under cProfile with the database functions' cumulative times.
+
+Prints one JSON line (and writes ``--json``).
+
+    python3 bench/index_build.py --data .gpudata/data [--proteins 20000] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.search_bench import entrapment_fasta  # noqa: E402
+from bench.serving import code_env  # noqa: E402
+
+
+def cli_build(fasta: Path, out: Path, env: dict[str, str]) -> dict[str, Any]:
+    """Wall seconds of ``rtsearch index build`` as a new process."""
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "rtsearch.cli", "index", "build", "--fasta", str(fasta), "--out",
+                           str(out)], env=env, capture_output=True, text=True)  # fmt: skip
+    res: dict[str, Any] = {"seconds": round(time.perf_counter() - t0, 2), "rc": proc.returncode}
+    manifest = out / "manifest.json"
+    if manifest.is_file():
+        m = json.loads(manifest.read_text())
+        res.update(build_seconds=m.get("build_seconds"), stage_seconds=m.get("stage_seconds"))
+    if proc.returncode:
+        res["stderr_tail"] = proc.stderr[-2000:]
+    return res
+
+
+def profiled(fasta: Path, xp: Any) -> dict[str, float]:
+    """Cumulative seconds of the database functions over one build under cProfile."""
+    from rtsearch.config import DatabaseConfig
+    from rtsearch.database.build import build_index
+
+    prof = cProfile.Profile()
+    prof.runcall(build_index, [fasta], DatabaseConfig(), xp=xp)
+    stats = pstats.Stats(prof)
+    out = {}
+    for (file, line, name), row in stats.stats.items():  # type: ignore[attr-defined]
+        if "rtsearch/database" in file and row[3] > 0.05:
+            out[f"{Path(file).stem}.{name}:{line}"] = round(row[3], 3)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--proteins", type=int, default=20_000)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    from rtsearch.config import DatabaseConfig
+    from rtsearch.database.build import build_index
+    from rtsearch.scoring.backend import get_backend
+
+    backend = get_backend("auto")
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")), "?")  # fmt: skip
+    res: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "device": backend.device, "cpu": cpu,
+                           "cpus": os.cpu_count()}  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp_s:
+        tmp = Path(tmp_s)
+        fasta = tmp / "bench.fasta"
+        res["proteins"] = entrapment_fasta(args.data, args.proteins, fasta)
+        env = {**code_env(), "CUPY_CACHE_DIR": str(tmp / "cupy-cache")}
+        for run in ("cold", "warm"):
+            res[run] = cli_build(fasta, tmp / f"idx-{run}", env)
+            print(f"{run}:", json.dumps(res[run]), flush=True)
+        res["in_process"] = []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            index = build_index([fasta], DatabaseConfig(), xp=backend.xp)
+            res["in_process"].append({"seconds": round(time.perf_counter() - t0, 2), **index.manifest["stage_seconds"]})
+            print("in process:", json.dumps(res["in_process"][-1]), flush=True)
+            res["counts"] = index.manifest["counts"]
+            del index
+        res["profile"] = profiled(fasta, backend.xp)
+    print(json.dumps(res), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,314 @@
+"""Peer search engines (Comet, Sage) on the inputs of rtsearch's benchmarks, timed as whole processes.
+
+Inputs (seeded, cached in ``--work``): the bench FASTA of `bench/search_bench.py`'s ``entrapment_fasta`` (every
+FASTA of ``--data`` plus residue-shuffled entrapment proteins up to ``--proteins``, as `bench/stream_bench.py`'s
+index uses) and the MGF of `bench/bulk_bench.py` (the dev runs' MS2 spectra looped to ``--spectra``).
+Shared settings: trypsin (KR, not before P), ≤ 2 missed cleavages, length 7–50, 500–5000 Da, C +57.021464 fixed,
+M +15.9949 variable (≤ 2 per peptide), precursor ±20 ppm, isotope error 0, fragments 0.5 Da, reversed decoys.
+
+Measured per engine (``--peers comet,sage``; a failing peer is recorded with its stderr tail, not raised):
+
+comet
+    Debian's comet-ms 2019.01 ``.deb`` and ``libmstoolkit82``'s (it links ``libmstoolkitlite.so.82``; get it
+    with ``apt-get download libmstoolkit82``), both from ``--peers-dir``, unpacked with ``dpkg -x``; its ``-p``
+    default params edited (`COMET_KEYS`). Fragment tolerance: Comet bins fragments instead of a ±window;
+    ``fragment_bin_tol 1.0005`` with ``offset 0.4`` (its low-res preset, M peak only) is a 1 Da bin, i.e. the
+    ±0.5 Da of the others. Concatenated internal decoys
+    (``decoy_search 1``: each spectrum's best hit is a target or a ``DECOY_``). Wall of the process;
+    PSMs at 1% FDR: rank 1 per spectrum, by E-value, q = decoys / targets at or above.
+sage
+    sagepy 0.4.6 (wheels in ``--peers-dir``, the connector for this Python, unzipped under ``--work``) in a
+    child process (``--worker sage``, ``RAYON_NUM_THREADS=--threads``): native MGF reading (top 150 peaks, no
+    deisotoping: Sage's defaults), database (``SageSearchConfiguration.generate_indexed_database``), search
+    (``Scorer.score_collection_psm``, one PSM per spectrum), then q-values by hyperscore target-decoy
+    competition (as for Comet) and by Sage's own LDA (``assign_initial_spectrum_q_psms``, ``predict_sage_rt``
+    — skipped where its fit fails, as the sage CLI ignores it — ``lda_rescore_psms``, ``sage_fdr_psm`` on the
+    discriminant). Stage seconds from inside; wall from outside.
+
+Prints one JSON line (and writes ``--json``): per engine wall, stages, PSMs at 1% FDR; date, CPU, settings.
+
+    python3 bench/peers.py --data .gpudata/data --work .benchcache/peers [--threads 16] --json peers.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SETTINGS: dict[str, Any] = {
+    "enzyme": "trypsin KR not before P", "missed_cleavages": 2, "length": [7, 50], "mass_da": [500, 5000],
+    "fixed": "C +57.021464", "variable": "M +15.994915, max 2", "precursor_ppm": 20, "isotope_error": 0,
+    "fragment_da": 0.5, "precursor_charges": [1, 6], "fdr": 0.01,
+}  # fmt: skip
+COMET_KEYS: dict[str, str] = {
+    "decoy_search": "1", "peptide_mass_tolerance": "20.00", "peptide_mass_units": "2", "isotope_error": "0",
+    "search_enzyme_number": "1", "num_enzyme_termini": "2", "allowed_missed_cleavage": "2",
+    "variable_mod01": "15.9949 M 0 2 -1 0 0 0.0", "max_variable_mods_in_peptide": "2",
+    "fragment_bin_tol": "1.0005", "fragment_bin_offset": "0.4", "theoretical_fragment_ions": "1",
+    "output_txtfile": "1", "output_pepxmlfile": "0", "output_percolatorfile": "0", "output_sqtfile": "0",
+    "print_expect_score": "1", "num_output_lines": "1", "digest_mass_range": "500.0 5000.0",
+    "peptide_length_range": "7 50", "add_C_cysteine": "57.021464", "max_precursor_charge": "6",
+    "decoy_prefix": "DECOY_",
+}  # fmt: skip
+
+
+def build_inputs(data: Path, proteins: int, spectra: int, work: Path) -> tuple[Path, Path, dict[str, Any]]:
+    """The bench FASTA and MGF in ``work`` (built once per size; the builders are seeded)."""
+    fasta, mgf = work / f"bench-{proteins}.fasta", work / f"bulk-{spectra}.mgf"
+    info: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    if not fasta.is_file():
+        from bench.search_bench import entrapment_fasta
+
+        entrapment_fasta(data, proteins, fasta.with_suffix(".tmp"))
+        fasta.with_suffix(".tmp").rename(fasta)
+    if not mgf.is_file():
+        from bench.bulk_bench import looped_spectra, write_mgf
+
+        write_mgf(looped_spectra(data, spectra), mgf.with_suffix(".tmp"))
+        mgf.with_suffix(".tmp").rename(mgf)
+    info["build_seconds"] = round(time.perf_counter() - t0, 2)
+    info["proteins"] = fasta.read_text().count(">")
+    info["spectra"] = mgf.read_text().count("BEGIN IONS")
+    info["mgf_bytes"] = mgf.stat().st_size
+    return fasta, mgf, info
+
+
+def count_at_fdr(scores: list[float], decoy: list[bool], fdr: float = 0.01, higher_better: bool = True) -> int:
+    """Targets with q ≤ ``fdr``; one best PSM per spectrum given, q = decoys / targets at or above (monotone)."""
+    order = sorted(range(len(scores)), key=lambda i: -scores[i] if higher_better else scores[i])
+    targets = decoys = 0
+    qs: list[float] = []
+    for i in order:
+        decoys += decoy[i]
+        targets += not decoy[i]
+        qs.append(decoys / max(targets, 1))
+    best, passing = float("inf"), 0
+    for i, q in zip(reversed(order), reversed(qs), strict=True):
+        best = min(best, q)
+        passing += best <= fdr and not decoy[i]
+    return passing
+
+
+def unpack_deb(deb: Path, dest: Path) -> None:
+    """``dpkg -x`` (or, without dpkg, the ar archive's ``data.tar.*`` read here)."""
+    if shutil.which("dpkg"):
+        subprocess.run(["dpkg", "-x", str(deb), str(dest)], check=True)
+        return
+    import io
+    import tarfile
+
+    raw, pos = deb.read_bytes(), 8
+    while pos + 60 <= len(raw):
+        name, size = raw[pos:pos + 16].decode().strip().rstrip("/"), int(raw[pos + 48:pos + 58])
+        if name.startswith("data.tar"):
+            with tarfile.open(fileobj=io.BytesIO(raw[pos + 60:pos + 60 + size])) as tf:
+                tf.extractall(dest, filter="tar")
+        pos += 60 + size + size % 2
+
+
+def run_comet(peers: Path, fasta: Path, mgf: Path, work: Path, threads: int) -> dict[str, Any]:
+    res: dict[str, Any] = {}
+    root = work / "comet-root"
+    shutil.rmtree(root, ignore_errors=True)
+    debs = sorted(peers.rglob("*.deb"))
+    for deb in debs:
+        unpack_deb(deb, root)
+    res["debs"] = [d.name for d in debs]
+    binary = next(p for p in sorted(root.glob("usr/bin/comet*")) if p.is_file())
+    libs = [str(p) for p in (root / "usr/lib", root / "usr/lib/x86_64-linux-gnu") if p.is_dir()]
+    env = {**os.environ, "LD_LIBRARY_PATH": ":".join([*libs, os.environ.get("LD_LIBRARY_PATH", "")])}
+    run_dir = work / "comet-run"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir()
+    proc = subprocess.run([str(binary), "-p"], cwd=run_dir, env=env, capture_output=True, text=True)
+    if not (run_dir / "comet.params.new").is_file():  # a missing libmstoolkitlite.so.82 shows here
+        raise RuntimeError(f"comet -p rc {proc.returncode}: {(proc.stderr or proc.stdout)[-1500:]}")
+    default = (run_dir / "comet.params.new").read_text()
+    res["version"] = default.splitlines()[0].removeprefix("# comet_version ").strip()
+    keys = {**COMET_KEYS, "database_name": str(fasta.resolve()), "num_threads": str(threads)}
+    lines: list[str] = []
+    seen: set[str] = set()
+    for line in default.splitlines():
+        m = re.match(r"^(\w+)\s*=", line)
+        if m and m[1] in keys:
+            line = f"{m[1]} = {keys[m[1]]}"
+            seen.add(m[1])
+        lines.append(line)
+    res["params_missing"] = sorted(set(keys) - seen)  # keys this version does not know (left out)
+    (run_dir / "bench.params").write_text("\n".join(lines) + "\n")
+    res["params"] = {k: v for k, v in keys.items() if k in seen}
+    t0 = time.perf_counter()
+    proc = subprocess.run([str(binary), "-Pbench.params", "-Nbench", str(mgf.resolve())], cwd=run_dir, env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    res["wall_seconds"] = round(time.perf_counter() - t0, 2)
+    res["rc"] = proc.returncode
+    out = run_dir / "bench.txt"
+    if proc.returncode or not out.is_file():
+        raise RuntimeError(f"comet rc {proc.returncode}: {(proc.stderr or proc.stdout)[-1500:]}")
+    rows = out.read_text().splitlines()
+    head = next(i for i, r in enumerate(rows) if r.startswith("scan\t"))
+    cols = rows[head].split("\t")
+    best: dict[str, tuple[float, bool]] = {}
+    for r in rows[head + 1:]:
+        f = dict(zip(cols, r.split("\t"), strict=False))
+        if not f.get("e-value"):
+            continue
+        ev, is_decoy = float(f["e-value"]), all(p.startswith("DECOY_") for p in f["protein"].split(","))
+        key = f["scan"]
+        if key not in best or ev < best[key][0]:
+            best[key] = (ev, is_decoy)
+    ev_list, dec = [v[0] for v in best.values()], [v[1] for v in best.values()]
+    res["spectra_with_psm"], res["decoys_rank1"] = len(best), sum(dec)
+    res["psms_at_1pct_fdr"] = count_at_fdr(ev_list, dec, higher_better=False)
+    return res
+
+
+def sage_site(peers: Path, work: Path) -> Path:
+    """sagepy's two wheels (the connector built for this Python) unzipped into ``work/sage-site``."""
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    wheels = []
+    for pattern in ("sagepy-*-py3-none-any.whl", f"sagepy_connector-*-{tag}-{tag}-*.whl"):
+        found = sorted(peers.rglob(pattern))
+        if not found:
+            raise FileNotFoundError(f"no {pattern} under {peers}")
+        wheels.append(found[0])
+    site = work / "sage-site"
+    stamp = site / "wheels.txt"
+    if not stamp.is_file() or stamp.read_text() != " ".join(w.name for w in wheels):
+        shutil.rmtree(site, ignore_errors=True)
+        for w in wheels:
+            with zipfile.ZipFile(w) as zf:
+                zf.extractall(site)
+        stamp.write_text(" ".join(w.name for w in wheels))
+    return site
+
+
+def run_sage(peers: Path, fasta: Path, mgf: Path, work: Path, threads: int) -> dict[str, Any]:
+    site = sage_site(peers, work)
+    env = {**os.environ, "RAYON_NUM_THREADS": str(threads), "PYTHONWARNINGS": "ignore",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)}  # fmt: skip
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, __file__, "--worker", "sage", "--fasta", str(fasta), "--mgf", str(mgf),
+                           "--threads", str(threads)], capture_output=True, text=True, env=env)  # fmt: skip
+    wall = round(time.perf_counter() - t0, 2)
+    last = proc.stdout.strip().splitlines()[-1:] or [""]
+    if proc.returncode or not last[0].startswith("{"):
+        raise RuntimeError(f"sage worker rc {proc.returncode}: {proc.stderr[-1500:]}")
+    return {"wall_seconds": wall, **json.loads(last[0])}
+
+
+def sage_worker(fasta: Path, mgf: Path, threads: int) -> dict[str, Any]:
+    """The Sage search itself (in the child process, sagepy on its path)."""
+    from importlib.metadata import version
+
+    from sagepy.core import EnzymeBuilder, SageSearchConfiguration, Scorer, Tolerance
+    from sagepy.core.fdr import assign_initial_spectrum_q_psms, lda_rescore_psms, sage_fdr_psm
+    from sagepy.core.ml.retention_model import predict_sage_rt
+    from sagepy.core.spectrum import read_processed_spectra
+
+    res: dict[str, Any] = {"version": version("sagepy")}
+    stage: dict[str, float] = {}
+    t = time.perf_counter()
+    spectra = read_processed_spectra(str(mgf), take_top_n=150, deisotope=False, num_threads=threads)
+    stage["read"], t = time.perf_counter() - t, time.perf_counter()
+    static, variable = {"C": "[UNIMOD:4]"}, {"M": ["[UNIMOD:35]"]}
+    enzyme = EnzymeBuilder(missed_cleavages=2, min_len=7, max_len=50, cleave_at="KR", restrict="P", c_terminal=True)
+    cfg = SageSearchConfiguration(fasta=fasta.read_text(), enzyme_builder=enzyme, peptide_min_mass=500.0,
+                                  peptide_max_mass=5000.0, static_mods=static, variable_mods=variable,
+                                  max_variable_mods=2, generate_decoys=True, decoy_tag="rev_")  # fmt: skip
+    db = cfg.generate_indexed_database()
+    stage["database"], t = time.perf_counter() - t, time.perf_counter()
+    res["peptides"] = db.num_peptides
+    precursor = Tolerance(ppm=(-20.0, 20.0))
+    scorer = Scorer(precursor_tolerance=precursor, fragment_tolerance=Tolerance(da=(-0.5, 0.5)),
+                    min_isotope_err=0, max_isotope_err=0, min_precursor_charge=1, max_precursor_charge=6,
+                    report_psms=1, static_mods=static, variable_mods=variable)  # fmt: skip
+    psms = [p for ps in scorer.score_collection_psm(db, spectra, num_threads=threads).values() for p in ps]
+    stage["search"], t = time.perf_counter() - t, time.perf_counter()
+    res["spectra"], res["spectra_with_psm"], res["decoys_rank1"] = len(spectra), len(psms), sum(p.decoy for p in psms)
+    res["psms_at_1pct_fdr_hyperscore"] = count_at_fdr([p.hyperscore for p in psms], [p.decoy for p in psms])
+    assign_initial_spectrum_q_psms(psms)
+    try:
+        predict_sage_rt(psms, db)
+        res["rt_model"] = "fitted"
+    except RuntimeError as exc:  # the sage CLI ignores a failed fit too
+        res["rt_model"] = f"skipped: {exc}"
+    res["lda_fitted"] = bool(lda_rescore_psms(psms, precursor))
+    sage_fdr_psm(psms, db, use_hyper_score=False)
+    res["psms_at_1pct_fdr_lda"] = sum(1 for p in psms if not p.decoy and p.sage_feature.spectrum_q <= 0.01)
+    stage["fdr"] = time.perf_counter() - t
+    res["stage_seconds"] = {k: round(v, 2) for k, v in stage.items()}
+    res["psms_at_1pct_fdr"] = res["psms_at_1pct_fdr_lda"]
+    res["settings"] = {"take_top_n": 150, "deisotope": False, "min_matched_peaks": 6, "max_fragment_charge": 3,
+                       "bucket_size": 8192, "decoys": "reversed, rev_", "score": "openmshyperscore"}  # fmt: skip
+    return res
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path)
+    ap.add_argument("--work", type=Path, help="cache of inputs and unpacked peers (default: a temporary folder)")
+    ap.add_argument("--peers-dir", type=Path, default=ROOT / ".gpudata/peers")
+    ap.add_argument("--peers", default="comet,sage")
+    ap.add_argument("--proteins", type=int, default=20_000)
+    ap.add_argument("--spectra", type=int, default=50_000)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--worker", choices=["sage"], help=argparse.SUPPRESS)
+    ap.add_argument("--fasta", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--mgf", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(sage_worker(args.fasta, args.mgf, args.threads)), flush=True)
+        return 0
+    if args.data is None:
+        ap.error("--data is required")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp_s:
+        work = (args.work or Path(tmp_s)).resolve()
+        work.mkdir(parents=True, exist_ok=True)
+        fasta, mgf, inputs = build_inputs(args.data, args.proteins, args.spectra, work)
+        res: dict[str, Any] = {
+            "date": datetime.now(UTC).isoformat(timespec="seconds"), "cpu_model": cpu_model(),
+            "cpus": os.cpu_count(), "threads": args.threads, "inputs": inputs,
+            "settings": {**SETTINGS, "comet_fragment": "fragment_bin_tol 1.0005, offset 0.4 (1 Da bins = ±0.5 Da)"},
+        }  # fmt: skip
+        print("inputs:", json.dumps(inputs), flush=True)
+        runners = {"comet": run_comet, "sage": run_sage}
+        for name in args.peers.split(","):
+            try:
+                res[name] = runners[name](args.peers_dir.resolve(), fasta, mgf, work, args.threads)
+            except Exception as exc:  # noqa: BLE001 - one peer failing is a result, not a crash
+                res[name] = {"error": f"{type(exc).__name__}: {exc}"[-2000:]}
+            print(f"{name}:", json.dumps(res[name]), flush=True)
+    print(json.dumps(res), flush=True)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
