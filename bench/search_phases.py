@@ -12,8 +12,10 @@ imports (``python -X importtime``). Prints one JSON line (and writes ``--json``)
 from __future__ import annotations
 
 import argparse
+import cProfile
 import functools
 import json
+import pstats
 import subprocess
 import sys
 import tempfile
@@ -28,17 +30,26 @@ sys.path.insert(0, str(ROOT))
 SPENT: dict[str, float] = defaultdict(float)
 
 
-def timed(owner: Any, attr: str, phase: str) -> None:
-    """Wrap ``owner.attr`` so its seconds add up under ``phase``."""
+PROFILED: dict[str, list[tuple[str, float]]] = {}
+
+
+def timed(owner: Any, attr: str, phase: str, *, profile: bool = False) -> None:
+    """Wrap ``owner.attr`` so its seconds add up under ``phase`` (its costliest functions kept if ``profile``)."""
     fn = getattr(owner, attr)
 
     @functools.wraps(fn)
     def wrapper(*a: Any, **kw: Any) -> Any:
         t0 = time.perf_counter()
+        prof = cProfile.Profile() if profile else None
         try:
-            return fn(*a, **kw)
+            return prof.runcall(fn, *a, **kw) if prof else fn(*a, **kw)
         finally:
             SPENT[phase] += time.perf_counter() - t0
+            if prof:
+                rows = pstats.Stats(prof).stats.items()  # type: ignore[attr-defined]
+                cum = [(f"{Path(f).name}:{ln}({name})", st[3]) for (f, ln, name), st in rows]
+                top = sorted(cum, key=lambda r: -r[1])
+                PROFILED[phase] = [(k, round(v, 3)) for k, v in top[:25]]
 
     setattr(owner, attr, wrapper)
 
@@ -62,6 +73,8 @@ def main() -> int:
     ap.add_argument("--index-cache", type=Path, required=True)
     ap.add_argument("--spectra", type=int, default=50_000)
     ap.add_argument("--proteins", type=int, default=20_000)
+    ap.add_argument("--profile", action="append", default=[], choices=["open target", "fdr", "write"],
+                    help="keep this phase's costliest functions (cProfile, cumulative)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     from bench.bulk_bench import looped_spectra, write_mgf
@@ -83,10 +96,10 @@ def main() -> int:
 
         SPENT["imports"] = time.perf_counter() - t0
         timed(offline, "count_spectra", "count spectra")
-        timed(cli_search, "open_target", "open target")
+        timed(cli_search, "open_target", "open target", profile="open target" in args.profile)
         timed(offline.SpectrumReader, "_read", "read (reader thread)")
-        timed(table.PsmTable, "finalize", "fdr")
-        timed(results, "write_table", "write")
+        timed(table.PsmTable, "finalize", "fdr", profile="fdr" in args.profile)
+        timed(results, "write_table", "write", profile="write" in args.profile)
         orig_runs = offline.search_runs
 
         def search_runs(runs: Any, target: Any, **kw: Any) -> Any:
@@ -102,7 +115,8 @@ def main() -> int:
         out = Path(tmp_s) / "o.tsv"
         rc = cli.main(["search", str(mgf), "--index", str(args.index_cache.resolve()), "-o", str(out)])
         SPENT["cli main"] = time.perf_counter() - t1
-    res.update(rc=rc, phases={k: round(v, 3) for k, v in SPENT.items()}, slowest_imports=slowest_imports(15))
+    res.update(rc=rc, phases={k: round(v, 3) for k, v in SPENT.items()}, profiled=PROFILED,
+               slowest_imports=slowest_imports(15))
     print(json.dumps(res), flush=True)
     if args.json:
         args.json.write_text(json.dumps(res, indent=1))

@@ -21,9 +21,10 @@ takes forms like ``2+``, ``2+ and 3+``, ``2+,3+``, the scan number comes from ``
 from __future__ import annotations
 
 import gzip
+import io
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,10 +78,34 @@ def read_mgf(path: Path, run: str, defaults: tuple[int, ...], *, gz: bool = Fals
 
     A block's peaks are parsed in a thread (Arrow releases the GIL) while this one builds the previous
     block's spectra."""
+    with gzip.open(path, "rb") if gz else open(path, "rb") as fh:
+        yield from _read(_Reader(path, run, defaults), fh.read)
+
+
+def read_mgf_part(path: Path, run: str, defaults: tuple[int, ...], part: tuple[int, int], head: int,
+                  entries_before: int) -> Iterator[Spectrum]:  # fmt: skip
+    """The spectra of bytes ``part`` = [start, stop) of a plain MGF file, cut after an ``END IONS`` line, as
+    `read_mgf` gives them there: the file's parameters before its first entry (``head`` bytes) apply, and
+    entries are numbered after the ``entries_before`` of the file before ``start`` (`rtsearch.io.parallel`).
+    An error's line is counted from ``start``: read the file whole to name it."""
+    start, stop = part
+    with open(path, "rb") as fh:
+        header = fh.read(head) if start > 0 else b""
+        fh.seek(start)
+        data = fh.read(stop - start)
     reader = _Reader(path, run, defaults)
-    with gzip.open(path, "rb") if gz else open(path, "rb") as fh, ThreadPoolExecutor(1, "mgf") as parser:
+    reader.entries = entries_before
+    if start > 0:
+        reader.header = _params(header, 0, len(header))[0]
+    yield from _read(reader, io.BytesIO(data).read)
+
+
+def _read(reader: _Reader, read: Callable[[int], bytes]) -> Iterator[Spectrum]:
+    """The spectra of what ``read`` gives, block by block; a block's peaks parsed in a thread while the previous
+    block's spectra are built."""
+    with ThreadPoolExecutor(1, "mgf") as parser:
         ahead: tuple[_Block, Future[tuple[np.ndarray, np.ndarray] | None]] | None = None
-        for data in blocks(fh.read, _cut, BLOCK_BYTES):
+        for data in blocks(read, _cut, BLOCK_BYTES):
             block = reader.scan(data)
             parsed = parser.submit(_parse_all, data, block.entries)
             if ahead is not None:

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rtsearch.batch import SpectraBatch
-from rtsearch.io.spectra import count_spectra, read_spectra
+from rtsearch.io.batches import read_batches
+from rtsearch.io.spectra import count_spectra
 from rtsearch.search.table import PsmTable
 from rtsearch.search.target import SearchTarget
-from rtsearch.types import Spectrum
 
 
 @dataclass
@@ -87,14 +87,8 @@ class SpectrumReader:
     def _read(self) -> None:
         try:
             for run in self.runs:
-                batch: list[Spectrum] = []
-                for sp in read_spectra(run):
-                    batch.append(sp)
-                    if len(batch) >= self.batch_size:
-                        self._put(SpectraBatch.of(batch))
-                        batch = []
-                if batch:
-                    self._put(SpectraBatch.of(batch))
+                for batch in read_batches(run, batch_size=self.batch_size):
+                    self._put(batch)
             self._put(None)
         except _Stopped:
             return

@@ -24,7 +24,11 @@ def test_batches_in_file_order_then_the_error_where_it_was(tmp_path) -> None:
         for batch in reader:
             assert len(batch) <= 100
             scans.extend(batch.scan.tolist())
-    assert scans == whole  # the whole batches before the error (the search stops at it: nothing is written)
+    before: list[int] = []
+    with pytest.raises(InputError):
+        before.extend(s.scan for s in read_spectra(cut))
+    assert len(before) > 0
+    assert scans == whole + before  # every spectrum before the error (the search stops at it: nothing is written)
     assert reader.total == 1406 + cut.read_text().count("BEGIN IONS")
 
 
