@@ -45,8 +45,8 @@ def run(args: argparse.Namespace) -> int:
     for r in args.runs:
         if not Path(r).is_file():
             raise InputError(f"{r}: spectrum file not found")
-    backend = backend_of(args, cfg)
-    with SpectrumReader(args.runs, batch_size=args.batch_size) as reader:  # reads while the target opens
+    with SpectrumReader(args.runs, batch_size=args.batch_size) as reader:  # reads while CuPy and the target open
+        backend = backend_of(args, cfg)
         target = open_target(args, cfg, backend)
         log.info("searching %s %s on %s (%s); search settings %s", target.kind, args.index or args.library,
                  backend.name, backend.device, resolved_dict(cfg.search))  # fmt: skip

@@ -76,8 +76,7 @@ class SpectrumReader:
     """
 
     def __init__(self, runs: Sequence[str | Path], *, batch_size: int, depth: int = 4) -> None:
-        expected = [count_spectra(r) for r in runs]
-        self.total: int | None = sum(e for e in expected if e) if all(expected) else None
+        self.total: int | None = None  # counted by the reading thread before its first batch
         self.runs, self.batch_size = list(runs), batch_size
         self._queue: queue.Queue[SpectraBatch | BaseException | None] = queue.Queue(depth)
         self._stop = threading.Event()
@@ -86,6 +85,8 @@ class SpectrumReader:
 
     def _read(self) -> None:
         try:
+            expected = [count_spectra(r) for r in self.runs]
+            self.total = sum(e for e in expected if e) if all(expected) else None
             for run in self.runs:
                 for batch in read_batches(run, batch_size=self.batch_size):
                     self._put(batch)
