@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
@@ -37,13 +38,12 @@ class Table(Protocol):
 _STRINGS = frozenset({"run", "peptide", "proteins", "reason"})
 
 
-_UNSAFE = str.maketrans({"\t": " ", "\n": " ", "\r": " ", '"': "'"})
-
-
 def _array(name: str, values: Any) -> pa.Array:
     if name in _STRINGS:
-        # TSV without quoting: no tabs, line breaks or quotes inside a cell (run names come from the wire)
-        return pa.array([v.translate(_UNSAFE) for v in values], type=pa.string())
+        # TSV without quoting: no tabs, line breaks or quotes inside a cell (run names come from the wire);
+        # replaced by Arrow over the column (a Python `str.translate` per cell was half of writing 50,000 rows)
+        arr = pc.replace_substring_regex(pa.array(values, type=pa.string()), pattern="[\t\n\r]", replacement=" ")
+        return pc.replace_substring(arr, pattern='"', replacement="'")
     arr = np.asarray(values)
     if arr.dtype.kind == "f":
         return pa.array(arr, type=pa.float64(), mask=np.isnan(arr))

@@ -7,9 +7,10 @@ minimum FDR at which a PSM is accepted: Storey & Tibshirani 2003, PNAS
 Peptide-level: the best PSM of each peptide, then the same estimate
 (Granholm et al. 2011 discuss why this level matters).
 
-Here FDR at a threshold is ``decoys / targets`` above it (no +1), and q-values
-are made monotone from the bottom up. Equal scores are ranked decoys first,
-so ties never flatter the estimate.
+Here FDR at a threshold is ``decoys / targets`` at or above it (no +1), and
+q-values are made monotone from the bottom up. Equal scores share the FDR
+counted at the end of their group (decoys among them included), so ties
+never flatter the estimate.
 """
 
 from __future__ import annotations
@@ -26,18 +27,24 @@ def q_values(score: np.ndarray, is_decoy: np.ndarray) -> np.ndarray:
     ok = np.flatnonzero(np.isfinite(score))
     if ok.size == 0:
         return q
-    order = ok[np.lexsort((~decoy[ok], -score[ok]))]
-    d = np.cumsum(decoy[order])
-    t = np.cumsum(~decoy[order])
+    order = ok[np.argsort(-score[ok])]  # any order within equal scores: `q_ranked`
+    q[order] = q_ranked(score[order], decoy[order])
+    return q
+
+
+def q_ranked(score: np.ndarray, is_decoy: np.ndarray) -> np.ndarray:
+    """q-values of PSMs already ranked best first (``score`` non-increasing, finite).
+
+    Equal scores share the FDR at the end of their group, so the order within a group does not matter
+    (a ranking can be reversed for the opposite sign of a score)."""
+    d = np.cumsum(is_decoy)
+    t = np.arange(1, d.shape[0] + 1) - d
     fdr = d / np.maximum(t, 1)
-    # equal scores share the FDR at the end of their group
-    s = score[order]
-    last_of_group = np.r_[s[1:] != s[:-1], True]
+    last_of_group = np.r_[score[1:] != score[:-1], True]
     group_end = np.flatnonzero(last_of_group)
     gid = np.cumsum(np.r_[0, last_of_group[:-1].astype(np.int64)])
     fdr = fdr[group_end][gid]
-    q[order] = np.minimum.accumulate(fdr[::-1])[::-1]
-    return np.minimum(q, 1.0)
+    return np.minimum(np.minimum.accumulate(fdr[::-1])[::-1], 1.0)
 
 
 def peptide_q_values(score: np.ndarray, is_decoy: np.ndarray, peptide: np.ndarray) -> np.ndarray:

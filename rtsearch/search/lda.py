@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rtsearch.search.fdr import count_at, q_values
+from rtsearch.search.fdr import count_at, q_ranked, q_values
 
 MIN_POSITIVES = 20
 NOT_FITTED = frozenset({"signed_ppm_error", "matched_ions"})  # descriptive, or a sum of fitted ones
@@ -50,8 +50,11 @@ def best_feature(z: np.ndarray, decoy: np.ndarray) -> np.ndarray:
     """Unit direction of the single feature (either sign) accepting the most targets at 1 % FDR."""
     best, best_n = np.zeros(z.shape[1]), -1
     for j in range(z.shape[1]):
-        for sign in (1.0, -1.0):
-            n = count_at(q_values(sign * z[:, j], decoy), decoy)
+        col = z[:, j]
+        rows = np.flatnonzero(np.isfinite(col))
+        order = rows[np.argsort(-col[rows])]  # one ranking serves both signs, reversed for -1
+        for sign, o in ((1.0, order), (-1.0, order[::-1])):
+            n = count_at(q_ranked(sign * col[o], decoy[o]), decoy[o])
             if n > best_n:
                 best_n = n
                 best = np.zeros(z.shape[1])

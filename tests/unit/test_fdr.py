@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rtsearch.search.fdr import count_at, peptide_q_values, q_values
+from rtsearch.search.fdr import count_at, peptide_q_values, q_ranked, q_values
 
 T, D = False, True
 
@@ -140,3 +140,20 @@ def test_count_at_golden_list() -> None:
     assert count_at(q, decoy, 0.0) == 2
     assert count_at(q, decoy, 0.34) == 3
     assert count_at(q, decoy, 0.5) == 4
+
+
+def test_q_values_equal_the_definition_on_tied_scores() -> None:
+    # q_i = min over thresholds t <= score_i of decoys(>= t) / max(targets(>= t), 1), by brute force
+    rng = np.random.default_rng(20241124)
+    for _ in range(20):
+        n = int(rng.integers(1, 300))
+        score = rng.integers(0, 12, n).astype(float)  # many ties
+        score[rng.random(n) < 0.05] = np.nan
+        decoy = rng.random(n) < 0.4
+        finite = np.isfinite(score)
+        ts = np.unique(score[finite])
+        fdr = {t: decoy[finite & (score >= t)].sum() / max((~decoy[finite & (score >= t)]).sum(), 1) for t in ts}
+        want = np.array([min(1.0, min(fdr[t] for t in ts if t <= s)) if np.isfinite(s) else 1.0 for s in score])
+        np.testing.assert_allclose(q_values(score, decoy), want, rtol=1e-12)
+        order = np.flatnonzero(finite)[np.argsort(score[finite])]  # ranked worst first: q_ranked on the reverse
+        np.testing.assert_allclose(q_ranked(score[order][::-1], decoy[order][::-1]), want[order][::-1], rtol=1e-12)
