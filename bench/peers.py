@@ -23,7 +23,9 @@ sage
     (``Scorer.score_collection_psm``, one PSM per spectrum), then q-values by hyperscore target-decoy
     competition (as for Comet) and by Sage's own LDA (``assign_initial_spectrum_q_psms``, ``predict_sage_rt``
     — skipped where its fit fails, as the sage CLI ignores it — ``lda_rescore_psms``, ``sage_fdr_psm`` on the
-    discriminant). Stage seconds from inside; wall from outside.
+    discriminant). Stage seconds from inside; wall from outside. `run_sage` takes other search settings
+    (tolerances, isotope errors, charges; `SAGE_SEARCH` by default) and writes the PSMs where asked
+    (`write_sage_psms`), as `bench/entrapment.py --engine sage` does.
 
 Prints one JSON line (and writes ``--json``): per engine wall, stages, PSMs at 1% FDR; date, CPU, settings.
 
@@ -52,6 +54,13 @@ SETTINGS: dict[str, Any] = {
     "enzyme": "trypsin KR not before P", "missed_cleavages": 2, "length": [7, 50], "mass_da": [500, 5000],
     "fixed": "C +57.021464", "variable": "M +15.994915, max 2", "precursor_ppm": 20, "isotope_error": 0,
     "fragment_da": 0.5, "precursor_charges": [1, 6], "fdr": 0.01,
+}  # fmt: skip
+# the search settings `sage_worker` is given (`run_sage`'s ``search``): tolerances as (value, "ppm" or "Da"),
+# isotope errors and precursor charges as (lowest, highest); Sage tries that charge range on a spectrum whose
+# MGF entry has no CHARGE line
+SAGE_SEARCH: dict[str, Any] = {
+    "precursor": [SETTINGS["precursor_ppm"], "ppm"], "fragment": [SETTINGS["fragment_da"], "Da"],
+    "isotope_errors": [SETTINGS["isotope_error"], SETTINGS["isotope_error"]], "charges": SETTINGS["precursor_charges"],
 }  # fmt: skip
 COMET_KEYS: dict[str, str] = {
     "decoy_search": "1", "peptide_mass_tolerance": "20.00", "peptide_mass_units": "2", "isotope_error": "0",
@@ -197,13 +206,16 @@ def sage_site(peers: Path, work: Path) -> Path:
     return site
 
 
-def run_sage(peers: Path, fasta: Path, mgf: Path, work: Path, threads: int) -> dict[str, Any]:
+def run_sage(peers: Path, fasta: Path, mgf: Path, work: Path, threads: int, search: dict[str, Any] | None = None,
+             psms: Path | None = None) -> dict[str, Any]:
+    """Sage in a worker process (`sage_worker`) with ``search`` (default `SAGE_SEARCH`); its PSMs to ``psms``."""
     site = sage_site(peers, work)
     env = {**os.environ, "RAYON_NUM_THREADS": str(threads), "PYTHONWARNINGS": "ignore",
            "PYTHONPATH": os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)}  # fmt: skip
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--worker", "sage", "--fasta", str(fasta), "--mgf", str(mgf),
-                           "--threads", str(threads)], capture_output=True, text=True, env=env)  # fmt: skip
+    cmd = [sys.executable, __file__, "--worker", "sage", "--fasta", str(fasta), "--mgf", str(mgf), "--threads",
+           str(threads), "--sage-search", json.dumps(search or SAGE_SEARCH), *(["--psms", str(psms)] if psms else [])]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = round(time.perf_counter() - t0, 2)
     last = proc.stdout.strip().splitlines()[-1:] or [""]
     if proc.returncode or not last[0].startswith("{"):
@@ -211,11 +223,36 @@ def run_sage(peers: Path, fasta: Path, mgf: Path, work: Path, threads: int) -> d
     return {"wall_seconds": wall, **json.loads(last[0])}
 
 
-def sage_worker(fasta: Path, mgf: Path, threads: int) -> dict[str, Any]:
-    """The Sage search itself (in the child process, sagepy on its path)."""
+def sage_tolerance(value: float, unit: str) -> Any:
+    """A symmetric ``Tolerance`` of sagepy: ``value`` ppm or Da either side."""
+    from sagepy.core import Tolerance
+
+    return Tolerance(ppm=(-value, value)) if unit == "ppm" else Tolerance(da=(-value, value))
+
+
+def write_sage_psms(psms: list[Any], out: Path) -> None:
+    """One TSV row per PSM: ``q_value``, Sage's (its LDA's discriminant, (decoys + 1) / targets); ``q_lda`` and
+    ``q_hyperscore``, the discriminant and the hyperscore competed as rtsearch does (`rtsearch.search.fdr`)."""
+    import numpy as np
+
+    from rtsearch.search.fdr import q_values
+
+    decoy = np.array([p.decoy for p in psms], dtype=bool)
+    q_lda = q_values(np.array([p.sage_feature.discriminant_score for p in psms], dtype=np.float64), decoy).tolist()
+    q_hyper = q_values(np.array([p.hyperscore for p in psms], dtype=np.float64), decoy).tolist()
+    with open(out, "w") as fh:
+        fh.write("spectrum\tpeptide\tcharge\tis_decoy\tproteins\thyperscore\tdiscriminant\tq_value\tq_lda\tq_hyperscore\n")
+        for p, ql, qh in zip(psms, q_lda, q_hyper, strict=True):
+            f = p.sage_feature
+            fh.write(f"{p.spec_idx}\t{p.sequence}\t{p.charge}\t{str(p.decoy).lower()}\t{';'.join(p.proteins)}\t"
+                     f"{p.hyperscore}\t{f.discriminant_score}\t{f.spectrum_q}\t{ql}\t{qh}\n")  # fmt: skip
+
+
+def sage_worker(fasta: Path, mgf: Path, threads: int, search: dict[str, Any], psms_out: Path | None) -> dict[str, Any]:
+    """The Sage search itself (in the child process, sagepy on its path); its PSMs to ``psms_out``."""
     from importlib.metadata import version
 
-    from sagepy.core import EnzymeBuilder, SageSearchConfiguration, Scorer, Tolerance
+    from sagepy.core import EnzymeBuilder, SageSearchConfiguration, Scorer
     from sagepy.core.fdr import assign_initial_spectrum_q_psms, lda_rescore_psms, sage_fdr_psm
     from sagepy.core.ml.retention_model import predict_sage_rt
     from sagepy.core.spectrum import read_processed_spectra
@@ -233,10 +270,11 @@ def sage_worker(fasta: Path, mgf: Path, threads: int) -> dict[str, Any]:
     db = cfg.generate_indexed_database()
     stage["database"], t = time.perf_counter() - t, time.perf_counter()
     res["peptides"] = db.num_peptides
-    precursor = Tolerance(ppm=(-20.0, 20.0))
-    scorer = Scorer(precursor_tolerance=precursor, fragment_tolerance=Tolerance(da=(-0.5, 0.5)),
-                    min_isotope_err=0, max_isotope_err=0, min_precursor_charge=1, max_precursor_charge=6,
-                    report_psms=1, static_mods=static, variable_mods=variable)  # fmt: skip
+    precursor = sage_tolerance(*search["precursor"])
+    (iso_lo, iso_hi), (z_lo, z_hi) = search["isotope_errors"], search["charges"]
+    scorer = Scorer(precursor_tolerance=precursor, fragment_tolerance=sage_tolerance(*search["fragment"]),
+                    min_isotope_err=iso_lo, max_isotope_err=iso_hi, min_precursor_charge=z_lo,
+                    max_precursor_charge=z_hi, report_psms=1, static_mods=static, variable_mods=variable)  # fmt: skip
     psms = [p for ps in scorer.score_collection_psm(db, spectra, num_threads=threads).values() for p in ps]
     stage["search"], t = time.perf_counter() - t, time.perf_counter()
     res["spectra"], res["spectra_with_psm"], res["decoys_rank1"] = len(spectra), len(psms), sum(p.decoy for p in psms)
@@ -251,8 +289,11 @@ def sage_worker(fasta: Path, mgf: Path, threads: int) -> dict[str, Any]:
     sage_fdr_psm(psms, db, use_hyper_score=False)
     res["psms_at_1pct_fdr_lda"] = sum(1 for p in psms if not p.decoy and p.sage_feature.spectrum_q <= 0.01)
     stage["fdr"] = time.perf_counter() - t
+    if psms_out:
+        write_sage_psms(psms, psms_out)
     res["stage_seconds"] = {k: round(v, 2) for k, v in stage.items()}
     res["psms_at_1pct_fdr"] = res["psms_at_1pct_fdr_lda"]
+    res["search"] = search
     res["settings"] = {"take_top_n": 150, "deisotope": False, "min_matched_peaks": 6, "max_fragment_charge": 3,
                        "bucket_size": 8192, "decoys": "reversed, rev_", "score": "openmshyperscore"}  # fmt: skip
     return res
@@ -278,9 +319,11 @@ def main() -> int:
     ap.add_argument("--worker", choices=["sage"], help=argparse.SUPPRESS)
     ap.add_argument("--fasta", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--mgf", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--sage-search", type=json.loads, default=SAGE_SEARCH, help=argparse.SUPPRESS)
+    ap.add_argument("--psms", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        print(json.dumps(sage_worker(args.fasta, args.mgf, args.threads)), flush=True)
+        print(json.dumps(sage_worker(args.fasta, args.mgf, args.threads, args.sage_search, args.psms)), flush=True)
         return 0
     if args.data is None:
         ap.error("--data is required")

@@ -1,0 +1,41 @@
+"""Are the 1 % really 1 %? The four dev runs with a 1:1 shuffled entrapment, NumPy backend (issue 17).
+
+Each run's database plus a residue-shuffled copy of every protein (`bench/entrapment.py`: ``ENTRAP_`` headers,
+``random.Random(20240531)``), indexed, the run searched with ``rtsearch search``; accepted target PSMs at
+q ≤ 0.01 and those matching entrapment proteins only. Estimated FDP = 2 × entrapment / accepted (the combined
+estimator, r = 1), estimated true PSMs = accepted − 2 × entrapment; printed per run and pooled.
+
+What holds is asserted: each run's estimated FDP ≤ 5 % (the issue's per-run bound; Sage's LDA, counted
+the same way on the same databases: 17.6 % on BSA1, 24.4 % on E. coli, bench/RESULTS.md) and the pooled
+estimate of true PSMs at least what this code measured (225), so a change that loses identifications or
+lets entrapment in fails here. The issue's pooled goal, FDP ≤ 1.5 %, is not met yet (2.6 %: 3 entrapment
+PSMs of 231) and is printed, not asserted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.devruns import DEV_RUNS
+
+MEASURED_TRUE = 225  # pooled accepted − 2 × entrapment, bench/RESULTS.md (2026-11-24)
+
+
+@pytest.mark.slow
+def test_entrapment_on_the_four_dev_runs(data: Path, tmp_path: Path) -> None:
+    from bench.entrapment import check  # the repository's root is on the path (tests is a package)
+
+    indexes: dict[tuple[str, ...], Path] = {}
+    lines = [check(dev, data, tmp_path, indexes, []) for dev in DEV_RUNS]
+    accepted, entrapment = sum(x["accepted"] for x in lines), sum(x["entrapment"] for x in lines)
+    pooled = {"run": "pooled", "accepted": accepted, "entrapment": entrapment,
+              "fdp": round(2 * entrapment / accepted, 4), "true_estimate": accepted - 2 * entrapment}  # fmt: skip
+    print()
+    for line in [*lines, pooled]:
+        print(json.dumps(line))
+    assert all(x["accepted"] > 0 for x in lines)
+    assert all(x["fdp"] <= 0.05 for x in lines), lines
+    assert pooled["true_estimate"] >= MEASURED_TRUE, pooled
