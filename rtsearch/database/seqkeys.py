@@ -55,6 +55,7 @@ class Hasher:
     def __init__(self, codes: np.ndarray, base: int) -> None:
         t = codes.shape[0]
         self.t = t
+        self.codes = codes  # a one-residue span's hash is its code (B^0)
         self.pow = _powers(base, t + 2)
         self.inv = _powers(pow(base, -1, 1 << 64), t + 2)
         self.fwd = self._prefix(codes)
@@ -114,9 +115,9 @@ def decoy_keys(hashers: Sequence[Hasher], a: np.ndarray, n: np.ndarray, keep_fir
     out = []
     for x in hashers:
         if keep_first:  # first residue, then the rest reversed
-            first = x.span(a, a + 1)
+            first = x.codes[a].astype(_U64)
             out.append(first + x.span(t - (a + n), t - a - 1, reverse=True) * x.pow[1])
         else:  # all but the last reversed, then the last
-            last = x.span(a + n - 1, a + n)
+            last = x.codes[a + n - 1].astype(_U64)
             out.append(x.span(t - (a + n) + 1, t - a, reverse=True) + last * x.pow[np.maximum(n - 1, 0)])
     return Keys(out[0], out[1], n.copy())
