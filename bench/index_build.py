@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.search_bench import entrapment_fasta  # noqa: E402
-from bench.serving import code_env  # noqa: E402
+from bench.serving import code_env, emit  # noqa: E402
 
 
 def cli_build(fasta: Path, out: Path, env: dict[str, str]) -> dict[str, Any]:
@@ -97,9 +97,7 @@ def main() -> int:
             res["counts"] = index.manifest["counts"]
             del index
         res["profile"] = profiled(fasta, backend.xp)
-    print(json.dumps(res), flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(res, indent=1))
+    emit(res, args.json)
     return 0
 
 

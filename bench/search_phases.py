@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import functools
-import json
 import pstats
 import subprocess
 import sys
@@ -78,7 +77,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     from bench.bulk_bench import looped_spectra, write_mgf
-    from bench.serving import index_and_record
+    from bench.serving import emit, index_and_record
 
     _, res, index = index_and_record(args.data, args.proteins, args.index_cache)
     del index
@@ -117,9 +116,7 @@ def main() -> int:
         SPENT["cli main"] = time.perf_counter() - t1
     res.update(rc=rc, phases={k: round(v, 3) for k, v in SPENT.items()}, profiled=PROFILED,
                slowest_imports=slowest_imports(15))
-    print(json.dumps(res), flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(res, indent=1))
+    emit(res, args.json)
     return 0
 
 

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.bulk_bench import looped_spectra, offline, write_mgf  # noqa: E402
-from bench.serving import code_env, index_and_record  # noqa: E402
+from bench.serving import code_env, emit, index_and_record  # noqa: E402
 
 
 def main() -> int:
@@ -57,9 +57,7 @@ def main() -> int:
             stats = pstats.Stats(str(prof))
             stats.sort_stats("cumulative").print_stats(args.top)
             stats.sort_stats("tottime").print_stats(args.top)
-    print(json.dumps(res), flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(res, indent=1))
+    emit(res, args.json)
     return 0
 
 

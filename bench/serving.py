@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -25,6 +26,13 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def emit(res: dict[str, Any], path: Path | None) -> None:
+    """A benchmark's record: one JSON line on stdout, and indented into ``path`` when given."""
+    print(json.dumps(res), flush=True)
+    if path:
+        path.write_text(json.dumps(res, indent=1))
 
 
 def code_env(code: Path = ROOT) -> dict[str, str]:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from rtsearch.config import DatabaseConfig, Enzyme
-from rtsearch.database.digest import CUTS_BEFORE, PeptideOrigin
+from rtsearch.database.digest import PeptideOrigin, decoy_sequence
 from rtsearch.database.fasta import Protein
 
 CLEAVAGE_RULES: dict[Enzyme, str] = {
@@ -131,12 +131,3 @@ def reference_decoy_sources(peptides: dict[str, PeptideOrigin], cfg: DatabaseCon
         if (d.replace("I", "L") if cfg.isoleucine_equals_leucine else d) not in keys:
             out.append(i)
     return out
-
-
-def decoy_sequence(seq: str, enzyme: Enzyme) -> str:
-    """Reverse a peptide, keeping the residue the enzyme cut next to in place."""
-    if len(seq) < 2:
-        return seq
-    if enzyme in CUTS_BEFORE:
-        return seq[0] + seq[:0:-1]
-    return seq[-2::-1] + seq[-1]

@@ -23,13 +23,19 @@ def argsort_stable(values: np.ndarray, xp: Any = np) -> np.ndarray:
     return xp.asnumpy(xp.argsort(xp.asarray(values)))
 
 
+def ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, value) for every value in [lo[row], hi[row]), row by row — none where hi <= lo."""
+    count = np.maximum(hi - lo, 0)
+    row = np.repeat(np.arange(lo.shape[0]), count)
+    starts = np.cumsum(count) - count
+    return row, lo[row] + np.arange(row.shape[0]) - starts[row]
+
+
 def take_rows(offsets: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows ``rows`` of the CSR table (offsets, values), as a new CSR table."""
-    counts = np.diff(offsets)[rows]
     out = np.zeros(rows.shape[0] + 1, dtype=np.int64)
-    np.cumsum(counts, out=out[1:])
-    row = np.repeat(np.arange(rows.shape[0]), counts)
-    return out, values[offsets[rows][row] + np.arange(row.shape[0]) - out[row]]
+    np.cumsum(np.diff(offsets)[rows], out=out[1:])
+    return out, values[ranges(offsets[rows], offsets[rows + 1])[1]]
 
 
 def in_threads(tasks: Sequence[Callable[[], Any]]) -> list[Any]:

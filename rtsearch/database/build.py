@@ -19,6 +19,7 @@ from rtsearch.database.index import PeptideIndex
 from rtsearch.database.mods import ModSet
 from rtsearch.database.peptides import CODE_OF_BYTE, Bases, enumerate_forms
 from rtsearch.errors import InputError
+from rtsearch.stopwatch import Stopwatch
 
 FORMAT_VERSION = 1
 
@@ -40,19 +41,6 @@ def _stage(progress: ProgressFn, stage: str, total: int) -> Callable[[int], None
         progress(stage, done, total)
 
     return advance
-
-
-class _Laps:
-    """``lap(name)`` records the seconds since the previous lap (or since creation) under ``name``."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-        self._last = time.perf_counter()
-
-    def __call__(self, name: str) -> None:
-        now = time.perf_counter()
-        self.seconds[name] = round(now - self._last, 3)
-        self._last = now
 
 
 def build_index(
@@ -79,7 +67,7 @@ def build_index(
         Manifest records of the inputs (name, size, sha256), written by the store.
     """
     t0 = time.perf_counter()
-    lap = _Laps()
+    lap = Stopwatch()
     mods = ModSet.parse(cfg.fixed_mods, cfg.variable_mods)
     proteins = read_fastas(list(fasta_paths))
     n_prot = len(proteins)
@@ -138,7 +126,7 @@ def build_index(
             "fragments": int(fragments.mz.shape[0]),
         },
         "build_seconds": round(time.perf_counter() - t0, 3),
-        "stage_seconds": lap.seconds,
+        "stage_seconds": {k: round(v, 3) for k, v in lap.stages.items()},
     }
     index = PeptideIndex(
         params=cfg, mods=mods, proteins=[p.accession for p in proteins], bases=bases,

@@ -76,17 +76,21 @@ class SpectrumReader:
     """
 
     def __init__(self, runs: Sequence[str | Path], *, batch_size: int, depth: int = 4) -> None:
-        self.total: int | None = None  # counted by the reading thread before its first batch
+        self.total: int | None = None  # set by a counting thread beside the reading one (progress only)
         self.runs, self.batch_size = list(runs), batch_size
         self._queue: queue.Queue[SpectraBatch | BaseException | None] = queue.Queue(depth)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read, name="reader", daemon=True)
+        self._counter = threading.Thread(target=self._count, name="reader-count", daemon=True)
         self._thread.start()
+        self._counter.start()
+
+    def _count(self) -> None:
+        expected = [count_spectra(r) for r in self.runs]
+        self.total = sum(e for e in expected if e) if all(expected) else None
 
     def _read(self) -> None:
         try:
-            expected = [count_spectra(r) for r in self.runs]
-            self.total = sum(e for e in expected if e) if all(expected) else None
             for run in self.runs:
                 for batch in read_batches(run, batch_size=self.batch_size):
                     self._put(batch)
@@ -118,6 +122,7 @@ class SpectrumReader:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        self._counter.join()
 
 
 class _Stopped(Exception):

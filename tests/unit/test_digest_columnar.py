@@ -16,7 +16,7 @@ from rtsearch.config import DatabaseConfig
 from rtsearch.database import digest as columnar
 from rtsearch.database import seqkeys
 from rtsearch.database.fasta import Protein, read_fasta
-from tests.digest_reference import decoy_sequence, reference_decoy_sources, reference_digest
+from tests.digest_reference import reference_decoy_sources, reference_digest
 
 ECOLI = Path(columnar.__file__).parents[1] / "data" / "ecoli.fasta"
 
@@ -79,7 +79,7 @@ def test_decoy_keys_are_the_keys_of_the_reversed_sequences(ecoli: list[Protein])
     for enzyme in ("trypsin", "asp-n"):
         cfg = DatabaseConfig(enzyme=enzyme, missed_cleavages=1)  # type: ignore[arg-type]
         dig = columnar.digest(ecoli[:200], cfg)
-        decoys = [decoy_sequence(s, cfg.enzyme) for s in dig.to_dict()]
+        decoys = [columnar.decoy_sequence(s, cfg.enzyme) for s in dig.to_dict()]
         text = np.frombuffer("".join(decoys).encode("ascii"), dtype=np.uint8)
         ends = np.cumsum([len(d) for d in decoys])
         want = seqkeys.span_keys(seqkeys.hashers(seqkeys.key_codes(text, il=False)), ends - dig.length, ends)

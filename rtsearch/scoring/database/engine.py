@@ -11,9 +11,7 @@ the arrays live and which implementation of each step runs.
 from __future__ import annotations
 
 import itertools
-import time
 from collections import defaultdict
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,6 +25,7 @@ from rtsearch.scoring.database.candidates import Queries, candidates_numpy, make
 from rtsearch.scoring.database.features import best_matches
 from rtsearch.scoring.database.matching import MatchStats, match_numpy
 from rtsearch.spectrum import PeakBatch, pack, pad, preprocess
+from rtsearch.stopwatch import Stopwatch
 
 if TYPE_CHECKING:
     from rtsearch.scoring.database.gpu import DevicePeaks
@@ -38,22 +37,6 @@ NUMPY_CHUNK = 128
 # engine batch on an H100 (`bench/engine_probe.py --preprocess`): 16 spectra host 1.65 ms, kernel
 # 1.99 ms; 64: 3.26 and 2.66 ms; 128: 4.86 and 2.54 ms.
 HOST_PREPROCESS_MAX = 32
-
-
-class _Stopwatch:
-    """Seconds per stage of one batch; ``sync`` (the device's) is called before each reading when given."""
-
-    def __init__(self, sync: Callable[[], None] | None = None) -> None:
-        self.sync = sync
-        self.stages: dict[str, float] = {}
-        self._t = time.perf_counter()
-
-    def __call__(self, stage: str) -> None:
-        if self.sync is not None:
-            self.sync()
-        now = time.perf_counter()
-        self.stages[stage] = self.stages.get(stage, 0.0) + now - self._t
-        self._t = now
 
 
 class Engine:
@@ -146,7 +129,7 @@ class Engine:
 
     def score(self, spectra: SpectraBatch) -> ScoredBatch:
         """Best match and features of every spectrum (see the module docstring)."""
-        lap = _Stopwatch(self.backend.synchronize if self.profile else None)
+        lap = Stopwatch(self.backend.synchronize if self.profile else None)
         self.backend.begin_batch()
         n = len(spectra)
         reason = list(spectra.problem)
