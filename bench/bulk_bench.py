@@ -23,6 +23,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -59,12 +60,23 @@ def offline(index: Path, mgf: Path, tmp: Path, env: dict[str, str], *, profile: 
     out = tmp / "offline.tsv"
     prof = ["-m", "cProfile", "-o", str(profile)] if profile else []
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, *prof, "-m", "rtsearch.cli", "search", str(mgf), "--index", str(index),
-                           "-o", str(out)], capture_output=True, text=True, env=env, cwd=tmp)  # fmt: skip
+    with subprocess.Popen([sys.executable, *prof, "-m", "rtsearch.cli", "search", str(mgf), "--index", str(index),
+                           "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                          cwd=tmp) as proc:  # fmt: skip
+        assert proc.stdout is not None and proc.stderr is not None
+        err = threading.Thread(target=lambda: errs.append(proc.stderr.read()), daemon=True)  # type: ignore[union-attr]
+        errs: list[str] = []
+        err.start()
+        said = proc.stdout.readline()  # the summary line, printed once the results file is written
+        printed = time.perf_counter() - t0
+        said += proc.stdout.read()
+        proc.wait()
+        err.join()
     secs = time.perf_counter() - t0
     rows, accepted = psms_at(out, 0.01) if out.is_file() else (0, 0)
-    return {"seconds": round(secs, 2), "rows": rows, "spectra_per_second": round(rows / secs, 1),
-            "psms_at_1pct_fdr": accepted, "rc": proc.returncode, "stderr_tail": proc.stderr[-1500:]}  # fmt: skip
+    return {"seconds": round(secs, 2), "summary_printed_at": round(printed, 2), "rows": rows,
+            "spectra_per_second": round(rows / secs, 1), "psms_at_1pct_fdr": accepted, "rc": proc.returncode,
+            "stdout": said[-300:], "stderr_tail": "".join(errs)[-1500:]}  # fmt: skip
 
 
 def psms_at(results: Path, fdr: float) -> tuple[int, int]:

@@ -11,6 +11,7 @@ as a new process, timed from outside:
 Prints one JSON line (and writes ``--json``).
 
     python3 bench/search_wall.py --data .gpudata/data --index-cache .benchcache/idx20k [--spectra 50000]
+        [--baseline .gpudata/base --repeat 2]
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def main() -> int:
     ap.add_argument("--proteins", type=int, default=20_000)
     ap.add_argument("--spectra", type=int, default=50_000)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--baseline", type=Path, help="another checkout: its warm wall and this one's, alternately")
+    ap.add_argument("--repeat", type=int, default=2, help="alternations with --baseline (default 2)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     _, res, index = index_and_record(args.data, args.proteins, args.index_cache)
@@ -51,6 +54,12 @@ def main() -> int:
         print("cold:", json.dumps(res["cold"]), flush=True)
         res["warm"] = offline(folder, mgf, tmp, env)
         print("warm:", json.dumps(res["warm"]), flush=True)
+        if args.baseline:  # before/after a change, the same machine and call, warm, alternately
+            base_env = {**code_env(args.baseline.resolve()), "CUPY_CACHE_DIR": env["CUPY_CACHE_DIR"]}
+            for r in range(args.repeat):
+                for name, e in (("baseline", base_env), ("this", env)):
+                    res[f"{name}_warm_{r}"] = offline(folder, mgf, tmp, e)
+                    print(f"{name} warm {r}:", json.dumps(res[f"{name}_warm_{r}"]), flush=True)
         prof = tmp / "search.prof"
         res["profiled"] = offline(folder, mgf, tmp, env, profile=prof)
         if prof.is_file():

@@ -4,11 +4,13 @@ Reading was the longest phase of ``rtsearch search`` on the GPU machine (5.8 of 
 bench MGF, `bench/search_phases.py`, bench/RESULTS.md): one thread parsing while the main one scores, both
 holding the GIL by turns. A plain MGF of at least `PARALLEL_MIN_BYTES` is cut into about one part per CPU
 (when at least `MIN_WORKERS` parts can be had), each cut just after an ``END IONS`` line, and each part is
-read by `rtsearch.io.mgf.read_mgf_part` in a worker process (spawned: no CUDA state is inherited), which
-sends back its batches. Batches come out in file order; the spectra are those `read_spectra` gives
-(tests/unit/test_batches.py). If a part cannot be read (a corrupt file) or a worker cannot run, the file is
-read again in this process from the start, the spectra already given skipped,
-so that the error names its line as the serial reader does.
+read by `rtsearch.io.mgf.read_mgf_part` in a worker process, which sends back its batches. The workers are
+forked when that is safe (Linux, this process still has one thread and no CuPy: a `PartPool` made first thing,
+as `rtsearch.search.offline.SpectrumReader` does) and spawned otherwise; sixteen spawned workers each
+importing NumPy and Arrow took longer than the parsing they then did (bench/RESULTS.md). Batches come out in
+file order; the spectra are those `read_spectra` gives (tests/unit/test_batches.py). If a part cannot be read
+(a corrupt file) or a worker cannot run, the file is read again in this process from the start, the spectra
+already given skipped, so that the error names its line as the serial reader does.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ from __future__ import annotations
 import mmap
 import multiprocessing
 import os
-from collections.abc import Iterable, Iterator
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from itertools import islice
 from pathlib import Path
+from typing import Any, TypeVar
 
 from rtsearch.batch import SpectraBatch
 from rtsearch.errors import InputError
@@ -31,15 +36,57 @@ PARALLEL_MIN_BYTES = 64 << 20  # smaller files: one process (spawning workers co
 PART_MIN_BYTES = 8 << 20  # no part smaller than this
 MIN_WORKERS = 4  # on 2 cores, 2 workers read the 241 MB bench MGF in 2.24 s, one process in 1.82 s
 _BEGIN, _END = b"BEGIN IONS", b"\nEND IONS"
+R = TypeVar("R")
 
 
-def read_batches(path: str | Path, *, batch_size: int) -> Iterator[SpectraBatch]:
-    """The MS2 spectra of ``path`` (any format `read_spectra` reads) as batches of at most ``batch_size``."""
-    p = Path(path)
+class PartPool:
+    """Worker processes for the parts of large MGFs, shared by every run read; forked at once when it is safe
+    (make it before starting threads or importing CuPy), else spawned as parts come."""
+
+    def __init__(self, workers: int) -> None:
+        self.forked = sys.platform == "linux" and threading.active_count() == 1 and "cupy" not in sys.modules
+        context = multiprocessing.get_context("fork" if self.forked else "spawn")
+        self.executor = ProcessPoolExecutor(workers, mp_context=context, initializer=_one_arrow_thread)
+        if self.forked:
+            self.executor.submit(int)  # forks every worker now, from this one thread
+
+    def map(self, fn: Callable[..., R], *items: Iterable[Any]) -> list[R]:
+        """``fn`` of each of ``items`` (zipped), in the workers (here when they cannot run it)."""
+        args = list(zip(*items, strict=True))
+        try:
+            return list(self.executor.map(fn, *zip(*args, strict=True))) if args else []
+        except Exception:
+            return [fn(*a) for a in args]
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _one_arrow_thread() -> None:
+    """A worker parses with one Arrow thread: the workers already use every core (two parts on two cores: 1.70 s
+    with Arrow's threads, 1.29 s without, `bench/reader_timeline.py`)."""
+    import pyarrow
+
+    pyarrow.set_cpu_count(1)
+
+
+def workers_for(paths: Iterable[str | Path]) -> int:
+    """How many worker processes the largest of ``paths`` is read by (0: each is read in this process)."""
+    return max((_workers(Path(p)) for p in paths), default=0)
+
+
+def _workers(p: Path) -> int:
     size = p.stat().st_size if p.name.lower().endswith(".mgf") and p.is_file() else 0
     workers = min(os.cpu_count() or 1, size // PART_MIN_BYTES)
-    if size >= PARALLEL_MIN_BYTES and workers >= MIN_WORKERS:
-        yield from _parallel_mgf(p, batch_size, workers)
+    return workers if size >= PARALLEL_MIN_BYTES and workers >= MIN_WORKERS else 0
+
+
+def read_batches(path: str | Path, *, batch_size: int, pool: PartPool | None = None) -> Iterator[SpectraBatch]:
+    """The MS2 spectra of ``path`` (any format `read_spectra` reads) as batches of at most ``batch_size``; a
+    large plain MGF in parts, by ``pool``'s workers (or by workers spawned for it)."""
+    p = Path(path)
+    if workers := _workers(p):
+        yield from _parallel_mgf(p, batch_size, workers, pool)
     else:
         yield from _batched(read_spectra(p), batch_size)
 
@@ -61,8 +108,11 @@ def _batched(spectra: Iterable[Spectrum], batch_size: int) -> Iterator[SpectraBa
         yield SpectraBatch.of(batch)
 
 
-def _parts(path: Path, n: int) -> tuple[list[tuple[int, int]], list[int], int]:
-    """About ``n`` byte ranges of whole entries, the entries before each, and where the first entry begins."""
+def _parts(
+    path: Path, n: int, count: Callable[..., list[int]] | None = None
+) -> tuple[list[tuple[int, int]], list[int], int]:
+    """About ``n`` byte ranges of whole entries, the entries before each, and where the first entry begins; the
+    entries of each range counted by ``count`` (a map: the pool's, so that the byte scans run in parallel)."""
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
         size = len(data)
         head = data.find(_BEGIN)
@@ -74,11 +124,23 @@ def _parts(path: Path, n: int) -> tuple[list[tuple[int, int]], list[int], int]:
                 break
             cuts.append(line_end + 1)
         cuts.append(size)
-        parts = [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
-        before = [0]
-        for a, b in parts[:-1]:
-            before.append(before[-1] + data[a:b].count(_BEGIN))
+    parts = [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+    counts = (count or _map)(_entries, [path] * (len(parts) - 1), parts[:-1])
+    before = [0]
+    for c in counts:
+        before.append(before[-1] + c)
     return parts, before, max(head, 0)
+
+
+def _map(fn: Callable[..., R], *items: Iterable[Any]) -> list[R]:
+    return [fn(*args) for args in zip(*items, strict=True)]
+
+
+def _entries(path: Path, part: tuple[int, int]) -> int:
+    """The entries (``BEGIN IONS`` lines) in bytes ``part`` of ``path``."""
+    with open(path, "rb") as fh:
+        fh.seek(part[0])
+        return fh.read(part[1] - part[0]).count(_BEGIN)
 
 
 def _read_part(path: Path, part: tuple[int, int], head: int, before: int, batch_size: int) -> list[SpectraBatch] | None:
@@ -89,14 +151,26 @@ def _read_part(path: Path, part: tuple[int, int], head: int, before: int, batch_
         return None
 
 
-def _parallel_mgf(path: Path, batch_size: int, workers: int) -> Iterator[SpectraBatch]:
-    parts, before, head = _parts(path, workers)
-    pool = ProcessPoolExecutor(min(workers, len(parts)), mp_context=multiprocessing.get_context("spawn"))
+def _none() -> Future[list[SpectraBatch] | None]:
+    fut: Future[list[SpectraBatch] | None] = Future()
+    fut.set_result(None)
+    return fut
+
+
+def _parallel_mgf(path: Path, batch_size: int, workers: int, shared: PartPool | None) -> Iterator[SpectraBatch]:
+    pool = shared or PartPool(workers)
+    try:  # the entries counted in the workers: the byte scans hold the GIL that opening the target needs
+        parts, before, head = _parts(path, workers, pool.map)
+    except Exception:
+        parts, before, head = _parts(path, workers)
     given = 0
+    futures: list[Future[list[SpectraBatch] | None]] = []
     try:
-        futures: list[Future[list[SpectraBatch] | None]] = [
-            pool.submit(_read_part, path, part, head, n, batch_size) for part, n in zip(parts, before, strict=True)
-        ]
+        try:
+            futures += [pool.executor.submit(_read_part, path, part, head, n, batch_size)
+                        for part, n in zip(parts, before, strict=True)]  # fmt: skip
+        except Exception:  # a shared pool that broke on an earlier run: read here
+            futures.append(_none())
         for fut in futures:
             try:
                 batches = fut.result()
@@ -110,5 +184,9 @@ def _parallel_mgf(path: Path, batch_size: int, workers: int) -> Iterator[Spectra
         else:
             return
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        if shared is None:
+            pool.close()
+        else:
+            for fut in futures:
+                fut.cancel()
     yield from _batched(islice(read_spectra(path), given, None), batch_size)  # to raise the serial reader's error

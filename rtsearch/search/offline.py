@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rtsearch.batch import SpectraBatch
-from rtsearch.io.batches import read_batches
+from rtsearch.io.batches import PartPool, read_batches, workers_for
 from rtsearch.io.spectra import count_spectra
 from rtsearch.search.table import PsmTable
 from rtsearch.search.target import SearchTarget
@@ -78,6 +78,8 @@ class SpectrumReader:
     def __init__(self, runs: Sequence[str | Path], *, batch_size: int, depth: int = 4) -> None:
         self.total: int | None = None  # set by a counting thread beside the reading one (progress only)
         self.runs, self.batch_size = list(runs), batch_size
+        workers = workers_for(self.runs)
+        self._pool = PartPool(workers) if workers else None  # forked here, before this reader's threads
         self._queue: queue.Queue[SpectraBatch | BaseException | None] = queue.Queue(depth)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read, name="reader", daemon=True)
@@ -86,13 +88,14 @@ class SpectrumReader:
         self._counter.start()
 
     def _count(self) -> None:
-        expected = [count_spectra(r) for r in self.runs]
+        # in the workers when there are some: a byte scan holds the GIL that opening the target needs
+        expected = self._pool.map(count_spectra, self.runs) if self._pool else [count_spectra(r) for r in self.runs]
         self.total = sum(e for e in expected if e) if all(expected) else None
 
     def _read(self) -> None:
         try:
             for run in self.runs:
-                for batch in read_batches(run, batch_size=self.batch_size):
+                for batch in read_batches(run, batch_size=self.batch_size, pool=self._pool):
                     self._put(batch)
             self._put(None)
         except _Stopped:
@@ -123,6 +126,8 @@ class SpectrumReader:
         self._stop.set()
         self._thread.join()
         self._counter.join()
+        if self._pool is not None:
+            self._pool.close()
 
 
 class _Stopped(Exception):

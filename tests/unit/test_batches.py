@@ -91,3 +91,21 @@ def test_small_and_other_files_are_read_in_this_process(tmp_path) -> None:
     assert [len(b) for b in got] == [1000, 406]
     with pytest.raises(InputError, match="cannot read"):
         list(batches.read_batches(tmp_path / "missing.mgf", batch_size=10))
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_one_pool_reads_every_run_forked_or_spawned(tmp_path, parallel, monkeypatch, fork: bool) -> None:
+    if not fork:  # a thread already running: workers are spawned, not forked
+        monkeypatch.setattr(batches.threading, "active_count", lambda: 2)
+    path = _looped(tmp_path)
+    pool = batches.PartPool(batches.workers_for([F13, path]))
+    try:
+        assert pool.forked is (fork and batches.sys.platform == "linux")
+        assert pool.executor._max_workers == 5  # noqa: SLF001 - the largest run's part count
+        got = [list(batches.read_batches(p, batch_size=500, pool=pool)) for p in (path, path)]
+    finally:
+        pool.close()
+    want = _serial(path)
+    for run in got:
+        have = _columns(run)
+        assert have["scan"] == want["scan"] and np.array_equal(have["mz"][0], want["mz"][0])

@@ -19,6 +19,7 @@ per-call overhead, not by arithmetic:
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from rtsearch.scoring.database.kernels import CHUNK, MAX_COUNT, MAX_LENGTH, MAX_
 from rtsearch.scoring.database.matching import STATS, MatchStats, fragment_charges
 from rtsearch.scoring.database.preprocess_kernel import MAX_PEAKS, THREADS
 from rtsearch.scoring.database.preprocess_kernel import source as preprocess_source
+from rtsearch.scoring.upload import upload
 from rtsearch.spectrum import FlatPeaks, PeakBatch
 
 SMALL_BLOCK = 1024  # threads per count block while the tasks fill at most two blocks per SM
@@ -110,6 +112,13 @@ class Uploaded:
         return self.block[at : at + words].view(dtype)[:n].reshape(shape)
 
 
+def _functions(cp: Any, device: int, code: str, options: tuple[str, ...], names: tuple[str, ...]) -> list[Any]:
+    """The kernels ``names`` of ``code``, compiled (or loaded from CuPy's cache) for ``device``."""
+    with cp.cuda.Device(device):
+        module = cp.RawModule(code=code, options=options)
+        return [module.get_function(n) for n in names]
+
+
 class GpuIndex:
     """The index's arrays on the GPU and the two compiled kernels (see the module docstring)."""
 
@@ -121,7 +130,17 @@ class GpuIndex:
         self.to_device = to_device or cp.asarray
         self.index = index
         f = index.fragments
-        up = cp.asarray
+
+        def up(a: np.ndarray) -> Any:  # the index's arrays (memory-mapped): through pinned chunks over threads
+            return upload(cp, a)
+
+        # NVRTC (cold: ~0.8 s) in threads while the CUDA context starts and the index is copied
+        compiling = ThreadPoolExecutor(2, thread_name_prefix="nvrtc")
+        device = cp.cuda.runtime.getDevice()
+        kernels = compiling.submit(_functions, cp, device, source(), ("--std=c++17",), ("count_select", "match"))
+        rows = compiling.submit(_functions, cp, device, preprocess_source(), ("--std=c++17", "--fmad=false"),
+                                ("preprocess_rows",))  # fmt: skip
+        compiling.shutdown(wait=False)
         self.frag_mz = up(np.ascontiguousarray(f.mz))
         self.frag_pep = up(np.ascontiguousarray(f.peptide))
         self.bucket_min = up(np.ascontiguousarray(f.bucket_min_mz))
@@ -136,11 +155,8 @@ class GpuIndex:
         self.base_off = up(np.ascontiguousarray(index.bases.offsets, dtype=np.int64))
         self.residue_mass = up(index.residue_mass)
         self.n_fixed, self.c_fixed = index.mods.terminal_fixed()
-        module = cp.RawModule(code=source(), options=("--std=c++17",))
-        self._count = module.get_function("count_select")
-        self._match = module.get_function("match")
-        self._preprocess_rows = cp.RawModule(code=preprocess_source(), options=("--std=c++17", "--fmad=false"))\
-            .get_function("preprocess_rows")  # fmt: skip
+        self._count, self._match = kernels.result()
+        (self._preprocess_rows,) = rows.result()
         self._iso: dict[tuple[int, ...], Any] = {}
         # count_select block size by number of tasks (see `count_threads`; measured in bench/engine_probe.py)
         self.small_block, self.large_block = SMALL_BLOCK, LARGE_BLOCK

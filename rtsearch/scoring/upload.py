@@ -1,0 +1,69 @@
+"""A large host array (the index's, memory-mapped) copied to the GPU by several threads through pinned chunks.
+
+``cupy.asarray`` of a memory-mapped array copies from pageable memory: the driver stages it through its
+own small pinned buffer, one page-faulting copy at a time — 1.18 s for the 20,000-protein index's 1.12 GB of
+fragments on the H100 machine, half of opening the target (`bench/search_phases.py --profile "open target"`,
+bench/RESULTS.md). Here ``THREADS`` threads each take every ``THREADS``-th chunk of ``CHUNK_BYTES``: copy it
+into one of their two pinned buffers (NumPy's copy releases the GIL) and queue its device copy on their own
+stream, so host copies, page faults and transfers of different chunks overlap::
+
+    host (mmap)  | c0 | c1 | c2 | c3 | c4 | c5 | c6 | c7 | ...
+    thread 0      c0 -> pinned A0 -> stream 0 ;  c4 -> pinned B0 (A0 still in flight) ...
+    thread 1      c1 -> pinned A1 -> stream 1 ;  c5 -> pinned B1 ...
+    device       | c0 | c1 | c2 | c3 | c4 | ...   (one array, filled in place)
+
+Bytes are copied as they are: the device array equals the host one (tests/gpu/test_upload.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+CHUNK_BYTES = 16 << 20
+THREADS = 4
+MIN_BYTES = 64 << 20  # smaller arrays: one ``cupy.asarray``
+
+
+def upload(cp: Any, host: np.ndarray, *, threads: int = THREADS, chunk_bytes: int = CHUNK_BYTES) -> Any:
+    """``host`` as a new CuPy array (its bytes copied as they are); returns once the copy is complete."""
+    host = np.ascontiguousarray(host)
+    if host.nbytes < max(MIN_BYTES, 2 * chunk_bytes):
+        return cp.asarray(host)
+    out = cp.empty(host.shape, dtype=host.dtype)
+    src = host.reshape(-1).view(np.uint8)
+    dst = out.data.ptr
+    chunks = [(a, min(a + chunk_bytes, src.nbytes)) for a in range(0, src.nbytes, chunk_bytes)]
+    n = min(threads, len(chunks))
+    device = cp.cuda.Device().id
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            with cp.cuda.Device(device):
+                stream = cp.cuda.Stream(non_blocking=True)
+                bufs = [cp.cuda.alloc_pinned_memory(chunk_bytes) for _ in range(2)]
+                views = [np.frombuffer(b, dtype=np.uint8, count=chunk_bytes) for b in bufs]
+                done: list[Any] = [None, None]
+                for j, (a, b) in enumerate(chunks[k::n]):
+                    slot = j % 2
+                    if done[slot] is not None:
+                        done[slot].synchronize()  # that buffer's previous chunk has reached the device
+                    np.copyto(views[slot][: b - a], src[a:b])
+                    cp.cuda.runtime.memcpyAsync(dst + a, bufs[slot].ptr, b - a,
+                                                cp.cuda.runtime.memcpyHostToDevice, stream.ptr)  # fmt: skip
+                    done[slot] = stream.record()
+                stream.synchronize()
+        except BaseException as exc:  # raised in the calling thread below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(k,), name=f"upload-{k}", daemon=True) for k in range(n)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    if errors:
+        raise errors[0]
+    return out
