@@ -1,10 +1,10 @@
-"""Spectrum files as `SpectraBatch` es; a large plain MGF parsed by several processes at once.
+"""Spectrum files as `SpectraBatch` es; a large plain MGF or mzML parsed by several processes at once.
 
 Reading was the longest phase of ``rtsearch search`` on the GPU machine (5.8 of 7.2 s for the 50,000-spectrum
 bench MGF, `bench/search_phases.py`, bench/RESULTS.md): one thread parsing while the main one scores, both
-holding the GIL by turns. A plain MGF of at least `PARALLEL_MIN_BYTES` is cut into about one part per CPU
-(when at least `MIN_WORKERS` parts can be had), each cut just after an ``END IONS`` line, and each part is
-read by `rtsearch.io.mgf.read_mgf_part` in a worker process, which sends back its batches. The workers are
+holding the GIL by turns. A plain MGF or mzML of at least `PARALLEL_MIN_BYTES` is cut into about one part per
+CPU (when at least `MIN_WORKERS` parts can be had), each cut just after an entry (`rtsearch.io.parts`), and
+each part is read in a worker process, which sends back its batches. The workers are
 forked when that is safe (Linux, this process still has one thread and no CuPy: a `PartPool` made first thing,
 as `rtsearch.search.offline.SpectrumReader` does) and spawned otherwise; sixteen spawned workers each
 importing NumPy and Arrow took longer than the parsing they then did (bench/RESULTS.md). Batches come out in
@@ -15,7 +15,6 @@ already given skipped, so that the error names its line as the serial reader doe
 
 from __future__ import annotations
 
-import mmap
 import multiprocessing
 import os
 import sys
@@ -26,16 +25,17 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, TypeVar
 
+from lxml import etree
+
 from rtsearch.batch import SpectraBatch
 from rtsearch.errors import InputError
-from rtsearch.io.mgf import read_mgf_part
-from rtsearch.io.spectra import read_spectra, run_name
+from rtsearch.io.parts import Plan, layout_of, plan, read_part
+from rtsearch.io.spectra import read_spectra
 from rtsearch.types import Spectrum
 
 PARALLEL_MIN_BYTES = 64 << 20  # smaller files: one process (spawning workers costs ~0.5 s)
 PART_MIN_BYTES = 8 << 20  # no part smaller than this
 MIN_WORKERS = 4  # on 2 cores, 2 workers read the 241 MB bench MGF in 2.24 s, one process in 1.82 s
-_BEGIN, _END = b"BEGIN IONS", b"\nEND IONS"
 R = TypeVar("R")
 
 
@@ -76,17 +76,17 @@ def workers_for(paths: Iterable[str | Path]) -> int:
 
 
 def _workers(p: Path) -> int:
-    size = p.stat().st_size if p.name.lower().endswith(".mgf") and p.is_file() else 0
+    size = p.stat().st_size if layout_of(p) and p.is_file() else 0
     workers = min(os.cpu_count() or 1, size // PART_MIN_BYTES)
     return workers if size >= PARALLEL_MIN_BYTES and workers >= MIN_WORKERS else 0
 
 
 def read_batches(path: str | Path, *, batch_size: int, pool: PartPool | None = None) -> Iterator[SpectraBatch]:
     """The MS2 spectra of ``path`` (any format `read_spectra` reads) as batches of at most ``batch_size``; a
-    large plain MGF in parts, by ``pool``'s workers (or by workers spawned for it)."""
+    large plain MGF or mzML in parts, by ``pool``'s workers (or by workers spawned for it)."""
     p = Path(path)
     if workers := _workers(p):
-        yield from _parallel_mgf(p, batch_size, workers, pool)
+        yield from _parallel(p, batch_size, workers, pool)
     else:
         yield from _batched(read_spectra(p), batch_size)
 
@@ -108,46 +108,15 @@ def _batched(spectra: Iterable[Spectrum], batch_size: int) -> Iterator[SpectraBa
         yield SpectraBatch.of(batch)
 
 
-def _parts(
-    path: Path, n: int, count: Callable[..., list[int]] | None = None
-) -> tuple[list[tuple[int, int]], list[int], int]:
-    """About ``n`` byte ranges of whole entries, the entries before each, and where the first entry begins; the
-    entries of each range counted by ``count`` (a map: the pool's, so that the byte scans run in parallel)."""
-    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        size = len(data)
-        head = data.find(_BEGIN)
-        cuts = [0]
-        for k in range(1, n):
-            end = data.find(_END, max(size * k // n, cuts[-1]))
-            line_end = data.find(b"\n", end + 1) if end >= 0 else -1
-            if line_end < 0:
-                break
-            cuts.append(line_end + 1)
-        cuts.append(size)
-    parts = [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
-    counts = (count or _map)(_entries, [path] * (len(parts) - 1), parts[:-1])
-    before = [0]
-    for c in counts:
-        before.append(before[-1] + c)
-    return parts, before, max(head, 0)
-
-
 def _map(fn: Callable[..., R], *items: Iterable[Any]) -> list[R]:
     return [fn(*args) for args in zip(*items, strict=True)]
 
 
-def _entries(path: Path, part: tuple[int, int]) -> int:
-    """The entries (``BEGIN IONS`` lines) in bytes ``part`` of ``path``."""
-    with open(path, "rb") as fh:
-        fh.seek(part[0])
-        return fh.read(part[1] - part[0]).count(_BEGIN)
-
-
-def _read_part(path: Path, part: tuple[int, int], head: int, before: int, batch_size: int) -> list[SpectraBatch] | None:
+def _read_part(plan: Plan, k: int, batch_size: int) -> list[SpectraBatch] | None:
     """One part's batches (in a worker process); None when it cannot be read whole."""
     try:
-        return list(_batched(read_mgf_part(path, run_name(path), (), part, head, before), batch_size))
-    except InputError:
+        return list(_batched(read_part(plan, k), batch_size))
+    except (InputError, etree.Error):
         return None
 
 
@@ -157,18 +126,22 @@ def _none() -> Future[list[SpectraBatch] | None]:
     return fut
 
 
-def _parallel_mgf(path: Path, batch_size: int, workers: int, shared: PartPool | None) -> Iterator[SpectraBatch]:
+def _parallel(path: Path, batch_size: int, workers: int, shared: PartPool | None) -> Iterator[SpectraBatch]:
     pool = shared or PartPool(workers)
     try:  # the entries counted in the workers: the byte scans hold the GIL that opening the target needs
-        parts, before, head = _parts(path, workers, pool.map)
+        p = plan(path, workers, pool.map)
     except Exception:
-        parts, before, head = _parts(path, workers)
+        p = plan(path, workers, _map)
+    if p is None:
+        if shared is None:
+            pool.close()
+        yield from _batched(read_spectra(path), batch_size)
+        return
     given = 0
     futures: list[Future[list[SpectraBatch] | None]] = []
     try:
         try:
-            futures += [pool.executor.submit(_read_part, path, part, head, n, batch_size)
-                        for part, n in zip(parts, before, strict=True)]  # fmt: skip
+            futures += [pool.executor.submit(_read_part, p, k, batch_size) for k in range(len(p.parts))]
         except Exception:  # a shared pool that broke on an earlier run: read here
             futures.append(_none())
         for fut in futures:

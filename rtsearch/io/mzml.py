@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import gzip
+import io
 import math
 import re
 import zlib
@@ -143,3 +144,37 @@ def read_mzml(path: Path, run: str, defaults: tuple[int, ...], levels: frozenset
                 del parent[0]
             if spectrum is not None:
                 yield spectrum
+
+
+_DECLARATION = re.compile(rb"^\s*<\?xml[^>]*\?>")
+_GROUP_LIST = re.compile(rb"<(\w+:)?referenceableParamGroupList\b.*?</(\w+:)?referenceableParamGroupList\s*>", re.S)
+
+
+def read_mzml_part(path: Path, run: str, defaults: tuple[int, ...], levels: frozenset[int], part: tuple[int, int],
+                   head: int, entries_before: int) -> Iterator[Spectrum]:  # fmt: skip
+    """The spectra of bytes ``part`` = [start, stop) of a plain mzML file, whole ``<spectrum>`` elements (see
+    `rtsearch.io.parts`), as `read_mzml` gives them there: the ``referenceableParamGroupList`` of the file's first
+    ``head`` bytes applies, and spectra are numbered after the ``entries_before`` before ``start``. An error
+    here names no line of the file: read it whole for that."""
+    start, stop = part
+    with open(path, "rb") as fh:
+        header = fh.read(head)
+        fh.seek(start)
+        data = fh.read(stop - start)
+    declaration = m.group(0) if (m := _DECLARATION.match(header)) else b""
+    groups: dict[str, _Params] = {}
+    if m := _GROUP_LIST.search(header):
+        for elem in etree.fromstring(declaration + m.group(0)).iterfind("{*}referenceableParamGroup"):
+            groups[elem.get("id", "")] = _cv(elem, groups)
+    doc = io.BytesIO(declaration + b"<part>" + data + b"</part>")
+    last: int | None = None
+    index = entries_before
+    for _, elem in xml_events(doc, path, "mzML", lambda: last, events=("end",), tag="{*}spectrum"):  # noqa: B023
+        last, spectrum = _mzmlmake_spectrum(elem, index, groups, run, defaults, levels)
+        index += 1
+        elem.clear()
+        parent = elem.getparent()
+        while parent is not None and elem.getprevious() is not None:
+            del parent[0]
+        if spectrum is not None:
+            yield spectrum

@@ -1,6 +1,6 @@
-"""Spectrum files as batches (`rtsearch.io.batches`): a plain MGF read by worker processes, part by part, gives
-the spectra the serial reader gives, in order, and a corrupt one the serial reader's error after the same
-spectra. Real spectra: iPRG 2013's F13.mgf (1,406 entries), looped."""
+"""Spectrum files as batches (`rtsearch.io.batches`): a plain MGF or mzML read by worker processes, part by
+part, gives the spectra the serial reader gives, in order, and a corrupt or cut one the serial reader's error
+after the same spectra. Real spectra: iPRG 2013's F13.mgf (1,406 entries) and the E. coli mzML (139), looped."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import rtsearch.io.batches as batches
+import rtsearch.io.parts as parts
 from rtsearch.errors import InputError
 from rtsearch.io.spectra import read_spectra
 from tests.conftest import data_dir
@@ -56,8 +57,8 @@ def _serial(path: Path) -> dict[str, list]:
 @pytest.mark.parametrize(("header", "drop_scans"), [("", False), ("CHARGE=3+\nCOM=header\n", True)])
 def test_parts_read_in_processes_give_the_serial_spectra(tmp_path, parallel, header: str, drop_scans: bool) -> None:
     path = _looped(tmp_path, header=header, drop_scans=drop_scans)
-    parts, before, _ = batches._parts(path, 5)
-    assert len(parts) == 5 and before[1] > 0  # the file was cut, entries counted before each cut
+    plan = parts.plan(path, 5, batches._map)
+    assert plan is not None and len(plan.parts) == 5 and plan.before[1] > 0  # cut, entries counted before each cut
     got = list(batches.read_batches(path, batch_size=300))
     assert all(0 < len(b) <= 300 for b in got)
     want, have = _serial(path), _columns(got)
@@ -109,3 +110,71 @@ def test_one_pool_reads_every_run_forked_or_spawned(tmp_path, parallel, monkeypa
     for run in got:
         have = _columns(run)
         assert have["scan"] == want["scan"] and np.array_equal(have["mz"][0], want["mz"][0])
+
+
+ECOLI = data_dir() / "ecoli-small" / "Ecoli_MS2_small.mzML"
+
+
+def _looped_mzml(tmp_path: Path, times: int = 6) -> Path:
+    """The E. coli run with its spectrum list repeated (the index after it kept: readers ignore it)."""
+    text = ECOLI.read_bytes()
+    a, b = text.index(b"<spectrum "), text.rindex(b"</spectrum>") + len(b"</spectrum>")
+    path = tmp_path / "looped.mzML"
+    path.write_bytes(text[:a] + text[a:b] * times + text[b:])
+    return path
+
+
+def test_an_mzml_read_in_parts_gives_the_serial_spectra(tmp_path, parallel) -> None:
+    path = _looped_mzml(tmp_path)
+    plan = parts.plan(path, 5, batches._map)
+    assert plan is not None and len(plan.parts) == 5 and plan.head == ECOLI.read_bytes().index(b"<spectrum ")
+    assert plan.before[1:] == sorted(plan.before[1:]) and 0 < plan.before[1] < 6 * 139
+    got = list(batches.read_batches(path, batch_size=100))
+    want, have = _serial(path), _columns(got)
+    assert len(have["scan"]) == 6 * 139
+    for key in want:
+        if key in ("mz", "i"):
+            assert np.array_equal(have[key][0], want[key][0]), key
+        else:
+            assert have[key] == want[key], key
+
+
+@pytest.mark.parametrize("cut", ["inside", "after the list"])
+def test_a_cut_or_corrupt_mzml_gives_the_serial_error(tmp_path, parallel, cut: str) -> None:
+    path = _looped_mzml(tmp_path)
+    data = path.read_bytes()
+    if cut == "inside":  # a spectrum of the third part broken: that part fails, the file is read here
+        at = data.index(b"<binary>", len(data) // 2)
+        path.write_bytes(data[:at] + b"<binary><broken>" + data[at + len(b"<binary>"):])
+    else:  # every spectrum whole but the file cut after them: no plan, read here
+        path.write_bytes(data[: data.rindex(b"</spectrumList>") + 20])
+        assert parts.plan(path, 5, batches._map) is None
+    serial: list = []
+    with pytest.raises(InputError) as want:
+        serial.extend(read_spectra(path))
+    given = 0
+    with pytest.raises(InputError) as got:
+        for b in batches.read_batches(path, batch_size=100):
+            given += len(b)
+    assert str(got.value) == str(want.value) and "corrupt mzML" in str(got.value)
+    assert given == len(serial) > 0
+
+
+def test_mzml_parts_apply_the_files_param_groups(tmp_path, parallel) -> None:
+    """Each m/z array's data type given only through a referenceableParamGroup of the file's head: a part that
+    missed the group would find no data type (a spectrum with a problem, no peaks)."""
+    path = _looped_mzml(tmp_path)
+    data = path.read_bytes()
+    group = (b'<referenceableParamGroupList count="1"><referenceableParamGroup id="mz64">'
+             b'<cvParam cvRef="MS" accession="MS:1000523" name="64-bit float" />'
+             b"</referenceableParamGroup></referenceableParamGroupList>")  # fmt: skip
+    data = data.replace(b'<cvParam cvRef="MS" accession="MS:1000523" name="64-bit float" />',
+                        b'<referenceableParamGroupRef ref="mz64"/>')  # fmt: skip
+    at = data.index(b"</cvList>") + len(b"</cvList>")
+    data = data[:at] + group + data[at:]
+    path.write_bytes(data)
+    got = _columns(list(batches.read_batches(path, batch_size=100)))
+    want = _serial(path)
+    assert got["scan"] == want["scan"] and got["problem"] == want["problem"]
+    assert np.array_equal(got["mz"][0], want["mz"][0]) and len(got["mz"][0]) > 6 * 139 * 10
+    assert not any(got["problem"])
