@@ -55,13 +55,18 @@ def write_mgf(spectra: list[Any], out: Path) -> None:
             fh.write("END IONS\n")
 
 
-def offline(index: Path, mgf: Path, tmp: Path, env: dict[str, str], *, profile: Path | None = None) -> dict[str, Any]:
-    """``rtsearch search MGF --index …`` as a new process, timed from outside (under cProfile into ``profile``)."""
+def offline(index: Path, mgf: Path, tmp: Path, env: dict[str, str], *, profile: Path | None = None,
+            extra: tuple[str, ...] = (), timeline: bool = False) -> dict[str, Any]:  # fmt: skip
+    """``rtsearch search MGF --index … [extra]`` as a new process, timed from outside (under cProfile into
+    ``profile``; with ``timeline``, run with ``-v`` and its log lines' times since the start kept)."""
     out = tmp / "offline.tsv"
     prof = ["-m", "cProfile", "-o", str(profile)] if profile else []
+    verbose = ["-v"] if timeline else []
+    started = time.time()
     t0 = time.perf_counter()
-    with subprocess.Popen([sys.executable, *prof, "-m", "rtsearch.cli", "search", str(mgf), "--index", str(index),
-                           "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    with subprocess.Popen([sys.executable, *prof, "-m", "rtsearch.cli", *verbose, "search", str(mgf), "--index",
+                           str(index),
+                           "-o", str(out), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                           cwd=tmp) as proc:  # fmt: skip
         assert proc.stdout is not None and proc.stderr is not None
         err = threading.Thread(target=lambda: errs.append(proc.stderr.read()), daemon=True)  # type: ignore[union-attr]
@@ -74,9 +79,28 @@ def offline(index: Path, mgf: Path, tmp: Path, env: dict[str, str], *, profile: 
         err.join()
     secs = time.perf_counter() - t0
     rows, accepted = psms_at(out, 0.01) if out.is_file() else (0, 0)
-    return {"seconds": round(secs, 2), "summary_printed_at": round(printed, 2), "rows": rows,
-            "spectra_per_second": round(rows / secs, 1), "psms_at_1pct_fdr": accepted, "rc": proc.returncode,
-            "stdout": said[-300:], "stderr_tail": "".join(errs)[-1500:]}  # fmt: skip
+    res = {"seconds": round(secs, 2), "summary_printed_at": round(printed, 2), "rows": rows,
+           "spectra_per_second": round(rows / secs, 1), "psms_at_1pct_fdr": accepted, "rc": proc.returncode,
+           "stdout": said[-300:], "stderr_tail": "".join(errs)[-1500:]}  # fmt: skip
+    if timeline:
+        res["timeline"] = log_times("".join(errs), started)
+        res["stderr_tail"] = ""
+    return res
+
+
+def log_times(log: str, started: float) -> list[tuple[float, str]]:
+    """The CLI's log lines (``%(asctime)s %(levelname)s %(name)s: %(message)s``) as (seconds since ``started``,
+    message)."""
+    import datetime as dt
+
+    out = []
+    for line in log.splitlines():
+        try:
+            stamp = dt.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        except ValueError:
+            continue
+        out.append((round(stamp - started, 3), line[24:].split(": ", 1)[-1][:120]))
+    return out
 
 
 def psms_at(results: Path, fdr: float) -> tuple[int, int]:

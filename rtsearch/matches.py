@@ -95,11 +95,15 @@ class ScoredBatch:
 
 
 def concat_batches(batches: Sequence[ScoredBatch]) -> ScoredBatch:
-    """One `ScoredBatch` holding ``batches`` in order (stages dropped)."""
+    """One `ScoredBatch` holding ``batches`` in order (stages dropped; names kept when every batch has them)."""
+    names = None
+    if all(b.names is not None for b in batches):
+        names = Names([p for b in batches for p in b.names.peptides],  # type: ignore[union-attr]
+                      [p for b in batches for p in b.names.proteins])  # type: ignore[union-attr]  # fmt: skip
     return ScoredBatch(
         [r for b in batches for r in b.run], np.concatenate([b.scan for b in batches]),
         np.concatenate([b.precursor_mz for b in batches]), np.concatenate([b.rt for b in batches]),
-        BestMatches.concat([b.best for b in batches]), [r for b in batches for r in b.reason],
+        BestMatches.concat([b.best for b in batches]), [r for b in batches for r in b.reason], names=names,
     )  # fmt: skip
 
 

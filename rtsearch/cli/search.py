@@ -30,6 +30,8 @@ def add_parser(sub: Any) -> None:
     add_backend_argument(s)
     s.add_argument("-o", "--output", required=True, metavar="FILE", help="results file (.tsv or .parquet)")
     s.add_argument("--batch-size", type=int, default=1024, metavar="N", help="spectra per engine batch (default 1024)")
+    s.add_argument("--readers", type=int, metavar="N",
+                   help="worker processes parsing a large plain MGF or mzML (default: one a CPU; 0: none)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,8 +47,13 @@ def run(args: argparse.Namespace) -> int:
     for r in args.runs:
         if not Path(r).is_file():
             raise InputError(f"{r}: spectrum file not found")
-    with SpectrumReader(args.runs, batch_size=args.batch_size) as reader:  # reads while CuPy and the target open
+    if args.readers is not None and args.readers < 0:
+        raise InputError("--readers must be 0 or more")
+    # the reader starts (its workers forked) before CuPy is imported: it reads while the target opens
+    with SpectrumReader(args.runs, batch_size=args.batch_size, readers=args.readers) as reader:
+        log.debug("reading %d runs (%s worker processes)", len(args.runs), reader.workers or "no")
         backend = backend_of(args, cfg)
+        log.debug("backend %s ready", backend.name)
         target = open_target(args, cfg, backend)
         log.info("searching %s %s on %s (%s); search settings %s", target.kind, args.index or args.library,
                  backend.name, backend.device, resolved_dict(cfg.search))  # fmt: skip
@@ -55,5 +62,6 @@ def run(args: argparse.Namespace) -> int:
                                      progress=lambda done, total: bar.set(done, total))  # fmt: skip
         bar.close()
     n = write_table(table, out)
+    log.debug("%s written", out)
     print(f"{out}: {n:,} rows; {summary}")
     return 0

@@ -44,6 +44,7 @@ class PartPool:
     (make it before starting threads or importing CuPy), else spawned as parts come."""
 
     def __init__(self, workers: int) -> None:
+        self.size = workers
         self.forked = sys.platform == "linux" and threading.active_count() == 1 and "cupy" not in sys.modules
         context = multiprocessing.get_context("fork" if self.forked else "spawn")
         self.executor = ProcessPoolExecutor(workers, mp_context=context, initializer=_one_arrow_thread)
@@ -70,14 +71,15 @@ def _one_arrow_thread() -> None:
     pyarrow.set_cpu_count(1)
 
 
-def workers_for(paths: Iterable[str | Path]) -> int:
-    """How many worker processes the largest of ``paths`` is read by (0: each is read in this process)."""
-    return max((_workers(Path(p)) for p in paths), default=0)
+def workers_for(paths: Iterable[str | Path], cap: int | None = None) -> int:
+    """How many worker processes the largest of ``paths`` is read by, at most ``cap`` (default: one per CPU; 0:
+    each is read in this process)."""
+    return max((_workers(Path(p), cap) for p in paths), default=0)
 
 
-def _workers(p: Path) -> int:
+def _workers(p: Path, cap: int | None = None) -> int:
     size = p.stat().st_size if layout_of(p) and p.is_file() else 0
-    workers = min(os.cpu_count() or 1, size // PART_MIN_BYTES)
+    workers = min(os.cpu_count() or 1 if cap is None else cap, size // PART_MIN_BYTES)
     return workers if size >= PARALLEL_MIN_BYTES and workers >= MIN_WORKERS else 0
 
 
@@ -85,7 +87,7 @@ def read_batches(path: str | Path, *, batch_size: int, pool: PartPool | None = N
     """The MS2 spectra of ``path`` (any format `read_spectra` reads) as batches of at most ``batch_size``; a
     large plain MGF or mzML in parts, by ``pool``'s workers (or by workers spawned for it)."""
     p = Path(path)
-    if workers := _workers(p):
+    if workers := _workers(p, pool.size if pool else None):
         yield from _parallel(p, batch_size, workers, pool)
     else:
         yield from _batched(read_spectra(p), batch_size)

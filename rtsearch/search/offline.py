@@ -8,6 +8,7 @@ spectra and reports progress.
 from __future__ import annotations
 
 import contextlib
+import logging
 import queue
 import threading
 import time
@@ -18,8 +19,11 @@ from pathlib import Path
 from rtsearch.batch import SpectraBatch
 from rtsearch.io.batches import PartPool, read_batches, workers_for
 from rtsearch.io.spectra import count_spectra
+from rtsearch.search.live import named
 from rtsearch.search.table import PsmTable
 from rtsearch.search.target import SearchTarget
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -54,14 +58,22 @@ def search_runs(
     t0 = time.perf_counter()
     reader = runs if isinstance(runs, SpectrumReader) else SpectrumReader(runs, batch_size=batch_size)
     table = PsmTable(target)
-    done = 0
+    done, waited = 0, 0.0
     with reader:
-        for batch in reader:
-            table.add(target.score(batch))
+        batches = iter(reader)
+        while True:
+            t = time.perf_counter()
+            batch = next(batches, None)
+            waited += time.perf_counter() - t
+            if batch is None:
+                break
+            table.add(named(target, target.score(batch)))  # named now: reading is often still under way
             done += len(batch)
             if progress:
                 progress(done, reader.total)
+    log.debug("%d spectra scored in %.2f s, %.2f s of it waiting for spectra", done, time.perf_counter() - t0, waited)
     table.finalize()
+    log.debug("q-values of %d runs", len(table.discriminants))
     psms, peptides = table.counts_at(0.01)
     return table, SearchSummary(len(table), psms, peptides, time.perf_counter() - t0)
 
@@ -75,11 +87,14 @@ class SpectrumReader:
     have come, after the batches before it; leaving the ``with`` early stops the thread.
     """
 
-    def __init__(self, runs: Sequence[str | Path], *, batch_size: int, depth: int = 4) -> None:
+    def __init__(
+        self, runs: Sequence[str | Path], *, batch_size: int, depth: int = 4, readers: int | None = None
+    ) -> None:
+        """``readers``: worker processes for a large MGF or mzML (default one per CPU; 0: none)."""
         self.total: int | None = None  # set by a counting thread beside the reading one (progress only)
         self.runs, self.batch_size = list(runs), batch_size
-        workers = workers_for(self.runs)
-        self._pool = PartPool(workers) if workers else None  # forked here, before this reader's threads
+        self.workers = workers_for(self.runs, readers)
+        self._pool = PartPool(self.workers) if self.workers else None  # forked here, before this reader's threads
         self._queue: queue.Queue[SpectraBatch | BaseException | None] = queue.Queue(depth)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read, name="reader", daemon=True)

@@ -112,9 +112,14 @@ class PsmTable:
         nan = np.full(len(match), np.nan)
         only_hits = lambda a: np.where(hit, a, nan)  # noqa: E731
         as_int = lambda a: np.where(hit, a, 0).astype(np.int64)  # noqa: E731
-        hits = match[hit]
-        names, proteins = iter(t.peptides(hits)), iter(t.proteins(hits))
         matched = hit.tolist()
+        if self.batches and all(b.names is not None for b in self.batches):  # named while scoring
+            peptide = [p for b in self.batches for p in b.names.peptides]  # type: ignore[union-attr]
+            proteins = [";".join(p) for b in self.batches for p in b.names.proteins]  # type: ignore[union-attr]
+        else:
+            names, accessions = iter(t.peptides(match[hit])), iter(t.proteins(match[hit]))
+            peptide = [next(names) if h else "" for h in matched]
+            proteins = [";".join(next(accessions)) if h else "" for h in matched]
         cols: dict[str, Any] = {
             "run": [r for b in self.batches for r in b.run],
             "scan": np.concatenate([b.scan for b in self.batches]) if self.batches else np.zeros(0, np.int64),
@@ -122,8 +127,8 @@ class PsmTable:
             "precursor_mz": np.concatenate([b.precursor_mz for b in self.batches]) if self.batches else nan,
             "calc_mz": only_hits(self._cat("calc_mz")),
             "ppm_error": only_hits(self._cat("ppm_error")),
-            "peptide": [next(names) if h else "" for h in matched],
-            "proteins": [";".join(next(proteins)) if h else "" for h in matched],
+            "peptide": peptide,
+            "proteins": proteins,
             "is_decoy": decoy & hit,
             "score": only_hits(score),
             "q_value": only_hits(q),

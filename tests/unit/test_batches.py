@@ -178,3 +178,10 @@ def test_mzml_parts_apply_the_files_param_groups(tmp_path, parallel) -> None:
     assert got["scan"] == want["scan"] and got["problem"] == want["problem"]
     assert np.array_equal(got["mz"][0], want["mz"][0]) and len(got["mz"][0]) > 6 * 139 * 10
     assert not any(got["problem"])
+
+
+def test_the_reader_count_is_capped(tmp_path, parallel) -> None:
+    path = _looped(tmp_path)  # ~5.5 MB: five parts of ≥ 1 MB on five CPUs
+    assert batches.workers_for([path]) == 5
+    assert batches.workers_for([path], 4) == 4
+    assert batches.workers_for([path], 0) == batches.workers_for([path], 3) == 0  # under MIN_WORKERS: one process
