@@ -86,12 +86,16 @@ def fit(
     first = best_feature(z, decoy)
     if count_at(q_values(z @ first, decoy), decoy) > count_at(q_values(z @ weights, decoy), decoy):
         weights = first
+    used: np.ndarray | None = None  # the positives the current weights were fitted on
     for _ in range(iterations):
         s = z @ weights
         q = q_values(s, decoy)
         pos = (~decoy) & (q <= 0.01)
         if count_at(q, decoy) < MIN_POSITIVES:
             pos = ~decoy
+        if used is not None and np.array_equal(pos, used):
+            break  # the same positives would give the same weights again: a fixed point
+        used = pos
         w = fisher(z, pos, decoy)
         if not np.all(np.isfinite(w)):
             break
