@@ -39,7 +39,8 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--baseline", type=Path, help="another checkout: its warm wall and this one's, alternately")
     ap.add_argument("--repeat", type=int, default=2, help="alternations with --baseline (default 2)")
-    ap.add_argument("--readers", default="", help="comma-separated --readers values, each run warm twice")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="extra search arguments (one string, e.g. '--batch-size 4096'), each run warm twice")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     _, res, index = index_and_record(args.data, args.proteins, args.index_cache)
@@ -61,10 +62,10 @@ def main() -> int:
                 for name, e in (("baseline", base_env), ("this", env)):
                     res[f"{name}_warm_{r}"] = offline(folder, mgf, tmp, e)
                     print(f"{name} warm {r}:", json.dumps(res[f"{name}_warm_{r}"]), flush=True)
-        for r in range(2 if args.readers else 0):
-            for n in args.readers.split(","):
-                res[f"readers_{n}_warm_{r}"] = offline(folder, mgf, tmp, env, extra=("--readers", n))
-                print(f"--readers {n} warm {r}:", json.dumps(res[f"readers_{n}_warm_{r}"]), flush=True)
+        for r in range(2 if args.variant else 0):
+            for v in args.variant:
+                res[f"{v} warm {r}"] = offline(folder, mgf, tmp, env, extra=tuple(v.split()))
+                print(f"{v} warm {r}:", json.dumps(res[f"{v} warm {r}"]), flush=True)
         res["timeline"] = offline(folder, mgf, tmp, env, timeline=True)  # warm, -v: the log lines' times
         print("timeline:", json.dumps(res["timeline"]), flush=True)
         prof = tmp / "search.prof"

@@ -10,19 +10,20 @@ the summary combines the run's final FDR with the collector's latencies.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import hashlib
 import logging
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rtsearch import __version__
 from rtsearch.cli.target import add_backend_argument, backend_of
 from rtsearch.config import ServeConfig, load_config
-from rtsearch.database.index import PeptideIndex
 from rtsearch.errors import RtsearchError
+
+if TYPE_CHECKING:  # the command line imports every command: the demo's heavy imports wait for the demo
+    from rtsearch.database.index import PeptideIndex
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
         if res.get("status") == "identified" and not args.quiet:
             print(f"  scan {res['scan']:>6}  {res['peptide']:<40} z={res['charge']}  score {res['score']:6.2f}  "
                   f"q {res['q_value']:.4f}  {(res['published_ns'] - res['sent_ns']) / 1e6:6.2f} ms", flush=True)
+
+    import asyncio
 
     async def main() -> None:
         stop = asyncio.Event()
