@@ -96,6 +96,39 @@ class Spectrum:
         return int(self.mz.shape[0])
 
 
+@dataclass(frozen=True, slots=True)
+class Precursor:
+    """One precursor of a deconvoluted spectrum: neutral monoisotopic mass (Da), m/z, charge, intensity."""
+
+    mass: float
+    mz: float = 0.0
+    charge: int = 0
+    intensity: float = 0.0
+
+
+@dataclass(slots=True)
+class DeconvolutedSpectrum:
+    """A top-down spectrum after deconvolution (msalign): each peak a neutral monoisotopic mass with its charge.
+
+    ``precursors`` are those of the isolation window with a mass > 0 (several when a deconvolution found
+    several); empty for MS1, or for an MS2 whose precursor was not found (``problem`` then says so).
+    """
+
+    run: str
+    scan: int
+    ms_level: int
+    mass: np.ndarray  # float64 Da, ascending
+    intensity: np.ndarray  # float32
+    charge: np.ndarray  # int16, the charge each mass was deconvoluted from (0: unknown)
+    precursors: tuple[Precursor, ...] = ()
+    rt: float = 0.0  # seconds
+    spectrum_id: str = ""  # the file's ID / SPECTRUM_ID
+    title: str = ""
+    activation: str = ""
+    ms1_scan: int = -1
+    problem: str = ""  # why it cannot be searched, when read but unusable
+
+
 class ResultStatus(enum.StrEnum):
     """What happened to one spectrum."""
 
