@@ -36,6 +36,10 @@ EngineHost = Literal["auto", "process", "thread"]
 # how the GPU finds each query's best library entries: a warp walking its window ("narrow"), a matrix
 # product over the library ("open"), or by the batch's average window ("auto"); NumPy has one way
 LibraryMode = Literal["auto", "narrow", "open"]
+# a protein's N-terminal forms in a top-down database (TopPIC's NONE, NME, NME_ACETYLATION, M_ACETYLATION):
+# as is, initiator Met cleaved, Met cleaved and the new N-terminus acetylated, Met kept and acetylated
+NTermForm = Literal["none", "nme", "nme_acetyl", "m_acetyl"]
+ProteoformDecoys = Literal["shuffle", "reverse", "none"]
 
 
 def choices(choice: Any) -> tuple[str, ...]:
@@ -123,18 +127,32 @@ class ServeConfig:
 
 
 @dataclass(frozen=True)
+class ProteoformConfig:
+    """How FASTA proteins become the proteoforms of a top-down database (``[proteoforms]``)."""
+
+    n_term_forms: tuple[str, ...] = ("none", "nme", "nme_acetyl", "m_acetyl")  # each an `NTermForm`
+    fixed_mods: tuple[str, ...] = ()
+    known_ptms: tuple[str, ...] = ("Acetyl@K", "Phospho@STY", "Oxidation@M", "Methyl@KR", "Dimethyl@KR")
+    decoys: ProteoformDecoys = "shuffle"
+    decoy_prefix: str = "DECOY_"
+    decoy_seed: int = 20240531
+    max_length: int = 10_000  # longer proteins are left out (counted in the manifest)
+
+
+@dataclass(frozen=True)
 class Config:
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
     serve: ServeConfig = field(default_factory=ServeConfig)
     library: LibraryConfig = field(default_factory=LibraryConfig)
+    proteoforms: ProteoformConfig = field(default_factory=ProteoformConfig)
     # whether the file had a [database] table (a search then checks the index against it)
     database_given: bool = False
 
 
 # keys that lived elsewhere before: a config naming them gets told where they are now
 MOVED = {("serve", "backend"): "[search] backend (it applies to every command)"}
-SECTIONS = ("database", "search", "serve", "library")
+SECTIONS = ("database", "search", "serve", "library", "proteoforms")
 
 
 def _literal_check(section: str, key: str, value: Any, typ: Any) -> Any:
@@ -232,6 +250,13 @@ def _validate(section: str, cfg: Any) -> None:
         raise ConfigError("[library] open_window_da must be a number of Da in (0, 10000]")
     if isinstance(cfg, ServeConfig):
         validate_serve(cfg)
+    if isinstance(cfg, ProteoformConfig):
+        bad = [f for f in cfg.n_term_forms if f not in choices(NTermForm)]
+        if bad or not cfg.n_term_forms:
+            raise ConfigError(f"[proteoforms] n_term_forms: each one of {', '.join(choices(NTermForm))}, "
+                              f"at least one; got {list(cfg.n_term_forms)}")  # fmt: skip
+        if not 1 <= cfg.max_length <= 100_000:
+            raise ConfigError("[proteoforms] max_length must be between 1 and 100000")
 
 
 # every number of [serve] (and of the flags that override it): finite, and within what a daemon honours
@@ -277,6 +302,7 @@ def parse_config(raw: dict[str, Any]) -> Config:
         search=_section(SearchConfig, "search", raw.get("search", {})),
         serve=_section(ServeConfig, "serve", raw.get("serve", {})),
         library=_section(LibraryConfig, "library", raw.get("library", {})),
+        proteoforms=_section(ProteoformConfig, "proteoforms", raw.get("proteoforms", {})),
         database_given="database" in raw,
     )
 

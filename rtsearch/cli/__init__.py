@@ -14,15 +14,17 @@ import sys
 from collections.abc import Sequence
 
 from rtsearch import __version__
-from rtsearch.cli import demo, index, library, search, serve
+from rtsearch.cli import demo, index, library, proteoforms, search, serve
 from rtsearch.errors import RtsearchError
 
-COMMANDS = {"index": index, "library": library, "search": search, "serve": serve, "demo": demo}
+COMMANDS = {"index": index, "library": library, "proteoforms": proteoforms, "search": search, "serve": serve,
+            "demo": demo}
 
 EXAMPLES = """\
 examples:
   rtsearch index build --fasta ecoli.fasta --config search.toml --out ecoli.idx
   rtsearch index info ecoli.idx
+  rtsearch proteoforms build --fasta ecoli.fasta --out ecoli.pf
   rtsearch search Ecoli_MS2_small.mzML --index ecoli.idx --config search.toml -o results.tsv
   rtsearch serve --index ecoli.idx --config search.toml --mqtt 127.0.0.1:1883 --instrument orbitrap1
   rtsearch library import nist-bsa_consensus.msp --out bsa.lib
