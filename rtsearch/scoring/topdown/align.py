@@ -1,0 +1,118 @@
+"""Spectral alignment with unknown mass shifts: the NumPy reference (CUDA-TP's dynamic programming; MS-Align+).
+
+The grid: rows are a spectrum's PRMs s_0 = 0 < s_1 < … < s_{m-1} = M − H2O (`rtsearch.scoring.topdown.prm`),
+columns a proteoform's prefix masses P_0 = 0 < … < P_n. Cell (i, j) pairs them at shift δ = s_i − P_j. A path
+runs from the origin (0, 0) to the end (m−1, n), each cell right of and below the one before; a step that keeps
+the shift (within the fragment tolerance) is free, one that changes it spends one of at most ``max_shifts``
+unknown shifts; its score is the PRMs it passes through (the two ends not counted)::
+
+            P_0  P_1  P_2  P_3  P_4
+    s_0 = 0   o                          o: the origin, e: the end
+    s_1            x                     s_1 = P_1, s_2 = P_2: on the diagonal δ = 0
+    s_2                 x
+    s_3                      x           s_3 = P_3 + 80: one shift (+80 Da), a new diagonal
+    s_4                           e      s_4 = M − H2O = P_4 + 80: the end on that diagonal; score 3
+
+Recurrences, per number of shifts f (the issue's D and H): D[f](i, j) = max(D[f](diag(i, j)) + g_i, H[f−1](i−1,
+j−1) + g_i), H[f](i, j) = max(D[f](i, j), H[f](i−1, j), H[f](i, j−1)), with g_i = 1 for an inner row and 0 for the
+end, D[f](0, 0) = 0 for every f (so D[f] is the best with at most f shifts). diag(i, j) is the latest cell of an
+earlier row on the same diagonal: the diagonals are bins of the tolerance's width, a cell's predecessor is looked
+up in its bin and those beside that can hold a shift within the tolerance, the latest of those (by row, then
+column) within the tolerance wins, and none when it is not left of j; a cell directly below its bin's latest (the
+same PRM twice) is not written there. Cells with |δ| above ``max_shifts × max_shift_mass`` are not on any path. The
+end cell matches its diagonal within the precursor tolerance. A GPU kernel must give the same scores (its parity
+test compares them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+NONE = -(1 << 30)  # no path
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """The best scores from origin to end with at most 0, 1, …, ``max_shifts`` shifts (`NONE`: no such path)."""
+
+    scores: tuple[int, ...]
+
+    @property
+    def best(self) -> tuple[int, int]:
+        """(score, shifts): the highest score, with the fewest shifts among equals; (`NONE`, -1) if none."""
+        top = max(self.scores)
+        return (top, self.scores.index(top)) if top > NONE else (NONE, -1)
+
+
+def align(prm: np.ndarray, prefix: np.ndarray, *, tolerance: float, max_shifts: int, max_shift_mass: float = 500.0,
+          precursor_tolerance: float | None = None) -> Alignment:  # fmt: skip
+    """Align spectrum PRMs ``prm`` (ends included; best merged within the tolerance, `prm_masses`'s
+    ``merge_within``: a PRM given twice is read once on a diagonal but could be counted twice across shifts)
+    with a proteoform's prefix masses ``prefix`` (P_0 = 0 first)."""
+    s, p = np.asarray(prm, np.float64), np.asarray(prefix, np.float64)
+    m, n = s.shape[0], p.shape[0]
+    k = max_shifts
+    limit = k * max_shift_mass + tolerance
+    end_tol = max(tolerance, precursor_tolerance or 0.0)
+    reach = limit + end_tol
+    bins = int(np.ceil(2 * reach / tolerance)) + 3
+    last_i = np.full(bins, -1, np.int64)  # per diagonal bin: the latest cell written there
+    last_j = np.full(bins, -1, np.int64)
+    last_d = np.zeros(bins)
+    D = np.full((k + 1, m, n), NONE, np.int64)
+    H = np.full((k + 1, m, n), NONE, np.int64)
+    D[:, 0, 0] = H[:, 0, :] = 0  # the origin, for any number of shifts: D[f] is "at most f"
+    _write(last_i, last_j, last_d, np.array([0]), np.array([0]), np.array([0.0]), reach, tolerance)
+    cols = np.arange(1, n)
+    for i in range(1, m):
+        delta = s[i] - p[cols]
+        end = i == m - 1
+        ok = np.abs(delta) <= limit + (end_tol if end else 0.0)
+        if end:
+            ok &= cols == n - 1
+        j = cols[ok]
+        d = delta[ok]
+        gain = 0 if end else 1
+        prev_i, prev_j = _predecessor(last_i, last_j, last_d, d, j, reach, tolerance, end_tol if end else tolerance)
+        for f in range(k + 1):
+            best = np.full(j.shape[0], NONE, np.int64)
+            has = prev_i >= 0
+            best[has] = D[f, prev_i[has], prev_j[has]]
+            if f:
+                best = np.maximum(best, H[f - 1, i - 1, j - 1])
+            D[f, i, j] = np.where(best > NONE, best + gain, NONE)
+            row = np.maximum(D[f, i], H[f, i - 1])
+            H[f, i] = np.maximum.accumulate(row)
+        _write(last_i, last_j, last_d, np.full(j.shape[0], i), j, d, reach, tolerance)
+    return Alignment(tuple(int(D[f, m - 1, n - 1]) if m > 1 else NONE for f in range(k + 1)))
+
+
+def _key(d: np.ndarray, reach: float, tolerance: float) -> np.ndarray:
+    return np.floor((d + reach) / tolerance).astype(np.int64) + 1
+
+
+def _write(last_i: np.ndarray, last_j: np.ndarray, last_d: np.ndarray, i: np.ndarray, j: np.ndarray, d: np.ndarray,
+           reach: float, tolerance: float) -> None:  # fmt: skip
+    key = _key(d, reach, tolerance)
+    new = last_j[key] != j  # a cell below one of its bin in the same column (a PRM twice) is not written: the
+    key, i, j, d = key[new], i[new], j[new], d[new]  # one above it, whose path it would only repeat, stays
+    last_i[key], last_j[key], last_d[key] = i, j, d  # in order: the rightmost cell of a bin is written last
+
+
+def _predecessor(last_i: np.ndarray, last_j: np.ndarray, last_d: np.ndarray, d: np.ndarray, j: np.ndarray,
+                 reach: float, tolerance: float, within: float) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """For cells at shifts ``d``, columns ``j``: the latest earlier cell on their diagonal (-1: none)."""
+    key = _key(d, reach, tolerance)
+    best_i = np.full(d.shape[0], -1, np.int64)
+    best_j = np.full(d.shape[0], -1, np.int64)
+    r = int(np.ceil(within / tolerance))  # bins either side that can hold a shift within ``within``
+    for off in range(-r, r + 1):
+        kk = np.clip(key + off, 0, last_i.shape[0] - 1)
+        ci, cj, cd = last_i[kk], last_j[kk], last_d[kk]
+        ok = (ci >= 0) & (cj < j) & (np.abs(cd - d) <= within)
+        newer = ok & ((ci > best_i) | ((ci == best_i) & (cj > best_j)))
+        best_i = np.where(newer, ci, best_i)
+        best_j = np.where(newer, cj, best_j)
+    return best_i, best_j

@@ -1,0 +1,101 @@
+"""Spectral alignment with unknown shifts (`rtsearch.scoring.topdown`): the docstring's grid by hand, random small
+grids against every path enumerated, and a real E. coli protein's theoretical ions with a phosphorylation."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from rtsearch.config import ProteoformConfig
+from rtsearch.database.fasta import read_fasta
+from rtsearch.proteoforms.database import build_proteoforms
+from rtsearch.scoring.topdown.align import NONE, align
+from rtsearch.scoring.topdown.prm import WATER, prm_masses
+from tests.conftest import data_dir
+
+
+def test_the_docstring_grid() -> None:
+    prefix = np.array([0.0, 100.0, 250.0, 400.0, 560.0])
+    prm = np.array([0.0, 100.0, 250.0, 480.0, 640.0])  # +80 Da between P_2 and P_3
+    assert align(prm, prefix, tolerance=0.02, max_shifts=0).scores == (NONE,)
+    got = align(prm, prefix, tolerance=0.02, max_shifts=2)
+    assert got.scores == (NONE, 3, 3) and got.best == (3, 1)
+    unshifted = np.array([0.0, 100.0, 250.0, 400.0, 560.0])
+    assert align(unshifted, prefix, tolerance=0.02, max_shifts=1).best == (3, 0)
+    noisy = unshifted + np.array([0, 0.008, -0.008, 0.005, 0.0])  # shifts within the tolerance of each other
+    assert align(noisy, prefix, tolerance=0.02, max_shifts=0).best == (3, 0)
+    assert align(prm, prefix, tolerance=0.02, max_shifts=1, max_shift_mass=50.0).best == (NONE, -1)
+
+
+def _brute(prm: np.ndarray, prefix: np.ndarray, tol: float, k: int, limit: float) -> list[int]:
+    """Every path from the origin to the end, enumerated: the best score with at most f shifts, f = 0..k."""
+    m, n = len(prm), len(prefix)
+    best = [NONE] * (k + 1)
+
+    def walk(i: int, j: int, d: float, shifts: int, score: int) -> None:
+        for i2, j2 in itertools.product(range(i + 1, m), range(j + 1, n)):
+            end = i2 == m - 1
+            if end != (j2 == n - 1):
+                continue
+            d2 = prm[i2] - prefix[j2]
+            if abs(d2) > limit + (tol if end else 0):
+                continue
+            s2 = shifts + (0 if abs(d2 - d) <= tol else 1)
+            if s2 > k:
+                continue
+            if end:
+                best[s2] = max(best[s2], score)
+            else:
+                walk(i2, j2, d2, s2, score + 1)
+
+    walk(0, 0, 0.0, 0, 0)
+    return np.maximum.accumulate(best).tolist()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_grids_match_every_path_enumerated(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    prefix = np.concatenate([[0.0], np.cumsum(rng.choice([57.02, 71.04, 87.03, 99.07, 113.08, 128.09], 6))])
+    shift = rng.choice([0.0, 15.99, 79.97])
+    at = rng.integers(1, 6)
+    truth = prefix + np.where(np.arange(7) >= at, shift, 0.0)
+    keep = np.sort(rng.choice(np.arange(1, 6), rng.integers(2, 5), replace=False))
+    noise = rng.uniform(50, 600, rng.integers(0, 3))
+    prm = np.concatenate([[0.0], np.sort(np.concatenate([truth[keep], noise])), [truth[-1]]])
+    for k in (0, 1, 2):
+        got = align(prm, prefix, tolerance=0.02, max_shifts=k, max_shift_mass=200.0)
+        assert list(got.scores) == _brute(prm, prefix, 0.02, k, k * 200.0 + 0.02), (seed, k)
+
+
+def test_a_phosphorylated_ecoli_protein_aligns_with_one_shift() -> None:
+    db = build_proteoforms(read_fasta(data_dir() / "topdown-flashapp-ecoli" / "example_database.fasta")[:1],
+                           ProteoformConfig(decoys="none", n_term_forms=("none",)))  # fmt: skip
+    prefix = db.prefix_of(0)[:41]  # the first 40 residues as a short proteoform
+    n = len(prefix) - 1
+    seq = db.sequence(0)[:40]
+    site = next(i for i, aa in enumerate(seq) if aa in "ST" and i > 10)
+    mod = np.where(np.arange(n + 1) > site, 79.966331, 0.0)  # phosphate on residue `site` (0-based)
+    shifted = prefix + mod
+    precursor = shifted[-1] + WATER
+    b = shifted[1:n:2]  # every other b ion
+    y = precursor - shifted[2:n:3]  # every third y ion (C-terminal residue sums + H2O)
+    prm = prm_masses(np.concatenate([b, y]), precursor, "HCD")  # a PRM twice where a b and a y ion meet
+    assert len(prm) > len(np.unique(prm))
+    expected = len(np.unique(np.round(np.concatenate([b, precursor - WATER - (y - WATER)]), 6)))
+    assert align(prm, prefix, tolerance=0.01, max_shifts=0).best == (NONE, -1)
+    score, shifts = align(prm, prefix, tolerance=0.01, max_shifts=1).best
+    assert shifts == 1 and score == expected  # every true PRM on the path; the complements of each ion are noise
+
+
+def test_prm_masses_read_each_fragment_both_ways() -> None:
+    got = prm_masses(np.array([200.0, 350.0]), 1000.0 + WATER, "HCD")
+    assert got.tolist() == pytest.approx([0.0, 200.0 - 0.0, 1000.0 - (200.0 - WATER), 350.0,
+                                          1000.0 - (350.0 - WATER), 1000.0][:1] + sorted(
+        [200.0, 350.0, 1000.0 - 200.0 + WATER, 1000.0 - 350.0 + WATER]) + [1000.0])  # fmt: skip
+    etd = prm_masses(np.array([200.0]), 1000.0 + WATER, "ETD")
+    assert etd[1] == pytest.approx(200.0 - 17.026549101)
+    merged = prm_masses(np.array([200.0, 200.004, 1000.0 + WATER - 200.0]), 1000.0 + WATER, merge_within=0.01)
+    # 200, 200.004 and the y ion's complement 200 again: one PRM; their complements near 818.01: one
+    assert merged.tolist() == pytest.approx([0.0, 200.0, 1000.0 - 200.0 + WATER, 1000.0], abs=0.01)
