@@ -81,6 +81,14 @@ class ProteoformDatabase:
         a, b = int(self.offsets[protein]), int(self.offsets[protein + 1])
         return self.prefix[a + protein : b + protein + 1]
 
+    def form_prefix(self, form: int) -> np.ndarray:
+        """Form ``form``'s prefix masses: 0, then its residues' running sums with its N-terminal modification."""
+        prefix = self.prefix_of(int(self.form_protein[form]))
+        start = int(self.form_start[form])
+        out = prefix[start:] - prefix[start]
+        out[1:] += self.form_delta[form]
+        return out
+
     def sequence(self, protein: int) -> str:
         a, b = int(self.offsets[protein]), int(self.offsets[protein + 1])
         return "".join(_LETTERS[self.residues[a:b]].tolist())

@@ -1,0 +1,54 @@
+"""Top-down search's NumPy reference (`rtsearch.scoring.topdown.search`): a spectrum simulated from a proteoform of
+the E. coli database (seeded: a subset of its b and y ions, noise masses, one unknown shift) finds that form,
+its shift and its mass difference among the database's 35,000 forms and their decoys."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rtsearch.config import ProteoformConfig
+from rtsearch.database.fasta import read_fasta
+from rtsearch.proteoforms.database import build_proteoforms
+from rtsearch.scoring.topdown.prm import WATER, prm_masses
+from rtsearch.scoring.topdown.search import TopDownSettings, candidates, search_spectrum
+from rtsearch.types import DeconvolutedSpectrum, Precursor
+from tests.conftest import data_dir
+
+
+@pytest.fixture(scope="module")
+def ecoli():
+    return build_proteoforms(read_fasta(data_dir() / "topdown-flashapp-ecoli" / "example_database.fasta"),
+                             ProteoformConfig())  # fmt: skip
+
+
+def _simulate(db, form: int, shift: float, rng: np.random.Generator) -> DeconvolutedSpectrum:
+    prefix = db.form_prefix(form)
+    n = len(prefix) - 1
+    site = int(rng.integers(n // 4, 3 * n // 4))
+    true = prefix + np.where(np.arange(n + 1) > site, shift, 0.0)
+    precursor = true[-1] + WATER
+    cut = np.sort(rng.choice(np.arange(1, n), min(40, n - 1), replace=False))
+    b, y = true[cut[::2]], precursor - true[cut[1::2]]
+    noise = rng.uniform(300, precursor - 300, 40)
+    mass = np.sort(np.concatenate([b, y, noise]))
+    return DeconvolutedSpectrum("sim", 1, 2, mass, np.ones(len(mass), np.float32), np.ones(len(mass), np.int16),
+                                (Precursor(precursor),), activation="HCD")  # fmt: skip
+
+
+@pytest.mark.parametrize(("seed", "shift"), [(1, 79.966331), (2, 42.010565), (3, -131.040485), (4, 0.0)])
+def test_a_simulated_spectrum_finds_its_proteoform(ecoli, seed: int, shift: float) -> None:
+    rng = np.random.default_rng(seed)
+    targets = np.flatnonzero(~ecoli.is_decoy[ecoli.form_protein])
+    form = int(rng.choice(targets[(ecoli.form_mass[targets] > 8_000) & (ecoli.form_mass[targets] < 30_000)]))
+    sp = _simulate(ecoli, form, shift, rng)
+    s = TopDownSettings(tolerance_da=0.01)
+    prm = prm_masses(sp.mass, sp.precursors[0].mass, "HCD", merge_within=s.tolerance_da)
+    first = candidates(ecoli, prm, sp.precursors[0].mass, s)[0]  # its two diagonals rank it first
+    assert abs(ecoli.form_mass[first] - ecoli.form_mass[form]) < 1e-6
+    got = search_spectrum(ecoli, sp, s)
+    same_mass = np.flatnonzero(np.abs(ecoli.form_mass - ecoli.form_mass[form]) < 1e-6)  # one form, several names
+    assert got.form in same_mass and not got.decoy
+    assert got.shifts == (0 if shift == 0 else 1)
+    assert got.mass_difference == pytest.approx(shift, abs=1e-6)
+    assert got.score >= 30  # of its 40 cleavages' PRMs; the noise masses explain next to nothing
