@@ -13,6 +13,7 @@ Every reader holds one block of the file at a time (MGF: `rtsearch.io.mgf.BLOCK_
 from __future__ import annotations
 
 import gzip
+import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,6 +82,9 @@ def read_spectra(
     """
     p = Path(path)
     if not (fmt := _suffix(p.name)):
+        if re.search(r"\.msalign(\.gz)?$", p.name, re.I):
+            raise InputError(f"{p}: deconvoluted top-down spectra (msalign): searching them against a proteoform "
+                             "database is not available yet in this version")  # fmt: skip
         raise InputError(f"{p}: unknown spectrum file type (expected .mzML, .mzXML, .mgf (each may be .gz), .ms2)")
     try:
         with open(p, "rb"):

@@ -283,6 +283,8 @@ def test_unknown_extension_and_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="absent.mzML"):
         list(read_spectra(tmp_path / "absent.mzML"))
     assert count_spectra(tmp_path / "absent.mgf") is None
+    with pytest.raises(InputError, match="top-down spectra .msalign.: searching them .* not available yet"):
+        list(read_spectra(data_dir() / "topdown-flashapp-ecoli" / "toppic_ms2.msalign"))
 
 
 def test_reading_is_lazy() -> None:
