@@ -1,0 +1,79 @@
+"""Many alignments at once: `align_pairs` on NumPy (the reference, pair by pair) or CuPy (`kernels.SOURCE`, a
+block a pair); both give `rtsearch.scoring.topdown.align.align`'s scores (tests/gpu/test_topdown_parity.py)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from rtsearch.scoring.topdown.align import NONE, align
+from rtsearch.scoring.topdown.kernels import SOURCE
+
+THREADS = 256
+PAIRS_PER_LAUNCH = 1024  # bounds the scratch: ~0.8 MB a pair with one 500 Da shift at 0.02 Da
+
+
+def align_pairs(
+    prms: Sequence[np.ndarray], prefixes: Sequence[np.ndarray], pairs: np.ndarray, *, tolerance: float,
+    max_shifts: int, max_shift_mass: float = 500.0, precursor_tolerance: np.ndarray | None = None, xp: Any = np,
+) -> np.ndarray:  # fmt: skip
+    """Scores [pairs, max_shifts + 1] of aligning ``prms[pairs[k, 0]]`` with ``prefixes[pairs[k, 1]]``
+    (``precursor_tolerance[k]``, Da, for pair k's end; default the fragment tolerance)."""
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    end = np.zeros(len(pairs)) if precursor_tolerance is None else np.asarray(precursor_tolerance, np.float64)
+    if xp is np:
+        out = np.full((len(pairs), max_shifts + 1), NONE, np.int64)
+        for k, (a, b) in enumerate(pairs.tolist()):
+            out[k] = align(prms[a], prefixes[b], tolerance=tolerance, max_shifts=max_shifts,
+                           max_shift_mass=max_shift_mass, precursor_tolerance=float(end[k])).scores  # fmt: skip
+        return out
+    return _on_gpu(xp, prms, prefixes, pairs, end, tolerance, max_shifts, max_shift_mass)
+
+
+def _flat(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    off = np.zeros(len(arrays) + 1, np.int64)
+    np.cumsum([len(a) for a in arrays], out=off[1:])
+    return (np.concatenate(arrays).astype(np.float64) if arrays else np.zeros(0)), off
+
+
+_kernels: dict[int, Any] = {}
+
+
+def _kernel(cp: Any) -> Any:
+    dev = cp.cuda.Device().id
+    if dev not in _kernels:
+        _kernels[dev] = cp.RawModule(code=SOURCE, options=("--std=c++17",)).get_function("align_pairs")
+    return _kernels[dev]
+
+
+def _on_gpu(cp: Any, prms: Sequence[np.ndarray], prefixes: Sequence[np.ndarray], pairs: np.ndarray,
+            end: np.ndarray, tol: float, k: int, max_shift_mass: float) -> np.ndarray:  # fmt: skip
+    prm, prm_off = _flat(prms)
+    pre, pre_off = _flat(prefixes)
+    limit = k * max_shift_mass + tol
+    d_prm, d_prm_off, d_pre, d_pre_off = (cp.asarray(a) for a in (prm, prm_off, pre, pre_off))
+    out = np.full((len(pairs), k + 1), NONE, np.int64)
+    fn = _kernel(cp)
+    for lo in range(0, len(pairs), PAIRS_PER_LAUNCH):
+        part, tols = pairs[lo : lo + PAIRS_PER_LAUNCH], end[lo : lo + PAIRS_PER_LAUNCH]
+        n = len(part)
+        reach = limit + max(tol, float(tols.max(initial=0.0)))
+        nbins = math.ceil(2 * reach / tol) + 3
+        ncol = int(max(np.diff(pre_off)[part[:, 1]].max(initial=1), 1))
+        bins = cp.zeros(n * nbins, dtype=cp.uint64)
+        bin_d = cp.empty(n * nbins * (k + 1), dtype=cp.int32)
+        hrows = cp.empty(n * 2 * (k + 1) * ncol, dtype=cp.int32)
+        dcur = cp.empty(n * (k + 1) * ncol, dtype=cp.int32)
+        colkey = cp.empty(n * ncol, dtype=cp.int64)
+        colnew = cp.empty(n * ncol, dtype=cp.int8)
+        res = cp.empty(n * (k + 1), dtype=cp.int32)
+        args = (d_prm, d_prm_off, d_pre, d_pre_off, cp.asarray(part[:, 0].astype(np.int32)),
+                cp.asarray(part[:, 1].astype(np.int32)), cp.asarray(tols), np.int32(n), np.float64(tol),
+                np.int32(k), np.float64(limit), bins, bin_d, np.int64(nbins), hrows, dcur, colkey, colnew,
+                np.int64(ncol), res)  # fmt: skip
+        fn((n,), (THREADS,), args)
+        out[lo : lo + n] = cp.asnumpy(res).reshape(n, k + 1)
+    return out

@@ -1,0 +1,129 @@
+"""CUDA source of the alignment (`rtsearch.scoring.topdown.align`'s rules, cell for cell): one thread block a
+(spectrum, proteoform) pair, its rows one after the other, its columns over the threads.
+
+Per row: (1) each column's cell finds its diagonal predecessor in the pair's bins — a bin holds its latest
+cell packed as ((row + 1) << 32 | column + 1), so ``atomicMax`` keeps the latest by row then column as the
+reference's in-order writes do, and beside it that cell's D for every number of shifts — and computes its D;
+(2) the H row is the previous one's maximum with D, then a block-wide running maximum over the columns;
+(3) the row's new cells are written into their bins (``atomicMax``), (4) the winners store their D there.
+"""
+
+from __future__ import annotations
+
+SOURCE = r"""
+#define NONE (-(1 << 30))
+
+__device__ __forceinline__ long long bin_key(double d, double reach, double tol) {
+    return (long long)floor((d + reach) / tol) + 1;
+}
+
+extern "C" __global__ void align_pairs(
+    const double* __restrict__ prm, const long long* __restrict__ prm_off,
+    const double* __restrict__ pre, const long long* __restrict__ pre_off,
+    const int* __restrict__ pair_s, const int* __restrict__ pair_f, const double* __restrict__ end_tols,
+    int n_pairs, double tol, int K, double limit,
+    unsigned long long* bins, int* bin_d, long long nbins_max,
+    int* hrows, int* dcur, long long* colkey, signed char* colnew, long long ncol_max,
+    int* out)
+{
+    const int p = blockIdx.x;
+    if (p >= n_pairs) return;
+    const double* s = prm + prm_off[pair_s[p]];
+    const int m = (int)(prm_off[pair_s[p] + 1] - prm_off[pair_s[p]]);
+    const double* P = pre + pre_off[pair_f[p]];
+    const int n = (int)(pre_off[pair_f[p] + 1] - pre_off[pair_f[p]]);
+    const int F = K + 1;
+    const double end_tol = fmax(tol, end_tols[p]);
+    const double reach = limit + end_tol;
+    const long long nbins = (long long)ceil(2.0 * reach / tol) + 3;
+    unsigned long long* B = bins + (long long)p * nbins_max;
+    int* BD = bin_d + (long long)p * nbins_max * F;
+    int* Hprev = hrows + (long long)p * 2 * F * ncol_max;
+    int* Hcur = Hprev + F * ncol_max;
+    int* Dc = dcur + (long long)p * F * ncol_max;
+    long long* CK = colkey + (long long)p * ncol_max;
+    signed char* CN = colnew + (long long)p * ncol_max;
+    __shared__ int chunk_max[256];
+    const int T = blockDim.x, t = threadIdx.x;
+
+    for (int j = t; j < n; j += T)
+        for (int f = 0; f < F; ++f) Hprev[f * ncol_max + j] = 0;  // the origin, reachable with any f
+    if (t == 0) {
+        long long k0 = bin_key(0.0, reach, tol);
+        B[k0] = (1ULL << 32) | 1ULL;  // cell (0, 0)
+        for (int f = 0; f < F; ++f) BD[k0 * F + f] = 0;
+    }
+    __syncthreads();
+    for (int i = 1; i < m; ++i) {
+        const bool end = (i == m - 1);
+        const int gain = end ? 0 : 1;
+        const double within = end ? end_tol : tol;
+        const int r = (int)ceil(within / tol);
+        for (int j = t; j < n; j += T) {
+            bool ok = false;
+            long long key = 0;
+            double d = 0.0;
+            if (j >= 1) {
+                d = s[i] - P[j];
+                ok = fabs(d) <= limit + (end ? end_tol : 0.0);
+                if (end) ok = ok && (j == n - 1);
+            }
+            unsigned long long best = 0;
+            long long bestk = -1;
+            if (ok) {
+                key = bin_key(d, reach, tol);
+                for (int off = -r; off <= r; ++off) {
+                    long long kk = key + off;
+                    kk = kk < 0 ? 0 : (kk > nbins - 1 ? nbins - 1 : kk);
+                    unsigned long long v = B[kk];
+                    if (v == 0ULL) continue;
+                    int ci = (int)(v >> 32) - 1, cj = (int)(v & 0xffffffffULL) - 1;
+                    if (cj < j && fabs((s[ci] - P[cj]) - d) <= within && v > best) { best = v; bestk = kk; }
+                }
+            }
+            for (int f = 0; f < F; ++f) {
+                int b = NONE;
+                if (ok) {
+                    if (bestk >= 0) b = BD[bestk * F + f];
+                    if (f > 0) { int h = Hprev[(f - 1) * ncol_max + j - 1]; b = h > b ? h : b; }
+                }
+                Dc[f * ncol_max + j] = b > NONE ? b + gain : NONE;
+            }
+            unsigned long long here = ok ? B[key] : 0ULL;
+            CK[j] = key;
+            CN[j] = ok && (here == 0ULL || (int)(here & 0xffffffffULL) - 1 != j);
+        }
+        __syncthreads();
+        const int chunk = (n + T - 1) / T;
+        const int lo = t * chunk, hi = min(n, lo + chunk);
+        for (int f = 0; f < F; ++f) {
+            int run = NONE;
+            for (int j = lo; j < hi; ++j) {
+                int v = max(Dc[f * ncol_max + j], Hprev[f * ncol_max + j]);
+                run = max(run, v);
+                Hcur[f * ncol_max + j] = run;
+            }
+            chunk_max[t] = run;
+            __syncthreads();
+            if (t == 0) {
+                int acc = NONE;
+                for (int u = 0; u < T; ++u) { int v = chunk_max[u]; chunk_max[u] = acc; acc = max(acc, v); }
+            }
+            __syncthreads();
+            const int before = chunk_max[t];
+            for (int j = lo; j < hi; ++j) Hcur[f * ncol_max + j] = max(Hcur[f * ncol_max + j], before);
+            __syncthreads();
+        }
+        for (int j = t; j < n; j += T)
+            if (CN[j]) atomicMax(&B[CK[j]], ((unsigned long long)(i + 1) << 32) | (unsigned long long)(j + 1));
+        __syncthreads();
+        for (int j = t; j < n; j += T)
+            if (CN[j] && B[CK[j]] == (((unsigned long long)(i + 1) << 32) | (unsigned long long)(j + 1)))
+                for (int f = 0; f < F; ++f) BD[CK[j] * F + f] = Dc[f * ncol_max + j];
+        __syncthreads();
+        int* tmp = Hprev; Hprev = Hcur; Hcur = tmp;
+    }
+    if (t == 0)
+        for (int f = 0; f < F; ++f) out[p * F + f] = m > 1 ? Dc[f * ncol_max + n - 1] : NONE;
+}
+"""

@@ -1,0 +1,80 @@
+"""The alignment kernel (`rtsearch.scoring.topdown.gpu`) gives the NumPy reference's scores, pair for pair: random
+small grids (as tests/unit/test_topdown_align.py's) and the FLASHApp E. coli run's spectra against proteoforms
+of its database; then both speeds on this machine."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from rtsearch.config import ProteoformConfig
+from rtsearch.database.fasta import read_fasta
+from rtsearch.io.msalign import read_msalign
+from rtsearch.proteoforms.database import build_proteoforms
+from rtsearch.scoring.backend import get_backend
+from rtsearch.scoring.topdown.gpu import align_pairs
+from rtsearch.scoring.topdown.prm import prm_masses
+from tests.conftest import data_dir
+
+pytestmark = pytest.mark.gpu
+
+
+def _random_grid(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    prefix = np.concatenate([[0.0], np.cumsum(rng.choice([57.02, 71.04, 87.03, 99.07, 113.08, 128.09], 6))])
+    truth = prefix + np.where(np.arange(7) >= rng.integers(1, 6), rng.choice([0.0, 15.99, 79.97]), 0.0)
+    keep = np.sort(rng.choice(np.arange(1, 6), rng.integers(2, 5), replace=False))
+    noise = rng.uniform(50, 600, rng.integers(0, 3))
+    return np.concatenate([[0.0], np.sort(np.concatenate([truth[keep], noise])), [truth[-1]]]), prefix
+
+
+@pytest.mark.parametrize("shifts", [0, 1, 2])
+def test_random_grids_same_scores(shifts: int) -> None:
+    cp = get_backend("cupy").xp
+    grids = [_random_grid(s) for s in range(200)]
+    prms, prefixes = [g[0] for g in grids], [g[1] for g in grids]
+    pairs = np.array([(k, k) for k in range(200)] + [(k, (k * 7) % 200) for k in range(200)])
+    kw = {"tolerance": 0.02, "max_shifts": shifts, "max_shift_mass": 200.0}
+    want = align_pairs(prms, prefixes, pairs, **kw)
+    got = align_pairs(prms, prefixes, pairs, xp=cp, **kw)
+    assert np.array_equal(got, want)
+    assert (want[:, -1] > 0).sum() > 50 and len(np.unique(want)) > 3  # many grids hold a path, scores vary
+
+
+def _ecoli(n_spectra: int, n_forms: int):
+    folder = data_dir() / "topdown-flashapp-ecoli"
+    db = build_proteoforms(read_fasta(folder / "example_database.fasta"), ProteoformConfig(decoys="none"))
+    spectra = [s for s in read_msalign(folder / "toppic_ms2.msalign") if not s.problem][:n_spectra]
+    prms = [prm_masses(s.mass, s.precursors[0].mass, s.activation, merge_within=0.02) for s in spectra]
+    forms = np.random.default_rng(1).choice(len(db.form_mass), n_forms, replace=False)
+    prefixes = [db.form_prefix(int(f))[:401] for f in forms]
+    pairs = np.array([(a, b) for a in range(len(prms)) for b in range(len(prefixes))])
+    tols = np.array([spectra[a].precursors[0].mass * 15e-6 for a, _ in pairs.tolist()])
+    return prms, prefixes, pairs, tols
+
+
+def test_real_spectra_same_scores_and_speed() -> None:
+    cp = get_backend("cupy").xp
+    prms, prefixes, pairs, tols = _ecoli(50, 20)
+    kw = {"tolerance": 0.02, "max_shifts": 1, "max_shift_mass": 500.0, "precursor_tolerance": tols}
+    t0 = time.perf_counter()
+    want = align_pairs(prms, prefixes, pairs, **kw)
+    t1 = time.perf_counter()
+    align_pairs(prms[:2], prefixes[:2], pairs[:2], xp=cp, **{**kw, "precursor_tolerance": tols[:2]})  # compile
+    t2 = time.perf_counter()
+    got = align_pairs(prms, prefixes, pairs, xp=cp, **kw)
+    t3 = time.perf_counter()
+    assert np.array_equal(got, want)
+    cells = sum(len(prms[a]) * len(prefixes[b]) * 2 for a, b in pairs.tolist())
+    print(f"\ntop-down alignment, {len(pairs)} pairs, {cells / 1e6:.1f} M cells (1 shift): NumPy {t1 - t0:.2f} s "
+          f"({cells / (t1 - t0) / 1e6:.1f} M cells/s), CuPy {t3 - t2:.3f} s ({cells / (t3 - t2) / 1e6:.1f} M cells/s)")
+    prms, prefixes, pairs, tols = _ecoli(200, 200)  # every searchable spectrum of the run x 200 forms, CuPy only
+    cells = sum(len(prms[a]) * len(prefixes[b]) * 2 for a, b in pairs.tolist())
+    for _ in range(2):
+        t0 = time.perf_counter()
+        align_pairs(prms, prefixes, pairs, xp=cp, **{**kw, "precursor_tolerance": tols})
+        secs = time.perf_counter() - t0
+        print(f"CuPy: {len(pairs):,} pairs, {cells / 1e9:.2f} G cells in {secs:.3f} s: "
+              f"{cells / secs / 1e9:.2f} G cells/s, {len(pairs) / secs:,.0f} alignments/s")
