@@ -3,7 +3,8 @@ database with shuffled decoys, each spectrum's best PrSM (`rtsearch.scoring.topd
 PrSMs by target-decoy (`rtsearch.search.fdr.q_values` on the matched-PRM score). Prints the counts at 1 % and
 5 % FDR, the best PrSMs and the seconds. One JSON line last.
 
-    python bench/topdown_search.py --data ../shared/data [--tolerance 0.02] [--shifts 1]
+    python bench/topdown_search.py --data ../shared/data [--tolerance 0.02] [--shifts 1] [--truncations
+        --backend cupy]
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from rtsearch.config import ProteoformConfig  # noqa: E402
 from rtsearch.database.fasta import read_fasta  # noqa: E402
 from rtsearch.io.msalign import read_msalign  # noqa: E402
 from rtsearch.proteoforms.database import build_proteoforms  # noqa: E402
+from rtsearch.scoring.backend import get_backend  # noqa: E402
 from rtsearch.scoring.topdown.search import TopDownSettings, search_spectrum  # noqa: E402
+from rtsearch.scoring.topdown.truncation import Positions  # noqa: E402
 from rtsearch.search.fdr import q_values  # noqa: E402
 
 
@@ -33,25 +36,31 @@ def main() -> int:
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--tolerance", type=float, default=0.02)
     ap.add_argument("--shifts", type=int, default=1)
+    ap.add_argument("--truncations", action="store_true", help="truncated sub-sequences as candidates too")
+    ap.add_argument("--backend", default="numpy", choices=["numpy", "cupy"],
+                    help="for the alignments and the truncations' counts")
     args = ap.parse_args()
     folder = args.data / "topdown-flashapp-ecoli"
     db = build_proteoforms(read_fasta(folder / "example_database.fasta"), ProteoformConfig())
     spectra = [s for s in read_msalign(folder / "toppic_ms2.msalign") if not s.problem]
     settings = TopDownSettings(tolerance_da=args.tolerance, max_shifts=args.shifts)
     t0 = time.perf_counter()
-    found = [r for r in (search_spectrum(db, s, settings) for s in spectra) if r.form >= 0]
+    xp = get_backend(args.backend).xp
+    positions = Positions(db, xp) if args.truncations else None
+    found = [r for r in (search_spectrum(db, s, settings, positions, xp=xp) for s in spectra) if r.protein >= 0]
     secs = time.perf_counter() - t0
     score = np.array([r.score for r in found], float)
     decoy = np.array([r.decoy for r in found], bool)
     q = q_values(score, decoy)
     for r in sorted(found, key=lambda r: -r.score)[:10]:
-        print(r.scan, db.accessions[db.form_protein[r.form]], r.score, r.shifts, round(r.mass_difference, 3))
+        print(r.scan, db.accessions[r.protein], r.start, r.end, r.form, r.score, r.shifts, round(r.mass_difference, 3))
     print(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model(),
                       "spectra": len(spectra), "with_prsm": len(found), "decoy_prsms": int(decoy.sum()),
                       "targets_at_1pct": int(((q <= 0.01) & ~decoy).sum()),
                       "targets_at_5pct": int(((q <= 0.05) & ~decoy).sum()),
                       "best_target_score": int(score[~decoy].max(initial=0)),
                       "best_decoy_score": int(score[decoy].max(initial=0)), "seconds": round(secs, 2),
+                      "truncations": args.truncations, "backend": args.backend,
                       "settings": vars(settings)}))  # fmt: skip
     return 0
 

@@ -22,8 +22,9 @@ def ecoli():
                              ProteoformConfig())  # fmt: skip
 
 
-def _simulate(db, form: int, shift: float, rng: np.random.Generator) -> DeconvolutedSpectrum:
-    prefix = db.form_prefix(form)
+def _simulate(db, form: int, shift: float, rng: np.random.Generator, prefix: np.ndarray | None = None
+              ) -> DeconvolutedSpectrum:  # fmt: skip
+    prefix = db.form_prefix(form) if prefix is None else prefix
     n = len(prefix) - 1
     site = int(rng.integers(n // 4, 3 * n // 4))
     true = prefix + np.where(np.arange(n + 1) > site, shift, 0.0)
@@ -52,3 +53,25 @@ def test_a_simulated_spectrum_finds_its_proteoform(ecoli, seed: int, shift: floa
     assert got.shifts == (0 if shift == 0 else 1)
     assert got.mass_difference == pytest.approx(shift, abs=1e-6)
     assert got.score >= 30  # of its 40 cleavages' PRMs; the noise masses explain next to nothing
+
+
+def test_a_truncated_proteoform_is_found_by_its_diagonals() -> None:
+    """A sub-sequence of a protein (no N-terminal form can be it), with and without a shift: found with the
+    positions of a 150-protein database and their decoys, at its residues."""
+    from rtsearch.scoring.topdown.truncation import Positions
+
+    db = build_proteoforms(read_fasta(data_dir() / "topdown-flashapp-ecoli" / "example_database.fasta")[:150],
+                           ProteoformConfig())  # fmt: skip
+    positions = Positions(db)
+    rng = np.random.default_rng(7)
+    long = [k for k in range(150) if db.offsets[k + 1] - db.offsets[k] > 200]
+    for shift in (0.0, 79.966331):
+        k = int(rng.choice(long))
+        a, b = int(rng.integers(20, 60)), int(rng.integers(120, 180))
+        full = db.prefix_of(k)
+        sp = _simulate(db, -1, shift, rng, prefix=full[a : b + 1] - full[a])
+        plain = search_spectrum(db, sp, TopDownSettings(tolerance_da=0.01))
+        got = search_spectrum(db, sp, TopDownSettings(tolerance_da=0.01), positions)
+        assert (got.protein, got.start, got.end, got.form) == (k, a, b, -1) and not got.decoy
+        assert got.shifts == (0 if shift == 0 else 1) and got.mass_difference == pytest.approx(shift, abs=1e-6)
+        assert got.score >= 30 and plain.score < got.score  # whole forms alone do not explain it

@@ -7,21 +7,25 @@ shift — the ``candidates`` best aligned (`rtsearch.scoring.topdown.align`). A 
 alignment: highest score, then fewest shifts, then smallest mass difference; with several precursors (one
 isolation window), the best over them.
 
-Not yet: truncated proteoforms (a sub-sequence of a protein, as TopPIC's N-/C-terminal truncations and its
-"diagonal" shifts), known PTM shifts, E-values. On the FLASHApp E. coli run (167 MS2 against its 4,426
-proteins and their decoys), whole-protein forms with ≤ 1 shift give no PrSM at 1 % FDR (best scores 5–6
-matched PRMs, targets and decoys alike), where TopPIC reports 3: those proteoforms are truncated.
+With ``positions`` (`rtsearch.scoring.topdown.truncation.Positions`), truncated sub-sequences are candidates
+too. On the FLASHApp E. coli run (167 MS2 against its 4,426 proteins and their decoys), whole-protein forms
+alone with ≤ 1 shift gave no PrSM at 1 % FDR (best scores 5–6 matched PRMs, targets and decoys alike), where
+TopPIC reports 3. Not yet: known PTM shifts, E-values.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from rtsearch.proteoforms.database import ProteoformDatabase
-from rtsearch.scoring.topdown.align import NONE, align
-from rtsearch.scoring.topdown.prm import prm_masses
+from rtsearch.scoring.topdown.align import NONE, Alignment
+from rtsearch.scoring.topdown.gpu import align_pairs
+from rtsearch.scoring.topdown.prm import WATER, prm_masses
+from rtsearch.scoring.topdown.truncation import Positions
+from rtsearch.scoring.topdown.truncation import candidates as truncated
 from rtsearch.types import DeconvolutedSpectrum
 
 
@@ -36,13 +40,17 @@ class TopDownSettings:
 
 @dataclass(frozen=True)
 class PrSM:
-    """A spectrum's best proteoform-spectrum match (``form`` -1: none)."""
+    """A spectrum's best proteoform-spectrum match (``protein`` -1: none): residues [start, end) of ``protein``,
+    with N-terminal form ``form`` (-1: a truncated sub-sequence, no N-terminal modification)."""
 
     scan: int
+    protein: int
+    start: int
+    end: int
     form: int
     score: int
     shifts: int
-    mass_difference: float  # precursor mass - the form's mass (Da): the shifts' sum
+    mass_difference: float  # precursor mass - the proteoform's mass (Da): the shifts' sum
     decoy: bool
 
 
@@ -77,22 +85,38 @@ def _near(x: np.ndarray, sorted_ref: np.ndarray, tol: float) -> np.ndarray:
     return best <= tol
 
 
-def search_spectrum(db: ProteoformDatabase, sp: DeconvolutedSpectrum, s: TopDownSettings) -> PrSM:
-    """The spectrum's best PrSM over its precursors and their candidates (form -1 when none aligns)."""
-    best = (NONE, 0, 0.0, -1)  # score, -shifts, -|mass difference|, form
+def search_spectrum(db: ProteoformDatabase, sp: DeconvolutedSpectrum, s: TopDownSettings,
+                    positions: Positions | None = None, *, xp: Any = np) -> PrSM:  # fmt: skip
+    """The spectrum's best PrSM over its precursors and their candidates: whole N-terminal forms and, with
+    ``positions``, truncated sub-sequences (`rtsearch.scoring.topdown.truncation`); protein -1 when none aligns.
+    The alignments run on ``xp`` (`rtsearch.scoring.topdown.gpu.align_pairs`)."""
+    best: tuple[float, ...] = (NONE, 0, 0.0)
+    found = PrSM(sp.scan, -1, 0, 0, -1, NONE, -1, 0.0, False)
     for p in sp.precursors:
         prm = prm_masses(sp.mass, p.mass, sp.activation, merge_within=s.tolerance_da)
+        options: list[tuple[int, int, int, int, np.ndarray]] = []  # protein, start, end, form, prefix masses
         for f in candidates(db, prm, p.mass, s).tolist():
-            score, shifts = align(prm, db.form_prefix(f), tolerance=s.tolerance_da, max_shifts=s.max_shifts,
-                                  max_shift_mass=s.max_shift_mass,
-                                  precursor_tolerance=p.mass * s.precursor_ppm * 1e-6).best  # fmt: skip
-            if score > NONE:
-                key = (score, -shifts, -abs(p.mass - db.form_mass[f]), f)
-                best = max(best, key)
-    score, neg_shifts, _, form = best
-    if form < 0:
-        return PrSM(sp.scan, -1, NONE, -1, 0.0, False)
-    mass = next(p.mass for p in sp.precursors if abs(abs(p.mass - db.form_mass[form]) + best[2]) < 1e-9)
-    decoy = bool(db.is_decoy[db.form_protein[form]])
-    return PrSM(sp.scan, form, score, -neg_shifts, float(mass - db.form_mass[form]), decoy)
-
+            k = int(db.form_protein[f])
+            options.append((k, int(db.form_start[f]), int(db.offsets[k + 1] - db.offsets[k]), f, db.form_prefix(f)))
+        if positions is not None:
+            window = s.max_shifts * s.max_shift_mass + p.mass * s.precursor_ppm * 1e-6
+            for k, a, b in truncated(positions, prm, p.mass - WATER, tol=s.tolerance_da, window=window,
+                                     limit=s.candidates * 10):  # fmt: skip
+                full = db.prefix_of(k)
+                options.append((k, a, b, -1, full[a : b + 1] - full[a]))
+        if not options:
+            continue
+        scores = align_pairs([prm], [o[4] for o in options], np.array([(0, c) for c in range(len(options))]),
+                             tolerance=s.tolerance_da, max_shifts=s.max_shifts, max_shift_mass=s.max_shift_mass,
+                             precursor_tolerance=np.full(len(options), p.mass * s.precursor_ppm * 1e-6),
+                             xp=xp)  # fmt: skip
+        for (k, a, b, f, prefix), row in zip(options, scores.tolist(), strict=True):
+            score, shifts = Alignment(tuple(row)).best
+            if score <= NONE:
+                continue
+            mass = float(prefix[-1] + WATER)
+            key = (score, -shifts, -abs(p.mass - mass))
+            if key > best:
+                best = key
+                found = PrSM(sp.scan, k, a, b, f, score, shifts, p.mass - mass, bool(db.is_decoy[k]))
+    return found

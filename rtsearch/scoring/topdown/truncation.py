@@ -1,0 +1,77 @@
+"""Truncated proteoforms: which sub-sequences [a, b) of which proteins a spectrum may be, by its two diagonals.
+
+A truncated proteoform starts at residue a and ends before residue b of its protein. Its N-terminal ions sit
+on the diagonal shift −P_a (a PRM s_i matches P_a + s_i), its C-terminal ions on the one anchored at b (P_b −
+(M − H2O − s_i)); an alignment with one shift runs along the first, then the second. Over the database's
+prefix masses laid end to end (each protein after a gap no PRM can bridge, so the array is increasing), every
+position's count on both diagonals is one sorted search a PRM (MS-Filter's diagonal counts, CuPy or NumPy);
+the best starts and ends, paired where the mass between them is the precursor's within the shifts' range, are
+the candidates (``[(protein, a, b)]``, best first) to align (`rtsearch.scoring.topdown.align`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rtsearch.proteoforms.database import ProteoformDatabase
+
+GAP = 1.0e6  # Da between proteins laid end to end: more than any PRM
+
+
+class Positions:
+    """The database's prefix masses laid end to end (``mass``, increasing) and each position's protein."""
+
+    def __init__(self, db: ProteoformDatabase, xp: Any = np) -> None:
+        n = len(db.accessions)
+        sizes = np.diff(db.offsets) + 1  # n + 1 prefix masses a protein
+        self.protein = np.repeat(np.arange(n), sizes)
+        self.start = np.repeat(db.offsets[:-1] + np.arange(n), sizes)  # each position's protein's first
+        base = np.repeat(np.arange(n) * GAP, sizes)
+        self.mass_host = db.prefix + base
+        self.xp = xp
+        self.mass = xp.asarray(self.mass_host)
+
+    def counts(self, prm: np.ndarray, m_res: float, tol: float) -> tuple[Any, Any]:
+        """Per position: inner PRMs on its N-terminal diagonal (as a start) and on its C-terminal one (as an end)."""
+        xp, g = self.xp, self.mass
+        n_count = xp.zeros(g.shape[0], dtype=xp.int32)
+        c_count = xp.zeros(g.shape[0], dtype=xp.int32)
+        for s in np.asarray(prm[1:-1]).tolist():
+            n_count += _hits(xp, g, g + s, tol)
+            c_count += _hits(xp, g, g - (m_res - s), tol)
+        return n_count, c_count
+
+
+def _hits(xp: Any, sorted_mass: Any, target: Any, tol: float) -> Any:
+    k = xp.clip(xp.searchsorted(sorted_mass, target), 1, sorted_mass.shape[0] - 1)
+    near = xp.minimum(xp.abs(sorted_mass[k] - target), xp.abs(sorted_mass[k - 1] - target))
+    return (near <= tol).astype(xp.int32)
+
+
+def candidates(pos: Positions, prm: np.ndarray, m_res: float, *, tol: float, window: float, starts: int = 50,
+               limit: int = 200) -> list[tuple[int, int, int]]:  # fmt: skip
+    """(protein, a, b) sub-sequences whose mass is ``m_res`` within ``window`` Da, from the ``starts`` best starts
+    and ends by their diagonal counts; at most ``limit``, by the two counts' sum."""
+    xp = pos.xp
+    n_count, c_count = pos.counts(prm, m_res, tol)
+    n_host, c_host = _host(xp, n_count), _host(xp, c_count)
+    g = pos.mass_host
+    found: dict[tuple[int, int], int] = {}
+    for a in np.argsort(-n_host, kind="stable")[:starts].tolist():
+        lo, hi = np.searchsorted(g, [g[a] + m_res - window, g[a] + m_res + window])
+        for b in range(int(lo), int(hi)):
+            if pos.protein[b] == pos.protein[a] and b > a:
+                found[a, b] = int(n_host[a] + c_host[b])
+    for b in np.argsort(-c_host, kind="stable")[:starts].tolist():
+        lo, hi = np.searchsorted(g, [g[b] - m_res - window, g[b] - m_res + window])
+        for a in range(int(lo), int(hi)):
+            if pos.protein[a] == pos.protein[b] and b > a:
+                found[a, b] = int(n_host[a] + c_host[b])
+    best = sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+    return [(int(pos.protein[a]), int(a - pos.start[a]), int(b - pos.start[a])) for (a, b), _ in best]
+
+
+def _host(xp: Any, a: Any) -> np.ndarray:
+    return a if xp is np else xp.asnumpy(a)
