@@ -8,11 +8,13 @@ with a message naming the difference.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,19 +61,27 @@ def file_record(path: str | Path) -> dict[str, Any]:
 
 def save_index(index: PeptideIndex, out: str | Path) -> None:
     """Write ``index`` to folder ``out`` atomically (a temporary folder, then a rename)."""
-    dest = Path(out)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
+    with new_folder(out, "an rtsearch index") as tmp:
         for name, (group, attr) in _ARRAYS.items():
             owner = getattr(index, group) if group else index
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(getattr(owner, attr)))
         (tmp / "proteins.json").write_text(json.dumps(index.proteins))
         manifest = dict(index.manifest, bucket_size=index.fragments.bucket_size)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
+
+
+@contextlib.contextmanager
+def new_folder(out: str | Path, kind: str) -> Iterator[Path]:
+    """A temporary folder beside ``out`` to fill; on success it replaces ``out`` (a folder of ``kind`` with a
+    manifest, or none: anything else there is refused), on failure it is removed."""
+    dest = Path(out)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        yield tmp
         if dest.exists():
             if not (dest / MANIFEST).exists():
-                raise InputError(f"{dest}: exists and is not an rtsearch index; not overwriting")
+                raise InputError(f"{dest}: exists and is not {kind}; not overwriting")
             shutil.rmtree(dest)
         os.replace(tmp, dest)
     finally:

@@ -138,12 +138,17 @@ def read_mzml(path: Path, run: str, defaults: tuple[int, ...], levels: frozenset
             if local == "spectrum":
                 last, spectrum = _mzmlmake_spectrum(elem, index, groups, run, defaults, levels)
                 index += 1
-            elem.clear()
-            parent = elem.getparent()
-            while parent is not None and elem.getprevious() is not None:
-                del parent[0]
+            release(elem)
             if spectrum is not None:
                 yield spectrum
+
+
+def release(elem: Any, *, keep_tail: bool = False) -> None:
+    """Free a parsed element and the siblings before it (iterparse keeps the tree it has built)."""
+    elem.clear(keep_tail=keep_tail)
+    parent = elem.getparent()
+    while parent is not None and elem.getprevious() is not None:
+        del parent[0]
 
 
 _DECLARATION = re.compile(rb"^\s*<\?xml[^>]*\?>")
@@ -172,9 +177,6 @@ def read_mzml_part(path: Path, run: str, defaults: tuple[int, ...], levels: froz
     for _, elem in xml_events(doc, path, "mzML", lambda: last, events=("end",), tag="{*}spectrum"):  # noqa: B023
         last, spectrum = _mzmlmake_spectrum(elem, index, groups, run, defaults, levels)
         index += 1
-        elem.clear()
-        parent = elem.getparent()
-        while parent is not None and elem.getprevious() is not None:
-            del parent[0]
+        release(elem)
         if spectrum is not None:
             yield spectrum

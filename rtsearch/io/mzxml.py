@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from rtsearch.io.mzml import xml_events
+from rtsearch.io.mzml import release, xml_events
 from rtsearch.io.parsing import make_spectrum, one_line, to_float
 from rtsearch.types import Spectrum
 
@@ -95,11 +95,9 @@ def read_mzxml(path: Path, run: str, defaults: tuple[int, ...], levels: frozense
             last, level, spectrum = _spectrum(elem, run, defaults)
             inner = held.pop()
             out = ([spectrum] if level in levels else []) + inner
-            elem.clear(keep_tail=True)
             if held:  # nested: given after the scan that holds it
+                elem.clear(keep_tail=True)
                 held[-1].extend(out)
             else:
-                parent = elem.getparent()
-                while parent is not None and elem.getprevious() is not None:
-                    del parent[0]
+                release(elem, keep_tail=True)
                 yield from out

@@ -1,13 +1,10 @@
 """A proteoform database on disk: a folder of ``.npy`` arrays (loaded memory-mapped), ``accessions.json`` and
 ``manifest.json`` (format and version, the ``[proteoforms]`` parameters, the inputs' hashes, counts), written
-atomically like a peptide index (`rtsearch.database.store`)."""
+atomically as a peptide index is (`rtsearch.database.store.new_folder`)."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +12,12 @@ import numpy as np
 
 from rtsearch import __version__
 from rtsearch.config import parse_config, resolved_dict
+from rtsearch.database.store import MANIFEST, new_folder
 from rtsearch.errors import ConfigError, IndexMismatchError, InputError
 from rtsearch.proteoforms.database import KnownShifts, ProteoformDatabase
 
 FORMAT = "rtsearch-proteoforms"
 FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
 _ARRAYS = ("residues", "offsets", "is_decoy", "prefix", "form_protein", "form_start", "form_delta", "form_kind",
            "form_mass")  # fmt: skip
 
@@ -29,10 +26,7 @@ def save_proteoforms(db: ProteoformDatabase, out: str | Path, *, inputs: list[di
                      build_seconds: float = 0.0) -> None:  # fmt: skip
     """Write ``db`` to folder ``out`` (a temporary folder beside it, then a rename); ``inputs``: the FASTA files'
     records (`rtsearch.database.store.file_record`)."""
-    dest = Path(out)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
+    with new_folder(out, "an rtsearch proteoform database") as tmp:
         for name in _ARRAYS:
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(getattr(db, name)))
         (tmp / "accessions.json").write_text(json.dumps(db.accessions))
@@ -41,14 +35,6 @@ def save_proteoforms(db: ProteoformDatabase, out: str | Path, *, inputs: list[di
                     "known_shifts": dict(zip(db.known.names, db.known.mass.tolist(), strict=True)),
                     "bytes": sum(getattr(db, n).nbytes for n in _ARRAYS), "build_seconds": round(build_seconds, 3)}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
-        if dest.exists():
-            if not (dest / MANIFEST).exists():
-                raise InputError(f"{dest}: exists and is not an rtsearch proteoform database; not overwriting")
-            shutil.rmtree(dest)
-        os.replace(tmp, dest)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def read_manifest(folder: str | Path) -> dict[str, Any]:

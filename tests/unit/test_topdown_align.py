@@ -99,3 +99,13 @@ def test_prm_masses_read_each_fragment_both_ways() -> None:
     merged = prm_masses(np.array([200.0, 200.004, 1000.0 + WATER - 200.0]), 1000.0 + WATER, merge_within=0.01)
     # 200, 200.004 and the y ion's complement 200 again: one PRM; their complements near 818.01: one
     assert merged.tolist() == pytest.approx([0.0, 200.0, 1000.0 - 200.0 + WATER, 1000.0], abs=0.01)
+
+
+def test_near_by_hand() -> None:
+    from rtsearch.scoring.topdown.prm import near
+
+    ref = np.array([100.0, 200.0, 300.0])
+    x = np.array([50.0, 99.99, 150.0, 200.015, 299.98, 300.03, 400.0])
+    assert near(ref, x, 0.02).tolist() == [False, True, False, True, True, False, False]
+    assert near(np.zeros(0), x, 1.0).tolist() == [False] * 7
+    assert near(np.array([5.0]), np.array([4.99, 5.5]), 0.02).tolist() == [True, False]

@@ -8,6 +8,8 @@ EThcD: c (NH3) and z• (H2O − NH3 + H). The result is sorted, with 0 and M �
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 WATER = 18.010564684
@@ -36,3 +38,13 @@ def prm_masses(fragments: np.ndarray, precursor_mass: float, activation: str = "
     if merge_within > 0 and inner.size:
         inner = inner[np.r_[True, np.diff(inner) > merge_within]]
     return np.concatenate([[0.0], inner, [residues]])
+
+
+def near(sorted_ref: Any, x: Any, tol: float, xp: Any = np) -> Any:
+    """Whether each of ``x`` is within ``tol`` of some value of the ascending ``sorted_ref`` (NumPy or CuPy)."""
+    if sorted_ref.shape[0] == 0:
+        return xp.zeros(x.shape[0], dtype=bool)
+    k = xp.searchsorted(sorted_ref, x)
+    hi = xp.minimum(k, sorted_ref.shape[0] - 1)
+    lo = xp.maximum(k - 1, 0)
+    return xp.minimum(xp.abs(sorted_ref[hi] - x), xp.abs(sorted_ref[lo] - x)) <= tol

@@ -23,7 +23,7 @@ import numpy as np
 from rtsearch.proteoforms.database import ProteoformDatabase
 from rtsearch.scoring.topdown.align import NONE, Alignment
 from rtsearch.scoring.topdown.gpu import align_pairs
-from rtsearch.scoring.topdown.prm import WATER, prm_masses
+from rtsearch.scoring.topdown.prm import WATER, near, prm_masses
 from rtsearch.scoring.topdown.truncation import Positions
 from rtsearch.scoring.topdown.truncation import candidates as truncated
 from rtsearch.types import DeconvolutedSpectrum
@@ -69,20 +69,10 @@ def candidates(db: ProteoformDatabase, prm: np.ndarray, precursor: float, s: Top
 def _diagonals(prefix: np.ndarray, prm: np.ndarray, total_shift: float, tol: float) -> int:
     """PRMs within ``tol`` of a prefix mass (shift 0) or of one plus ``total_shift`` (inner masses only)."""
     inner = prm[1:-1]
-    near = _near(inner, prefix[1:-1], tol)
+    hit = near(prefix[1:-1], inner, tol)
     if abs(total_shift) > tol:
-        near |= _near(inner, prefix[1:-1] + total_shift, tol)
-    return int(near.sum())
-
-
-def _near(x: np.ndarray, sorted_ref: np.ndarray, tol: float) -> np.ndarray:
-    """Whether each of ``x`` is within ``tol`` of some value of ``sorted_ref``."""
-    if sorted_ref.size == 0:
-        return np.zeros(x.shape[0], dtype=bool)
-    k = np.clip(np.searchsorted(sorted_ref, x), 1, sorted_ref.size - 1) if sorted_ref.size > 1 else np.zeros(
-        x.shape[0], np.int64)  # fmt: skip
-    best = np.minimum(np.abs(sorted_ref[k] - x), np.abs(sorted_ref[np.maximum(k - 1, 0)] - x))
-    return best <= tol
+        hit |= near(prefix[1:-1] + total_shift, inner, tol)
+    return int(hit.sum())
 
 
 def search_spectrum(db: ProteoformDatabase, sp: DeconvolutedSpectrum, s: TopDownSettings,

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from rtsearch.proteoforms.database import ProteoformDatabase
+from rtsearch.scoring.topdown.prm import near
 
 GAP = 1.0e6  # Da between proteins laid end to end: more than any PRM
 
@@ -39,15 +40,9 @@ class Positions:
         n_count = xp.zeros(g.shape[0], dtype=xp.int32)
         c_count = xp.zeros(g.shape[0], dtype=xp.int32)
         for s in np.asarray(prm[1:-1]).tolist():
-            n_count += _hits(xp, g, g + s, tol)
-            c_count += _hits(xp, g, g - (m_res - s), tol)
+            n_count += near(g, g + s, tol, xp).astype(xp.int32)
+            c_count += near(g, g - (m_res - s), tol, xp).astype(xp.int32)
         return n_count, c_count
-
-
-def _hits(xp: Any, sorted_mass: Any, target: Any, tol: float) -> Any:
-    k = xp.clip(xp.searchsorted(sorted_mass, target), 1, sorted_mass.shape[0] - 1)
-    near = xp.minimum(xp.abs(sorted_mass[k] - target), xp.abs(sorted_mass[k - 1] - target))
-    return (near <= tol).astype(xp.int32)
 
 
 def candidates(pos: Positions, prm: np.ndarray, m_res: float, *, tol: float, window: float, starts: int = 50,
