@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call (see bench/RESULTS.md):
-#   bash bench/gpu_check.sh [parity] [probe] [bench] [library] [stream] [soak] [rtload] [latency] [bulk] [wall] [reader] [peers] | all   (all = parity bench library stream)
+#   bash bench/gpu_check.sh [parity] [probe] [bench] [library] [stream] [soak] [rtload] [latency] [bulk] [wall] [reader] [peers] [topdown] | all   (all = parity bench library stream)
 # rtload: bench/rtload_bench.py with RTLOAD_ARGS (the shared client and echo floor copied to .gpudata/tools)
 # latency: bench/latency_probe.py with LATENCY_ARGS (a lone spectrum's latency, stage by stage)
 # bulk: bench/bulk_bench.py with BULK_ARGS (rtsearch-sim replay --rate max against the offline engine)
 # wall: bench/search_wall.py (rtsearch search's whole process on the 50,000-spectrum MGF, cold and warm kernel cache)
 # reader: bench/reader_bench.py (the bulk MGF reader against pyteomics')
+# topdown: bench/topdown_search.py on the FLASHApp run (TOPDOWN_VARIANTS, "Da:ppm" fragment tolerances, default
+#   "0.02:15 0.05:0"; with truncations, CuPy), then rtsearch search of the FLASHApp and Jurkat msalign against the E. coli proteoform database
 # peers: bench/peers.py with PEERS_ARGS (Comet and Sage on the same FASTA and MGF; .deb/.whl in .gpudata/peers)
 # Expects the wheels in .whl/ (../shared/tools/device-wheels.sh) and the real data copied
 # to .gpudata/data/ (both git-ignored, carried by the device tool); writes logs under $OUT.
@@ -84,5 +86,21 @@ fi
 if [[ $modes == *" reader "* ]]; then
   python3 bench/reader_bench.py --data "$RTSEARCH_DATA" 2>&1 | tee "$out/reader_bench.log"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
+fi
+if [[ $modes == *" topdown "* ]]; then
+  for v in ${TOPDOWN_VARIANTS:-0.02:15 0.05:0}; do
+    python3 bench/topdown_search.py --data "$RTSEARCH_DATA" --backend cupy --truncations --tolerance "${v%%:*}" \
+      --ppm "${v##*:}" 2>&1 | tee "$out/topdown_search_${v/:/_}.log"
+    [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
+  done
+  pf=.benchcache/ecoli.pf
+  td=$RTSEARCH_DATA/topdown-flashapp-ecoli
+  [[ -d $pf ]] || python3 -m rtsearch.cli proteoforms build --fasta "$td/example_database.fasta" --out "$pf"
+  for run in "$td/toppic_ms2.msalign" "$RTSEARCH_DATA/topdown-jurkat/JurkatTopDownRep2Fract1_ms2.msalign"; do
+    name=$(basename "$run" .msalign)
+    { time python3 -m rtsearch.cli -v search "$run" --proteoforms "$pf" --backend cupy \
+      -o "$out/topdown_$name.tsv"; } > "$out/topdown_$name.log" 2>&1 || rc=1
+    tail -3 "$out/topdown_$name.log"
+  done
 fi
 exit $rc

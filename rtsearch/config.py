@@ -40,6 +40,7 @@ LibraryMode = Literal["auto", "narrow", "open"]
 # as is, initiator Met cleaved, Met cleaved and the new N-terminus acetylated, Met kept and acetylated
 NTermForm = Literal["none", "nme", "nme_acetyl", "m_acetyl"]
 ProteoformDecoys = Literal["shuffle", "reverse", "none"]
+IonPair = Literal["b/y", "c/z"]  # fragment ions of top-down spectra: CID/HCD, or ETD/ECD/EThcD
 
 
 def choices(choice: Any) -> tuple[str, ...]:
@@ -140,19 +141,38 @@ class ProteoformConfig:
 
 
 @dataclass(frozen=True)
+class TopDownConfig:
+    """How a top-down search aligns deconvoluted spectra with proteoforms (``[topdown]``)."""
+
+    tolerance_da: float = 0.02  # fragment PRMs: at least this, and at least `fragment_ppm` of the precursor mass
+    fragment_ppm: float = 10.0  # (a PRM from a C-terminal ion carries the precursor's error; TopPIC: -e 15)
+    precursor_ppm: float = 15.0
+    max_shifts: int = 1  # unknown mass shifts a PrSM may hold
+    max_shift_mass: float = 500.0  # Da, either sign
+    candidates: int = 20  # whole N-terminal forms aligned a spectrum (truncations: ten times as many)
+    truncations: bool = True  # truncated sub-sequences as candidates too
+    ions: IonPair = "b/y"  # for spectra that do not say their activation (the wire, MGF)
+
+    def tolerance(self, precursor_mass: float) -> float:
+        """The fragment PRM tolerance (Da) of a spectrum with this precursor mass."""
+        return max(self.tolerance_da, self.fragment_ppm * 1e-6 * precursor_mass)
+
+
+@dataclass(frozen=True)
 class Config:
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
     serve: ServeConfig = field(default_factory=ServeConfig)
     library: LibraryConfig = field(default_factory=LibraryConfig)
     proteoforms: ProteoformConfig = field(default_factory=ProteoformConfig)
+    topdown: TopDownConfig = field(default_factory=TopDownConfig)
     # whether the file had a [database] table (a search then checks the index against it)
     database_given: bool = False
 
 
 # keys that lived elsewhere before: a config naming them gets told where they are now
 MOVED = {("serve", "backend"): "[search] backend (it applies to every command)"}
-SECTIONS = ("database", "search", "serve", "library", "proteoforms")
+SECTIONS = ("database", "search", "serve", "library", "proteoforms", "topdown")
 
 
 def _literal_check(section: str, key: str, value: Any, typ: Any) -> Any:
@@ -257,6 +277,23 @@ def _validate(section: str, cfg: Any) -> None:
                               f"at least one; got {list(cfg.n_term_forms)}")  # fmt: skip
         if not 1 <= cfg.max_length <= 100_000:
             raise ConfigError("[proteoforms] max_length must be between 1 and 100000")
+    if isinstance(cfg, TopDownConfig):
+        _check_topdown(cfg)
+
+
+def _check_topdown(cfg: TopDownConfig) -> None:
+    if not 0.001 <= cfg.tolerance_da <= 1.0:
+        raise ConfigError("[topdown] tolerance_da must be between 0.001 and 1 Da")
+    if not 0 <= cfg.fragment_ppm <= 100:
+        raise ConfigError("[topdown] fragment_ppm must be between 0 and 100")
+    if not 0 < cfg.precursor_ppm <= 1000:
+        raise ConfigError("[topdown] precursor_ppm must be in (0, 1000]")
+    if not 0 <= cfg.max_shifts <= 2:
+        raise ConfigError("[topdown] max_shifts must be 0, 1 or 2")
+    if not 0 < cfg.max_shift_mass <= 2000:
+        raise ConfigError("[topdown] max_shift_mass must be in (0, 2000] Da")
+    if not 1 <= cfg.candidates <= 500:
+        raise ConfigError("[topdown] candidates must be between 1 and 500")
 
 
 # every number of [serve] (and of the flags that override it): finite, and within what a daemon honours
@@ -303,6 +340,7 @@ def parse_config(raw: dict[str, Any]) -> Config:
         serve=_section(ServeConfig, "serve", raw.get("serve", {})),
         library=_section(LibraryConfig, "library", raw.get("library", {})),
         proteoforms=_section(ProteoformConfig, "proteoforms", raw.get("proteoforms", {})),
+        topdown=_section(TopDownConfig, "topdown", raw.get("topdown", {})),
         database_given="database" in raw,
     )
 

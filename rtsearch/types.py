@@ -128,6 +128,32 @@ class DeconvolutedSpectrum:
     ms1_scan: int = -1
     problem: str = ""  # why it cannot be searched, when read but unusable
 
+    def as_spectrum(self) -> Spectrum:
+        """This spectrum as a `Spectrum` of singly protonated ions (charge 1, m/z = mass + proton), the way
+        deconvoluted spectra travel with the others (files, batches, the wire); `of` reads one back. Only the first
+        precursor travels (none of the runs here has more), the activation and peak charges do not."""
+        prec = self.precursors[0].mass + PROTON if self.precursors else 0.0
+        return Spectrum(self.run, self.scan, self.ms_level, self.mass + PROTON, self.intensity, prec,
+                        (DECONVOLUTED_CHARGE,), self.rt, self.precursors[0].intensity if self.precursors else 0.0,
+                        self.problem)  # fmt: skip
+
+    @classmethod
+    def of(cls, sp: Spectrum, activation: str = "") -> DeconvolutedSpectrum:
+        """The deconvoluted spectrum that `as_spectrum` gave ``sp`` (``problem`` says so when ``sp`` is not one)."""
+        problem = sp.problem
+        if not problem and sp.charges != (DECONVOLUTED_CHARGE,):
+            problem = ("not a deconvoluted spectrum: top-down search takes neutral masses sent as charge 1 "
+                       f"(m/z = mass + proton), got charges {list(sp.charges)}")  # fmt: skip
+        elif not problem and sp.precursor_mz <= PROTON:
+            problem = "no precursor mass"
+        mass = np.asarray(sp.mz, np.float64) - PROTON
+        precursors = (Precursor(sp.precursor_mz - PROTON, sp.precursor_mz, 1, sp.precursor_intensity),)
+        return cls(sp.run, sp.scan, sp.ms_level, mass, sp.intensity, np.ones(mass.shape[0], np.int16),
+                   precursors if not problem else (), sp.rt, activation=activation, problem=problem)  # fmt: skip
+
+
+DECONVOLUTED_CHARGE = 1  # deconvoluted spectra travel as singly protonated ions (`DeconvolutedSpectrum.as_spectrum`)
+
 
 class ResultStatus(enum.StrEnum):
     """What happened to one spectrum."""

@@ -20,8 +20,8 @@ def add_parser(sub: Any) -> None:
     s = sub.add_parser(
         "search",
         help="search spectrum files offline",
-        description="Search every MS2 spectrum of mzML, mzXML or MGF (each may be .gz) or ms2 files; one row per "
-        "spectrum.",
+        description="Search every MS2 spectrum of mzML, mzXML, MGF or msalign (each may be .gz) or ms2 files; one row "
+        "per spectrum.",
     )
     s.add_argument("runs", nargs="+", metavar="RUN", help="spectrum files")
     add_target_arguments(s, rows="rows")
@@ -55,8 +55,9 @@ def run(args: argparse.Namespace) -> int:
         backend = backend_of(args, cfg)
         log.debug("backend %s ready", backend.name)
         target = open_target(args, cfg, backend)
-        log.info("searching %s %s on %s (%s); search settings %s", target.kind, args.index or args.library,
-                 backend.name, backend.device, resolved_dict(cfg.search))  # fmt: skip
+        log.info("searching %s %s on %s (%s); search settings %s", target.kind,
+                 args.index or args.library or args.proteoforms, backend.name, backend.device,
+                 resolved_dict(cfg.topdown if args.proteoforms else cfg.search))  # fmt: skip
         bar = Progress("search", unit="spectra")
         table, summary = search_runs(reader, target, batch_size=args.batch_size,
                                      progress=lambda done, total: bar.set(done, total))  # fmt: skip

@@ -1,4 +1,5 @@
-"""What ``search`` and ``serve`` search (``--index`` or ``--library [--open]``) and where they compute.
+"""What ``search`` and ``serve`` search (``--index``, ``--library [--open]`` or ``--proteoforms``) and where they
+compute.
 
 `add_target_arguments` adds the choice to a command's parser; `open_target` opens the
 chosen `SearchTarget` on the backend `backend_of` resolves (``--backend``, else the
@@ -27,6 +28,9 @@ def add_target_arguments(p: argparse.ArgumentParser, *, rows: str) -> None:
     """``--index DIR`` or ``--library DIR``, ``--open``; ``rows`` names what a library adds (help text)."""
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--index", metavar="DIR", help="index built by 'rtsearch index build'")
+    target.add_argument("--proteoforms", metavar="DIR",
+                        help="top-down proteoform database built by 'rtsearch proteoforms build' (spectra: msalign, or "
+                        "deconvoluted charge-1 spectra; settings: [topdown] of --config)")  # fmt: skip
     target.add_argument("--library", metavar="DIR",
                         help=f"spectral library imported by 'rtsearch library import' ({rows} gain library_id, dot, "
                         "dot_bias, delta_dot, f_value)")  # fmt: skip
@@ -49,6 +53,10 @@ def open_target(args: argparse.Namespace, cfg: Config, backend: Backend) -> Sear
         return LibraryTarget.open(args.library, cfg, backend, open_search=True if args.open else None)
     if args.open:
         raise InputError("--open applies to library search (--library)")
+    if getattr(args, "proteoforms", None):
+        from rtsearch.search.topdown import TopDownTarget
+
+        return TopDownTarget.open(args.proteoforms, cfg.topdown, backend)
     from rtsearch.search.database import DatabaseTarget
 
     return DatabaseTarget.open(args.index, cfg.search, backend, expect=cfg.database if cfg.database_given else None)

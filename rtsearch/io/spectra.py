@@ -6,14 +6,15 @@ why; a structurally corrupt file raises `InputError` (one line naming the file
 and, where known, the line and the last scan read).
 
 Formats: mzML and mzXML (`rtsearch.io.mzml`, `rtsearch.io.mzxml`, lxml), MGF (`rtsearch.io.mgf`, in bulk), MS2
-(`rtsearch.io.ms2`, in bulk too); this module picks one by the file's extension.
+(`rtsearch.io.ms2`, in bulk too), msalign (`rtsearch.io.msalign`: deconvoluted top-down spectra, given as
+singly protonated ions, `rtsearch.types.DeconvolutedSpectrum.as_spectrum`); this module picks one by the file's
+extension.
 Every reader holds one block of the file at a time (MGF: `rtsearch.io.mgf.BLOCK_BYTES`).
 """
 
 from __future__ import annotations
 
 import gzip
-import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,13 +22,15 @@ from pathlib import Path
 from rtsearch.errors import InputError
 from rtsearch.io.mgf import read_mgf
 from rtsearch.io.ms2 import read_ms2
+from rtsearch.io.msalign import read_msalign
 from rtsearch.io.mzml import read_mzml
 from rtsearch.io.mzxml import read_mzxml
 from rtsearch.types import Spectrum
 
-_SUFFIXES = (".mzml.gz", ".mzml", ".mzxml.gz", ".mzxml", ".mgf.gz", ".mgf", ".ms2")
+_SUFFIXES = (".mzml.gz", ".mzml", ".mzxml.gz", ".mzxml", ".mgf.gz", ".mgf", ".ms2", ".msalign.gz", ".msalign")
 _COUNT_PATTERN = {".mgf": b"BEGIN IONS", ".mgf.gz": b"BEGIN IONS", ".ms2": b"\nS", ".mzml": b"<precursorList",
-                  ".mzml.gz": b"<precursorList", ".mzxml": b"<precursorMz", ".mzxml.gz": b"<precursorMz"}
+                  ".mzml.gz": b"<precursorList", ".mzxml": b"<precursorMz", ".mzxml.gz": b"<precursorMz",
+                  ".msalign": b"BEGIN IONS", ".msalign.gz": b"BEGIN IONS"}
 
 
 def run_name(path: str | Path) -> str:
@@ -82,16 +85,16 @@ def read_spectra(
     """
     p = Path(path)
     if not (fmt := _suffix(p.name)):
-        if re.search(r"\.msalign(\.gz)?$", p.name, re.I):
-            raise InputError(f"{p}: deconvoluted top-down spectra (msalign): searching them against a proteoform "
-                             "database is not available yet in this version")  # fmt: skip
-        raise InputError(f"{p}: unknown spectrum file type (expected .mzML, .mzXML, .mgf (each may be .gz), .ms2)")
+        raise InputError(f"{p}: unknown spectrum file type (expected .mzML, .mzXML, .mgf, .msalign (each may be "
+                         ".gz), .ms2)")  # fmt: skip
     try:
         with open(p, "rb"):
             pass
     except OSError as exc:
         raise InputError(f"{p}: cannot read spectrum file: {exc.strerror or exc}") from None
     run, defaults = run_name(p), tuple(int(c) for c in default_charges)
+    if fmt in (".msalign", ".msalign.gz"):
+        return (d.as_spectrum() for d in read_msalign(p, ms_levels=ms_levels))
     if fmt in (".mgf", ".mgf.gz", ".ms2"):
         if 2 not in ms_levels:
             return iter(())

@@ -186,7 +186,10 @@ class LiveRun:
 
 
 def named(target: SearchTarget, batch: ScoredBatch) -> ScoredBatch:
-    """``batch`` with its best matches' names (`Names`), as `LiveRun.add_scored` would work them out."""
+    """``batch`` with its best matches' names (`Names`), as `LiveRun.add_scored` would work them out (kept when
+    the target named them itself while scoring, as top-down search does with its shifts)."""
+    if batch.names is not None:
+        return batch
     match = batch.best.match
     rows = np.flatnonzero(match >= 0)
     peptides, proteins = [""] * len(match), [list[str]() for _ in range(len(match))]

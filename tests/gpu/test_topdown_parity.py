@@ -43,6 +43,22 @@ def test_random_grids_same_scores(shifts: int) -> None:
     assert (want[:, -1] > 0).sum() > 50 and len(np.unique(want)) > 3  # many grids hold a path, scores vary
 
 
+def test_a_tolerance_a_pair_same_scores() -> None:
+    """Each pair its own fragment tolerance (ppm of the precursor mass, as searches use): the reference's scores."""
+    cp = get_backend("cupy").xp
+    rng = np.random.default_rng(3)
+    grids = [_random_grid(s) for s in range(300)]
+    prms = [np.r_[g[0][0], np.sort(g[0][1:-1] + rng.normal(0, 0.03, len(g[0]) - 2)), g[0][-1]] for g in grids]
+    prefixes = [g[1] for g in grids]
+    pairs = np.array([(k, k) for k in range(300)])
+    tols = rng.choice([0.005, 0.02, 0.05, 0.12], 300)
+    kw = {"tolerance": tols, "max_shifts": 1, "max_shift_mass": 200.0}
+    want = align_pairs(prms, prefixes, pairs, **kw)
+    assert np.array_equal(align_pairs(prms, prefixes, pairs, xp=cp, **kw), want)
+    scalar = align_pairs(prms, prefixes, pairs, tolerance=0.005, max_shifts=1, max_shift_mass=200.0)
+    assert not np.array_equal(scalar, want)  # the tolerances made a difference
+
+
 def _ecoli(n_spectra: int, n_forms: int):
     folder = data_dir() / "topdown-flashapp-ecoli"
     db = build_proteoforms(read_fasta(folder / "example_database.fasta"), ProteoformConfig(decoys="none"))

@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rtsearch.config import ProteoformConfig
+from rtsearch.config import ProteoformConfig, TopDownConfig
 from rtsearch.database.fasta import read_fasta
 from rtsearch.proteoforms.database import build_proteoforms
-from rtsearch.scoring.topdown.prm import WATER, prm_masses
-from rtsearch.scoring.topdown.search import TopDownSettings, candidates, search_spectrum
-from rtsearch.types import DeconvolutedSpectrum, Precursor
+from rtsearch.scoring.topdown.prm import prm_masses
+from rtsearch.scoring.topdown.search import candidates, search_spectrum
 from tests.conftest import data_dir
+from tests.topdown_sim import simulate
 
 
 @pytest.fixture(scope="module")
@@ -22,29 +22,14 @@ def ecoli():
                              ProteoformConfig())  # fmt: skip
 
 
-def _simulate(db, form: int, shift: float, rng: np.random.Generator, prefix: np.ndarray | None = None
-              ) -> DeconvolutedSpectrum:  # fmt: skip
-    prefix = db.form_prefix(form) if prefix is None else prefix
-    n = len(prefix) - 1
-    site = int(rng.integers(n // 4, 3 * n // 4))
-    true = prefix + np.where(np.arange(n + 1) > site, shift, 0.0)
-    precursor = true[-1] + WATER
-    cut = np.sort(rng.choice(np.arange(1, n), min(40, n - 1), replace=False))
-    b, y = true[cut[::2]], precursor - true[cut[1::2]]
-    noise = rng.uniform(300, precursor - 300, 40)
-    mass = np.sort(np.concatenate([b, y, noise]))
-    return DeconvolutedSpectrum("sim", 1, 2, mass, np.ones(len(mass), np.float32), np.ones(len(mass), np.int16),
-                                (Precursor(precursor),), activation="HCD")  # fmt: skip
-
-
 @pytest.mark.parametrize(("seed", "shift"), [(1, 79.966331), (2, 42.010565), (3, -131.040485), (4, 0.0)])
 def test_a_simulated_spectrum_finds_its_proteoform(ecoli, seed: int, shift: float) -> None:
     rng = np.random.default_rng(seed)
     targets = np.flatnonzero(~ecoli.is_decoy[ecoli.form_protein])
     form = int(rng.choice(targets[(ecoli.form_mass[targets] > 8_000) & (ecoli.form_mass[targets] < 30_000)]))
-    sp = _simulate(ecoli, form, shift, rng)
-    s = TopDownSettings(tolerance_da=0.01)
-    prm = prm_masses(sp.mass, sp.precursors[0].mass, "HCD", merge_within=s.tolerance_da)
+    sp = simulate(ecoli, form, shift, rng)
+    s = TopDownConfig(tolerance_da=0.01, fragment_ppm=0)
+    prm = prm_masses(sp.mass, sp.precursors[0].mass, "HCD", merge_within=s.tolerance(sp.precursors[0].mass))
     first = candidates(ecoli, prm, sp.precursors[0].mass, s)[0]  # its two diagonals rank it first
     assert abs(ecoli.form_mass[first] - ecoli.form_mass[form]) < 1e-6
     got = search_spectrum(ecoli, sp, s)
@@ -69,9 +54,43 @@ def test_a_truncated_proteoform_is_found_by_its_diagonals() -> None:
         k = int(rng.choice(long))
         a, b = int(rng.integers(20, 60)), int(rng.integers(120, 180))
         full = db.prefix_of(k)
-        sp = _simulate(db, -1, shift, rng, prefix=full[a : b + 1] - full[a])
-        plain = search_spectrum(db, sp, TopDownSettings(tolerance_da=0.01))
-        got = search_spectrum(db, sp, TopDownSettings(tolerance_da=0.01), positions)
+        sp = simulate(db, -1, shift, rng, prefix=full[a : b + 1] - full[a])
+        plain = search_spectrum(db, sp, TopDownConfig(tolerance_da=0.01, fragment_ppm=0))
+        got = search_spectrum(db, sp, TopDownConfig(tolerance_da=0.01, fragment_ppm=0), positions)
         assert (got.protein, got.start, got.end, got.form) == (k, a, b, -1) and not got.decoy
         assert got.shifts == (0 if shift == 0 else 1) and got.mass_difference == pytest.approx(shift, abs=1e-6)
         assert got.score >= 30 and plain.score < got.score  # whole forms alone do not explain it
+
+
+def test_best_positions_are_a_stable_sorts_first() -> None:
+    """The truncations' best starts and ends by a partition: the same positions, in the same order, as the first
+    ``k`` of a stable sort by count (ties many: counts of 0–4 over up to 300 positions)."""
+    from rtsearch.scoring.topdown.truncation import _best
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        counts = rng.integers(0, 5, int(rng.integers(1, 300)))
+        k = int(rng.integers(1, 60))
+        assert _best(counts, k).tolist() == np.argsort(-counts, kind="stable")[:k].tolist()
+
+
+def test_terminal_truncations_are_found_by_mass(ecoli) -> None:
+    """A suffix of a protein and an acetylated form cut short, each at its mass (and one isotope off): found by
+    `terminal` with their residues and form; a mass matching nothing finds nothing of that protein."""
+    from rtsearch.scoring.topdown.truncation import ISOTOPE, Positions, terminal
+
+    db = build_proteoforms(read_fasta(data_dir() / "topdown-flashapp-ecoli" / "example_database.fasta")[:120],
+                           ProteoformConfig())  # fmt: skip
+    pos = Positions(db)
+    k = 17
+    full = db.prefix_of(k)
+    n = len(full) - 1
+    got = terminal(db, pos, full[n] - full[40], tol=0.01)
+    assert (k, 40, n, -1) in got
+    got = terminal(db, pos, full[n] - full[40] + ISOTOPE, tol=0.01)
+    assert (k, 40, n, -1) in got  # one isotope heavier
+    acetyl = next(f for f in np.flatnonzero(db.form_protein == k).tolist() if db.form_delta[f] > 0)
+    s = int(db.form_start[acetyl])
+    got = terminal(db, pos, full[60] - full[s] + db.form_delta[acetyl], tol=0.01)
+    assert (k, s, 60, acetyl) in got
+    assert all(g[0] != k for g in terminal(db, pos, 1234.5678, tol=0.001, isotopes=(0,)))

@@ -21,7 +21,7 @@ extern "C" __global__ void align_pairs(
     const double* __restrict__ prm, const long long* __restrict__ prm_off,
     const double* __restrict__ pre, const long long* __restrict__ pre_off,
     const int* __restrict__ pair_s, const int* __restrict__ pair_f, const double* __restrict__ end_tols,
-    int n_pairs, double tol, int K, double limit,
+    int n_pairs, const double* __restrict__ tols, int K, double shift_range,
     unsigned long long* bins, int* bin_d, long long nbins_max,
     int* hrows, int* dcur, long long* colkey, signed char* colnew, long long ncol_max,
     int* out)
@@ -33,6 +33,8 @@ extern "C" __global__ void align_pairs(
     const double* P = pre + pre_off[pair_f[p]];
     const int n = (int)(pre_off[pair_f[p] + 1] - pre_off[pair_f[p]]);
     const int F = K + 1;
+    const double tol = tols[p];
+    const double limit = shift_range + tol;
     const double end_tol = fmax(tol, end_tols[p]);
     const double reach = limit + end_tol;
     const long long nbins = (long long)ceil(2.0 * reach / tol) + 3;

@@ -8,34 +8,30 @@ alignment: highest score, then fewest shifts, then smallest mass difference; wit
 isolation window), the best over them.
 
 With ``positions`` (`rtsearch.scoring.topdown.truncation.Positions`), truncated sub-sequences are candidates
-too. On the FLASHApp E. coli run (167 MS2 against its 4,426 proteins and their decoys), whole-protein forms
-alone with ≤ 1 shift gave no PrSM at 1 % FDR (best scores 5–6 matched PRMs, targets and decoys alike), where
-TopPIC reports 3. Not yet: known PTM shifts, E-values.
+too. Every alignment gets an E-value (`rtsearch.scoring.topdown.evalue`) over the spectrum's candidates of its
+type, as TopPIC's are by proteoform type (`candidate_counts`): complete forms, terminal truncations, internal
+ones; the spectrum's PrSM is its lowest E-value (then the highest score, fewest shifts, smallest mass
+difference). The fragment tolerance is `TopDownConfig.tolerance` of the precursor mass. Not yet: known PTM
+shifts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from rtsearch.config import TopDownConfig
 from rtsearch.proteoforms.database import ProteoformDatabase
-from rtsearch.scoring.topdown.align import NONE, Alignment
+from rtsearch.scoring.topdown.align import NONE
+from rtsearch.scoring.topdown.evalue import log10_evalue
 from rtsearch.scoring.topdown.gpu import align_pairs
 from rtsearch.scoring.topdown.prm import WATER, near, prm_masses
-from rtsearch.scoring.topdown.truncation import Positions
+from rtsearch.scoring.topdown.truncation import ISOTOPE, Positions, terminal
 from rtsearch.scoring.topdown.truncation import candidates as truncated
 from rtsearch.types import DeconvolutedSpectrum
-
-
-@dataclass(frozen=True)
-class TopDownSettings:
-    tolerance_da: float = 0.02  # fragment PRMs
-    precursor_ppm: float = 15.0
-    max_shifts: int = 1
-    max_shift_mass: float = 500.0
-    candidates: int = 20
 
 
 @dataclass(frozen=True)
@@ -52,15 +48,44 @@ class PrSM:
     shifts: int
     mass_difference: float  # precursor mass - the proteoform's mass (Da): the shifts' sum
     decoy: bool
+    log10_evalue: float = 0.0
+    precursor_mass: float = 0.0  # the neutral precursor mass it was aligned at
+    prms: int = 0  # the spectrum's inner PRMs at that precursor
 
 
-def candidates(db: ProteoformDatabase, prm: np.ndarray, precursor: float, s: TopDownSettings) -> np.ndarray:
+def window_of(precursor: float, s: TopDownConfig) -> float:
+    """Da either side of ``precursor`` that a candidate's mass may lie: the shifts' range and the tolerance."""
+    return s.max_shifts * s.max_shift_mass + precursor * s.precursor_ppm * 1e-6
+
+
+def in_window(db: ProteoformDatabase, precursor: float, s: TopDownConfig) -> np.ndarray:
+    """The forms whose mass is within `window_of` ``precursor``."""
+    return np.flatnonzero(np.abs(db.form_mass - precursor) <= window_of(precursor, s))
+
+
+def candidate_counts(db: ProteoformDatabase, s: TopDownConfig, precursor: float) -> dict[str, tuple[float, float]]:
+    """How many candidates a spectrum at ``precursor`` has, for its E-values, as TopPIC counts them: by proteoform
+    type — complete (N-terminal forms), terminal truncations (one end a protein's own), internal ones — and, for
+    each, those of the precursor's mass (within its tolerance, isotope errors -1..1: what an alignment without
+    shifts can be) and those within `window_of` it (with shifts). Truncations are estimated: from each start
+    (internal) or protein end (terminal, two a protein), the ends within the range, 2 × range / mean residue mass."""
+    n = int(db.residues.shape[0])
+    k = db.offsets.shape[0] - 1
+    mean = float(db.prefix[db.offsets[1:] + np.arange(k)].sum()) / n if n else 110.0
+    tol = precursor * s.precursor_ppm * 1e-6
+    exact = sum(int(np.sum(np.abs(db.form_mass - precursor - i * ISOTOPE) <= tol)) for i in (-1, 0, 1))
+    near_, wide = 3 * 2.0 * tol / mean, 2.0 * window_of(precursor, s) / mean
+    return {"complete": (float(exact), float(in_window(db, precursor, s).size)),
+            "terminal": (2.0 * k * near_, 2.0 * k * wide), "internal": (n * near_, n * wide)}
+
+
+def candidates(db: ProteoformDatabase, prm: np.ndarray, precursor: float, s: TopDownConfig) -> np.ndarray:
     """The forms to align against a spectrum's ``prm`` (see the module docstring), best first."""
-    window = s.max_shifts * s.max_shift_mass + precursor * s.precursor_ppm * 1e-6
-    forms = np.flatnonzero(np.abs(db.form_mass - precursor) <= window)
+    forms = in_window(db, precursor, s)
     if forms.size == 0:
         return forms
-    scores = np.array([_diagonals(db.form_prefix(int(f)), prm, precursor - db.form_mass[f], s.tolerance_da)
+    tol = s.tolerance(precursor)
+    scores = np.array([_diagonals(db.form_prefix(int(f)), prm, precursor - db.form_mass[f], tol)
                        for f in forms])  # fmt: skip
     order = np.lexsort((np.abs(db.form_mass[forms] - precursor), -scores))
     return forms[order[: s.candidates]]
@@ -75,38 +100,87 @@ def _diagonals(prefix: np.ndarray, prm: np.ndarray, total_shift: float, tol: flo
     return int(hit.sum())
 
 
-def search_spectrum(db: ProteoformDatabase, sp: DeconvolutedSpectrum, s: TopDownSettings,
+def search_spectrum(db: ProteoformDatabase, sp: DeconvolutedSpectrum, s: TopDownConfig,
                     positions: Positions | None = None, *, xp: Any = np) -> PrSM:  # fmt: skip
-    """The spectrum's best PrSM over its precursors and their candidates: whole N-terminal forms and, with
-    ``positions``, truncated sub-sequences (`rtsearch.scoring.topdown.truncation`); protein -1 when none aligns.
-    The alignments run on ``xp`` (`rtsearch.scoring.topdown.gpu.align_pairs`)."""
-    best: tuple[float, ...] = (NONE, 0, 0.0)
-    found = PrSM(sp.scan, -1, 0, 0, -1, NONE, -1, 0.0, False)
-    for p in sp.precursors:
-        prm = prm_masses(sp.mass, p.mass, sp.activation, merge_within=s.tolerance_da)
-        options: list[tuple[int, int, int, int, np.ndarray]] = []  # protein, start, end, form, prefix masses
-        for f in candidates(db, prm, p.mass, s).tolist():
-            k = int(db.form_protein[f])
-            options.append((k, int(db.form_start[f]), int(db.offsets[k + 1] - db.offsets[k]), f, db.form_prefix(f)))
-        if positions is not None:
-            window = s.max_shifts * s.max_shift_mass + p.mass * s.precursor_ppm * 1e-6
-            for k, a, b in truncated(positions, prm, p.mass - WATER, tol=s.tolerance_da, window=window,
-                                     limit=s.candidates * 10):  # fmt: skip
-                full = db.prefix_of(k)
-                options.append((k, a, b, -1, full[a : b + 1] - full[a]))
-        if not options:
+    """The best PrSM of one spectrum (`search_batch` of one)."""
+    return search_batch(db, [sp], s, positions, xp=xp)[0]
+
+
+def search_batch(db: ProteoformDatabase, spectra: Sequence[DeconvolutedSpectrum], s: TopDownConfig,
+                 positions: Positions | None = None, *, xp: Any = np) -> list[PrSM]:  # fmt: skip
+    """Each spectrum's best PrSM over its precursors and their candidates: whole N-terminal forms and, with
+    ``positions``, truncated sub-sequences (`rtsearch.scoring.topdown.truncation`); protein -1 when none aligns
+    (or the spectrum has a ``problem``). Every pair of the batch is aligned in one `align_pairs` call on ``xp``."""
+    prms: list[np.ndarray] = []
+    looks: list[_Look] = []
+    for i, sp in enumerate(spectra):
+        if sp.problem:
             continue
-        scores = align_pairs([prm], [o[4] for o in options], np.array([(0, c) for c in range(len(options))]),
-                             tolerance=s.tolerance_da, max_shifts=s.max_shifts, max_shift_mass=s.max_shift_mass,
-                             precursor_tolerance=np.full(len(options), p.mass * s.precursor_ppm * 1e-6),
-                             xp=xp)  # fmt: skip
-        for (k, a, b, f, prefix), row in zip(options, scores.tolist(), strict=True):
-            score, shifts = Alignment(tuple(row)).best
-            if score <= NONE:
-                continue
-            mass = float(prefix[-1] + WATER)
-            key = (score, -shifts, -abs(p.mass - mass))
-            if key > best:
-                best = key
-                found = PrSM(sp.scan, k, a, b, f, score, shifts, p.mass - mass, bool(db.is_decoy[k]))
+        for p in sp.precursors:
+            prm = prm_masses(sp.mass, p.mass, sp.activation, merge_within=s.tolerance(p.mass))
+            counts = candidate_counts(db, s, p.mass)
+            prms.append(prm)
+            for opt in _options(db, prm, p.mass, s, positions):
+                k, a, b, f = opt[:4]
+                whole = b == int(db.offsets[k + 1] - db.offsets[k])
+                kind = "complete" if f >= 0 and whole else "terminal" if f >= 0 or a <= 1 or whole else "internal"
+                looks.append(_Look(i, len(prms) - 1, p.mass, counts[kind], *opt))
+    found = [PrSM(sp.scan, -1, 0, 0, -1, NONE, -1, 0.0, False) for sp in spectra]
+    if not looks:
+        return found
+    scores = align_pairs(prms, [o.prefix for o in looks], np.array([(o.prm, k) for k, o in enumerate(looks)]),
+                         tolerance=np.array([s.tolerance(o.precursor) for o in looks]), max_shifts=s.max_shifts,
+                         max_shift_mass=s.max_shift_mass,
+                         precursor_tolerance=np.array([o.precursor * s.precursor_ppm * 1e-6 for o in looks]),
+                         xp=xp)  # fmt: skip
+    best: list[tuple[float, ...]] = [(-np.inf,)] * len(spectra)
+    for o, row in zip(looks, scores.tolist(), strict=True):
+        n_prm = len(prms[o.prm]) - 2
+        mass = float(o.prefix[-1] + WATER)
+        evalues = [log10_evalue(v, f, len(o.prefix) - 2, n_prm, float(prms[o.prm][-1]), s.tolerance(o.precursor),
+                                o.tests[min(f, 1)]) if v > NONE else np.inf for f, v in enumerate(row)]  # fmt: skip
+        shifts = int(np.argmin(evalues))  # the alignment with at most this many shifts that is least likely by chance
+        score, e = row[shifts], evalues[shifts]
+        if score <= NONE:
+            continue
+        key = (-e, score, -shifts, -abs(o.precursor - mass))
+        if key > best[o.spectrum]:
+            best[o.spectrum] = key
+            found[o.spectrum] = PrSM(spectra[o.spectrum].scan, o.protein, o.start, o.end, o.form, score, shifts,
+                                     o.precursor - mass, bool(db.is_decoy[o.protein]), e, o.precursor, n_prm)
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class _Look:
+    """One candidate of one spectrum's precursor, to align."""
+
+    spectrum: int
+    prm: int  # which PRM array
+    precursor: float
+    tests: tuple[float, float]  # its type's candidates without shifts, and with
+    protein: int
+    start: int
+    end: int
+    form: int
+    prefix: np.ndarray
+
+
+def _options(db: ProteoformDatabase, prm: np.ndarray, precursor: float, s: TopDownConfig,
+             positions: Positions | None) -> list[tuple[int, int, int, int, np.ndarray]]:  # fmt: skip
+    """(protein, start, end, form, prefix masses) of a precursor's candidates: whole forms, then truncations."""
+    out = []
+    for f in candidates(db, prm, precursor, s).tolist():
+        k = int(db.form_protein[f])
+        out.append((k, int(db.form_start[f]), int(db.offsets[k + 1] - db.offsets[k]), f, db.form_prefix(f)))
+    if positions is not None and s.truncations:
+        for k, a, b, f in terminal(db, positions, precursor - WATER, tol=precursor * s.precursor_ppm * 1e-6):
+            prefix = db.prefix_of(k)[a : b + 1] - db.prefix_of(k)[a]
+            if f >= 0:
+                prefix[1:] += db.form_delta[f]
+            out.append((k, a, b, f, prefix))
+        for k, a, b in truncated(positions, prm, precursor - WATER, tol=s.tolerance(precursor),
+                                 window=window_of(precursor, s), limit=s.candidates * 10):  # fmt: skip
+            full = db.prefix_of(k)
+            out.append((k, a, b, -1, full[a : b + 1] - full[a]))
+    return out

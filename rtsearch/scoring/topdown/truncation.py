@@ -54,18 +54,59 @@ def candidates(pos: Positions, prm: np.ndarray, m_res: float, *, tol: float, win
     n_host, c_host = _host(xp, n_count), _host(xp, c_count)
     g = pos.mass_host
     found: dict[tuple[int, int], int] = {}
-    for a in np.argsort(-n_host, kind="stable")[:starts].tolist():
+    for a in _best(n_host, starts).tolist():
         lo, hi = np.searchsorted(g, [g[a] + m_res - window, g[a] + m_res + window])
         for b in range(int(lo), int(hi)):
             if pos.protein[b] == pos.protein[a] and b > a:
                 found[a, b] = int(n_host[a] + c_host[b])
-    for b in np.argsort(-c_host, kind="stable")[:starts].tolist():
+    for b in _best(c_host, starts).tolist():
         lo, hi = np.searchsorted(g, [g[b] - m_res - window, g[b] - m_res + window])
         for a in range(int(lo), int(hi)):
             if pos.protein[a] == pos.protein[b] and b > a:
                 found[a, b] = int(n_host[a] + c_host[b])
     best = sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
     return [(int(pos.protein[a]), int(a - pos.start[a]), int(b - pos.start[a])) for (a, b), _ in best]
+
+
+ISOTOPE = 1.00235  # Da between isotopes of a protein's averagine (a deconvolution's precursor may be off by one)
+
+
+def terminal(db: ProteoformDatabase, pos: Positions, m_res: float, *, tol: float,
+             isotopes: tuple[int, ...] = (0, -1, 1)) -> list[tuple[int, int, int, int]]:  # fmt: skip
+    """Terminal truncations whose mass is the precursor's (``m_res``, residues only, within ``tol`` after an
+    isotope error of ``isotopes``): (protein, a, b, form) for every N-terminal form cut short at b (a prefix, form
+    ≥ 0) and every protein's C-terminal piece from a (a suffix, form -1). TopPIC's zero-shift filter finds these by
+    mass alone; the diagonals of `candidates` miss those with few fragments. One sorted search a protein end."""
+    g = pos.mass_host
+    n = len(db.accessions)
+    out: set[tuple[int, int, int, int]] = set()
+    first = db.offsets[:-1] + np.arange(n)  # each protein's position 0 in ``g``
+    last = db.offsets[1:] + np.arange(n)  # and its position n
+    starts = first[db.form_protein] + db.form_start  # each form's first position
+    for iso in isotopes:
+        m = m_res + iso * ISOTOPE
+        for suffix, target in ((True, g[last] - m), (False, g[starts] + m - db.form_delta)):
+            lo, hi = np.searchsorted(g, target - tol), np.searchsorted(g, target + tol, side="right")
+            for r in np.flatnonzero(hi > lo).tolist():
+                k = r if suffix else int(db.form_protein[r])
+                for at in range(int(lo[r]), int(hi[r])):
+                    if not first[k] < at < last[k] or (not suffix and at <= starts[r]):
+                        continue  # another protein's, or the whole protein (a complete form)
+                    a, b = (at, last[k]) if suffix else (starts[r], at)
+                    out.add((k, int(a - first[k]), int(b - first[k]), -1 if suffix else r))
+    return sorted(out)
+
+
+def _best(counts: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` highest counts, highest first, the lower position first among equals (a stable
+    sort's first ``k``, by a partition: the whole sort of ~10^6 positions cost most of a spectrum's time)."""
+    if counts.shape[0] <= k:
+        return np.argsort(-counts, kind="stable")
+    kth = np.partition(counts, counts.shape[0] - k)[counts.shape[0] - k]  # the k-th highest count
+    above = np.flatnonzero(counts > kth)
+    tied = np.flatnonzero(counts == kth)[: k - above.shape[0]]
+    chosen = np.concatenate([above, tied])
+    return chosen[np.lexsort((chosen, -counts[chosen]))]
 
 
 def _host(xp: Any, a: Any) -> np.ndarray:

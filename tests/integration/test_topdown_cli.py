@@ -1,0 +1,87 @@
+"""``rtsearch search RUN.msalign --proteoforms DIR`` end to end on real files (NumPy, whole N-terminal forms, so
+that it runs in seconds), and one clear line for bad top-down input."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_cli import one_line_error, run_cli
+
+FLASHAPP = "topdown-flashapp-ecoli"
+
+
+@pytest.fixture(scope="module")
+def ecoli_pf(tmp_path_factory, data) -> Path:
+    out = tmp_path_factory.mktemp("pf") / "ecoli.pf"
+    fasta = data / FLASHAPP / "example_database.fasta"
+    proc = run_cli("proteoforms", "build", "--fasta", str(fasta), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory) -> Path:
+    p = tmp_path_factory.mktemp("cfg") / "topdown.toml"
+    p.write_text("[topdown]\ntruncations = false\ntolerance_da = 0.05\n")
+    return p
+
+
+def _slice(src: Path, dst: Path, entries: int) -> Path:
+    """The first ``entries`` spectra of an msalign file (its header lines kept)."""
+    text = src.read_text()
+    cut = 0
+    for _ in range(entries):
+        cut = text.index("END IONS", cut) + len("END IONS\n")
+    dst.write_text(text[:cut])
+    return dst
+
+
+def test_an_msalign_run_is_searched_with_proteoform_columns(ecoli_pf, config, data, tmp_path) -> None:
+    run = _slice(data / FLASHAPP / "toppic_ms2.msalign", tmp_path / "flash_ms2.msalign", 12)
+    out = tmp_path / "prsms.tsv"
+    proc = run_cli("search", str(run), "--proteoforms", str(ecoli_pf), "--config", str(config), "--backend", "numpy",
+                   "-o", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "12 spectra" in proc.stdout
+    rows = list(csv.DictReader(out.open(), delimiter="\t"))
+    assert len(rows) == 12 and {r["run"] for r in rows} == {"flash"}
+    assert [int(r["scan"]) for r in rows][:3] == [3099, 3100, 3101]
+    for r in rows:
+        assert r["proteins"] and float(r["evalue"]) > 0 and 0 <= float(r["q_value"]) <= 1
+        start, end = int(r["proteoform_start"]), int(r["proteoform_end"])
+        assert 1 <= start <= end and r["peptide"].replace("[Acetyl]-", "").split("?")[-1].isalpha()
+        assert (r["unknown_shifts"] == "1") == r["peptide"].startswith("[")  # a shift is written in the ProForma
+        assert abs(float(r["mass_shift"])) <= 500.1
+
+
+def test_bad_top_down_input_is_one_clear_line(ecoli_pf, data, tmp_path) -> None:
+    whole = (data / FLASHAPP / "toppic_ms2.msalign").read_text()
+    cut = tmp_path / "cut_ms2.msalign"
+    cut.write_text(whole[: whole.index("END IONS", 5000)])  # ends inside an entry
+    line = one_line_error(run_cli("search", str(cut), "--proteoforms", str(ecoli_pf), "-o", str(tmp_path / "o.tsv")))
+    assert str(cut) in line and "line" in line
+    line = one_line_error(run_cli("search", str(cut), "--proteoforms", str(tmp_path / "none.pf"), "-o",
+                                  str(tmp_path / "o.tsv")))  # fmt: skip
+    assert "proteoform database" in line
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[topdown]\nmax_shifts = 5\n")
+    line = one_line_error(run_cli("search", str(cut), "--proteoforms", str(ecoli_pf), "--config", str(bad), "-o",
+                                  str(tmp_path / "o.tsv")))  # fmt: skip
+    assert "max_shifts" in line
+
+
+def test_spectra_without_a_usable_precursor_are_answered_with_a_reason(ecoli_pf, config, data, tmp_path) -> None:
+    text = _slice(data / FLASHAPP / "toppic_ms2.msalign", tmp_path / "two.msalign", 2).read_text()
+    first = text.index("PRECURSOR_MASS=")
+    text = text[:first] + "PRECURSOR_MASS=0" + text[text.index("\n", first) :]
+    run = tmp_path / "noprec_ms2.msalign"
+    run.write_text(text)
+    out = tmp_path / "r.tsv"
+    proc = run_cli("search", str(run), "--proteoforms", str(ecoli_pf), "--config", str(config), "--backend", "numpy",
+                   "-o", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(out.open(), delimiter="\t"))
+    assert len(rows) == 2 and "precursor" in rows[0]["reason"] and not rows[0]["proteins"] and rows[1]["proteins"]

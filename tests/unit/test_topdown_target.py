@@ -1,0 +1,112 @@
+"""Top-down search as a target like the others: deconvoluted spectra through `SpectraBatch`, PrSMs named with their
+shifts, proteoform ids, E-values, and the results table's PrSM- and proteoform-level q-values (NumPy)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rtsearch.batch import SpectraBatch
+from rtsearch.config import ProteoformConfig, TopDownConfig
+from rtsearch.database.fasta import read_fasta
+from rtsearch.proteoforms.database import build_proteoforms
+from rtsearch.search.table import PsmTable
+from rtsearch.search.topdown import TopDownTarget, pack, unpack
+from rtsearch.types import PROTON, DeconvolutedSpectrum, Precursor, Spectrum
+from tests.conftest import data_dir
+from tests.topdown_sim import simulate
+
+
+@pytest.fixture(scope="module")
+def small():
+    """150 E. coli proteins of the FLASHApp database and their shuffled decoys."""
+    proteins = read_fasta(data_dir() / "topdown-flashapp-ecoli" / "example_database.fasta")[:150]
+    return build_proteoforms(proteins, ProteoformConfig())
+
+
+def test_match_ids_pack_and_unpack() -> None:
+    protein = np.array([0, 1, 8_837, 67_000_000])
+    start, end = np.array([0, 1, 57, 131_000]), np.array([1, 300, 131_071, 131_071])
+    kind = np.array([-1, 0, 2, 3])
+    ids = pack(protein, start, end, kind)
+    assert (ids >= 0).all() and len(set(ids.tolist())) == 4
+    for got, want in zip(unpack(ids), (protein, start, end, kind), strict=True):
+        assert got.tolist() == want.tolist()
+
+
+def test_deconvoluted_spectra_travel_as_charge_one() -> None:
+    d = DeconvolutedSpectrum("r", 7, 2, np.array([1000.0, 2500.5]), np.array([5, 6], np.float32),
+                             np.array([2, 3], np.int16), (Precursor(9000.25, 1000.0, 9, 1e6),), rt=12.5)  # fmt: skip
+    sp = d.as_spectrum()
+    assert sp.charges == (1,) and sp.precursor_mz == pytest.approx(9000.25 + PROTON)
+    assert sp.mz.tolist() == pytest.approx([1000.0 + PROTON, 2500.5 + PROTON])
+    back = DeconvolutedSpectrum.of(sp, "ETD")
+    assert back.mass.tolist() == pytest.approx([1000.0, 2500.5]) and back.precursors[0].mass == pytest.approx(9000.25)
+    assert back.activation == "ETD" and back.rt == 12.5 and back.problem == ""
+    doubly = Spectrum("r", 8, 2, np.array([500.0]), np.ones(1, np.float32), 700.0, (2,))
+    assert "not a deconvoluted spectrum" in DeconvolutedSpectrum.of(doubly).problem
+    none = Spectrum("r", 9, 2, np.array([500.0]), np.ones(1, np.float32), 0.0, (1,))
+    assert DeconvolutedSpectrum.of(none).problem == "no precursor mass"
+
+
+def test_a_batch_of_simulated_proteoforms_is_identified_and_named(small) -> None:
+    """Three truncated proteoforms with a known shift each (and one spectrum that is not deconvoluted) in one
+    batch: each found at its residues with its shift, named in ProForma with the shift, E-values small."""
+    target = TopDownTarget(small, TopDownConfig(tolerance_da=0.01, fragment_ppm=0))
+    rng = np.random.default_rng(11)
+    long = [k for k in range(150) if small.offsets[k + 1] - small.offsets[k] > 220]
+    truth, spectra = [], []
+    for scan, shift in enumerate((0.0, 79.966331, -18.010565)):
+        k = int(rng.choice(long))
+        a, b = int(rng.integers(10, 60)), int(rng.integers(130, 200))
+        full = small.prefix_of(k)
+        d = simulate(small, -1, shift, rng, prefix=full[a : b + 1] - full[a])
+        d.scan = scan
+        truth.append((k, a, b, shift))
+        spectra.append(d.as_spectrum())
+    spectra.append(Spectrum("sim", 99, 2, np.array([500.0, 600.0]), np.ones(2, np.float32), 800.0, (3,)))
+    scored = target.score(SpectraBatch.of(spectra))
+    assert scored.names is not None
+    for i, (k, a, b, shift) in enumerate(truth):
+        protein, start, end, kind = (int(v[0]) for v in unpack(scored.best.match[i : i + 1]))
+        assert (protein, start, end, kind) == (k, a, b, -1)
+        feats = dict(zip(target.features, scored.best.features[i], strict=True))
+        assert feats["mass_shift"] == pytest.approx(shift, abs=1e-6)
+        assert feats["neg_log10_evalue"] > 10  # 30+ matched PRMs of a few dozen: far beyond chance
+        seq = small.sequence(k)[a:b]
+        assert scored.names.peptides[i] == (f"[{shift:+.4f}]?" if shift else "") + seq
+        assert scored.names.proteins[i] == [small.accessions[k]]
+    assert scored.best.match[3] == -1 and "not a deconvoluted spectrum" in scored.reason[3]
+
+
+def test_the_results_table_gives_prsm_and_proteoform_q_values(small) -> None:
+    """Twelve simulated PrSMs of six proteoforms (two spectra each) among 40 noise spectra: the true ones rank
+    first by E-value, at q = 0 at both levels; the proteoform columns are 1-based and inclusive."""
+    target = TopDownTarget(small, TopDownConfig(tolerance_da=0.01, fragment_ppm=0, truncations=False))
+    rng = np.random.default_rng(5)
+    forms = rng.choice(np.flatnonzero(~small.is_decoy[small.form_protein] & (small.form_mass > 6000)), 6, False)
+    spectra = []
+    for f in forms.tolist():
+        for _ in range(2):
+            d = simulate(small, f, 0.0, rng)
+            d.scan = len(spectra)
+            spectra.append(d.as_spectrum())
+    for _ in range(40):  # noise: random masses under a random precursor of the database's forms
+        prec = float(rng.choice(small.form_mass)) + float(rng.uniform(-300, 300))
+        mass = np.sort(rng.uniform(300, prec - 300, 40))
+        d = DeconvolutedSpectrum("sim", len(spectra), 2, mass, np.ones(40, np.float32), np.ones(40, np.int16),
+                                 (Precursor(prec),))  # fmt: skip
+        spectra.append(d.as_spectrum())
+    table = PsmTable(target)
+    table.add(target.score(SpectraBatch.of(spectra)))
+    cols = table.columns()
+    q, pq = np.asarray(cols["q_value"]), np.asarray(cols["peptide_q_value"])
+    assert (q[:12] == 0).all() and (pq[:12] == 0).all()
+    psms, proteoforms = table.counts_at(0.01)
+    assert psms >= 12 and proteoforms >= 6
+    for i, f in enumerate(np.repeat(forms, 2).tolist()):
+        k, start = int(small.form_protein[f]), int(small.form_start[f])
+        assert cols["proteins"][i] == small.accessions[k]
+        assert cols["proteoform_start"][i] == start + 1
+        assert cols["proteoform_end"][i] == small.offsets[k + 1] - small.offsets[k]
+        assert cols["evalue"][i] < 1e-10 and cols["unknown_shifts"][i] == 0
