@@ -151,7 +151,7 @@ class TopDownConfig:
     max_shift_mass: float = 500.0  # Da, either sign
     candidates: int = 20  # whole N-terminal forms aligned a spectrum (truncations: ten times as many)
     truncations: bool = True  # truncated sub-sequences as candidates too
-    ions: IonPair = "b/y"  # for spectra that do not say their activation (the wire, MGF)
+    ions: IonPair = "b/y"  # every spectrum's: spectra travel without activation (`DeconvolutedSpectrum.as_spectrum`)
 
     def tolerance(self, precursor_mass: float) -> float:
         """The fragment PRM tolerance (Da) of a spectrum with this precursor mass."""

@@ -173,6 +173,9 @@ def scores_in_process(target: SearchTarget, host: EngineHost) -> bool:
     return target.reopen(target.backend.name) is not None
 
 
+WARM_UP_BATCH_S = 5.0  # a warm-up batch slower than this at the last one's pace is not run (`warm_up`)
+
+
 def warm_up(target: SearchTarget, score: Scorer, sizes: list[int], observe: Callable[[int, float], None]) -> None:
     """Run every scoring path through ``score`` before intake opens; ``observe(size, seconds)`` seeds the
     engine-time model.
@@ -180,13 +183,20 @@ def warm_up(target: SearchTarget, score: Scorer, sizes: list[int], observe: Call
     CuPy compiles kernels on first use (seconds each on a fresh machine): the target's warm-up
     spectra take every path at a few batch sizes, so no compile lands on a real spectrum's latency.
     The model learns from a second pass only: a compile is not what a batch costs (NumPy compiles
-    nothing: one pass).
+    nothing: one pass). A size whose batch would take more than `WARM_UP_BATCH_S` at the pace of the
+    last one is left out (top-down search costs ~0.1 s a spectrum: 512 of them would hold intake
+    closed for minutes); the model extrapolates from the sizes it saw.
     """
     spectra = target.warm_up_spectra(64)
     for observing in (True,) if target.backend.name == "numpy" else (False, True):
-        for size in sizes:
+        pace = 0.0  # seconds a spectrum, in the last batch of this pass (not the first: it may compile)
+        for k, size in enumerate(sizes):
+            if pace * size > WARM_UP_BATCH_S:
+                break
             batch = (spectra * (size // len(spectra) + 1))[:size]
             t0 = time.perf_counter()
             score(SpectraBatch.of(batch))
+            took = time.perf_counter() - t0
+            pace = took / size if k or observing else 0.0
             if observing:
-                observe(size, time.perf_counter() - t0)
+                observe(size, took)

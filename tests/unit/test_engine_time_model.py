@@ -53,3 +53,27 @@ def test_engine_time_model_ignores_bad_observations() -> None:
     for n, s in [(0, 0.1), (-5, 0.1), (10, float("nan")), (10, float("inf")), (10, -0.001)]:
         m.observe(n, s)
     assert (m.fixed_s, m.per_item_s) == (0.01, 2e-5)
+
+
+def test_warm_up_leaves_out_batches_too_slow_at_the_last_ones_pace(monkeypatch) -> None:
+    """A target that takes 20 ms a spectrum (as top-down search does, more or less): sizes 1 and 7 are scored and
+    observed, 64 (1.3 s at that pace) is not with a 0.5 s bound; a fast target gets every size."""
+    import time as _time
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from rtsearch.serve import engine_process
+    from rtsearch.types import Spectrum
+
+    monkeypatch.setattr(engine_process, "WARM_UP_BATCH_S", 0.5)
+    spectra = [Spectrum("w", k, 2, np.array([100.0]), np.ones(1, np.float32), 500.0, (2,)) for k in range(64)]
+    for per_spectrum, want in ((0.02, [1, 7]), (0.0, [1, 7, 64, 512])):
+        target = SimpleNamespace(warm_up_spectra=lambda n: spectra, backend=SimpleNamespace(name="numpy"))
+        seen: list[int] = []
+
+        def score(batch, per=per_spectrum):
+            _time.sleep(per * len(batch))
+
+        engine_process.warm_up(target, score, [1, 7, 64, 512], lambda size, secs, seen=seen: seen.append(size))
+        assert seen == want
