@@ -94,3 +94,25 @@ def test_terminal_truncations_are_found_by_mass(ecoli) -> None:
     got = terminal(db, pos, full[60] - full[s] + db.form_delta[acetyl], tol=0.01)
     assert (k, s, 60, acetyl) in got
     assert all(g[0] != k for g in terminal(db, pos, 1234.5678, tol=0.001, isotopes=(0,)))
+
+
+def test_diagonal_counts_of_all_forms_at_once_are_each_forms_own(ecoli) -> None:
+    """The forms' diagonal counts, laid end to end in one search, equal each form's own count (the PRMs near
+    one of its inner prefix masses, or near one plus its whole mass difference) on real spectra."""
+    from rtsearch.io.msalign import read_msalign
+    from rtsearch.scoring.topdown.prm import near
+    from rtsearch.scoring.topdown.search import diagonal_counts, in_window
+
+    s = TopDownConfig()
+    folder = data_dir() / "topdown-flashapp-ecoli"
+    for sp in [x for x in read_msalign(folder / "toppic_ms2.msalign") if not x.problem][:6]:
+        m = sp.precursors[0].mass
+        prm = prm_masses(sp.mass, m, sp.activation, merge_within=s.tolerance(m))
+        forms = in_window(ecoli, m, s)
+        tol = s.tolerance(m)
+        got = diagonal_counts(ecoli, forms, prm, m - ecoli.form_mass[forms], tol)
+        for f, g in zip(forms.tolist(), got.tolist(), strict=True):
+            p, inner, shift = ecoli.form_prefix(f)[1:-1], prm[1:-1], m - ecoli.form_mass[f]
+            want = near(p, inner, tol) | (near(p + shift, inner, tol) & (abs(shift) > tol))
+            assert g == int(want.sum())
+        assert got.max() > 0

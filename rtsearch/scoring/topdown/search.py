@@ -24,12 +24,13 @@ from typing import Any
 import numpy as np
 
 from rtsearch.config import TopDownConfig
+from rtsearch.database.arrays import ranges
 from rtsearch.proteoforms.database import ProteoformDatabase
 from rtsearch.scoring.topdown.align import NONE
 from rtsearch.scoring.topdown.evalue import log10_evalue
 from rtsearch.scoring.topdown.gpu import align_pairs
 from rtsearch.scoring.topdown.prm import WATER, near, prm_masses
-from rtsearch.scoring.topdown.truncation import ISOTOPE, Positions, terminal
+from rtsearch.scoring.topdown.truncation import GAP, ISOTOPE, Positions, terminal
 from rtsearch.scoring.topdown.truncation import candidates as truncated
 from rtsearch.types import DeconvolutedSpectrum
 
@@ -84,20 +85,29 @@ def candidates(db: ProteoformDatabase, prm: np.ndarray, precursor: float, s: Top
     forms = in_window(db, precursor, s)
     if forms.size == 0:
         return forms
-    tol = s.tolerance(precursor)
-    scores = np.array([_diagonals(db.form_prefix(int(f)), prm, precursor - db.form_mass[f], tol)
-                       for f in forms])  # fmt: skip
+    scores = diagonal_counts(db, forms, prm, precursor - db.form_mass[forms], s.tolerance(precursor))
     order = np.lexsort((np.abs(db.form_mass[forms] - precursor), -scores))
     return forms[order[: s.candidates]]
 
 
-def _diagonals(prefix: np.ndarray, prm: np.ndarray, total_shift: float, tol: float) -> int:
-    """PRMs within ``tol`` of a prefix mass (shift 0) or of one plus ``total_shift`` (inner masses only)."""
+def diagonal_counts(db: ProteoformDatabase, forms: np.ndarray, prm: np.ndarray, shift: np.ndarray,
+                    tol: float) -> np.ndarray:  # fmt: skip
+    """Per form: the inner PRMs within ``tol`` of one of its inner prefix masses (shift 0) or of one plus its
+    ``shift`` (the whole mass difference). All forms at once: their prefix masses laid end to end, a `GAP` apart,
+    one sorted search of every (form, PRM)."""
     inner = prm[1:-1]
-    hit = near(prefix[1:-1], inner, tol)
-    if abs(total_shift) > tol:
-        hit |= near(prefix[1:-1] + total_shift, inner, tol)
-    return int(hit.sum())
+    if inner.size == 0 or forms.size == 0:
+        return np.zeros(forms.shape[0], np.int64)
+    k = db.form_protein[forms].astype(np.int64)
+    base = db.offsets[k] + k + db.form_start[forms]  # the form's position 0 in ``db.prefix``
+    last = db.offsets[k + 1] + k  # the protein's position n (not inner)
+    row, at = ranges(base + 1, np.maximum(last, base + 1))
+    laid = db.prefix[at] - db.prefix[base[row]] + db.form_delta[forms][row] + row * GAP
+    lanes = np.arange(forms.shape[0])[:, None] * GAP
+    hit = near(laid, (inner[None, :] + lanes).ravel(), tol).reshape(forms.shape[0], -1)
+    moved = near(laid, (inner[None, :] - shift[:, None] + lanes).ravel(), tol).reshape(forms.shape[0], -1)
+    hit |= moved & (np.abs(shift) > tol)[:, None]
+    return hit.sum(axis=1)
 
 
 def search_spectrum(db: ProteoformDatabase, sp: DeconvolutedSpectrum, s: TopDownConfig,

@@ -76,8 +76,9 @@ def terminal(db: ProteoformDatabase, pos: Positions, m_res: float, *, tol: float
     """Terminal truncations whose mass is the precursor's (``m_res``, residues only, within ``tol`` after an
     isotope error of ``isotopes``): (protein, a, b, form) for every N-terminal form cut short at b (a prefix, form
     ≥ 0) and every protein's C-terminal piece from a (a suffix, form -1). TopPIC's zero-shift filter finds these by
-    mass alone; the diagonals of `candidates` miss those with few fragments. One sorted search a protein end."""
-    g = pos.mass_host
+    mass alone; the diagonals of `candidates` miss those with few fragments. One sorted search a protein end, on
+    the positions' backend."""
+    g, xp = pos.mass_host, pos.xp
     n = len(db.accessions)
     out: set[tuple[int, int, int, int]] = set()
     first = db.offsets[:-1] + np.arange(n)  # each protein's position 0 in ``g``
@@ -86,7 +87,9 @@ def terminal(db: ProteoformDatabase, pos: Positions, m_res: float, *, tol: float
     for iso in isotopes:
         m = m_res + iso * ISOTOPE
         for suffix, target in ((True, g[last] - m), (False, g[starts] + m - db.form_delta)):
-            lo, hi = np.searchsorted(g, target - tol), np.searchsorted(g, target + tol, side="right")
+            bounds = xp.asarray(np.concatenate([target - tol, target + tol]))
+            lo, hi = _host(xp, xp.searchsorted(pos.mass, bounds)).reshape(2, -1)
+            hi = hi + (g[np.minimum(hi, g.shape[0] - 1)] == target + tol)  # side="right" at the upper bound
             for r in np.flatnonzero(hi > lo).tolist():
                 k = r if suffix else int(db.form_protein[r])
                 for at in range(int(lo[r]), int(hi[r])):
