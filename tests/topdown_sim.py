@@ -9,12 +9,13 @@ from rtsearch.scoring.topdown.prm import WATER
 from rtsearch.types import DeconvolutedSpectrum, Precursor
 
 
-def simulate(db, form: int, shift: float, rng: np.random.Generator, prefix: np.ndarray | None = None
-              ) -> DeconvolutedSpectrum:  # fmt: skip
-    """The spectrum of ``db``'s form ``form`` (or of the proteoform of prefix masses ``prefix``) with ``shift`` Da."""
+def simulate(db, form: int, shift: float, rng: np.random.Generator, prefix: np.ndarray | None = None,
+             site: int | None = None) -> DeconvolutedSpectrum:  # fmt: skip
+    """The spectrum of ``db``'s form ``form`` (or of the proteoform of prefix masses ``prefix``) with ``shift`` Da
+    on residue ``site + 1`` (0-based: ``site + 1``; default a random one of the middle half)."""
     prefix = db.form_prefix(form) if prefix is None else prefix
     n = len(prefix) - 1
-    site = int(rng.integers(n // 4, 3 * n // 4))
+    site = int(rng.integers(n // 4, 3 * n // 4)) if site is None else site
     true = prefix + np.where(np.arange(n + 1) > site, shift, 0.0)
     precursor = true[-1] + WATER
     cut = np.sort(rng.choice(np.arange(1, n), min(40, n - 1), replace=False))

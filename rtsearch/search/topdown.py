@@ -8,9 +8,11 @@ it and ``peptide_q_value`` is the proteoform-level q-value (TopPIC's two levels:
 
 A run is ranked by ``-log10`` E-value alone, not a discriminant fitted on the run: a top-down run has a few
 hundred PrSMs, and a discriminant fitted on those learns its decoys away (issue 17's entrapment). The
-``peptide`` column is ProForma 2.0 with the unknown shift as a mass of unknown position
+``peptide`` column is ProForma 2.0 with one shift on the residues the spectrum allows (``SEQ(UEN)[+12.3456]CE``,
+a known PTM by its name, `rtsearch.scoring.topdown.localize`), or of unknown position when it could be anywhere
 (``[+79.966]?[Acetyl]-SEQ…``); ``proteoform_start``/``proteoform_end`` give its residues (1-based, inclusive)
-in the protein, ``mass_shift`` the shifts' sum in Da and ``evalue`` the E-value.
+in the protein, ``shift_first``/``shift_last`` the shift's (same numbering), ``mass_shift`` the shifts' sum in
+Da and ``evalue`` the E-value.
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ from rtsearch.search.lda import Discriminant
 from rtsearch.search.target import Reopen, RunFit
 from rtsearch.types import PROTON, DeconvolutedSpectrum, Precursor, Spectrum
 
-FEATURES = ("neg_log10_evalue", "matched_prms", "unknown_shifts", "mass_shift", "prms", "length")
-RESULT_FIELDS = ("proteoform_start", "proteoform_end", "mass_shift", "unknown_shifts", "evalue")
+FEATURES = ("neg_log10_evalue", "matched_prms", "unknown_shifts", "mass_shift", "prms", "length", "shift_first",
+            "shift_last")  # fmt: skip
+RESULT_FIELDS = ("proteoform_start", "proteoform_end", "mass_shift", "unknown_shifts", "shift_first", "shift_last",
+                 "evalue")  # fmt: skip
 _ACTIVATION = {"b/y": "CID", "c/z": "ETD"}
 _BITS = 17  # a residue position in a match id (proteins up to 131,071 residues; `[proteoforms] max_length`)
 
@@ -98,17 +102,27 @@ class TopDownTarget:
             best.calc_mz[i] = mass + PROTON
             best.ppm_error[i] = (r.mass_difference / mass * 1e6) if r.shifts == 0 else np.nan
             best.matched_peaks[i] = r.score
-            best.features[i] = (-r.log10_evalue, r.score, r.shifts, r.mass_difference, r.prms, r.end - r.start)
+            site = (r.site[0] + 1, r.site[1] + 1) if r.site[0] >= 0 else (np.nan, np.nan)
+            best.features[i] = (-r.log10_evalue, r.score, r.shifts, r.mass_difference, r.prms, r.end - r.start, *site)
             peptides[i] = self._proforma(r)
             proteins[i] = [self.db.accessions[r.protein]]
         return ScoredBatch(list(spectra.run), spectra.scan, spectra.precursor_mz, spectra.rt, best, reason,
                            names=Names(peptides, proteins))  # fmt: skip
 
     def _proforma(self, r: PrSM) -> str:
-        shift = f"[{r.mass_difference:+.4f}]?" if r.shifts > 0 else ""
+        """ProForma 2.0: a localized shift on its residue or range (``PR(OTE)[+79.9663]IN``, a known PTM by name),
+        else of unknown position (``[+12.3456]?PROTEIN``)."""
         seq = self.db.sequence(r.protein)[r.start : r.end]
-        acetyl = r.form >= 0 and float(self.db.form_delta[r.form]) != 0.0
-        return f"{shift}{'[Acetyl]-' if acetyl else ''}{seq}"
+        acetyl = "[Acetyl]-" if r.form >= 0 and float(self.db.form_delta[r.form]) != 0.0 else ""
+        if r.shifts == 0:
+            return acetyl + seq
+        label = f"[{r.shift_name or f'{r.mass_difference:+.4f}'}]"
+        a, b = r.site[0] - r.start, r.site[1] - r.start
+        if r.shifts > 1 or a < 0 or (a == 0 and b == len(seq) - 1):
+            return f"[{r.mass_difference:+.4f}]?{acetyl}{seq}"
+        if a == b:
+            return f"{acetyl}{seq[: a + 1]}{label}{seq[a + 1 :]}"
+        return f"{acetyl}{seq[:a]}({seq[a : b + 1]}){label}{seq[b + 1 :]}"
 
     def reopen(self, backend: BackendName = "numpy") -> Reopen | None:
         return Reopen(_open, (str(self.folder), self.cfg, backend)) if self.folder is not None else None
@@ -144,6 +158,7 @@ class TopDownTarget:
         f = {name: features[:, k] for k, name in enumerate(FEATURES)}
         return {"proteoform_start": np.where(ids >= 0, start + 1, 0), "proteoform_end": np.where(ids >= 0, end, 0),
                 "mass_shift": f["mass_shift"], "unknown_shifts": np.nan_to_num(f["unknown_shifts"]).astype(np.int64),
+                "shift_first": f["shift_first"], "shift_last": f["shift_last"],
                 "evalue": 10.0 ** -f["neg_log10_evalue"]}  # fmt: skip
 
     def warm_up_spectra(self, n: int) -> list[Spectrum]:

@@ -3,6 +3,8 @@ shifts, proteoform ids, E-values, and the results table's PrSM- and proteoform-l
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -60,7 +62,7 @@ def test_a_batch_of_simulated_proteoforms_is_identified_and_named(small) -> None
         k = int(rng.choice(long))
         a, b = int(rng.integers(10, 60)), int(rng.integers(130, 200))
         full = small.prefix_of(k)
-        d = simulate(small, -1, shift, rng, prefix=full[a : b + 1] - full[a])
+        d = simulate(small, -1, shift, rng, prefix=full[a : b + 1] - full[a], site=40)  # on residue a + 41
         d.scan = scan
         truth.append((k, a, b, shift))
         spectra.append(d.as_spectrum())
@@ -74,7 +76,16 @@ def test_a_batch_of_simulated_proteoforms_is_identified_and_named(small) -> None
         assert feats["mass_shift"] == pytest.approx(shift, abs=1e-6)
         assert feats["neg_log10_evalue"] > 10  # 30+ matched PRMs of a few dozen: far beyond chance
         seq = small.sequence(k)[a:b]
-        assert scored.names.peptides[i] == (f"[{shift:+.4f}]?" if shift else "") + seq
+        name = scored.names.peptides[i]
+        assert re.sub(r"\[[^]]*\]|[()]", "", name) == seq  # the sequence, a shift's mass and range marked in it
+        if shift:
+            first, last = int(feats["shift_first"]), int(feats["shift_last"])
+            assert first <= a + 41 <= last and last - first < 10  # 1-based in the protein; 40 of ~150 cleavages seen
+            in_range = small.sequence(k)[first - 1 : last]
+            label = "[Phospho]" if shift > 79 and set(in_range) & set("STY") else f"[{shift:+.4f}]"  # a known PTM
+            assert label in name and ("(" in name) == (first < last)
+        else:
+            assert name == seq and np.isnan(feats["shift_first"])
         assert scored.names.proteins[i] == [small.accessions[k]]
     assert scored.best.match[3] == -1 and "not a deconvoluted spectrum" in scored.reason[3]
 

@@ -18,7 +18,7 @@ shifts.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,8 @@ from rtsearch.proteoforms.database import ProteoformDatabase
 from rtsearch.scoring.topdown.align import NONE
 from rtsearch.scoring.topdown.evalue import log10_evalue
 from rtsearch.scoring.topdown.gpu import align_pairs
+from rtsearch.scoring.topdown.localize import localize
+from rtsearch.scoring.topdown.localize import name as shift_name
 from rtsearch.scoring.topdown.prm import WATER, near, prm_masses
 from rtsearch.scoring.topdown.truncation import GAP, ISOTOPE, Positions, terminal
 from rtsearch.scoring.topdown.truncation import candidates as truncated
@@ -52,6 +54,8 @@ class PrSM:
     log10_evalue: float = 0.0
     precursor_mass: float = 0.0  # the neutral precursor mass it was aligned at
     prms: int = 0  # the spectrum's inner PRMs at that precursor
+    site: tuple[int, int] = (-1, -1)  # with one shift: its first and last possible residue, 0-based in the protein
+    shift_name: str = ""  # a known PTM of the shift's mass that a residue of ``site`` can carry
 
 
 def window_of(precursor: float, s: TopDownConfig) -> float:
@@ -144,6 +148,7 @@ def search_batch(db: ProteoformDatabase, spectra: Sequence[DeconvolutedSpectrum]
                          precursor_tolerance=np.array([o.precursor * s.precursor_ppm * 1e-6 for o in looks]),
                          xp=xp)  # fmt: skip
     best: list[tuple[float, ...]] = [(-np.inf,)] * len(spectra)
+    chosen: dict[int, _Look] = {}
     for o, row in zip(looks, scores.tolist(), strict=True):
         n_prm = len(prms[o.prm]) - 2
         mass = float(o.prefix[-1] + WATER)
@@ -156,8 +161,17 @@ def search_batch(db: ProteoformDatabase, spectra: Sequence[DeconvolutedSpectrum]
         key = (-e, score, -shifts, -abs(o.precursor - mass))
         if key > best[o.spectrum]:
             best[o.spectrum] = key
+            chosen[o.spectrum] = o
             found[o.spectrum] = PrSM(spectra[o.spectrum].scan, o.protein, o.start, o.end, o.form, score, shifts,
                                      o.precursor - mass, bool(db.is_decoy[o.protein]), e, o.precursor, n_prm)
+    for i, o in chosen.items():
+        r = found[i]
+        if r.shifts == 1:
+            tol = s.tolerance(o.precursor)
+            first, last = localize(o.prefix, prms[o.prm], r.mass_difference, tol)
+            codes = db.residues[db.offsets[o.protein] + o.start + first : db.offsets[o.protein] + o.start + last + 1]
+            found[i] = replace(r, site=(o.start + first, o.start + last),
+                               shift_name=shift_name(db.known, codes, r.mass_difference, tol))  # fmt: skip
     return found
 
 
