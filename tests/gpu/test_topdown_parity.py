@@ -94,3 +94,27 @@ def test_real_spectra_same_scores_and_speed() -> None:
         secs = time.perf_counter() - t0
         print(f"CuPy: {len(pairs):,} pairs, {cells / 1e9:.2f} G cells in {secs:.3f} s: "
               f"{cells / secs / 1e9:.2f} G cells/s, {len(pairs) / secs:,.0f} alignments/s")
+
+
+def test_truncation_candidates_same_on_both_backends() -> None:
+    """Diagonal counts, the best starts and ends, and terminal truncations by mass: the same on CuPy as on NumPy
+    (real spectra against the whole database with decoys)."""
+    from rtsearch.config import TopDownConfig
+    from rtsearch.scoring.topdown.search import window_of
+    from rtsearch.scoring.topdown.truncation import Positions, candidates, terminal
+
+    cp = get_backend("cupy").xp
+    folder = data_dir() / "topdown-flashapp-ecoli"
+    db = build_proteoforms(read_fasta(folder / "example_database.fasta"), ProteoformConfig())
+    on_np, on_cp = Positions(db), Positions(db, cp)
+    s = TopDownConfig()
+    for sp in [x for x in read_msalign(folder / "toppic_ms2.msalign") if not x.problem][:8]:
+        m = sp.precursors[0].mass
+        prm = prm_masses(sp.mass, m, sp.activation, merge_within=s.tolerance(m))
+        for a, b in zip(on_np.counts(prm, m - 18.010564684, s.tolerance(m)),
+                        on_cp.counts(prm, m - 18.010564684, s.tolerance(m)), strict=True):  # fmt: skip
+            assert np.array_equal(a, cp.asnumpy(b))
+        kw = {"tol": s.tolerance(m), "window": window_of(m, s)}
+        assert candidates(on_np, prm, m - 18.010564684, **kw) == candidates(on_cp, prm, m - 18.010564684, **kw)
+        assert terminal(db, on_np, m - 18.010564684, tol=m * 15e-6) == terminal(db, on_cp, m - 18.010564684,
+                                                                                 tol=m * 15e-6)  # fmt: skip

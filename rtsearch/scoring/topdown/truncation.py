@@ -19,6 +19,7 @@ from rtsearch.proteoforms.database import ProteoformDatabase
 from rtsearch.scoring.topdown.prm import near
 
 GAP = 1.0e6  # Da between proteins laid end to end: more than any PRM
+CHUNK_GPU, CHUNK_HOST = 16, 2  # PRMs whose diagonals one sorted search counts (`Positions.counts`)
 
 
 class Positions:
@@ -39,9 +40,14 @@ class Positions:
         xp, g = self.xp, self.mass
         n_count = xp.zeros(g.shape[0], dtype=xp.int32)
         c_count = xp.zeros(g.shape[0], dtype=xp.int32)
-        for s in np.asarray(prm[1:-1]).tolist():
-            n_count += near(g, g + s, tol, xp).astype(xp.int32)
-            c_count += near(g, g - (m_res - s), tol, xp).astype(xp.int32)
+        inner = np.asarray(prm[1:-1], np.float64)
+        step = CHUNK_GPU if xp is not np else CHUNK_HOST  # PRMs a search: fewer launches, bounded scratch
+        for lo in range(0, inner.shape[0], step):
+            s = xp.asarray(inner[lo : lo + step])[:, None]
+            rows = s.shape[0]
+            n_count += near(g, (g[None, :] + s).ravel(), tol, xp).reshape(rows, -1).sum(axis=0, dtype=xp.int32)
+            c_count += near(g, (g[None, :] - (m_res - s)).ravel(), tol, xp).reshape(rows, -1).sum(axis=0,
+                                                                                                dtype=xp.int32)
         return n_count, c_count
 
 
@@ -54,12 +60,12 @@ def candidates(pos: Positions, prm: np.ndarray, m_res: float, *, tol: float, win
     n_host, c_host = _host(xp, n_count), _host(xp, c_count)
     g = pos.mass_host
     found: dict[tuple[int, int], int] = {}
-    for a in _best(n_host, starts).tolist():
+    for a in _best(n_count, starts, xp).tolist():
         lo, hi = np.searchsorted(g, [g[a] + m_res - window, g[a] + m_res + window])
         for b in range(int(lo), int(hi)):
             if pos.protein[b] == pos.protein[a] and b > a:
                 found[a, b] = int(n_host[a] + c_host[b])
-    for b in _best(c_host, starts).tolist():
+    for b in _best(c_count, starts, xp).tolist():
         lo, hi = np.searchsorted(g, [g[b] - m_res - window, g[b] - m_res + window])
         for a in range(int(lo), int(hi)):
             if pos.protein[a] == pos.protein[b] and b > a:
@@ -100,16 +106,15 @@ def terminal(db: ProteoformDatabase, pos: Positions, m_res: float, *, tol: float
     return sorted(out)
 
 
-def _best(counts: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the ``k`` highest counts, highest first, the lower position first among equals (a stable
-    sort's first ``k``, by a partition: the whole sort of ~10^6 positions cost most of a spectrum's time)."""
-    if counts.shape[0] <= k:
-        return np.argsort(-counts, kind="stable")
-    kth = np.partition(counts, counts.shape[0] - k)[counts.shape[0] - k]  # the k-th highest count
-    above = np.flatnonzero(counts > kth)
-    tied = np.flatnonzero(counts == kth)[: k - above.shape[0]]
-    chosen = np.concatenate([above, tied])
-    return chosen[np.lexsort((chosen, -counts[chosen]))]
+def _best(counts: Any, k: int, xp: Any = np) -> np.ndarray:
+    """Positions of the ``k`` highest ``counts``, highest first, the lower position first among equals (a stable
+    sort's first ``k``). One key a position, (max − count) << 32 | position, so no two are equal and either backend
+    gives the same: sorted on the GPU, partitioned on the host (a partition of counts, mostly equal, took 64 ms)."""
+    n = int(counts.shape[0])
+    key = (counts.max() - counts).astype(xp.int64) << 32 | xp.arange(n, dtype=xp.int64)
+    if xp is not np:
+        return _host(xp, xp.sort(key)[:k]) & 0xFFFFFFFF
+    return np.sort(np.partition(key, k - 1)[:k] if n > k else key) & 0xFFFFFFFF
 
 
 def _host(xp: Any, a: Any) -> np.ndarray:
