@@ -162,16 +162,20 @@ class TopDownTarget:
                 "evalue": 10.0 ** -f["neg_log10_evalue"]}  # fmt: skip
 
     def warm_up_spectra(self, n: int) -> list[Spectrum]:
-        """``n`` spectra made of database forms' own N-terminal fragment masses (plus seeded noise), and the odd
-        ones (which top-down search answers as not deconvoluted)."""
+        """``n`` spectra like real ones (20 of a 3–30 kDa form's N-terminal fragment masses and 10 noise masses, a
+        deconvoluted run's ~40 PRMs: the daemon's engine-time model learns from these), and the odd ones (which
+        top-down search answers as not deconvoluted)."""
         db = self.db
         rng = np.random.default_rng(0)
-        if not len(db.form_mass):
+        usual = np.flatnonzero((db.form_mass > 3_000) & (db.form_mass < 30_000))
+        if not usual.size:
             return warmup.placeholder()
         out = []
-        for k, f in enumerate(np.unique(rng.integers(0, len(db.form_mass), n)).tolist()):
+        for k, f in enumerate(rng.choice(usual, n).tolist()):
             prefix = db.form_prefix(f)
-            mass = np.sort(np.concatenate([prefix[1:-1][::2], rng.uniform(200, float(prefix[-1]), 20)]))
+            inner = prefix[1:-1]
+            picked = rng.choice(inner, min(20, inner.shape[0]), replace=False)
+            mass = np.sort(np.concatenate([picked, rng.uniform(200, float(prefix[-1]), 10)]))
             d = DeconvolutedSpectrum(warmup.RUN, k, 2, mass, np.ones(mass.shape[0], np.float32),
                                      np.ones(mass.shape[0], np.int16), (Precursor(float(prefix[-1] + WATER)),))
             out.append(d.as_spectrum())

@@ -16,7 +16,7 @@ import pytest
 
 from rtsearch.errors import InputError
 from rtsearch.io.spectra import count_spectra, read_spectra, run_name
-from rtsearch.types import Spectrum
+from rtsearch.types import PROTON, Spectrum
 from tests.conftest import data_dir
 
 DATA = data_dir()
@@ -283,8 +283,11 @@ def test_unknown_extension_and_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="absent.mzML"):
         list(read_spectra(tmp_path / "absent.mzML"))
     assert count_spectra(tmp_path / "absent.mgf") is None
-    with pytest.raises(InputError, match="top-down spectra .msalign.: searching them .* not available yet"):
-        list(read_spectra(data_dir() / "topdown-flashapp-ecoli" / "toppic_ms2.msalign"))
+    # msalign: deconvoluted spectra, read as singly protonated ones (top-down search)
+    first = next(read_spectra(data_dir() / "topdown-flashapp-ecoli" / "toppic_ms2.msalign"))
+    assert first.charges == (1,) and first.scan == 3099 and first.precursor_mz == pytest.approx(9105.353595 + PROTON)
+    with pytest.raises(InputError, match=r"\.msalign"):
+        list(read_spectra(tmp_path / "absent.msalign"))
 
 
 def test_reading_is_lazy() -> None:

@@ -121,3 +121,15 @@ def test_the_results_table_gives_prsm_and_proteoform_q_values(small) -> None:
         assert cols["proteoform_start"][i] == start + 1
         assert cols["proteoform_end"][i] == small.offsets[k + 1] - small.offsets[k]
         assert cols["evalue"][i] < 1e-10 and cols["unknown_shifts"][i] == 0
+
+
+def test_warm_up_spectra_look_like_a_deconvoluted_run(small) -> None:
+    """What the daemon's engine-time model learns from: 30 masses a spectrum (a real run's ~20 and their PRMs),
+    3–30 kDa precursors, charge 1 — and the odd ones, answered as not deconvoluted."""
+    target = TopDownTarget(small, TopDownConfig(truncations=False))
+    spectra = target.warm_up_spectra(64)
+    plain = [s for s in spectra if s.charges == (1,)]
+    assert len(spectra) == 64 and 56 <= len(plain) < 64
+    assert all(s.mz.shape[0] == 30 and 3_000 < s.precursor_mz < 30_100 for s in plain)
+    scored = target.score(SpectraBatch.of(spectra))
+    assert (scored.best.match[[i for i, s in enumerate(spectra) if s.charges == (1,)]] >= 0).mean() > 0.9
