@@ -38,12 +38,13 @@ def main() -> int:
     ap.add_argument("--ppm", type=float, default=10.0, help="fragment tolerance, ppm of the precursor mass")
     ap.add_argument("--shifts", type=int, default=1)
     ap.add_argument("--truncations", action="store_true", help="truncated sub-sequences as candidates too")
+    ap.add_argument("--limit", type=int, default=0, help="the run's first N searchable spectra only")
     ap.add_argument("--backend", default="numpy", choices=["numpy", "cupy"],
                     help="for the alignments and the truncations' counts")
     args = ap.parse_args()
     folder = args.data / "topdown-flashapp-ecoli"
     db = build_proteoforms(read_fasta(folder / "example_database.fasta"), ProteoformConfig())
-    spectra = [s for s in read_msalign(folder / "toppic_ms2.msalign") if not s.problem]
+    spectra = [s for s in read_msalign(folder / "toppic_ms2.msalign") if not s.problem][: args.limit or None]
     settings = TopDownConfig(tolerance_da=args.tolerance, fragment_ppm=args.ppm, max_shifts=args.shifts,
                              truncations=args.truncations)
     t0 = time.perf_counter()
