@@ -152,8 +152,10 @@ def search_batch(db: ProteoformDatabase, spectra: Sequence[DeconvolutedSpectrum]
     for o, row in zip(looks, scores.tolist(), strict=True):
         n_prm = len(prms[o.prm]) - 2
         mass = float(o.prefix[-1] + WATER)
+        # a score no higher with more shifts has more trials and candidates, so a larger E-value: not computed
         evalues = [log10_evalue(v, f, len(o.prefix) - 2, n_prm, float(prms[o.prm][-1]), s.tolerance(o.precursor),
-                                o.tests[min(f, 1)]) if v > NONE else np.inf for f, v in enumerate(row)]  # fmt: skip
+                                o.tests[min(f, 1)]) if v > NONE and (f == 0 or v > row[f - 1]) else np.inf
+                   for f, v in enumerate(row)]  # fmt: skip
         shifts = int(np.argmin(evalues))  # the alignment with at most this many shifts that is least likely by chance
         score, e = row[shifts], evalues[shifts]
         if score <= NONE:
