@@ -116,3 +116,16 @@ def test_diagonal_counts_of_all_forms_at_once_are_each_forms_own(ecoli) -> None:
             want = near(p, inner, tol) | (near(p + shift, inner, tol) & (abs(shift) > tol))
             assert g == int(want.sum())
         assert got.max() > 0
+
+
+def test_proteins_heavier_than_the_gap_are_still_laid_in_order() -> None:
+    """A 1.1 MDa protein (6,000 W) between two small ones: the positions laid end to end stay increasing, so
+    its own diagonals and the next protein's are counted apart (before: each protein 10^6 Da after the last one's
+    start, and a heavier protein ran into the next)."""
+    from rtsearch.database.fasta import Protein
+    from rtsearch.scoring.topdown.truncation import Positions
+
+    proteins = [Protein("a", "MKTAYIAKQR"), Protein("big", "M" + "W" * 6000), Protein("c", "MSEQWENCE")]
+    db = build_proteoforms(proteins, ProteoformConfig(decoys="none"))
+    g = Positions(db).mass_host
+    assert db.prefix_of(1)[-1] > 1.1e6 and np.all(np.diff(g) > 0)

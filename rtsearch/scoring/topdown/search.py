@@ -32,7 +32,7 @@ from rtsearch.scoring.topdown.gpu import align_pairs
 from rtsearch.scoring.topdown.localize import localize
 from rtsearch.scoring.topdown.localize import name as shift_name
 from rtsearch.scoring.topdown.prm import WATER, near, prm_masses
-from rtsearch.scoring.topdown.truncation import GAP, ISOTOPE, Positions, terminal
+from rtsearch.scoring.topdown.truncation import ISOTOPE, Positions, lanes, terminal
 from rtsearch.scoring.topdown.truncation import candidates as truncated
 from rtsearch.types import DeconvolutedSpectrum
 
@@ -97,8 +97,8 @@ def candidates(db: ProteoformDatabase, prm: np.ndarray, precursor: float, s: Top
 def diagonal_counts(db: ProteoformDatabase, forms: np.ndarray, prm: np.ndarray, shift: np.ndarray,
                     tol: float) -> np.ndarray:  # fmt: skip
     """Per form: the inner PRMs within ``tol`` of one of its inner prefix masses (shift 0) or of one plus its
-    ``shift`` (the whole mass difference). All forms at once: their prefix masses laid end to end, a `GAP` apart,
-    one sorted search of every (form, PRM)."""
+    ``shift`` (the whole mass difference). All forms at once: their prefix masses laid end to end
+    (`rtsearch.scoring.topdown.truncation.lanes`), one sorted search of every (form, PRM)."""
     inner = prm[1:-1]
     if inner.size == 0 or forms.size == 0:
         return np.zeros(forms.shape[0], np.int64)
@@ -106,10 +106,11 @@ def diagonal_counts(db: ProteoformDatabase, forms: np.ndarray, prm: np.ndarray, 
     base = db.offsets[k] + k + db.form_start[forms]  # the form's position 0 in ``db.prefix``
     last = db.offsets[k + 1] + k  # the protein's position n (not inner)
     row, at = ranges(base + 1, np.maximum(last, base + 1))
-    laid = db.prefix[at] - db.prefix[base[row]] + db.form_delta[forms][row] + row * GAP
-    lanes = np.arange(forms.shape[0])[:, None] * GAP
-    hit = near(laid, (inner[None, :] + lanes).ravel(), tol).reshape(forms.shape[0], -1)
-    moved = near(laid, (inner[None, :] - shift[:, None] + lanes).ravel(), tol).reshape(forms.shape[0], -1)
+    lane = lanes(db.prefix[last] - db.prefix[base] + np.abs(db.form_delta[forms]))
+    laid = db.prefix[at] - db.prefix[base[row]] + db.form_delta[forms][row] + lane[row]
+    lanes_ = lane[:, None]
+    hit = near(laid, (inner[None, :] + lanes_).ravel(), tol).reshape(forms.shape[0], -1)
+    moved = near(laid, (inner[None, :] - shift[:, None] + lanes_).ravel(), tol).reshape(forms.shape[0], -1)
     hit |= moved & (np.abs(shift) > tol)[:, None]
     return hit.sum(axis=1)
 

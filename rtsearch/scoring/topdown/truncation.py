@@ -22,6 +22,13 @@ GAP = 1.0e6  # Da between proteins laid end to end: more than any PRM
 CHUNK_GPU, CHUNK_HOST = 16, 2  # PRMs whose diagonals one sorted search counts (`Positions.counts`)
 
 
+def lanes(mass: np.ndarray) -> np.ndarray:
+    """Where each of several increasing mass ladders (of total ``mass`` each) starts when laid end to end, a `GAP`
+    after the one before, so that the whole is increasing and no difference within one spans two."""
+    before = np.cumsum(mass) - mass
+    return np.arange(mass.shape[0]) * GAP + before
+
+
 class Positions:
     """The database's prefix masses laid end to end (``mass``, increasing) and each position's protein."""
 
@@ -30,17 +37,21 @@ class Positions:
         sizes = np.diff(db.offsets) + 1  # n + 1 prefix masses a protein
         self.protein = np.repeat(np.arange(n), sizes)
         self.start = np.repeat(db.offsets[:-1] + np.arange(n), sizes)  # each position's protein's first
-        base = np.repeat(np.arange(n) * GAP, sizes)
+        full = db.prefix[db.offsets[1:] + np.arange(n)]  # each protein's residue mass
+        base = np.repeat(lanes(full), sizes)
         self.mass_host = db.prefix + base
         self.xp = xp
         self.mass = xp.asarray(self.mass_host)
 
     def counts(self, prm: np.ndarray, m_res: float, tol: float) -> tuple[Any, Any]:
-        """Per position: inner PRMs on its N-terminal diagonal (as a start) and on its C-terminal one (as an end)."""
+        """Per position: inner PRMs on its N-terminal diagonal (as a start) and on its C-terminal one (as an end):
+        one sorted search of (position + PRM) over all positions, `CHUNK_GPU` (`CHUNK_HOST`) PRMs at a time. (Counting
+        by residue offsets instead — each position's difference to the one d on, against the sorted PRMs — was
+        measured hardly faster on the host: 12.1 and 12.5 s against 12.5 and 16.4 s for two spectra, 2-core EPYC.)"""
         xp, g = self.xp, self.mass
+        inner = np.asarray(prm[1:-1], np.float64)
         n_count = xp.zeros(g.shape[0], dtype=xp.int32)
         c_count = xp.zeros(g.shape[0], dtype=xp.int32)
-        inner = np.asarray(prm[1:-1], np.float64)
         step = CHUNK_GPU if xp is not np else CHUNK_HOST  # PRMs a search: fewer launches, bounded scratch
         for lo in range(0, inner.shape[0], step):
             s = xp.asarray(inner[lo : lo + step])[:, None]
