@@ -54,6 +54,7 @@ class DatabaseTarget:
     kind: str = "index"
     features: tuple[str, ...] = FEATURES
     result_fields: tuple[str, ...] = ()
+    levels: tuple[str, str] = ("PSMs", "peptides")
 
     def __init__(
         self, index: PeptideIndex, cfg: SearchConfig, backend: Backend | None = None, *, engine: Engine | None = None

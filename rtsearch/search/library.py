@@ -55,6 +55,7 @@ class LibraryTarget:
     features: tuple[str, ...] = LIBRARY_FEATURES
     primary: str = "f_value"
     result_fields: tuple[str, ...] = RESULT_FIELDS
+    levels: tuple[str, str] = ("PSMs", "peptides")
 
     def __init__(
         self, lib: SpectralLibrary, tolerance: Tolerance, backend: Backend | None = None, *,

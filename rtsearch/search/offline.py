@@ -32,6 +32,7 @@ class SearchSummary:
     psms_at_1pct: int
     peptides_at_1pct: int
     seconds: float
+    levels: tuple[str, str] = ("PSMs", "peptides")  # what the two counts count (the target's `levels`)
 
     @property
     def spectra_per_second(self) -> float:
@@ -39,7 +40,8 @@ class SearchSummary:
 
     def __str__(self) -> str:
         return (
-            f"{self.spectra:,} spectra, {self.psms_at_1pct:,} PSMs and {self.peptides_at_1pct:,} peptides "
+            f"{self.spectra:,} spectra, {self.psms_at_1pct:,} {self.levels[0]} and {self.peptides_at_1pct:,} "
+            f"{self.levels[1]} "
             f"at 1% FDR, {self.seconds:.1f} s ({self.spectra_per_second:,.0f} spectra/s)"
         )
 
@@ -75,7 +77,7 @@ def search_runs(
     table.finalize()
     log.debug("q-values of %d runs", len(table.discriminants))
     psms, peptides = table.counts_at(0.01)
-    return table, SearchSummary(len(table), psms, peptides, time.perf_counter() - t0)
+    return table, SearchSummary(len(table), psms, peptides, time.perf_counter() - t0, target.levels)
 
 
 class SpectrumReader:

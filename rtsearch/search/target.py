@@ -70,6 +70,7 @@ class SearchTarget(Protocol):
     features: tuple[str, ...]  # names of ``ScoredBatch.best.features``' columns
     primary: str  # one of ``features``: what a run ranks by before its discriminant
     result_fields: tuple[str, ...]  # fields this kind adds to every matched result (wire and file)
+    levels: tuple[str, str]  # what its two FDR levels count, for summaries: ("PSMs", "peptides"), ("PrSMs", …)
 
     @property
     def entries(self) -> int:

@@ -63,6 +63,7 @@ class TopDownTarget:
     features: tuple[str, ...] = FEATURES
     primary: str = "neg_log10_evalue"
     result_fields: tuple[str, ...] = RESULT_FIELDS
+    levels: tuple[str, str] = ("PrSMs", "proteoforms")
 
     def __init__(self, db: ProteoformDatabase, cfg: TopDownConfig, backend: Backend | None = None, *,
                  folder: str | Path | None = None) -> None:  # fmt: skip

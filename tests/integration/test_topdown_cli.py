@@ -46,7 +46,7 @@ def test_an_msalign_run_is_searched_with_proteoform_columns(ecoli_pf, config, da
     proc = run_cli("search", str(run), "--proteoforms", str(ecoli_pf), "--config", str(config), "--backend", "numpy",
                    "-o", str(out))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "12 spectra" in proc.stdout
+    assert "12 spectra" in proc.stdout and "PrSMs and" in proc.stdout and "proteoforms at 1% FDR" in proc.stdout
     rows = list(csv.DictReader(out.open(), delimiter="\t"))
     assert len(rows) == 12 and {r["run"] for r in rows} == {"flash"}
     assert [int(r["scan"]) for r in rows][:3] == [3099, 3100, 3101]
