@@ -87,3 +87,18 @@ def test_spectra_without_a_usable_precursor_are_answered_with_a_reason(ecoli_pf,
     assert proc.returncode == 0, proc.stderr
     rows = list(csv.DictReader(out.open(), delimiter="\t"))
     assert len(rows) == 2 and "precursor" in rows[0]["reason"] and not rows[0]["proteins"] and rows[1]["proteins"]
+
+
+def test_a_topfd_run_of_another_organism_searches_end_to_end(ecoli_pf, config, data, tmp_path) -> None:
+    """The Jurkat run (TopFD 1.6 layout, HCD, human: no database here) against the E. coli proteoforms: read,
+    searched and written whole — for format, not identifications."""
+    run = _slice(data / "topdown-jurkat" / "JurkatTopDownRep2Fract1_ms2.msalign", tmp_path / "jurkat_ms2.msalign", 15)
+    out = tmp_path / "jurkat.tsv"
+    proc = run_cli("search", str(run), "--proteoforms", str(ecoli_pf), "--config", str(config), "--backend", "numpy",
+                   "-o", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(out.open(), delimiter="\t"))
+    assert len(rows) == 15 and {r["run"] for r in rows} == {"jurkat"}
+    answered = [r for r in rows if r["proteins"]]
+    unanswered = [r for r in rows if not r["proteins"]]
+    assert answered and all(r["reason"] for r in unanswered)  # no precursor mass in TopFD's file, or none aligned
