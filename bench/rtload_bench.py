@@ -22,6 +22,7 @@ Prints and writes (``--json``) every ``rt_load.py`` line, tagged. The tools come
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import subprocess
 import sys
@@ -34,25 +35,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "simulators"))
 
-from bench.serving import Served, daemon_metrics, free_port, index_and_record  # noqa: E402
+from bench.serving import Served, daemon_metrics, echo_floor, free_port, index_and_record  # noqa: E402
+from bench.serving import write_mgf as write_spectra  # noqa: E402
 from bench.stream_bench import RUNS  # noqa: E402
 from rtsearch.io.spectra import read_spectra  # noqa: E402
 
 
 def write_mgf(data: Path, out: Path) -> int:
     """The dev runs' MS2 spectra with one known charge, as MGF; how many."""
-    n = 0
-    with open(out, "w") as fh:
-        for run in RUNS:
-            for sp in read_spectra(data / run):
-                if len(sp.charges) != 1 or sp.problem or sp.precursor_mz <= 0:
-                    continue
-                fh.write(f"BEGIN IONS\nTITLE={sp.run}.{sp.scan}\nPEPMASS={sp.precursor_mz!r}\nCHARGE={sp.charges[0]}+\n"
-                         f"RTINSECONDS={sp.rt!r}\n")  # fmt: skip
-                fh.writelines(f"{m!r} {i!r}\n" for m, i in zip(sp.mz.tolist(), sp.intensity.tolist(), strict=True))
-                fh.write("END IONS\n")
-                n += 1
-    return n
+    return write_spectra(itertools.chain.from_iterable(read_spectra(data / run) for run in RUNS), out)
 
 
 def rt_load(tools: Path, mgf: Path, spectra: str, results: str, *args: str) -> list[dict[str, Any]]:
@@ -123,16 +114,10 @@ def main() -> int:
                 phases.append(line)
                 print(json.dumps(line), flush=True)
 
-        sp, rp = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
-        echo = subprocess.Popen([sys.executable, str(args.tools / "echo_floor.py"), "--spectra", sp, "--results", rp])
-        try:
-            time.sleep(1.0)
+        with echo_floor(args.tools) as ep:
             for rate in args.floor_rates.split(","):
                 seconds = args.low_seconds if float(rate) <= 1000 else args.seconds
-                phase("floor", rate, seconds, ep=(sp, rp))
-        finally:
-            echo.kill()
-            echo.wait(10)
+                phase("floor", rate, seconds, ep=ep)
         if args.wide_rates:
             sp, rp = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
             wide = subprocess.Popen([sys.executable, str(ROOT / "bench" / "wide_echo.py"), "--spectra", sp,

@@ -1,11 +1,13 @@
 """What the daemon benchmarks share: free ports, ``rtsearch serve`` as a process of this checkout, its counters.
 
 `Served` starts ``rtsearch serve --spectra-mode pull`` on free loopback ports with the code of a checkout
-(``PYTHONPATH``), waits for its ready line (the metrics port), and stops it on exit.
+(``PYTHONPATH``), waits for its ready line (the metrics port), and stops it on exit; `echo_floor` runs the shared
+echo service the same way; `write_mgf` writes spectra as the MGF the shared client reads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -14,8 +16,11 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+from rtsearch.types import Spectrum
 
 ROOT = Path(__file__).resolve().parents[1]
 WATCHED = ("rtsearch_shed_total", "rtsearch_results_total", "rtsearch_worker_seconds_total",
@@ -149,3 +154,32 @@ class Served:
             self.proc.wait(120)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+def write_mgf(spectra: Iterable[Spectrum], out: Path) -> int:
+    """``spectra`` with one known charge as MGF (what ``rt_load.py`` reads); how many were written."""
+    n = 0
+    with open(out, "w") as fh:
+        for sp in spectra:
+            if len(sp.charges) != 1 or sp.problem or sp.precursor_mz <= 0:
+                continue
+            fh.write(f"BEGIN IONS\nTITLE={sp.run}.{sp.scan}\nPEPMASS={sp.precursor_mz!r}\nCHARGE={sp.charges[0]}+\n"
+                     f"RTINSECONDS={sp.rt!r}\n")  # fmt: skip
+            fh.writelines(f"{m!r} {i!r}\n" for m, i in zip(sp.mz.tolist(), sp.intensity.tolist(), strict=True))
+            fh.write("END IONS\n")
+            n += 1
+    return n
+
+
+@contextlib.contextmanager
+def echo_floor(tools: Path) -> Iterator[tuple[str, str]]:
+    """``echo_floor.py`` of ``tools`` (a Python service answering each message at once) on free loopback ports for
+    the block: its (spectra, results) endpoints."""
+    sp, rp = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+    echo = subprocess.Popen([sys.executable, str(tools / "echo_floor.py"), "--spectra", sp, "--results", rp])
+    try:
+        time.sleep(1.0)
+        yield sp, rp
+    finally:
+        echo.kill()
+        echo.wait(10)

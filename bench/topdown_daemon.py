@@ -25,23 +25,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "simulators"))
 
 from bench.rtload_bench import rt_load  # noqa: E402
-from bench.serving import Served, free_port  # noqa: E402
-from rtsearch.io.msalign import read_msalign  # noqa: E402
-
-
-def write_mgf(msalign: Path, out: Path) -> int:
-    """The run's searchable MS2 spectra as charge-1 MGF; how many."""
-    n = 0
-    with open(out, "w") as fh:
-        for d in read_msalign(msalign):
-            if d.problem:
-                continue
-            sp = d.as_spectrum()
-            peaks = "".join(f"{m!r} {i!r}\n" for m, i in zip(sp.mz.tolist(), sp.intensity.tolist(), strict=True))
-            fh.write(f"BEGIN IONS\nTITLE={sp.run}.{sp.scan}\nPEPMASS={sp.precursor_mz!r}\nCHARGE=1+\n"
-                     f"RTINSECONDS={sp.rt!r}\n{peaks}END IONS\n")  # fmt: skip
-            n += 1
-    return n
+from bench.serving import Served, echo_floor, write_mgf  # noqa: E402
+from rtsearch.io.spectra import read_spectra  # noqa: E402
 
 
 def main() -> int:
@@ -58,7 +43,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp_:
         tmp = Path(tmp_)
         mgf = tmp / "flash_ms2.mgf"
-        print(f"{write_mgf(folder / 'toppic_ms2.msalign', mgf)} spectra as charge-1 MGF", flush=True)
+        n = write_mgf(read_spectra(folder / "toppic_ms2.msalign"), mgf)  # deconvoluted: charge 1, as on the wire
+        print(f"{n} spectra as charge-1 MGF", flush=True)
         fasta = folder / "example_database.fasta"
         subprocess.run([sys.executable, "-m", "rtsearch.cli", "proteoforms", "build", "--fasta", str(fasta), "--out",
                         str(tmp / "ecoli.pf")], check=True)  # fmt: skip
@@ -70,14 +56,8 @@ def main() -> int:
                 lines.append(line)
                 print(json.dumps(line), flush=True)
 
-        sp, rp = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
-        echo = subprocess.Popen([sys.executable, str(args.tools / "echo_floor.py"), "--spectra", sp, "--results", rp])
-        try:
-            time.sleep(1.0)
-            phase("floor", (sp, rp))
-        finally:
-            echo.kill()
-            echo.wait(10)
+        with echo_floor(args.tools) as ep:
+            phase("floor", ep)
         t0 = time.perf_counter()
         with Served(tmp / "ecoli.pf", tmp / "results", args.serve_args.split(), tmp, kind="--proteoforms") as served:
             print(f"daemon ready in {time.perf_counter() - t0:.1f} s", flush=True)

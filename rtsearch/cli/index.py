@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
 from typing import Any
 
 from rtsearch.cli.progress import Progress
+from rtsearch.cli.stores import print_info, require_files
 from rtsearch.cli.target import add_backend_argument, backend_of
 from rtsearch.config import load_config
-from rtsearch.errors import InputError
 
 
 def add_parser(sub: Any) -> None:
@@ -42,9 +40,7 @@ def _build(args: argparse.Namespace) -> int:
     from rtsearch.database.store import file_record, save_index
 
     cfg = load_config(args.config)
-    for f in args.fasta:
-        if not Path(f).is_file():
-            raise InputError(f"{f}: FASTA file not found")
+    require_files(args.fasta, "FASTA file")
     backend = backend_of(args, cfg)
     t0 = time.perf_counter()
     bars: dict[str, Progress] = {}
@@ -77,16 +73,13 @@ def _info(args: argparse.Namespace) -> int:
     from rtsearch.database.store import read_manifest
 
     m = read_manifest(args.dir)
-    if args.json:
-        print(json.dumps(m, indent=2))
-        return 0
-    c = m["counts"]
-    print(f"index        {args.dir} (format {m['format_version']}, rtsearch {m['rtsearch_version']})")
-    print(f"inputs       {', '.join(i['name'] for i in m['inputs'])}")
-    print(f"proteins     {c['proteins']:,}")
-    print(f"peptides     {c['target_peptides']:,} target, {c['decoy_peptides']:,} decoy")
-    print(f"fragments    {c['fragments']:,} (buckets of {m['bucket_size']})")
-    print(f"size         {m['bytes'] / 1e6:,.1f} MB, built in {m['build_seconds']:.1f} s")
-    for k, v in m["params"].items():
-        print(f"  {k:<26} {v}")
+    c = m.get("counts", {})
+    print_info(m, lambda: [
+        ("index", f"{args.dir} (format {m['format_version']}, rtsearch {m['rtsearch_version']})"),
+        ("inputs", ", ".join(i["name"] for i in m["inputs"])),
+        ("proteins", f"{c['proteins']:,}"),
+        ("peptides", f"{c['target_peptides']:,} target, {c['decoy_peptides']:,} decoy"),
+        ("fragments", f"{c['fragments']:,} (buckets of {m['bucket_size']})"),
+        ("size", f"{m['bytes'] / 1e6:,.1f} MB, built in {m['build_seconds']:.1f} s"),
+    ], as_json=args.json)  # fmt: skip
     return 0

@@ -6,12 +6,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
 from typing import Any
 
 from rtsearch.cli.progress import Progress
+from rtsearch.cli.stores import print_info, require_files
 from rtsearch.errors import InputError
 
 
@@ -65,9 +64,7 @@ def run(args: argparse.Namespace) -> int:
 def _library_build(args: argparse.Namespace) -> int:
     from rtsearch.library.consensus import build_library
 
-    for f in [args.results, *args.runs]:
-        if not Path(f).is_file():
-            raise InputError(f"{f}: file not found")
+    require_files([args.results, *args.runs], "file")
     if not (0 < args.max_q <= 1 and args.peak_tolerance > 0 and 0 < args.quorum <= 1):
         raise InputError("library build: need 0 < --max-q <= 1, --peak-tolerance > 0 and 0 < --quorum <= 1")
     rep = build_library(args.results, args.runs, args.out, max_q=args.max_q, peak_tolerance=args.peak_tolerance,
@@ -81,9 +78,7 @@ def _library_build(args: argparse.Namespace) -> int:
 def _library_import(args: argparse.Namespace) -> int:
     from rtsearch.library.store import LibraryParams, import_library
 
-    for f in args.libs:
-        if not Path(f).is_file():
-            raise InputError(f"{f}: library file not found")
+    require_files(args.libs, "library file")
     try:
         params = LibraryParams(bin_width=args.bin_width, top_peaks=args.top_peaks,
                                precursor_removal_da=args.precursor_removal, decoys=not args.no_decoys, seed=args.seed)
@@ -108,17 +103,14 @@ def _library_info(args: argparse.Namespace) -> int:
 
     lib = load_library(args.dir)
     m = lib.manifest
-    if args.json:
-        print(json.dumps(m, indent=2))
-        return 0
-    c = m["counts"]
-    print(f"library      {args.dir} (format version {m['version']}, rtsearch {m['rtsearch']})")
-    print(f"sources      {', '.join(m['sources'])}")
-    print(f"entries      {c['entries']:,}: {c['targets']:,} target, {c['decoys']:,} decoy "
-          f"({c['malformed']:,} not imported)")  # fmt: skip
-    print(f"peaks        {c['peaks']:,} ({c['peaks'] / max(c['entries'], 1):.1f} per entry after preprocessing)")
-    if len(lib):
-        print(f"precursors   m/z {float(lib.precursor_mz[0]):.4f} to {float(lib.precursor_mz[-1]):.4f}")
-    for k, v in m["params"].items():
-        print(f"  {k:<26} {v}")
+    c = m.get("counts", {})
+    print_info(m, lambda: [
+        ("library", f"{args.dir} (format version {m['version']}, rtsearch {m['rtsearch']})"),
+        ("sources", ", ".join(m["sources"])),
+        ("entries", f"{c['entries']:,}: {c['targets']:,} target, {c['decoys']:,} decoy ({c['malformed']:,} not "
+                    "imported)"),
+        ("peaks", f"{c['peaks']:,} ({c['peaks'] / max(c['entries'], 1):.1f} per entry after preprocessing)"),
+        *([("precursors", f"m/z {float(lib.precursor_mz[0]):.4f} to {float(lib.precursor_mz[-1]):.4f}")]
+          if len(lib) else []),
+    ], as_json=args.json)  # fmt: skip
     return 0

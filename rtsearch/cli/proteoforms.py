@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
 from typing import Any
 
+from rtsearch.cli.stores import print_info, require_files
 from rtsearch.config import load_config
 from rtsearch.errors import InputError
 
@@ -42,9 +41,7 @@ def _build(args: argparse.Namespace) -> int:
     from rtsearch.proteoforms.store import save_proteoforms
 
     cfg = load_config(args.config).proteoforms
-    for f in args.fasta:
-        if not Path(f).is_file():
-            raise InputError(f"{f}: FASTA file not found")
+    require_files(args.fasta, "FASTA file")
     t0 = time.perf_counter()
     db = build_proteoforms(read_fastas(args.fasta), cfg)
     if not db.counts["proteins"]:
@@ -63,16 +60,13 @@ def _info(args: argparse.Namespace) -> int:
     from rtsearch.proteoforms.store import read_manifest
 
     m = read_manifest(args.dir)
-    if args.json:
-        print(json.dumps(m, indent=2))
-        return 0
-    c = m["counts"]
-    print(f"proteoforms  {args.dir} (format {m['format_version']}, rtsearch {m['rtsearch_version']})")
-    print(f"inputs       {', '.join(i['name'] for i in m['inputs'])}")
-    print(f"proteins     {c['proteins']:,} targets, {c['decoys']:,} decoys, {c['forms']:,} N-terminal forms")
-    print(f"left out     {c['left_out_ambiguous']:,} with B/J/X/Z, {c['left_out_too_long']:,} too long")
-    print(f"known PTMs   {', '.join(f'{k} ({v:+.4f})' for k, v in m['known_shifts'].items()) or 'none'}")
-    print(f"size         {m['bytes'] / 1e6:,.1f} MB, built in {m['build_seconds']:.1f} s")
-    for k, v in m["params"].items():
-        print(f"  {k:<26} {v}")
+    c = m.get("counts", {})
+    print_info(m, lambda: [
+        ("proteoforms", f"{args.dir} (format {m['format_version']}, rtsearch {m['rtsearch_version']})"),
+        ("inputs", ", ".join(i["name"] for i in m["inputs"])),
+        ("proteins", f"{c['proteins']:,} targets, {c['decoys']:,} decoys, {c['forms']:,} N-terminal forms"),
+        ("left out", f"{c['left_out_ambiguous']:,} with B/J/X/Z, {c['left_out_too_long']:,} too long"),
+        ("known PTMs", ", ".join(f"{k} ({v:+.4f})" for k, v in m["known_shifts"].items()) or "none"),
+        ("size", f"{m['bytes'] / 1e6:,.1f} MB, built in {m['build_seconds']:.1f} s"),
+    ], as_json=args.json)  # fmt: skip
     return 0

@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +118,21 @@ def check_params(manifest: dict[str, Any], wanted: DatabaseConfig, folder: str |
         raise IndexMismatchError(f"{folder}: index built with other parameters ({parts}); rebuild it")
 
 
+def map_arrays(folder: str | Path, names: Iterable[str], what: str) -> dict[str, np.ndarray]:
+    """``folder``'s ``<name>.npy`` arrays, memory-mapped; a missing or damaged one is an `InputError` naming it
+    (``what``: the store's kind, for the message)."""
+    arrays: dict[str, np.ndarray] = {}
+    for name in names:
+        path = Path(folder) / f"{name}.npy"
+        try:
+            # a plain ndarray view of the map: same pages, but indexing skips np.memmap's Python-level
+            # __getitem__/__array_finalize__ (microseconds per access, paid per result in the daemon)
+            arrays[name] = np.load(path, mmap_mode="r").view(np.ndarray)
+        except (OSError, ValueError) as e:
+            raise InputError(f"{path}: missing or damaged {what} array: {e}") from None
+    return arrays
+
+
 def load_index(folder: str | Path, *, expect: DatabaseConfig | None = None) -> PeptideIndex:
     """Load an index memory-mapped; with ``expect``, refuse other parameters."""
     manifest = read_manifest(folder)
@@ -127,15 +142,7 @@ def load_index(folder: str | Path, *, expect: DatabaseConfig | None = None) -> P
         raise IndexMismatchError(f"{folder}: manifest parameters unreadable: {e}") from None
     if expect is not None:
         check_params(manifest, expect, folder)
-    arrays: dict[str, np.ndarray] = {}
-    for name in _ARRAYS:
-        path = Path(folder) / f"{name}.npy"
-        try:
-            # a plain ndarray view of the map: same pages, but indexing skips np.memmap's Python-level
-            # __getitem__/__array_finalize__ (microseconds per access, paid per result in the daemon)
-            arrays[name] = np.load(path, mmap_mode="r").view(np.ndarray)
-        except (OSError, ValueError) as e:
-            raise InputError(f"{path}: missing or damaged index array: {e}") from None
+    arrays = map_arrays(folder, _ARRAYS, "index")
     proteins = json.loads((Path(folder) / "proteins.json").read_text())
     a = arrays
     return PeptideIndex(

@@ -12,7 +12,7 @@ import numpy as np
 
 from rtsearch import __version__
 from rtsearch.config import parse_config, resolved_dict
-from rtsearch.database.store import MANIFEST, new_folder
+from rtsearch.database.store import MANIFEST, map_arrays, new_folder
 from rtsearch.errors import ConfigError, IndexMismatchError, InputError
 from rtsearch.proteoforms.database import KnownShifts, ProteoformDatabase
 
@@ -62,13 +62,7 @@ def load_proteoforms(folder: str | Path) -> ProteoformDatabase:
         params = parse_config({"proteoforms": manifest["params"]}).proteoforms
     except (ConfigError, KeyError) as e:
         raise IndexMismatchError(f"{folder}: manifest parameters unreadable: {e}") from None
-    arrays = {}
-    for name in _ARRAYS:
-        path = Path(folder) / f"{name}.npy"
-        try:
-            arrays[name] = np.load(path, mmap_mode="r").view(np.ndarray)
-        except (OSError, ValueError) as e:
-            raise InputError(f"{path}: missing or damaged proteoform array: {e}") from None
+    arrays = map_arrays(folder, _ARRAYS, "proteoform")
     try:
         accessions = json.loads((Path(folder) / "accessions.json").read_text())
     except (OSError, json.JSONDecodeError) as e:

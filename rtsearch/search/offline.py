@@ -41,8 +41,7 @@ class SearchSummary:
     def __str__(self) -> str:
         return (
             f"{self.spectra:,} spectra, {self.psms_at_1pct:,} {self.levels[0]} and {self.peptides_at_1pct:,} "
-            f"{self.levels[1]} "
-            f"at 1% FDR, {self.seconds:.1f} s ({self.spectra_per_second:,.0f} spectra/s)"
+            f"{self.levels[1]} at 1% FDR, {self.seconds:.1f} s ({self.spectra_per_second:,.0f} spectra/s)"
         )
 
 

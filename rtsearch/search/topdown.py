@@ -92,12 +92,12 @@ class TopDownTarget:
         reason = [d.problem or ("" if r.protein >= 0 else "no candidate proteoform aligned") for d, r in
                   zip(decon, found, strict=True)]  # fmt: skip
         peptides, proteins = [""] * n, [list[str]() for _ in range(n)]
-        kinds = self.db.form_kind
-        for i, r in enumerate(found):
-            if r.protein < 0:
-                continue
-            kind = int(kinds[r.form]) if r.form >= 0 else -1
-            best.match[i] = pack(np.array([r.protein]), np.array([r.start]), np.array([r.end]), np.array([kind]))[0]
+        hit = [i for i, r in enumerate(found) if r.protein >= 0]
+        rs = [found[i] for i in hit]
+        kinds = [int(self.db.form_kind[r.form]) if r.form >= 0 else -1 for r in rs]
+        best.match[hit] = pack(np.array([r.protein for r in rs]), np.array([r.start for r in rs]),
+                               np.array([r.end for r in rs]), np.array(kinds))  # fmt: skip
+        for i, r, kind in zip(hit, rs, kinds, strict=True):
             mass = r.precursor_mass - r.mass_difference
             best.charge[i] = 1
             best.calc_mz[i] = mass + PROTON
@@ -105,16 +105,16 @@ class TopDownTarget:
             best.matched_peaks[i] = r.score
             site = (r.site[0] + 1, r.site[1] + 1) if r.site[0] >= 0 else (np.nan, np.nan)
             best.features[i] = (-r.log10_evalue, r.score, r.shifts, r.mass_difference, r.prms, r.end - r.start, *site)
-            peptides[i] = self._proforma(r)
+            peptides[i] = self._proforma(r, kind)
             proteins[i] = [self.db.accessions[r.protein]]
         return ScoredBatch(list(spectra.run), spectra.scan, spectra.precursor_mz, spectra.rt, best, reason,
                            names=Names(peptides, proteins))  # fmt: skip
 
-    def _proforma(self, r: PrSM) -> str:
-        """ProForma 2.0: a localized shift on its residue or range (``PR(OTE)[+79.9663]IN``, a known PTM by name),
-        else of unknown position (``[+12.3456]?PROTEIN``)."""
+    def _proforma(self, r: PrSM, kind: int) -> str:
+        """ProForma 2.0 of a PrSM of N-terminal form ``kind``: a localized shift on its residue or range
+        (``PR(OTE)[+79.9663]IN``, a known PTM by name), else of unknown position (``[+12.3456]?PROTEIN``)."""
         seq = self.db.sequence(r.protein)[r.start : r.end]
-        acetyl = "[Acetyl]-" if r.form >= 0 and float(self.db.form_delta[r.form]) != 0.0 else ""
+        acetyl = _n_term(kind)
         if r.shifts == 0:
             return acetyl + seq
         label = f"[{r.shift_name or f'{r.mass_difference:+.4f}'}]"
@@ -134,8 +134,7 @@ class TopDownTarget:
     def peptides(self, ids: np.ndarray) -> list[str]:
         """The unshifted proteoforms of ``ids`` (a scored batch names its PrSMs with their shifts)."""
         protein, start, end, kind = unpack(ids)
-        acetyl = {k for k, name in enumerate(choices(NTermForm)) if "acetyl" in name}
-        return [("[Acetyl]-" if f in acetyl else "") + self.db.sequence(p)[a:b]
+        return [_n_term(f) + self.db.sequence(p)[a:b]
                 for p, a, b, f in zip(protein.tolist(), start.tolist(), end.tolist(), kind.tolist(), strict=True)]
 
     def proteins(self, ids: np.ndarray) -> list[list[str]]:
@@ -181,6 +180,14 @@ class TopDownTarget:
                                      np.ones(mass.shape[0], np.int16), (Precursor(float(prefix[-1] + WATER)),))
             out.append(d.as_spectrum())
         return warmup.with_odd_ones(out, rng)
+
+
+_ACETYLATED = frozenset(k for k, name in enumerate(choices(NTermForm)) if "acetyl" in name)
+
+
+def _n_term(kind: int) -> str:
+    """ProForma's N-terminal modification of a form of `NTermForm` index ``kind`` (-1: none)."""
+    return "[Acetyl]-" if kind in _ACETYLATED else ""
 
 
 def _open(folder: str, cfg: TopDownConfig, backend: BackendName) -> TopDownTarget:

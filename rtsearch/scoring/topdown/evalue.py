@@ -13,7 +13,9 @@ using top-down spectra", MCP 11:M111.008524), from a null model of chance coinci
 
 Unlike the matched-PRM count, the E-value is comparable across spectra of different density and proteoforms of
 different length, which is what ranking PrSMs for target-decoy FDR needs. ``-log10 E`` is the score PrSMs are
-ranked by. Known exactly (tests/unit/test_topdown_evalue.py): the binomial tail against a direct sum.
+ranked by. Known exactly (tests/unit/test_topdown_evalue.py): the binomial tail against a direct sum. The tail
+is summed here in log space rather than taken from SciPy's ``binom.sf``: SciPy is not otherwise a dependency,
+and the sum is a few lines over a log-factorial table.
 """
 
 from __future__ import annotations

@@ -1,18 +1,16 @@
-"""Top-down search, NumPy reference: each spectrum's candidate proteoforms, aligned; its best PrSM.
+"""Top-down search: each spectrum's candidate proteoforms, aligned (on NumPy or CuPy); its best PrSM.
 
-Candidates (a simple MS-Filter): the N-terminal forms whose mass is within ``max_shifts`` × ``max_shift_mass``
-(plus the precursor tolerance) of the precursor, ranked by the PRMs on their two diagonals — the N-terminal
-one (shift 0) and the C-terminal one (the whole mass difference), which between them hold a path with one
-shift — the ``candidates`` best aligned (`rtsearch.scoring.topdown.align`). A spectrum's PrSM is its best
-alignment: highest score, then fewest shifts, then smallest mass difference; with several precursors (one
-isolation window), the best over them.
-
-With ``positions`` (`rtsearch.scoring.topdown.truncation.Positions`), truncated sub-sequences are candidates
-too. Every alignment gets an E-value (`rtsearch.scoring.topdown.evalue`) over the spectrum's candidates of its
-type, as TopPIC's are by proteoform type (`candidate_counts`): complete forms, terminal truncations, internal
-ones; the spectrum's PrSM is its lowest E-value (then the highest score, fewest shifts, smallest mass
-difference). The fragment tolerance is `TopDownConfig.tolerance` of the precursor mass. Not yet: known PTM
-shifts.
+Candidates: the N-terminal forms whose mass is within ``max_shifts`` × ``max_shift_mass`` (plus the precursor
+tolerance) of the precursor, ranked by the PRMs on their two diagonals — the N-terminal one (shift 0) and the
+C-terminal one (the whole mass difference), which between them hold a path with one shift — the ``candidates``
+best (a simple MS-Filter); with ``positions`` (`rtsearch.scoring.topdown.truncation.Positions`), also terminal
+truncations of the precursor's mass and sub-sequences found by their diagonal counts. Each is aligned
+(`rtsearch.scoring.topdown.align`) and given an E-value (`rtsearch.scoring.topdown.evalue`) over the spectrum's
+candidates of its type, as TopPIC's are by proteoform type (`candidate_counts`): complete forms, terminal
+truncations, internal ones. A spectrum's PrSM is its lowest E-value, then the highest score, fewest shifts,
+smallest mass difference; with several precursors (one isolation window), the best over them; one shift is then
+localized (`rtsearch.scoring.topdown.localize`). The fragment tolerance is `TopDownConfig.tolerance` of the
+precursor mass. Not yet: known PTM shifts as their own alignment steps.
 """
 
 from __future__ import annotations
@@ -40,7 +38,8 @@ from rtsearch.types import DeconvolutedSpectrum
 @dataclass(frozen=True)
 class PrSM:
     """A spectrum's best proteoform-spectrum match (``protein`` -1: none): residues [start, end) of ``protein``,
-    with N-terminal form ``form`` (-1: a truncated sub-sequence, no N-terminal modification)."""
+    from N-terminal form ``form`` (its start and modification; cut short when ``end`` is not the protein's), or
+    -1: a sub-sequence with no N-terminal modification."""
 
     scan: int
     protein: int
@@ -108,9 +107,8 @@ def diagonal_counts(db: ProteoformDatabase, forms: np.ndarray, prm: np.ndarray, 
     row, at = ranges(base + 1, np.maximum(last, base + 1))
     lane = lanes(db.prefix[last] - db.prefix[base] + np.abs(db.form_delta[forms]))
     laid = db.prefix[at] - db.prefix[base[row]] + db.form_delta[forms][row] + lane[row]
-    lanes_ = lane[:, None]
-    hit = near(laid, (inner[None, :] + lanes_).ravel(), tol).reshape(forms.shape[0], -1)
-    moved = near(laid, (inner[None, :] - shift[:, None] + lanes_).ravel(), tol).reshape(forms.shape[0], -1)
+    hit = near(laid, (inner[None, :] + lane[:, None]).ravel(), tol).reshape(forms.shape[0], -1)
+    moved = near(laid, (inner[None, :] - shift[:, None] + lane[:, None]).ravel(), tol).reshape(forms.shape[0], -1)
     hit |= moved & (np.abs(shift) > tol)[:, None]
     return hit.sum(axis=1)
 
