@@ -35,3 +35,25 @@ def test_evalue_grows_with_chance_and_candidates() -> None:
     assert log10_evalue(10, 1, 100, 150, 10_000.0, 0.02, 1000.0) > base  # a denser spectrum
     assert log10_evalue(10, 0, 100, 50, 10_000.0, 0.02, 1000.0) < base  # no shift: one diagonal
     assert log10_evalue(10, 1, 100, 50, 10_000.0, 0.02, 10_000.0) == pytest.approx(base + 1)  # 10x the candidates
+
+
+def test_tails_of_a_batch_are_each_rows_own() -> None:
+    """Rows of every kind at once (k <= 0, k > n, p = 0, p = 1, long and short tails): each row's value is the
+    one its own direct sum gives, whatever its neighbours."""
+    import numpy as np
+
+    from rtsearch.scoring.topdown.evalue import log10_binomial_tails
+
+    k = np.array([2, 0, 11, 3, 40, 1, 5, 1])
+    n = np.array([3, 10, 10, 3, 200, 10, 5, 4])
+    p = np.array([0.5, 0.3, 0.3, 0.0, 0.01, 0.2, 1.0, 0.25])
+    got = log10_binomial_tails(k, n, p)
+    for row in range(len(k)):
+        ki, ni, pi = int(k[row]), int(n[row]), float(p[row])
+        if ki <= 0:
+            want = 0.0
+        elif ki > ni or pi <= 0.0:
+            want = LOG10_FLOOR
+        else:
+            want = math.log10(sum(math.comb(ni, i) * pi**i * (1 - pi) ** (ni - i) for i in range(ki, ni + 1)))
+        assert got[row] == pytest.approx(want, rel=1e-9, abs=1e-12), row

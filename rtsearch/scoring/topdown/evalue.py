@@ -24,23 +24,32 @@ import math
 
 import numpy as np
 
+from rtsearch.database.arrays import ranges
+
 LOG10_FLOOR = -300.0  # p-values below 1e-300 are reported as such
 
 
 def log10_binomial_tail(k: int, n: int, p: float) -> float:
     """``log10 P(X >= k)`` for X ~ Binomial(n, p) (0 when k <= 0, the floor when k > n)."""
-    if k <= 0:
-        return 0.0
-    if k > n or p <= 0.0:
-        return LOG10_FLOOR
-    if p >= 1.0:
-        return 0.0
-    lf = _log_factorials(n)
-    i = np.arange(k, n + 1)
-    logs = (lf[n] - lf[i] - lf[n - i]) + i * math.log(p) + (n - i) * math.log1p(-p)
-    top = float(logs.max())
-    total = top + math.log(float(np.exp(logs - top).sum()))
-    return max(min(total / math.log(10), 0.0), LOG10_FLOOR)
+    return float(log10_binomial_tails(np.array([k]), np.array([n]), np.array([p]))[0])
+
+
+def log10_binomial_tails(k: np.ndarray, n: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """`log10_binomial_tail` of each (k, n, p) at once: every tail's terms laid end to end, summed by row."""
+    k, n, p = (np.asarray(v).ravel() for v in (k, n, p))
+    out = np.where(k <= 0, 0.0, np.where((k > n) | (p <= 0.0), LOG10_FLOOR, 0.0))
+    go = np.flatnonzero((k > 0) & (k <= n) & (p > 0.0) & (p < 1.0))
+    if go.size == 0:
+        return out
+    kk, nn, pp = k[go].astype(np.int64), n[go].astype(np.int64), p[go].astype(np.float64)
+    lf = _log_factorials(int(nn.max()))
+    row, i = ranges(kk, nn + 1)
+    logs = (lf[nn[row]] - lf[i] - lf[nn[row] - i]) + i * np.log(pp[row]) + (nn[row] - i) * np.log1p(-pp[row])
+    first = np.cumsum(nn - kk + 1) - (nn - kk + 1)
+    top = np.maximum.reduceat(logs, first)
+    total = top + np.log(np.add.reduceat(np.exp(logs - top[row]), first))
+    out[go] = np.clip(total / math.log(10), LOG10_FLOOR, 0.0)
+    return out
 
 
 _LOG_FACTORIALS = np.zeros(1)
@@ -57,15 +66,26 @@ def _log_factorials(n: int) -> np.ndarray:
 
 def chance(n_prm: int, residue_mass: float, tolerance: float) -> float:
     """Probability that a random mass lies within ``tolerance`` of one of ``n_prm`` PRMs over ``residue_mass``."""
-    if residue_mass <= 0 or n_prm <= 0:
-        return 0.0
-    return -math.expm1(-2.0 * tolerance * n_prm / residue_mass)
+    return float(chances(np.array([n_prm]), np.array([residue_mass]), np.array([tolerance]))[0])
+
+
+def chances(n_prm: np.ndarray, residue_mass: np.ndarray, tolerance: np.ndarray) -> np.ndarray:
+    """`chance` of each at once."""
+    ok = (residue_mass > 0) & (n_prm > 0)
+    return np.where(ok, -np.expm1(-2.0 * tolerance * n_prm / np.where(ok, residue_mass, 1.0)), 0.0)
 
 
 def log10_evalue(score: int, shifts: int, n_prefix: int, n_prm: int, residue_mass: float, tolerance: float,
                  tests: float) -> float:  # fmt: skip
     """``log10`` of a PrSM's E-value (see the module docstring); ``n_prefix``: the proteoform's inner prefix
     masses (residues − 1), ``n_prm``: the spectrum's inner PRMs, ``tests``: its candidates (≥ 1)."""
-    p = chance(n_prm, residue_mass, tolerance)
-    trials = max(n_prefix, 0) * (max(shifts, 0) + 1)
-    return log10_binomial_tail(score, trials, p) + math.log10(max(tests, 1.0))
+    args = (score, shifts, n_prefix, n_prm, residue_mass, tolerance, tests)
+    return float(log10_evalues(*(np.array([v]) for v in args))[0])
+
+
+def log10_evalues(score: np.ndarray, shifts: np.ndarray, n_prefix: np.ndarray, n_prm: np.ndarray,
+                  residue_mass: np.ndarray, tolerance: np.ndarray, tests: np.ndarray) -> np.ndarray:  # fmt: skip
+    """`log10_evalue` of each PrSM at once (arrays of one length)."""
+    p = chances(n_prm, residue_mass, tolerance)
+    trials = np.maximum(n_prefix, 0) * (np.maximum(shifts, 0) + 1)
+    return log10_binomial_tails(score, trials, p) + np.log10(np.maximum(tests, 1.0))

@@ -129,3 +129,37 @@ extern "C" __global__ void align_pairs(
         for (int f = 0; f < F; ++f) out[p * F + f] = m > 1 ? Dc[f * ncol_max + n - 1] : NONE;
 }
 """
+
+DIAGONAL_SOURCE = r"""
+// Per position p of the laid prefix masses g (ascending): how many PRMs s[i] (ascending) fall within tol of some
+// g[q] at g[p] + s[i] (its N-terminal diagonal, as a start) and at g[p] - (m_res - s[i]) (its C-terminal one, as
+// an end). Each target is placed as searchsorted(g, x) places it and compared with its two neighbours, as the
+// reference's `near` does; the targets ascend with i, so one walk forward from a binary search finds them all.
+__device__ __forceinline__ long long lower_bound(const double* g, long long n, double x) {
+    long long lo = 0, hi = n;
+    while (lo < hi) { long long mid = (lo + hi) >> 1; if (g[mid] < x) lo = mid + 1; else hi = mid; }
+    return lo;
+}
+
+__device__ __forceinline__ int walk(const double* g, long long n, const double* s, int m, double base, int sign,
+                                    double m_res, double tol) {
+    int count = 0;
+    long long q = -1;
+    for (int i = 0; i < m; ++i) {
+        const double x = sign > 0 ? base + s[i] : base - (m_res - s[i]);
+        if (q < 0) q = lower_bound(g, n, x);
+        while (q < n && g[q] < x) ++q;
+        const long long hi = q < n - 1 ? q : n - 1, lo = q > 0 ? q - 1 : 0;
+        if (fmin(fabs(g[hi] - x), fabs(g[lo] - x)) <= tol) ++count;
+    }
+    return count;
+}
+
+extern "C" __global__ void diagonal_counts(const double* __restrict__ g, long long n, const double* __restrict__ s,
+                                           int m, double m_res, double tol, int* n_count, int* c_count) {
+    const long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    n_count[p] = walk(g, n, s, m, g[p], 1, m_res, tol);
+    c_count[p] = walk(g, n, s, m, g[p], -1, m_res, tol);
+}
+"""

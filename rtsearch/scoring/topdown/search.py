@@ -25,7 +25,7 @@ from rtsearch.config import TopDownConfig
 from rtsearch.database.arrays import ranges
 from rtsearch.proteoforms.database import ProteoformDatabase
 from rtsearch.scoring.topdown.align import NONE
-from rtsearch.scoring.topdown.evalue import log10_evalue
+from rtsearch.scoring.topdown.evalue import log10_evalues
 from rtsearch.scoring.topdown.gpu import align_pairs
 from rtsearch.scoring.topdown.localize import localize
 from rtsearch.scoring.topdown.localize import name as shift_name
@@ -141,30 +141,27 @@ def search_batch(db: ProteoformDatabase, spectra: Sequence[DeconvolutedSpectrum]
     found = [PrSM(sp.scan, -1, 0, 0, -1, NONE, -1, 0.0, False) for sp in spectra]
     if not looks:
         return found
+    tol = np.array([s.tolerance(o.precursor) for o in looks])
     scores = align_pairs(prms, [o.prefix for o in looks], np.array([(o.prm, k) for k, o in enumerate(looks)]),
-                         tolerance=np.array([s.tolerance(o.precursor) for o in looks]), max_shifts=s.max_shifts,
-                         max_shift_mass=s.max_shift_mass,
+                         tolerance=tol, max_shifts=s.max_shifts, max_shift_mass=s.max_shift_mass,
                          precursor_tolerance=np.array([o.precursor * s.precursor_ppm * 1e-6 for o in looks]),
                          xp=xp)  # fmt: skip
+    evalues = _evalues(scores, looks, prms, tol)
+    shifts = np.argmin(evalues, axis=1)  # the alignment with at most this many shifts least likely by chance
+    score, e = scores[np.arange(len(looks)), shifts], evalues[np.arange(len(looks)), shifts]
     best: list[tuple[float, ...]] = [(-np.inf,)] * len(spectra)
     chosen: dict[int, _Look] = {}
-    for o, row in zip(looks, scores.tolist(), strict=True):
-        n_prm = len(prms[o.prm]) - 2
-        mass = float(o.prefix[-1] + WATER)
-        # a score no higher with more shifts has more trials and candidates, so a larger E-value: not computed
-        evalues = [log10_evalue(v, f, len(o.prefix) - 2, n_prm, float(prms[o.prm][-1]), s.tolerance(o.precursor),
-                                o.tests[min(f, 1)]) if v > NONE and (f == 0 or v > row[f - 1]) else np.inf
-                   for f, v in enumerate(row)]  # fmt: skip
-        shifts = int(np.argmin(evalues))  # the alignment with at most this many shifts that is least likely by chance
-        score, e = row[shifts], evalues[shifts]
-        if score <= NONE:
+    for o, v, f, ev in zip(looks, score.tolist(), shifts.tolist(), e.tolist(), strict=True):
+        if v <= NONE:
             continue
-        key = (-e, score, -shifts, -abs(o.precursor - mass))
+        mass = float(o.prefix[-1] + WATER)
+        key = (-ev, v, -f, -abs(o.precursor - mass))
         if key > best[o.spectrum]:
             best[o.spectrum] = key
             chosen[o.spectrum] = o
-            found[o.spectrum] = PrSM(spectra[o.spectrum].scan, o.protein, o.start, o.end, o.form, score, shifts,
-                                     o.precursor - mass, bool(db.is_decoy[o.protein]), e, o.precursor, n_prm)
+            found[o.spectrum] = PrSM(spectra[o.spectrum].scan, o.protein, o.start, o.end, o.form, v, f,
+                                     o.precursor - mass, bool(db.is_decoy[o.protein]), ev, o.precursor,
+                                     len(prms[o.prm]) - 2)  # fmt: skip
     for i, o in chosen.items():
         r = found[i]
         if r.shifts == 1:
@@ -174,6 +171,23 @@ def search_batch(db: ProteoformDatabase, spectra: Sequence[DeconvolutedSpectrum]
             found[i] = replace(r, site=(o.start + first, o.start + last),
                                shift_name=shift_name(db.known, codes, r.mass_difference, tol))  # fmt: skip
     return found
+
+
+def _evalues(scores: np.ndarray, looks: Sequence[_Look], prms: Sequence[np.ndarray], tol: np.ndarray) -> np.ndarray:
+    """log10 E-values [looks, shifts + 1] of the alignments' scores (inf where none). A score no higher with more
+    shifts has more trials and candidates, so a larger E-value: not computed."""
+    out = np.full(scores.shape, np.inf)
+    higher = np.ones(scores.shape, bool)
+    higher[:, 1:] = scores[:, 1:] > scores[:, :-1]
+    row, f = np.nonzero((scores > NONE) & higher)
+    if row.size == 0:
+        return out
+    n_prm = np.array([len(prms[o.prm]) - 2 for o in looks])[row]
+    residues = np.array([prms[o.prm][-1] for o in looks], np.float64)[row]
+    n_prefix = np.array([len(o.prefix) - 2 for o in looks])[row]
+    tests = np.array([o.tests for o in looks], np.float64).reshape(-1, 2)[row, np.minimum(f, 1)]
+    out[row, f] = log10_evalues(scores[row, f], f, n_prefix, n_prm, residues, tol[row], tests)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,11 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from rtsearch.database.arrays import ranges
 from rtsearch.proteoforms.database import ProteoformDatabase
+from rtsearch.scoring.topdown.kernels import DIAGONAL_SOURCE
 from rtsearch.scoring.topdown.prm import near
 
 GAP = 1.0e6  # Da between proteins laid end to end: more than any PRM
-CHUNK_GPU, CHUNK_HOST = 16, 2  # PRMs whose diagonals one sorted search counts (`Positions.counts`)
+CHUNK_HOST = 2  # PRMs whose diagonals one sorted search counts on the host (`Positions.counts`)
+THREADS = 256
 
 
 def lanes(mass: np.ndarray) -> np.ndarray:
@@ -44,22 +47,39 @@ class Positions:
         self.mass = xp.asarray(self.mass_host)
 
     def counts(self, prm: np.ndarray, m_res: float, tol: float) -> tuple[Any, Any]:
-        """Per position: inner PRMs on its N-terminal diagonal (as a start) and on its C-terminal one (as an end):
-        one sorted search of (position + PRM) over all positions, `CHUNK_GPU` (`CHUNK_HOST`) PRMs at a time. (Counting
-        by residue offsets instead — each position's difference to the one d on, against the sorted PRMs — was
-        measured hardly faster on the host: 12.1 and 12.5 s against 12.5 and 16.4 s for two spectra, 2-core EPYC.)"""
+        """Per position: inner PRMs on its N-terminal diagonal (as a start) and on its C-terminal one (as an end).
+        On the host (the reference): one sorted search of (position + PRM) over all positions, `CHUNK_HOST` PRMs at
+        a time; on the GPU, `kernels.DIAGONAL_SOURCE`, a thread a position walking its targets (the same counts:
+        tests/gpu/test_topdown_parity.py). Counting by residue offsets instead — each position's difference to the
+        one d on, against the sorted PRMs — was measured hardly faster on the host: 12.1 and 12.5 s against 12.5
+        and 16.4 s for two spectra, 2-core EPYC."""
         xp, g = self.xp, self.mass
-        inner = np.asarray(prm[1:-1], np.float64)
+        inner = np.ascontiguousarray(prm[1:-1], np.float64)
         n_count = xp.zeros(g.shape[0], dtype=xp.int32)
         c_count = xp.zeros(g.shape[0], dtype=xp.int32)
-        step = CHUNK_GPU if xp is not np else CHUNK_HOST  # PRMs a search: fewer launches, bounded scratch
-        for lo in range(0, inner.shape[0], step):
-            s = xp.asarray(inner[lo : lo + step])[:, None]
+        if xp is not np:
+            if inner.size:
+                n = int(g.shape[0])
+                _diagonal_kernel(xp)(((n + THREADS - 1) // THREADS,), (THREADS,),
+                                     (g, np.int64(n), xp.asarray(inner), np.int32(inner.size), np.float64(m_res),
+                                      np.float64(tol), n_count, c_count))  # fmt: skip
+            return n_count, c_count
+        for lo in range(0, inner.shape[0], CHUNK_HOST):
+            s = inner[lo : lo + CHUNK_HOST][:, None]
             rows = s.shape[0]
-            n_count += near(g, (g[None, :] + s).ravel(), tol, xp).reshape(rows, -1).sum(axis=0, dtype=xp.int32)
-            c_count += near(g, (g[None, :] - (m_res - s)).ravel(), tol, xp).reshape(rows, -1).sum(axis=0,
-                                                                                                dtype=xp.int32)
+            n_count += near(g, (g[None, :] + s).ravel(), tol).reshape(rows, -1).sum(axis=0, dtype=np.int32)
+            c_count += near(g, (g[None, :] - (m_res - s)).ravel(), tol).reshape(rows, -1).sum(axis=0, dtype=np.int32)
         return n_count, c_count
+
+
+_kernels: dict[int, Any] = {}
+
+
+def _diagonal_kernel(cp: Any) -> Any:
+    dev = cp.cuda.Device().id
+    if dev not in _kernels:
+        _kernels[dev] = cp.RawModule(code=DIAGONAL_SOURCE).get_function("diagonal_counts")
+    return _kernels[dev]
 
 
 def candidates(pos: Positions, prm: np.ndarray, m_res: float, *, tol: float, window: float, starts: int = 50,
@@ -68,21 +88,19 @@ def candidates(pos: Positions, prm: np.ndarray, m_res: float, *, tol: float, win
     and ends by their diagonal counts; at most ``limit``, by the two counts' sum."""
     xp = pos.xp
     n_count, c_count = pos.counts(prm, m_res, tol)
-    n_host, c_host = _host(xp, n_count), _host(xp, c_count)
     g = pos.mass_host
-    found: dict[tuple[int, int], int] = {}
-    for a in _best(n_count, starts, xp).tolist():
-        lo, hi = np.searchsorted(g, [g[a] + m_res - window, g[a] + m_res + window])
-        for b in range(int(lo), int(hi)):
-            if pos.protein[b] == pos.protein[a] and b > a:
-                found[a, b] = int(n_host[a] + c_host[b])
-    for b in _best(c_count, starts, xp).tolist():
-        lo, hi = np.searchsorted(g, [g[b] - m_res - window, g[b] - m_res + window])
-        for a in range(int(lo), int(hi)):
-            if pos.protein[a] == pos.protein[b] and b > a:
-                found[a, b] = int(n_host[a] + c_host[b])
-    best = sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
-    return [(int(pos.protein[a]), int(a - pos.start[a]), int(b - pos.start[a])) for (a, b), _ in best]
+    a_best, b_best = _best(n_count, starts, xp), _best(c_count, starts, xp)
+    # each best start's ends within the window (g in [x - window, x + window)), and each best end's starts
+    r1, b1 = ranges(*(np.searchsorted(g, g[a_best] + m_res + w) for w in (-window, window)))
+    r2, a2 = ranges(*(np.searchsorted(g, g[b_best] - m_res + w) for w in (-window, window)))
+    a, b = np.concatenate([a_best[r1], a2]), np.concatenate([b1, b_best[r2]])
+    keep = (pos.protein[a] == pos.protein[b]) & (b > a)
+    pair = np.unique(a[keep] * g.shape[0] + b[keep])  # by (a, b)
+    a, b = pair // g.shape[0], pair % g.shape[0]
+    score = _host(xp, n_count[xp.asarray(a)] + c_count[xp.asarray(b)]) if pair.size else np.zeros(0, np.int64)
+    top = np.lexsort((b, a, -score.astype(np.int64)))[:limit]
+    a, b = a[top], b[top]
+    return list(zip(pos.protein[a].tolist(), (a - pos.start[a]).tolist(), (b - pos.start[a]).tolist(), strict=True))
 
 
 ISOTOPE = 1.00235  # Da between isotopes of a protein's averagine (a deconvolution's precursor may be off by one)
@@ -97,24 +115,27 @@ def terminal(db: ProteoformDatabase, pos: Positions, m_res: float, *, tol: float
     the positions' backend."""
     g, xp = pos.mass_host, pos.xp
     n = len(db.accessions)
-    out: set[tuple[int, int, int, int]] = set()
     first = db.offsets[:-1] + np.arange(n)  # each protein's position 0 in ``g``
     last = db.offsets[1:] + np.arange(n)  # and its position n
     starts = first[db.form_protein] + db.form_start  # each form's first position
+    targets = []  # per isotope: the suffixes' starts (one a protein), then the prefixes' ends (one a form)
     for iso in isotopes:
         m = m_res + iso * ISOTOPE
-        for suffix, target in ((True, g[last] - m), (False, g[starts] + m - db.form_delta)):
-            bounds = xp.asarray(np.concatenate([target - tol, target + tol]))
-            lo, hi = _host(xp, xp.searchsorted(pos.mass, bounds)).reshape(2, -1)
-            hi = hi + (g[np.minimum(hi, g.shape[0] - 1)] == target + tol)  # side="right" at the upper bound
-            for r in np.flatnonzero(hi > lo).tolist():
-                k = r if suffix else int(db.form_protein[r])
-                for at in range(int(lo[r]), int(hi[r])):
-                    if not first[k] < at < last[k] or (not suffix and at <= starts[r]):
-                        continue  # another protein's, or the whole protein (a complete form)
-                    a, b = (at, last[k]) if suffix else (starts[r], at)
-                    out.add((k, int(a - first[k]), int(b - first[k]), -1 if suffix else r))
-    return sorted(out)
+        targets += [g[last] - m, g[starts] + m - db.form_delta]
+    x = np.concatenate(targets)
+    bounds = xp.asarray(np.concatenate([x - tol, x + tol]))
+    lo = _host(xp, xp.searchsorted(pos.mass, bounds[: x.shape[0]]))
+    hi = _host(xp, xp.searchsorted(pos.mass, bounds[x.shape[0] :], side="right"))
+    row, at = ranges(lo, hi)
+    kind = np.tile(np.repeat([1, 0], [n, starts.shape[0]]), len(isotopes))[row]  # 1: a suffix
+    r = (row % (n + starts.shape[0])) - n * (1 - kind)  # the protein (suffix) or the form (prefix)
+    k = np.where(kind == 1, r, db.form_protein[np.where(kind == 1, 0, r)])
+    keep = (first[k] < at) & (at < last[k]) & ((kind == 1) | (at > starts[np.where(kind == 1, 0, r)]))
+    k, at, r, kind = k[keep], at[keep], r[keep], kind[keep]  # not another protein's, nor a whole one
+    a = np.where(kind == 1, at, starts[np.where(kind == 1, 0, r)])
+    b = np.where(kind == 1, last[k], at)
+    found = np.unique(np.stack([k, a - first[k], b - first[k], np.where(kind == 1, -1, r)], axis=1), axis=0)
+    return [tuple(v) for v in found.tolist()]
 
 
 def _best(counts: Any, k: int, xp: Any = np) -> np.ndarray:
