@@ -7,7 +7,8 @@
 # wall: bench/search_wall.py (rtsearch search's whole process on the 50,000-spectrum MGF, cold and warm kernel cache)
 # reader: bench/reader_bench.py (the bulk MGF reader against pyteomics')
 # topdown: bench/topdown_search.py on the FLASHApp run (TOPDOWN_VARIANTS, "Da:ppm" fragment tolerances, default
-#   "0.02:15 0.05:0"; with truncations, CuPy), then rtsearch search of the FLASHApp and Jurkat msalign against the E. coli proteoform database
+#   "0.02:15 0.05:0"; with truncations, CuPy), then rtsearch search of the FLASHApp and Jurkat msalign against the E. coli proteoform database,
+#   and of the simulated run in .gpudata/tdsim (if there) scored against its truth beside TopPIC's
 # peers: bench/peers.py with PEERS_ARGS (Comet and Sage on the same FASTA and MGF; .deb/.whl in .gpudata/peers)
 # Expects the wheels in .whl/ (../shared/tools/device-wheels.sh) and the real data copied
 # to .gpudata/data/ (both git-ignored, carried by the device tool); writes logs under $OUT.
@@ -102,5 +103,14 @@ if [[ $modes == *" topdown "* ]]; then
       -o "$out/topdown_$name.tsv"; } > "$out/topdown_$name.log" 2>&1 || rc=1
     tail -3 "$out/topdown_$name.log"
   done
+  sim=.gpudata/tdsim  # bench/topdown_simulate.py's run and TopPIC's JSON on it (bench/toppic_run.py, dev machine)
+  if [[ -f $sim/sim_ms2.msalign ]]; then
+    [[ -d .benchcache/sim.pf ]] || python3 -m rtsearch.cli proteoforms build --fasta "$sim/example_database.fasta" \
+      --out .benchcache/sim.pf
+    { time python3 -m rtsearch.cli search "$sim/sim_ms2.msalign" --proteoforms .benchcache/sim.pf --backend cupy \
+      -o "$out/topdown_sim.tsv"; } > "$out/topdown_sim.log" 2>&1 || rc=1
+    python3 bench/topdown_truth.py --truth "$sim/truth.json" --toppic "$sim/toppic.json" --rtsearch "$out/topdown_sim.tsv" \
+      --json "$out/topdown_truth.json" 2>&1 | tee -a "$out/topdown_sim.log"
+  fi
 fi
 exit $rc

@@ -37,6 +37,8 @@ def main() -> int:
     ap.add_argument("--tolerance", type=float, default=0.02, help="fragment tolerance floor, Da")
     ap.add_argument("--ppm", type=float, default=10.0, help="fragment tolerance, ppm of the precursor mass")
     ap.add_argument("--shifts", type=int, default=1)
+    ap.add_argument("--known-shifts", type=int, default=TopDownConfig.known_shifts,
+                    help="known PTMs a PrSM may hold besides (0: known PTMs only as unknown shifts)")
     ap.add_argument("--truncations", action="store_true", help="truncated sub-sequences as candidates too")
     ap.add_argument("--limit", type=int, default=0, help="the run's first N searchable spectra only")
     ap.add_argument("--backend", default="numpy", choices=["numpy", "cupy"],
@@ -46,7 +48,7 @@ def main() -> int:
     db = build_proteoforms(read_fasta(folder / "example_database.fasta"), ProteoformConfig())
     spectra = [s for s in read_msalign(folder / "toppic_ms2.msalign") if not s.problem][: args.limit or None]
     settings = TopDownConfig(tolerance_da=args.tolerance, fragment_ppm=args.ppm, max_shifts=args.shifts,
-                             truncations=args.truncations)
+                             known_shifts=args.known_shifts, truncations=args.truncations)
     t0 = time.perf_counter()
     xp = get_backend(args.backend).xp
     positions = Positions(db, xp) if args.truncations else None
@@ -58,8 +60,8 @@ def main() -> int:
     q = q_values(evalue, decoy)
     q_count = q_values(score, decoy)
     for r in sorted(found, key=lambda r: r.log10_evalue)[:12]:
-        print(r.scan, db.accessions[r.protein], r.start, r.end, r.form, r.score, r.shifts, round(r.mass_difference, 3),
-              f"E=1e{r.log10_evalue:.1f}", r.prms)  # fmt: skip
+        print(r.scan, db.accessions[r.protein], r.start, r.end, r.form, r.score, r.shifts, r.known,
+              round(r.mass_difference, 3), f"E=1e{r.log10_evalue:.1f}", r.prms)  # fmt: skip
     print(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model(),
                       "spectra": len(spectra), "with_prsm": len(found), "decoy_prsms": int(decoy.sum()),
                       "targets_at_1pct": int(((q <= 0.01) & ~decoy).sum()),

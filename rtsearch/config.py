@@ -149,6 +149,7 @@ class TopDownConfig:
     precursor_ppm: float = 15.0
     max_shifts: int = 1  # unknown mass shifts a PrSM may hold
     max_shift_mass: float = 500.0  # Da, either sign
+    known_shifts: int = 0  # known PTMs ([proteoforms] known_ptms) a PrSM may hold besides, as alignment steps
     candidates: int = 20  # whole N-terminal forms aligned a spectrum (truncations: ten times as many)
     truncations: bool = True  # truncated sub-sequences as candidates too
     ions: IonPair = "b/y"  # every spectrum's: spectra travel without activation (`DeconvolutedSpectrum.as_spectrum`)
@@ -290,6 +291,8 @@ def _check_topdown(cfg: TopDownConfig) -> None:
         raise ConfigError("[topdown] precursor_ppm must be in (0, 1000]")
     if not 0 <= cfg.max_shifts <= 2:
         raise ConfigError("[topdown] max_shifts must be 0, 1 or 2")
+    if not 0 <= cfg.known_shifts <= 4:
+        raise ConfigError("[topdown] known_shifts must be between 0 and 4")
     if not 0 < cfg.max_shift_mass <= 2000:
         raise ConfigError("[topdown] max_shift_mass must be in (0, 2000] Da")
     if not 1 <= cfg.candidates <= 500:

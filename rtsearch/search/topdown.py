@@ -35,10 +35,10 @@ from rtsearch.search.lda import Discriminant
 from rtsearch.search.target import Reopen, RunFit
 from rtsearch.types import PROTON, DeconvolutedSpectrum, Precursor, Spectrum
 
-FEATURES = ("neg_log10_evalue", "matched_prms", "unknown_shifts", "mass_shift", "prms", "length", "shift_first",
-            "shift_last")  # fmt: skip
-RESULT_FIELDS = ("proteoform_start", "proteoform_end", "mass_shift", "unknown_shifts", "shift_first", "shift_last",
-                 "evalue")  # fmt: skip
+FEATURES = ("neg_log10_evalue", "matched_prms", "unknown_shifts", "known_shifts", "mass_shift", "prms", "length",
+            "shift_first", "shift_last")  # fmt: skip
+RESULT_FIELDS = ("proteoform_start", "proteoform_end", "mass_shift", "unknown_shifts", "known_shifts", "shift_first",
+                 "shift_last", "evalue")  # fmt: skip
 _ACTIVATION = {"b/y": "CID", "c/z": "ETD"}
 _BITS = 17  # a residue position in a match id (proteins up to 131,071 residues; `[proteoforms] max_length`)
 
@@ -101,10 +101,11 @@ class TopDownTarget:
             mass = r.precursor_mass - r.mass_difference
             best.charge[i] = 1
             best.calc_mz[i] = mass + PROTON
-            best.ppm_error[i] = (r.mass_difference / mass * 1e6) if r.shifts == 0 else np.nan
+            best.ppm_error[i] = (r.mass_difference / mass * 1e6) if not r.moved else np.nan
             best.matched_peaks[i] = r.score
             site = (r.site[0] + 1, r.site[1] + 1) if r.site[0] >= 0 else (np.nan, np.nan)
-            best.features[i] = (-r.log10_evalue, r.score, r.shifts, r.mass_difference, r.prms, r.end - r.start, *site)
+            best.features[i] = (-r.log10_evalue, r.score, r.shifts, r.known, r.mass_difference, r.prms,
+                                r.end - r.start, *site)  # fmt: skip
             peptides[i] = self._proforma(r, kind)
             proteins[i] = [self.db.accessions[r.protein]]
         return ScoredBatch(list(spectra.run), spectra.scan, spectra.precursor_mz, spectra.rt, best, reason,
@@ -115,11 +116,11 @@ class TopDownTarget:
         (``PR(OTE)[+79.9663]IN``, a known PTM by name), else of unknown position (``[+12.3456]?PROTEIN``)."""
         seq = self.db.sequence(r.protein)[r.start : r.end]
         acetyl = _n_term(kind)
-        if r.shifts == 0:
+        if not r.moved:
             return acetyl + seq
         label = f"[{r.shift_name or f'{r.mass_difference:+.4f}'}]"
         a, b = r.site[0] - r.start, r.site[1] - r.start
-        if r.shifts > 1 or a < 0 or (a == 0 and b == len(seq) - 1):
+        if r.shifts + r.known > 1 or a < 0 or (a == 0 and b == len(seq) - 1):
             return f"[{r.mass_difference:+.4f}]?{acetyl}{seq}"
         if a == b:
             return f"{acetyl}{seq[: a + 1]}{label}{seq[a + 1 :]}"
@@ -158,6 +159,7 @@ class TopDownTarget:
         f = {name: features[:, k] for k, name in enumerate(FEATURES)}
         return {"proteoform_start": np.where(ids >= 0, start + 1, 0), "proteoform_end": np.where(ids >= 0, end, 0),
                 "mass_shift": f["mass_shift"], "unknown_shifts": np.nan_to_num(f["unknown_shifts"]).astype(np.int64),
+                "known_shifts": np.nan_to_num(f["known_shifts"]).astype(np.int64),
                 "shift_first": f["shift_first"], "shift_last": f["shift_last"],
                 "evalue": 10.0 ** -f["neg_log10_evalue"]}  # fmt: skip
 

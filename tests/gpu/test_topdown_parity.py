@@ -43,6 +43,33 @@ def test_random_grids_same_scores(shifts: int) -> None:
     assert (want[:, -1] > 0).sum() > 50 and len(np.unique(want)) > 3  # many grids hold a path, scores vary
 
 
+@pytest.mark.parametrize("shifts", [0, 1, 2])
+def test_known_shifts_same_scores(shifts: int) -> None:
+    """Known shifts (the five default known PTMs' masses), up to one or two a path beside the unknown ones: the
+    reference's scores, layer for layer, on grids that carry two modifications, one of them known."""
+    cp = get_backend("cupy").xp
+    rng = np.random.default_rng(20 + shifts)
+    known = np.array([42.010565, 79.966331, 15.994915, 14.01565, 28.0313])
+    prms, prefixes = [], []
+    for _ in range(300):
+        prefix = np.concatenate([[0.0], np.cumsum(rng.choice([57.02, 71.04, 87.03, 99.07, 113.08, 128.09], 9))])
+        truth = prefix.copy()
+        for shift in (rng.choice(known), rng.choice([0.0, 0.0, 57.3, -120.7])):
+            truth += np.where(np.arange(10) >= rng.integers(1, 9), shift, 0.0)
+        keep = np.sort(rng.choice(np.arange(1, 9), rng.integers(3, 8), replace=False))
+        noise = rng.uniform(50, 900, rng.integers(0, 4))
+        prms.append(np.concatenate([[0.0], np.sort(np.concatenate([truth[keep], noise])), [truth[-1]]]))
+        prefixes.append(prefix)
+    pairs = np.array([(k, k) for k in range(300)] + [(k, (k * 13) % 300) for k in range(300)])
+    for max_known in (1, 2):
+        kw = {"tolerance": 0.02, "max_shifts": shifts, "max_shift_mass": 200.0, "known": known,
+              "max_known": max_known, "known_reach": 160.0}  # fmt: skip
+        want = align_pairs(prms, prefixes, pairs, **kw)
+        assert want.shape == (600, (shifts + 1) * (max_known + 1))
+        assert np.array_equal(align_pairs(prms, prefixes, pairs, xp=cp, **kw), want)
+        assert (want[:300, 1] > want[:300, 0]).sum() > 50  # a known shift made a difference
+
+
 def test_a_tolerance_a_pair_same_scores() -> None:
     """Each pair its own fragment tolerance (ppm of the precursor mass, as searches use): the reference's scores."""
     cp = get_backend("cupy").xp

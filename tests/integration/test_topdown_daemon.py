@@ -40,7 +40,7 @@ async def test_a_top_down_run_is_answered_once_with_proteoform_fields(flashapp, 
     for r in matched:
         assert r["charge"] == 1 and r["proteins"][0] and r["evalue"] > 0
         assert all(f in r for f in RESULT_FIELDS)
-        assert (r["unknown_shifts"] > 0) == ("[" in r["peptide"].replace("[Acetyl]-", ""))
+        assert (r["unknown_shifts"] + r["known_shifts"] > 0) == ("[" in r["peptide"].replace("[Acetyl]-", ""))
     (done,) = daemon.finished
     with open(done.path, newline="") as fh:
         rows = list(csv.DictReader(fh, delimiter="\t"))

@@ -29,29 +29,35 @@ def test_the_docstring_grid() -> None:
     assert align(prm, prefix, tolerance=0.02, max_shifts=1, max_shift_mass=50.0).best == (NONE, -1)
 
 
-def _brute(prm: np.ndarray, prefix: np.ndarray, tol: float, k: int, limit: float) -> list[int]:
-    """Every path from the origin to the end, enumerated: the best score with at most f shifts, f = 0..k."""
+def _brute(prm: np.ndarray, prefix: np.ndarray, tol: float, k: int, limit: float, known: tuple[float, ...] = (),
+           max_known: int = 0) -> list[int]:  # fmt: skip
+    """Every path from the origin to the end, enumerated: the best score with at most u unknown shifts and c
+    known ones (a step that adds one of ``known`` to the shift), at u × (``max_known`` + 1) + c."""
     m, n = len(prm), len(prefix)
-    best = [NONE] * (k + 1)
+    fc = max_known + 1
+    best = np.full((k + 1, fc), NONE)
 
-    def walk(i: int, j: int, d: float, shifts: int, score: int) -> None:
+    def walk(i: int, j: int, d: float, u: int, c: int, score: int) -> None:
         for i2, j2 in itertools.product(range(i + 1, m), range(j + 1, n)):
             end = i2 == m - 1
             if end != (j2 == n - 1):
                 continue
             d2 = prm[i2] - prefix[j2]
-            if abs(d2) > limit + (tol if end else 0):
+            if abs(d2 - 0) > limit + (tol if end else 0):
                 continue
-            s2 = shifts + (0 if abs(d2 - d) <= tol else 1)
-            if s2 > k:
-                continue
-            if end:
-                best[s2] = max(best[s2], score)
-            else:
-                walk(i2, j2, d2, s2, score + 1)
+            steps = [(u, c)] if abs(d2 - d) <= tol else [(u + 1, c)]  # kept, or an unknown shift
+            if abs(d2 - d) > tol and any(abs(d2 - d - x) <= tol for x in known):
+                steps.append((u, c + 1))  # or a known one
+            for u2, c2 in steps:
+                if u2 > k or c2 > max_known:
+                    continue
+                if end:
+                    best[u2, c2] = max(best[u2, c2], score)
+                else:
+                    walk(i2, j2, d2, u2, c2, score + 1)
 
-    walk(0, 0, 0.0, 0, 0)
-    return np.maximum.accumulate(best).tolist()
+    walk(0, 0, 0.0, 0, 0, 0)
+    return np.maximum.accumulate(np.maximum.accumulate(best, axis=0), axis=1).ravel().tolist()
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -67,6 +73,33 @@ def test_random_grids_match_every_path_enumerated(seed: int) -> None:
     for k in (0, 1, 2):
         got = align(prm, prefix, tolerance=0.02, max_shifts=k, max_shift_mass=200.0)
         assert list(got.scores) == _brute(prm, prefix, 0.02, k, k * 200.0 + 0.02), (seed, k)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_known_shifts_on_random_grids(seed: int) -> None:
+    """Random grids with up to two modifications, one of them known: the alignment's scores by unknown and known
+    shift counts are those of every path enumerated under the same rules."""
+    rng = np.random.default_rng(1000 + seed)
+    prefix = np.concatenate([[0.0], np.cumsum(rng.choice([57.02, 71.04, 87.03, 99.07, 113.08, 128.09], 7))])
+    truth = prefix.copy()
+    for shift in (rng.choice([15.99, 79.97]), rng.choice([0.0, 42.01, 150.3, 15.99])):
+        truth += np.where(np.arange(8) >= rng.integers(1, 7), shift, 0.0)
+    keep = np.sort(rng.choice(np.arange(1, 7), rng.integers(2, 6), replace=False))
+    noise = rng.uniform(50, 700, rng.integers(0, 3))
+    prm = np.concatenate([[0.0], np.sort(np.concatenate([truth[keep], noise])), [truth[-1]]])
+    known = (15.99491, 79.96633)
+    for k, c in ((0, 1), (1, 1), (2, 1), (0, 2), (1, 2)):
+        got = align(prm, prefix, tolerance=0.02, max_shifts=k, max_shift_mass=200.0, known=np.array(known),
+                    max_known=c, known_reach=160.0)  # fmt: skip
+        assert list(got.scores) == _brute(prm, prefix, 0.02, k, k * 200.0 + 160.0 + 0.02, known, c), (seed, k, c)
+
+
+def test_a_known_shift_needs_no_unknown_one() -> None:
+    prefix = np.array([0.0, 100.0, 250.0, 400.0, 560.0])
+    prm = np.array([0.0, 100.0, 250.0, 479.96633, 639.96633])  # phosphate between P_2 and P_3
+    assert align(prm, prefix, tolerance=0.02, max_shifts=0).scores == (NONE,)
+    got = align(prm, prefix, tolerance=0.02, max_shifts=1, known=np.array([79.96633]), max_known=1, known_reach=80.0)
+    assert got.scores == (NONE, 3, 3, 3)  # (unknown, known) = (0, 0), (0, 1), (1, 0), (1, 1)
 
 
 def test_a_phosphorylated_ecoli_protein_aligns_with_one_shift() -> None:

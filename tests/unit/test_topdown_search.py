@@ -35,9 +35,12 @@ def test_a_simulated_spectrum_finds_its_proteoform(ecoli, seed: int, shift: floa
     got = search_spectrum(ecoli, sp, s)
     same_mass = np.flatnonzero(np.abs(ecoli.form_mass - ecoli.form_mass[form]) < 1e-6)  # one form, several names
     assert got.form in same_mass and not got.decoy
-    assert got.shifts == (0 if shift == 0 else 1)
+    assert (got.shifts, got.known) == ((0, 0) if shift == 0 else (1, 0))  # known PTMs too, by default
     assert got.mass_difference == pytest.approx(shift, abs=1e-6)
     assert got.score >= 30  # of its 40 cleavages' PRMs; the noise masses explain next to nothing
+    if np.any(np.abs(ecoli.known.mass - shift) < 1e-4):  # Phospho, Acetyl: with known shifts on, one of those
+        known = search_spectrum(ecoli, sp, TopDownConfig(tolerance_da=0.01, fragment_ppm=0, known_shifts=2))
+        assert (known.form, known.score, known.shifts, known.known) == (got.form, got.score, 0, 1)
 
 
 def test_a_truncated_proteoform_is_found_by_its_diagonals() -> None:

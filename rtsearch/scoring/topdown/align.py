@@ -13,15 +13,19 @@ unknown shifts; its score is the PRMs it passes through (the two ends not counte
     s_3                      x           s_3 = P_3 + 80: one shift (+80 Da), a new diagonal
     s_4                           e      s_4 = M − H2O = P_4 + 80: the end on that diagonal; score 3
 
-Recurrences, per number of shifts f (the issue's D and H): D[f](i, j) = max(D[f](diag(i, j)) + g_i, H[f−1](i−1,
-j−1) + g_i), H[f](i, j) = max(D[f](i, j), H[f](i−1, j), H[f](i, j−1)), with g_i = 1 for an inner row and 0 for the
-end, D[f](0, 0) = 0 for every f (so D[f] is the best with at most f shifts). diag(i, j) is the latest cell of an
-earlier row on the same diagonal: the diagonals are bins of the tolerance's width, a cell's predecessor is looked
-up in its bin and those beside that can hold a shift within the tolerance, the latest of those (by row, then
-column) within the tolerance wins, and none when it is not left of j; a cell directly below its bin's latest (the
-same PRM twice) is not written there. Cells with |δ| above ``max_shifts × max_shift_mass`` are not on any path. The
-end cell matches its diagonal within the precursor tolerance. A GPU kernel must give the same scores (its parity
-test compares them).
+Recurrences, per number of unknown shifts u and known ones c (the issue's D and H): D[u, c](i, j) = max(D[u,
+c](diag(i, j)) + g_i, D[u, c−1](diag_k(i, j)) + g_i for each known shift k, H[u−1, c](i−1, j−1) + g_i), H[u, c](i,
+j) = max(D[u, c](i, j), H[u, c](i−1, j), H[u, c](i, j−1)), with g_i = 1 for an inner row and 0 for the end, D[u,
+c](0, 0) = 0 for every u, c (so D[u, c] is the best with at most u unknown and c known shifts). diag(i, j) is the
+latest cell of an earlier row on the same diagonal: the diagonals are bins of the tolerance's width, a cell's
+predecessor is looked up in its bin and those beside that can hold a shift within the tolerance, the latest of
+those (by row, then column) within the tolerance wins, and none when it is not left of j; diag_k(i, j), the same on
+the diagonal δ − Δ_k of known shift k (a known PTM's mass): CUDA-TP's known shifts, counted apart from the unknown
+ones (which residues may carry one is checked when the PrSM is reported, `rtsearch.scoring.topdown.localize`, not
+in the alignment). A cell directly below its bin's latest (the same PRM twice) is not written there. Cells with |δ|
+above ``max_shifts × max_shift_mass`` (plus the known shifts' ``known_reach``) are not on any path. The end cell
+matches its diagonal within the precursor tolerance.
+A GPU kernel must give the same scores (its parity test compares them).
 """
 
 from __future__ import annotations
@@ -35,35 +39,40 @@ NONE = -(1 << 30)  # no path
 
 @dataclass(frozen=True)
 class Alignment:
-    """The best scores from origin to end with at most 0, 1, …, ``max_shifts`` shifts (`NONE`: no such path)."""
+    """The best scores from origin to end with at most u unknown shifts and c known ones, u = 0 … ``max_shifts``,
+    c = 0 … ``max_known``, at index u × (``max_known`` + 1) + c (`NONE`: no such path)."""
 
     scores: tuple[int, ...]
 
     @property
     def best(self) -> tuple[int, int]:
-        """(score, shifts): the highest score, with the fewest shifts among equals; (`NONE`, -1) if none."""
+        """(score, index): the highest score, at the lowest index among equals; (`NONE`, -1) if none."""
         top = max(self.scores)
         return (top, self.scores.index(top)) if top > NONE else (NONE, -1)
 
 
 def align(prm: np.ndarray, prefix: np.ndarray, *, tolerance: float, max_shifts: int, max_shift_mass: float = 500.0,
-          precursor_tolerance: float | None = None) -> Alignment:  # fmt: skip
+          precursor_tolerance: float | None = None, known: np.ndarray | None = None, max_known: int = 0,
+          known_reach: float = 0.0) -> Alignment:  # fmt: skip
     """Align spectrum PRMs ``prm`` (ends included; best merged within the tolerance, `prm_masses`'s
     ``merge_within``: a PRM given twice is read once on a diagonal but could be counted twice across shifts)
-    with a proteoform's prefix masses ``prefix`` (P_0 = 0 first)."""
+    with a proteoform's prefix masses ``prefix`` (P_0 = 0 first). ``known``: masses (Da) of known shifts, up to
+    ``max_known`` of them on a path, each within ``known_reach`` Da of the diagonals' range in all."""
     s, p = np.asarray(prm, np.float64), np.asarray(prefix, np.float64)
     m, n = s.shape[0], p.shape[0]
-    k = max_shifts
-    limit = k * max_shift_mass + tolerance
+    known = np.zeros(0) if known is None or max_known == 0 else np.asarray(known, np.float64)
+    fc = max_known + 1 if known.size else 1  # known-count layers
+    layers = (max_shifts + 1) * fc
+    limit = max_shifts * max_shift_mass + known_reach + tolerance
     end_tol = max(tolerance, precursor_tolerance or 0.0)
     reach = limit + end_tol
     bins = int(np.ceil(2 * reach / tolerance)) + 3
     last_i = np.full(bins, -1, np.int64)  # per diagonal bin: the latest cell written there
     last_j = np.full(bins, -1, np.int64)
     last_d = np.zeros(bins)
-    D = np.full((k + 1, m, n), NONE, np.int64)
-    H = np.full((k + 1, m, n), NONE, np.int64)
-    D[:, 0, 0] = H[:, 0, :] = 0  # the origin, for any number of shifts: D[f] is "at most f"
+    D = np.full((layers, m, n), NONE, np.int64)
+    H = np.full((layers, m, n), NONE, np.int64)
+    D[:, 0, 0] = H[:, 0, :] = 0  # the origin, in every layer: D[u, c] is "at most u and c"
     _write(last_i, last_j, last_d, np.array([0]), np.array([0]), np.array([0.0]), reach, tolerance)
     cols = np.arange(1, n)
     for i in range(1, m):
@@ -75,18 +84,23 @@ def align(prm: np.ndarray, prefix: np.ndarray, *, tolerance: float, max_shifts: 
         j = cols[ok]
         d = delta[ok]
         gain = 0 if end else 1
-        prev_i, prev_j = _predecessor(last_i, last_j, last_d, d, j, reach, tolerance, end_tol if end else tolerance)
-        for f in range(k + 1):
+        within = end_tol if end else tolerance
+        prev = [_predecessor(last_i, last_j, last_d, d - x, j, reach, tolerance, within) for x in (0.0, *known)]
+        for f in range(layers):
+            u, c = divmod(f, fc)
             best = np.full(j.shape[0], NONE, np.int64)
-            has = prev_i >= 0
-            best[has] = D[f, prev_i[has], prev_j[has]]
-            if f:
-                best = np.maximum(best, H[f - 1, i - 1, j - 1])
+            for q, (prev_i, prev_j) in enumerate(prev):  # the diagonal (same layer), a known shift's (one fewer)
+                if q and not c:
+                    break
+                has = prev_i >= 0
+                best[has] = np.maximum(best[has], D[f - (q > 0), prev_i[has], prev_j[has]])
+            if u:
+                best = np.maximum(best, H[f - fc, i - 1, j - 1])
             D[f, i, j] = np.where(best > NONE, best + gain, NONE)
             row = np.maximum(D[f, i], H[f, i - 1])
             H[f, i] = np.maximum.accumulate(row)
         _write(last_i, last_j, last_d, np.full(j.shape[0], i), j, d, reach, tolerance)
-    return Alignment(tuple(int(D[f, m - 1, n - 1]) if m > 1 else NONE for f in range(k + 1)))
+    return Alignment(tuple(int(D[f, m - 1, n - 1]) if m > 1 else NONE for f in range(layers)))
 
 
 def _key(d: np.ndarray, reach: float, tolerance: float) -> np.ndarray:

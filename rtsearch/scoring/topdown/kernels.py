@@ -12,6 +12,7 @@ from __future__ import annotations
 
 SOURCE = r"""
 #define NONE (-(1 << 30))
+#define MAX_F 16  // layers at most (`gpu.MAX_LAYERS`)
 
 __device__ __forceinline__ long long bin_key(double d, double reach, double tol) {
     return (long long)floor((d + reach) / tol) + 1;
@@ -22,6 +23,7 @@ extern "C" __global__ void align_pairs(
     const double* __restrict__ pre, const long long* __restrict__ pre_off,
     const int* __restrict__ pair_s, const int* __restrict__ pair_f, const double* __restrict__ end_tols,
     int n_pairs, const double* __restrict__ tols, int K, double shift_range,
+    const double* __restrict__ known, int n_known, int FC,
     unsigned long long* bins, int* bin_d, long long nbins_max,
     int* hrows, int* dcur, long long* colkey, signed char* colnew, long long ncol_max,
     int* out)
@@ -32,7 +34,7 @@ extern "C" __global__ void align_pairs(
     const int m = (int)(prm_off[pair_s[p] + 1] - prm_off[pair_s[p]]);
     const double* P = pre + pre_off[pair_f[p]];
     const int n = (int)(pre_off[pair_f[p] + 1] - pre_off[pair_f[p]]);
-    const int F = K + 1;
+    const int F = (K + 1) * FC;  // layers: (unknown shifts u, known ones c) at u * FC + c
     const double tol = tols[p];
     const double limit = shift_range + tol;
     const double end_tol = fmax(tol, end_tols[p]);
@@ -70,24 +72,35 @@ extern "C" __global__ void align_pairs(
                 ok = fabs(d) <= limit + (end ? end_tol : 0.0);
                 if (end) ok = ok && (j == n - 1);
             }
-            unsigned long long best = 0;
-            long long bestk = -1;
+            int bf[MAX_F];
+            for (int f = 0; f < F; ++f) bf[f] = NONE;
             if (ok) {
                 key = bin_key(d, reach, tol);
-                for (int off = -r; off <= r; ++off) {
-                    long long kk = key + off;
-                    kk = kk < 0 ? 0 : (kk > nbins - 1 ? nbins - 1 : kk);
-                    unsigned long long v = B[kk];
-                    if (v == 0ULL) continue;
-                    int ci = (int)(v >> 32) - 1, cj = (int)(v & 0xffffffffULL) - 1;
-                    if (cj < j && fabs((s[ci] - P[cj]) - d) <= within && v > best) { best = v; bestk = kk; }
+                for (int q = 0; q <= n_known; ++q) {  // the diagonal, then each known shift's
+                    const double dq = q == 0 ? d : d - known[q - 1];
+                    const long long kq = q == 0 ? key : bin_key(dq, reach, tol);
+                    unsigned long long best = 0;
+                    long long bestk = -1;
+                    for (int off = -r; off <= r; ++off) {
+                        long long kk = kq + off;
+                        kk = kk < 0 ? 0 : (kk > nbins - 1 ? nbins - 1 : kk);
+                        unsigned long long v = B[kk];
+                        if (v == 0ULL) continue;
+                        int ci = (int)(v >> 32) - 1, cj = (int)(v & 0xffffffffULL) - 1;
+                        if (cj < j && fabs((s[ci] - P[cj]) - dq) <= within && v > best) { best = v; bestk = kk; }
+                    }
+                    if (bestk >= 0)
+                        for (int f = 0; f < F; ++f) {  // the diagonal: the same layer; a known shift: one fewer
+                            if (q == 0) bf[f] = max(bf[f], BD[bestk * F + f]);
+                            else if (f % FC) bf[f] = max(bf[f], BD[bestk * F + f - 1]);
+                        }
                 }
             }
             for (int f = 0; f < F; ++f) {
                 int b = NONE;
                 if (ok) {
-                    if (bestk >= 0) b = BD[bestk * F + f];
-                    if (f > 0) { int h = Hprev[(f - 1) * ncol_max + j - 1]; b = h > b ? h : b; }
+                    b = bf[f];
+                    if (f >= FC) { int h = Hprev[(f - FC) * ncol_max + j - 1]; b = h > b ? h : b; }
                 }
                 Dc[f * ncol_max + j] = b > NONE ? b + gain : NONE;
             }

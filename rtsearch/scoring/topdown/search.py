@@ -10,7 +10,9 @@ candidates of its type, as TopPIC's are by proteoform type (`candidate_counts`):
 truncations, internal ones. A spectrum's PrSM is its lowest E-value, then the highest score, fewest shifts,
 smallest mass difference; with several precursors (one isolation window), the best over them; one shift is then
 localized (`rtsearch.scoring.topdown.localize`). The fragment tolerance is `TopDownConfig.tolerance` of the
-precursor mass. Not yet: known PTM shifts as their own alignment steps.
+precursor mass. Known PTMs (``[proteoforms] known_ptms``) are the alignment's known shifts, up to ``[topdown]
+known_shifts`` a PrSM, counted apart from the unknown ones; the E-value counts both as shifts. A PrSM with one
+shift, known or unknown, has it localized (and named when a known PTM fits).
 """
 
 from __future__ import annotations
@@ -55,6 +57,12 @@ class PrSM:
     prms: int = 0  # the spectrum's inner PRMs at that precursor
     site: tuple[int, int] = (-1, -1)  # with one shift: its first and last possible residue, 0-based in the protein
     shift_name: str = ""  # a known PTM of the shift's mass that a residue of ``site`` can carry
+    known: int = 0  # known shifts (`[proteoforms] known_ptms`) the alignment used beside ``shifts`` unknown ones
+
+    @property
+    def moved(self) -> bool:
+        """Whether the proteoform carries shifts (unknown or known): its mass is not the precursor's."""
+        return self.shifts + self.known > 0
 
 
 def window_of(precursor: float, s: TopDownConfig) -> float:
@@ -142,51 +150,60 @@ def search_batch(db: ProteoformDatabase, spectra: Sequence[DeconvolutedSpectrum]
     if not looks:
         return found
     tol = np.array([s.tolerance(o.precursor) for o in looks])
+    known = db.known.mass if s.known_shifts else np.zeros(0)
+    fc = s.known_shifts + 1 if known.size else 1  # the alignment's layers: (unknown, known) shift counts
     scores = align_pairs(prms, [o.prefix for o in looks], np.array([(o.prm, k) for k, o in enumerate(looks)]),
                          tolerance=tol, max_shifts=s.max_shifts, max_shift_mass=s.max_shift_mass,
                          precursor_tolerance=np.array([o.precursor * s.precursor_ppm * 1e-6 for o in looks]),
+                         known=known, max_known=fc - 1, known_reach=(fc - 1) * float(np.abs(known).max(initial=0)),
                          xp=xp)  # fmt: skip
-    evalues = _evalues(scores, looks, prms, tol)
-    shifts = np.argmin(evalues, axis=1)  # the alignment with at most this many shifts least likely by chance
-    score, e = scores[np.arange(len(looks)), shifts], evalues[np.arange(len(looks)), shifts]
+    evalues = _evalues(scores, fc, looks, prms, tol)
+    layer = np.argmin(evalues, axis=1)  # the alignment with at most these shifts least likely by chance
+    score, e = scores[np.arange(len(looks)), layer], evalues[np.arange(len(looks)), layer]
     best: list[tuple[float, ...]] = [(-np.inf,)] * len(spectra)
     chosen: dict[int, _Look] = {}
-    for o, v, f, ev in zip(looks, score.tolist(), shifts.tolist(), e.tolist(), strict=True):
+    for o, v, f, ev in zip(looks, score.tolist(), layer.tolist(), e.tolist(), strict=True):
         if v <= NONE:
             continue
         mass = float(o.prefix[-1] + WATER)
-        key = (-ev, v, -f, -abs(o.precursor - mass))
+        u, c = divmod(f, fc)
+        key = (-ev, v, -(u + c), -abs(o.precursor - mass))
         if key > best[o.spectrum]:
             best[o.spectrum] = key
             chosen[o.spectrum] = o
-            found[o.spectrum] = PrSM(spectra[o.spectrum].scan, o.protein, o.start, o.end, o.form, v, f,
+            found[o.spectrum] = PrSM(spectra[o.spectrum].scan, o.protein, o.start, o.end, o.form, v, u,
                                      o.precursor - mass, bool(db.is_decoy[o.protein]), ev, o.precursor,
-                                     len(prms[o.prm]) - 2)  # fmt: skip
+                                     len(prms[o.prm]) - 2, known=c)  # fmt: skip
     for i, o in chosen.items():
         r = found[i]
-        if r.shifts == 1:
-            tol = s.tolerance(o.precursor)
-            first, last = localize(o.prefix, prms[o.prm], r.mass_difference, tol)
+        if r.shifts + r.known == 1:  # one shift, unknown or known: localized, named when a known PTM fits
+            within = s.tolerance(o.precursor)
+            first, last = localize(o.prefix, prms[o.prm], r.mass_difference, within)
             codes = db.residues[db.offsets[o.protein] + o.start + first : db.offsets[o.protein] + o.start + last + 1]
             found[i] = replace(r, site=(o.start + first, o.start + last),
-                               shift_name=shift_name(db.known, codes, r.mass_difference, tol))  # fmt: skip
+                               shift_name=shift_name(db.known, codes, r.mass_difference, within))  # fmt: skip
     return found
 
 
-def _evalues(scores: np.ndarray, looks: Sequence[_Look], prms: Sequence[np.ndarray], tol: np.ndarray) -> np.ndarray:
-    """log10 E-values [looks, shifts + 1] of the alignments' scores (inf where none). A score no higher with more
-    shifts has more trials and candidates, so a larger E-value: not computed."""
+def _evalues(scores: np.ndarray, fc: int, looks: Sequence[_Look], prms: Sequence[np.ndarray],
+             tol: np.ndarray) -> np.ndarray:  # fmt: skip
+    """log10 E-values [looks, layers] of the alignments' scores (inf where none); layer u × ``fc`` + c: at most u
+    unknown and c known shifts, u + c + 1 diagonals. A score no higher than with one shift fewer has more trials
+    and candidates, so a larger E-value: not computed."""
     out = np.full(scores.shape, np.inf)
+    u, c = np.divmod(np.arange(scores.shape[1]), fc)
     higher = np.ones(scores.shape, bool)
-    higher[:, 1:] = scores[:, 1:] > scores[:, :-1]
+    higher[:, u > 0] &= scores[:, u > 0] > scores[:, np.flatnonzero(u > 0) - fc]
+    higher[:, c > 0] &= scores[:, c > 0] > scores[:, np.flatnonzero(c > 0) - 1]
     row, f = np.nonzero((scores > NONE) & higher)
     if row.size == 0:
         return out
     n_prm = np.array([len(prms[o.prm]) - 2 for o in looks])[row]
     residues = np.array([prms[o.prm][-1] for o in looks], np.float64)[row]
     n_prefix = np.array([len(o.prefix) - 2 for o in looks])[row]
-    tests = np.array([o.tests for o in looks], np.float64).reshape(-1, 2)[row, np.minimum(f, 1)]
-    out[row, f] = log10_evalues(scores[row, f], f, n_prefix, n_prm, residues, tol[row], tests)
+    shifts = u[f] + c[f]
+    tests = np.array([o.tests for o in looks], np.float64).reshape(-1, 2)[row, np.minimum(shifts, 1)]
+    out[row, f] = log10_evalues(scores[row, f], shifts, n_prefix, n_prm, residues, tol[row], tests)
     return out
 
 
