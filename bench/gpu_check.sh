@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call (see bench/RESULTS.md):
-#   bash bench/gpu_check.sh [parity] [probe] [bench] [library] [stream] [soak] [rtload] [latency] [bulk] [wall] [reader] [peers] [topdown] | all   (all = parity bench library stream)
+#   bash bench/gpu_check.sh [parity] [probe] [bench] [library] [stream] [soak] [rtload] [latency] [bulk] [wall] [reader] [peers] [topdown] [signal] | all   (all = parity bench library stream)
 # rtload: bench/rtload_bench.py with RTLOAD_ARGS (the shared client and echo floor copied to .gpudata/tools)
 # latency: bench/latency_probe.py with LATENCY_ARGS (a lone spectrum's latency, stage by stage)
 # bulk: bench/bulk_bench.py with BULK_ARGS (rtsearch-sim replay --rate max against the offline engine)
@@ -9,6 +9,7 @@
 # topdown: bench/topdown_search.py on the FLASHApp run (TOPDOWN_VARIANTS, "Da:ppm" fragment tolerances, default
 #   "0.02:15 0.05:0"; with truncations, CuPy), then rtsearch search of the FLASHApp and Jurkat msalign against the E. coli proteoform database,
 #   and of the simulated run in .gpudata/tdsim (if there) scored against its truth beside TopPIC's
+# signal: bench/signal_bench.py (the MS1 Savitzky-Golay smoother, NumPy against the GPU; lcms-ms1 copied to .gpudata/data)
 # peers: bench/peers.py with PEERS_ARGS (Comet and Sage on the same FASTA and MGF; .deb/.whl in .gpudata/peers)
 # Expects the wheels in .whl/ (../shared/tools/device-wheels.sh) and the real data copied
 # to .gpudata/data/ (both git-ignored, carried by the device tool); writes logs under $OUT.
@@ -76,6 +77,10 @@ fi
 if [[ $modes == *" wall "* ]]; then
   python3 bench/search_wall.py --data "$RTSEARCH_DATA" --index-cache .benchcache/idx20k ${WALL_ARGS:-} \
     --json "$out/search_wall.json" 2>&1 | tee "$out/search_wall.log"
+  [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
+fi
+if [[ $modes == *" signal "* ]]; then
+  python3 bench/signal_bench.py --data "$RTSEARCH_DATA" ${SIGNAL_ARGS:-} 2>&1 | tee "$out/signal_bench.log"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if [[ $modes == *" peers "* ]]; then

@@ -1,0 +1,119 @@
+"""MS1 features: chromatographic peaks grouped into isotope patterns, a run's whole pipeline on NumPy or CuPy.
+
+Pipeline (`detect_features`): mass traces (`rtsearch.signal.traces`) → the uneven-spacing Savitzky–Golay smoother
+(`rtsearch.signal.smoothing`, or `rtsearch.signal.gpu` on CuPy) → peaks (`rtsearch.signal.peaks`) → isotope
+patterns. A peak's isotope partner of charge z and step k is a peak within ``ppm`` of m/z + k × 1.003355 / z
+whose apex lies within the peak's borders (the nearest in m/z). Peaks are taken by area, largest first: each
+not yet in a feature starts one with the charge whose partners run longest (k = 1, 2, … while found; the lower
+charge among equals; charge 0 when none), one step down when a partner at k = −1 is free (the largest peak of a
+pattern need not be its monoisotopic one), then up while partners are free. A feature's m/z is its first peak's,
+its area the sum of its peaks', its apex, borders and FWHM its largest peak's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rtsearch.database.arrays import ranges
+from rtsearch.signal.peaks import Peaks, find_peaks
+from rtsearch.signal.smoothing import Smoothing, smooth
+from rtsearch.signal.traces import MassTraces, Skipped, extract_traces
+
+ISOTOPE_DA = 1.0033548  # 13C − 12C
+COLUMNS = ("mz", "charge", "isotopes", "rt_apex", "rt_start", "rt_end", "fwhm", "area", "apex_intensity")
+
+
+@dataclass(frozen=True)
+class FeatureSettings:
+    """How MS1 features are found (defaults matched against OpenMS on the lcms-ms1 runs, bench/RESULTS.md)."""
+
+    ppm: float = 10.0
+    max_gap: int = 5  # scans a trace may miss in a row
+    min_points: int = 3  # a trace's and a peak's
+    noise: float = 0.0
+    smoothing: Smoothing = Smoothing()
+    max_charge: int = 6
+    max_isotopes: int = 6
+
+
+@dataclass
+class Features:
+    """One row a feature; ``columns()`` in `COLUMNS` order."""
+
+    cols: dict[str, np.ndarray]
+    traces: MassTraces
+    peaks: Peaks
+    skipped: Skipped
+
+    def __len__(self) -> int:
+        return int(self.cols["mz"].shape[0])
+
+
+def detect_features(scans: Any, s: FeatureSettings = FeatureSettings(), *, xp: Any = np) -> Features:
+    """The MS1 features of ``scans`` (`Spectrum` iterable, acquisition order); smoothing on ``xp``."""
+    tr, skipped = extract_traces(scans, ppm=s.ppm, max_gap=s.max_gap, min_points=s.min_points, noise=s.noise)
+    if xp is np:
+        y = smooth(tr.rt, tr.intensity, tr.offsets, s.smoothing)
+    else:
+        from rtsearch.signal.gpu import smooth_gpu
+
+        y = xp.asnumpy(smooth_gpu(xp, tr.rt, tr.intensity, tr.offsets, s.smoothing))
+    pk = find_peaks(tr.rt, y, tr.offsets, min_points=s.min_points)
+    mz = tr.mean_mz[pk.trace]
+    groups = group_isotopes(mz, tr.rt[pk.apex], tr.rt[pk.start], tr.rt[pk.end], pk.area, s)
+    lead = np.array([g[1] for g in groups], np.int64)  # each feature's largest peak
+    first = np.array([g[2][0] for g in groups], np.int64)
+    cols = {"mz": mz[first], "charge": np.array([g[0] for g in groups], np.int64),
+            "isotopes": np.array([len(g[2]) for g in groups], np.int64), "rt_apex": tr.rt[pk.apex[lead]],
+            "rt_start": tr.rt[pk.start[lead]], "rt_end": tr.rt[pk.end[lead]], "fwhm": pk.fwhm[lead],
+            "area": np.array([pk.area[g[2]].sum() for g in groups]), "apex_intensity": y[pk.apex[lead]]}  # fmt: skip
+    return Features(cols, tr, pk, skipped)
+
+
+def group_isotopes(mz: np.ndarray, apex: np.ndarray, start: np.ndarray, end: np.ndarray, area: np.ndarray,
+                   s: FeatureSettings) -> list[tuple[int, int, list[int]]]:  # fmt: skip
+    """(charge, largest peak, its peaks by m/z) of each feature (see the module docstring)."""
+    n = mz.shape[0]
+    steps = [-1, *range(1, s.max_isotopes)]
+    partner = np.full((s.max_charge + 1, len(steps), n), -1, np.int64)  # [charge, step, peak]
+    order = np.argsort(mz)
+    sorted_mz = mz[order]
+    for z in range(1, s.max_charge + 1):
+        for q, k in enumerate(steps):
+            target = mz + k * ISOTOPE_DA / z
+            tol = s.ppm * 1e-6 * target
+            row, at = ranges(np.searchsorted(sorted_mz, target - tol), np.searchsorted(sorted_mz, target + tol,
+                                                                                     side="right"))  # fmt: skip
+            cand = order[at]
+            ok = (apex[cand] >= start[row]) & (apex[cand] <= end[row]) & (cand != row)
+            row, cand = row[ok], cand[ok]
+            far = np.abs(mz[cand] - target[row])
+            pick = np.lexsort((far, row))
+            row, cand = row[pick], cand[pick]
+            first = np.diff(row, prepend=-1) != 0
+            partner[z, q, row[first]] = cand[first]
+    up = partner[:, 1:, :] >= 0
+    run = np.cumprod(up, axis=1).sum(axis=1)  # [charge, peak]: partners found k = 1, 2, … in a row
+    run[0] = 0
+    used = np.zeros(n, bool)
+    out: list[tuple[int, int, list[int]]] = []
+    for p in np.argsort(-area, kind="stable").tolist():
+        if used[p]:
+            continue
+        z = int(np.argmax(run[:, p])) if run[:, p].max() > 0 else 0
+        chain = [p]
+        if z:
+            down = int(partner[z, 0, p])
+            if down >= 0 and not used[down]:
+                chain.insert(0, down)
+            for q in range(1, len(steps)):
+                nxt = int(partner[z, q, p])
+                if nxt < 0 or used[nxt]:
+                    break
+                chain.append(nxt)
+        used[chain] = True
+        out.append((z if len(chain) > 1 else 0, p, chain))
+    return out

@@ -1,0 +1,55 @@
+"""MS1 features (`rtsearch.signal.features`): isotope patterns of known charge built from synthetic scans, the
+largest peak not taken for the monoisotopic one, and BSA1's MS1 with its MS2 precursors among the features."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rtsearch.io.spectra import read_spectra
+from rtsearch.signal.features import ISOTOPE_DA, detect_features
+from rtsearch.types import Spectrum
+from tests.conftest import data_dir
+
+
+def _run(patterns: list[tuple[float, int, list[float], float]]) -> list[Spectrum]:
+    """Scans every 2 s over 160 s; each pattern (mono m/z, charge, isotope heights, apex RT) elutes as a
+    Gaussian of sigma 6 s."""
+    scans = []
+    for i, rt in enumerate(np.arange(0.0, 160.0, 2.0)):
+        mz, inten = [], []
+        for mono, z, heights, apex in patterns:
+            for k, h in enumerate(heights):
+                mz.append(mono + k * ISOTOPE_DA / z)
+                inten.append(h * np.exp(-0.5 * ((rt - apex) / 6.0) ** 2) + 10.0)
+        order = np.argsort(mz)
+        scans.append(Spectrum("r", i, 1, np.array(mz)[order], np.array(inten, np.float32)[order], rt=float(rt)))
+    return scans
+
+
+def test_isotope_patterns_of_known_charge() -> None:
+    patterns = [(500.2701, 2, [1e6, 6e5, 2e5], 40.0), (722.8, 3, [4e5, 5e5, 3e5, 1e5], 70.0),
+                (612.3, 1, [8e5, 3e5], 90.0)]  # the 3+ one's second isotope is its largest  # fmt: skip
+    f = detect_features(_run(patterns)).cols
+    assert len(f["mz"]) == 3
+    by_mz = np.argsort(f["mz"])
+    assert f["mz"][by_mz] == pytest.approx([500.2701, 612.3, 722.8], abs=1e-4)
+    assert f["charge"][by_mz].tolist() == [2, 1, 3]
+    assert f["isotopes"][by_mz].tolist() == [3, 2, 4]
+    assert f["rt_apex"][by_mz].tolist() == [40.0, 90.0, 70.0]
+    # area: the pattern's Gaussians (sigma 6 s) summed, above the 10-count baseline's share
+    want = sum(patterns[0][2]) * 6 * np.sqrt(2 * np.pi)
+    assert f["area"][by_mz][0] == pytest.approx(want, rel=0.03)
+
+
+def test_bsa1_features_hold_its_precursors() -> None:
+    path = data_dir() / "bsa-orbitrapxl" / "BSA1.mzML.gz"
+    f = detect_features(read_spectra(path, ms_levels=(1,))).cols
+    assert len(f["mz"]) > 3000 and (f["charge"] >= 2).sum() > 1000
+    ms2 = [s for s in read_spectra(path) if s.charges and s.charges[0] >= 2]
+    hit = 0
+    for s in ms2:
+        near = (np.abs(f["mz"] - s.precursor_mz) <= 10e-6 * s.precursor_mz) & (f["rt_start"] <= s.rt + 30) & (
+            f["rt_end"] >= s.rt - 30)  # fmt: skip
+        hit += bool(np.any(near & (f["charge"] == s.charges[0])))
+    assert hit / len(ms2) > 0.5  # precursors picked off the monoisotopic peak or off-pattern miss
