@@ -30,6 +30,9 @@ def add_parser(sub: Any) -> None:
     add_backend_argument(s)
     s.add_argument("-o", "--output", required=True, metavar="FILE", help="results file (.tsv or .parquet)")
     s.add_argument("--batch-size", type=int, default=1024, metavar="N", help="spectra per engine batch (default 1024)")
+    s.add_argument("--ms1", action="store_true",
+                   help="add each identified precursor's MS1 elution (columns ms1_apex_rt, ms1_area) from the run's "
+                   "MS1 scans (mzML, mzXML): Savitzky-Golay smoothed features, as 'rtsearch features' finds them")
     s.add_argument("--readers", type=int, metavar="N",
                    help="worker processes parsing a large plain MGF or mzML (default: one a CPU; 0: none)")
 
@@ -62,6 +65,11 @@ def run(args: argparse.Namespace) -> int:
         table, summary = search_runs(reader, target, batch_size=args.batch_size,
                                      progress=lambda done, total: bar.set(done, total))  # fmt: skip
         bar.close()
+        if args.ms1:
+            from rtsearch.search.ms1 import attach_ms1
+
+            found = attach_ms1(table, args.runs, xp=backend.xp)
+            log.info("MS1 elution of %d identified precursors", found)
     n = write_table(table, out)
     log.debug("%s written", out)
     print(f"{out}: {n:,} rows; {summary}")

@@ -35,6 +35,7 @@ class PsmTable:
         self.target = target
         self.column_names = result_columns(target)
         self.batches: list[ScoredBatch] = []
+        self.attached: dict[str, np.ndarray] = {}  # columns added after scoring (`attach`), one value a row
         self.discriminants: dict[str, Discriminant] = {}
         # set by finalize, one entry per spectrum: match id (-1 none), decoy flag, reported features,
         # the run's discriminant score, PSM- and peptide-level q-values
@@ -57,6 +58,20 @@ class PsmTable:
 
     def __len__(self) -> int:
         return sum(len(b) for b in self.batches)
+
+    def attach(self, name: str, values: np.ndarray) -> None:
+        """A column of one value a row (in arrival order) added after the others, e.g. MS1 elution."""
+        if values.shape[0] != len(self):
+            raise ValueError(f"column {name}: {values.shape[0]} values for {len(self)} rows")
+        if name not in self.column_names:
+            self.column_names = (*self.column_names, name)
+        self.attached[name] = values
+
+    def rows(self, attr: str) -> np.ndarray:
+        """A spectrum attribute of every row (``run``, ``scan``, ``precursor_mz``, ``rt``), in arrival order."""
+        if attr == "run":
+            return np.array([r for b in self.batches for r in b.run], dtype=object)
+        return np.concatenate([getattr(b, attr) for b in self.batches]) if self.batches else np.zeros(0)
 
     def _cat(self, attr: str) -> np.ndarray:
         return np.concatenate([getattr(b.best, attr) for b in self.batches]) if self.batches else np.zeros(0)
@@ -141,4 +156,5 @@ class PsmTable:
             cols.setdefault(name, only_hits(values) if values.dtype.kind == "f" else values)
         for k, name in enumerate(t.features):
             cols.setdefault(name, only_hits(feats[:, k]))
+        cols.update(self.attached)
         return {c: cols[c] for c in self.column_names}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from tests.integration.test_cli import one_line_error, run_cli
+from tests.integration.test_cli import bsa_index, one_line_error, run_cli  # noqa: F401  (a fixture)
 
 COLUMNS = ["mz", "charge", "isotopes", "rt_apex", "rt_start", "rt_end", "fwhm", "area", "apex_intensity"]
 
@@ -39,3 +39,23 @@ def test_bad_input_is_one_line(tmp_path: Path, data: Path) -> None:
     bad.write_text("<mzML><run><spectrumList count='1'><spectrum index='0' id='scan=1'>")
     assert "broken.mzML" in one_line_error(run_cli("features", str(bad), "-o", out))
     assert "--order" in one_line_error(run_cli("features", str(ms2_only), "-o", out, "--order", "9"))
+
+
+def test_search_adds_ms1_elution_of_identified_precursors(tmp_path: Path, data: Path, bsa_index: Path) -> None:  # noqa: F811
+    run = data / "bsa-orbitrapxl" / "BSA1.mzML.gz"
+    out = tmp_path / "bsa1.tsv"
+    proc = run_cli("search", str(run), "--index", str(bsa_index), "-o", str(out), "--backend", "numpy", "--ms1")
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(out.open(), delimiter="\t"))
+    assert list(rows[0])[-2:] == ["ms1_apex_rt", "ms1_area"]
+    ident = [r for r in rows if r["q_value"] and float(r["q_value"]) <= 0.01 and r["is_decoy"] == "false"]
+    with_ms1 = [r for r in ident if r["ms1_apex_rt"] not in ("", "nan")]
+    assert len(ident) >= 30 and len(with_ms1) >= 0.9 * len(ident)
+    from rtsearch.io.spectra import read_spectra
+
+    ms2_rt = {s.scan: s.rt for s in read_spectra(run)}
+    gap = [abs(float(r["ms1_apex_rt"]) - ms2_rt[int(r["scan"])]) for r in with_ms1]
+    assert sorted(gap)[len(gap) // 2] < 30 and max(gap) < 300  # MS2 mostly near the apex; some in long tails
+    assert all(float(r["ms1_area"]) > 0 for r in with_ms1)
+    unmatched = [r for r in rows if not r["peptide"]]
+    assert all(r["ms1_apex_rt"] in ("", "nan") for r in unmatched)
