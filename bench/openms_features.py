@@ -1,11 +1,11 @@
 """rtsearch's MS1 chromatographic peaks beside OpenMS's on the same files (issue 19).
 
 OpenMS (pyopenms; `pip install pyopenms`, not a dependency of rtsearch): MassTraceDetection then
-ElutionPeakDetection, both with their defaults except the mass tolerance (``--ppm``), give mass-trace peaks with an
-m/z, RT borders (their convex hull), FWHM and area (``computePeakArea``). rtsearch: `rtsearch.signal` (traces,
-the uneven-spacing Savitzky–Golay smoother on NumPy, peaks). An OpenMS peak is matched when one of rtsearch's lies
-within ``--ppm`` of its m/z with its apex inside its RT borders; the areas of matched pairs are compared (ratio
-rtsearch / OpenMS, its median and the share within 10 %). One JSON line per file.
+ElutionPeakDetection (profile files PeakPickerHiRes first), with their defaults but the mass tolerance (``--ppm``),
+give mass-trace peaks with an m/z, RT borders (their convex hull), FWHM and area (``computePeakArea``). rtsearch:
+`rtsearch.signal` (traces, the uneven-spacing Savitzky–Golay smoother on NumPy, peaks). An OpenMS peak is matched
+when one of rtsearch's lies within ``--ppm`` of its m/z with its apex inside its RT borders; the areas of matched
+pairs are compared (ratio rtsearch / OpenMS, its median and the share within 10 %). One JSON line per file.
 
     python bench/openms_features.py --data ../shared/data [--ppm 10] [--files lcms-ms1/FILE.mzML,...]
 """
@@ -25,11 +25,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.peers import cpu_model  # noqa: E402
 from rtsearch.io.spectra import read_spectra  # noqa: E402
-from rtsearch.signal.peaks import find_peaks  # noqa: E402
-from rtsearch.signal.smoothing import smooth  # noqa: E402
-from rtsearch.signal.traces import extract_traces  # noqa: E402
+from rtsearch.signal.features import FeatureSettings, detect_features  # noqa: E402
 
-FILES = ("lcms-ms1/MassTraceExtractor_1_input.mzML", "lcms-ms1/MapAlignmentAlgorithmPoseClustering_in1.mzML.gz",
+FILES = ("lcms-ms1/FeatureFinderMetaboIdent_1_input.mzML", "lcms-ms1/MassTraceExtractor_1_input.mzML", "lcms-ms1/MapAlignmentAlgorithmPoseClustering_in1.mzML.gz",
          "lcms-ms1/MapAlignmentAlgorithmPoseClustering_in2.mzML.gz", "bsa-orbitrapxl/BSA1.mzML.gz")  # fmt: skip
 
 
@@ -41,6 +39,8 @@ def openms_peaks(path: Path, ppm: float) -> tuple[np.ndarray, float]:
     oms.MzMLFile().load(str(path), exp)
     exp.setSpectra([s for s in exp.getSpectra() if s.getMSLevel() == 1])
     t0 = time.perf_counter()
+    if exp.size() and exp[0].getType() == oms.SpectrumSettings.SpectrumType.PROFILE:
+        exp = oms.PeakPickerHiRes().pickExperiment(exp, True)
     mtd = oms.MassTraceDetection()
     p = mtd.getDefaults()
     p.setValue("mass_error_ppm", float(ppm))
@@ -58,10 +58,9 @@ def openms_peaks(path: Path, ppm: float) -> tuple[np.ndarray, float]:
 def ours(path: Path, ppm: float) -> tuple[np.ndarray, float]:
     """[peaks, 4]: m/z (the trace's), apex RT, area, FWHM of rtsearch's peaks; and the seconds."""
     t0 = time.perf_counter()
-    tr, _ = extract_traces(read_spectra(path, ms_levels=(1,)), ppm=ppm)
-    y = smooth(tr.rt, tr.intensity, tr.offsets)
-    pk = find_peaks(tr.rt, y, tr.offsets)
+    f = detect_features(read_spectra(path, ms_levels=(1,)), FeatureSettings(ppm=ppm))
     secs = time.perf_counter() - t0
+    tr, pk = f.traces, f.peaks
     return np.stack([tr.mean_mz[pk.trace], tr.rt[pk.apex], pk.area, pk.fwhm], axis=1), secs
 
 

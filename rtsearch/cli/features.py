@@ -17,7 +17,7 @@ def add_parser(sub: Any) -> None:
     """The ``features`` command, on the subparsers ``sub`` of the ``rtsearch`` parser."""
     f = sub.add_parser(
         "features", help="find MS1 features (LC-MS peaks and isotope patterns) of a run",
-        description="Follow each m/z of the run's centroided MS1 scans into mass traces, smooth them with the "
+        description="Centroid profile MS1 scans, follow each m/z of the run's MS1 scans into mass traces, smooth them with the "
         "uneven-spacing Savitzky-Golay filter (the Lipid Data Analyzer's: a degree-4 polynomial over the 11 points "
         "nearest in time, weights intensity^0.25, 8 passes; on the GPU with --backend cupy), cut them into "
         "chromatographic peaks at their minima and group the peaks into isotope patterns. One row a feature: m/z, "
@@ -31,6 +31,9 @@ def add_parser(sub: Any) -> None:
     f.add_argument("--max-gap", type=int, default=5, metavar="N", help="scans a trace may miss in a row (default 5)")
     f.add_argument("--min-points", type=int, default=3, metavar="N", help="points of a trace and a peak (default 3)")
     f.add_argument("--noise", type=float, default=0.0, help="peaks at or below this intensity are left out")
+    f.add_argument("--centroid", choices=["auto", "yes", "no"], default="auto",
+                   help="profile scans to centroids first (auto, the default: scans whose points lie closer than "
+                   "0.05 Da at the median)")  # fmt: skip
     f.add_argument("--points", type=int, default=11, help="smoothing window, points nearest in time (default 11)")
     f.add_argument("--order", type=int, default=4, help="smoothing polynomial degree, 0-6 (default 4)")
     f.add_argument("--passes", type=int, default=8, help="smoothing passes (default 8)")
@@ -53,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
                          "--ppm > 0")  # fmt: skip
     backend = backend_of(args, load_config(args.config))
     settings = FeatureSettings(ppm=args.ppm, max_gap=args.max_gap, min_points=args.min_points, noise=args.noise,
-                               smoothing=Smoothing(args.points, args.order, args.passes))  # fmt: skip
+                               smoothing=Smoothing(args.points, args.order, args.passes),
+                               centroid=args.centroid)  # fmt: skip
     t0 = time.perf_counter()
     bar = Progress("MS1 scans", unit="scans")
     scans = []

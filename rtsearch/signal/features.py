@@ -1,6 +1,6 @@
 """MS1 features: chromatographic peaks grouped into isotope patterns, a run's whole pipeline on NumPy or CuPy.
 
-Pipeline (`detect_features`): mass traces (`rtsearch.signal.traces`) → the uneven-spacing Savitzky–Golay smoother
+Pipeline (`detect_features`): profile scans centroided (`rtsearch.signal.centroid`), mass traces (`rtsearch.signal.traces`) → the uneven-spacing Savitzky–Golay smoother
 (`rtsearch.signal.smoothing`, or `rtsearch.signal.gpu` on CuPy) → peaks (`rtsearch.signal.peaks`) → isotope
 patterns. A peak's isotope partner of charge z and step k is a peak within ``ppm`` of m/z + k × 1.003355 / z
 whose apex lies within the peak's borders (the nearest in m/z). Peaks are taken by area, largest first: each
@@ -13,11 +13,12 @@ its area the sum of its peaks', its apex, borders and FWHM its largest peak's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from rtsearch.database.arrays import ranges
+from rtsearch.signal.centroid import centroided, is_profile
 from rtsearch.signal.peaks import Peaks, find_peaks
 from rtsearch.signal.smoothing import Smoothing, smooth
 from rtsearch.signal.traces import MassTraces, Skipped, extract_traces
@@ -37,6 +38,7 @@ class FeatureSettings:
     smoothing: Smoothing = Smoothing()
     max_charge: int = 6
     max_isotopes: int = 6
+    centroid: Literal["auto", "yes", "no"] = "auto"  # profile scans to centroids (auto: the scans that look it)
 
 
 @dataclass
@@ -54,6 +56,8 @@ class Features:
 
 def detect_features(scans: Any, s: FeatureSettings = FeatureSettings(), *, xp: Any = np) -> Features:
     """The MS1 features of ``scans`` (`Spectrum` iterable, acquisition order); smoothing on ``xp``."""
+    if s.centroid != "no":
+        scans = (centroided(sp) if s.centroid == "yes" or is_profile(sp) else sp for sp in scans)
     tr, skipped = extract_traces(scans, ppm=s.ppm, max_gap=s.max_gap, min_points=s.min_points, noise=s.noise)
     if xp is np:
         y = smooth(tr.rt, tr.intensity, tr.offsets, s.smoothing)
