@@ -27,8 +27,9 @@ from bench.peers import cpu_model  # noqa: E402
 from rtsearch.io.spectra import read_spectra  # noqa: E402
 from rtsearch.signal.features import FeatureSettings, detect_features  # noqa: E402
 
-FILES = ("lcms-ms1/FeatureFinderMetaboIdent_1_input.mzML", "lcms-ms1/MassTraceExtractor_1_input.mzML", "lcms-ms1/MapAlignmentAlgorithmPoseClustering_in1.mzML.gz",
-         "lcms-ms1/MapAlignmentAlgorithmPoseClustering_in2.mzML.gz", "bsa-orbitrapxl/BSA1.mzML.gz")  # fmt: skip
+FILES = ("lcms-ms1/FeatureFinderMetaboIdent_1_input.mzML", "lcms-ms1/MassTraceExtractor_1_input.mzML",
+         "lcms-ms1/MapAlignmentAlgorithmPoseClustering_in1.mzML.gz",
+         "lcms-ms1/MapAlignmentAlgorithmPoseClustering_in2.mzML.gz", "bsa-orbitrapxl/BSA1.mzML.gz")
 
 
 def openms_peaks(path: Path, ppm: float) -> tuple[np.ndarray, float]:

@@ -1,13 +1,14 @@
 """MS1 features: chromatographic peaks grouped into isotope patterns, a run's whole pipeline on NumPy or CuPy.
 
-Pipeline (`detect_features`): profile scans centroided (`rtsearch.signal.centroid`), mass traces (`rtsearch.signal.traces`) → the uneven-spacing Savitzky–Golay smoother
-(`rtsearch.signal.smoothing`, or `rtsearch.signal.gpu` on CuPy) → peaks (`rtsearch.signal.peaks`) → isotope
-patterns. A peak's isotope partner of charge z and step k is a peak within ``ppm`` of m/z + k × 1.003355 / z
-whose apex lies within the peak's borders (the nearest in m/z). Peaks are taken by area, largest first: each
-not yet in a feature starts one with the charge whose partners run longest (k = 1, 2, … while found; the lower
-charge among equals; charge 0 when none), one step down when a partner at k = −1 is free (the largest peak of a
-pattern need not be its monoisotopic one), then up while partners are free. A feature's m/z is its first peak's,
-its area the sum of its peaks', its apex, borders and FWHM its largest peak's.
+Pipeline (`detect_features`): profile scans centroided (`rtsearch.signal.centroid`), mass traces
+(`rtsearch.signal.traces`) → the uneven-spacing Savitzky–Golay smoother (`rtsearch.signal.smoothing`, or
+`rtsearch.signal.gpu` on CuPy) → peaks (`rtsearch.signal.peaks`) → isotope patterns. A peak's isotope partner of
+charge z and step k is a peak within ``ppm`` of m/z + k × 1.003355 / z whose apex lies within the peak's borders
+(the nearest in m/z). Peaks are taken by area, largest first: each not yet in a feature starts one with the charge
+whose partners run longest (k = 1, 2, … while found; the lower charge among equals; charge 0 when none), one step
+down when a partner at k = −1 is free (the largest peak of a pattern need not be its monoisotopic one), then up
+while partners are free. A feature's m/z is its first peak's, its area the sum of its peaks', its apex, borders and
+FWHM its largest peak's.
 """
 
 from __future__ import annotations
