@@ -19,7 +19,8 @@ def add_parser(sub: Any) -> None:
         "features", help="find MS1 features (LC-MS peaks and isotope patterns) of a run",
         description="Centroid profile MS1 scans, follow each m/z of the run's MS1 scans into mass traces, smooth "
         "them with the uneven-spacing Savitzky-Golay filter (the Lipid Data Analyzer's: a degree-4 polynomial over "
-        "the 11 points nearest in time, weights intensity^0.25, 8 passes; on the GPU with --backend cupy), cut them into "
+        "the 11 points nearest in time, weights intensity^0.25, 8 passes; on the GPU with --backend cupy), cut them "
+        "into "
         "chromatographic peaks at their minima and group the peaks into isotope patterns. One row a feature: m/z, "
         "charge, isotopes, apex RT, borders, FWHM, area.",
     )  # fmt: skip
