@@ -1,0 +1,168 @@
+"""Elution of precursors followed live: MS1 scans in, apex and end events out (core logic, no I/O).
+
+`ElutionTracker.watch` starts following a precursor (run, MS2 scan, m/z, charge) — once per m/z and charge of a
+run while it is followed — with the run's last ``history_s`` seconds of MS1 scans, kept for this; each
+`ElutionTracker.add_scan` adds a point to every followed precursor of the run (its extracted-ion value: the
+highest intensity within ``ppm`` of its m/z, 0 if none), smooths all of them at once (the uneven-spacing
+Savitzky–Golay smoother, `rtsearch.signal.smoothing`, or its GPU kernel) and returns the events due:
+
+- ``apex``: the peak the MS2 was taken in — of the smoothed trace's peaks (`rtsearch.signal.peaks`, as offline),
+  the one whose borders hold the MS2's time, else the nearest — has ``confirm`` points after its apex and the
+  last below (1 − ``drop``) × the apex: the peak is past its apex (an acquisition can trigger on it);
+- ``end``: after the apex, the peak's end is a minimum (the trace rises again after it), or the trace falls to
+  ``end_fraction`` × the apex, or the run ends — with the peak's area, and the precursor is no longer followed
+  (a dynamic exclusion can be released);
+
+a precursor followed ``give_up_s`` seconds without an apex is dropped (`ElutionTracker.given_up` counts them).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from rtsearch.signal.peaks import find_peaks
+from rtsearch.signal.smoothing import DEFAULT, Smoothing, smooth
+
+
+@dataclass(frozen=True)
+class ElutionEvent:
+    """An ``apex`` or ``end`` of a followed precursor (``rt``: the MS1 scan that showed it)."""
+
+    run: str
+    scan: int
+    precursor_mz: float
+    charge: int
+    kind: Literal["apex", "end"]
+    apex_rt: float
+    apex_intensity: float
+    area: float
+    rt: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "scan": self.scan, "precursor_mz": self.precursor_mz, "charge": self.charge,
+                "event": self.kind, "apex_rt": self.apex_rt, "apex_intensity": self.apex_intensity,
+                "area": self.area, "rt": self.rt}  # fmt: skip
+
+
+@dataclass
+class _Watch:
+    scan: int
+    mz: float
+    charge: int
+    since: float
+    rt: list[float] = field(default_factory=list)
+    value: list[float] = field(default_factory=list)
+    apex: bool = False
+
+
+@dataclass
+class _Run:
+    history: deque[tuple[float, np.ndarray, np.ndarray]] = field(default_factory=deque)
+    watches: list[_Watch] = field(default_factory=list)
+
+
+class ElutionTracker:
+    """Precursors followed through a run's MS1 scans; see the module docstring."""
+
+    def __init__(self, *, ppm: float = 10.0, smoothing: Smoothing = DEFAULT, history_s: float = 120.0,
+                 confirm: int = 3, drop: float = 0.2, end_fraction: float = 0.1, give_up_s: float = 300.0,
+                 xp: Any = np) -> None:  # fmt: skip
+        self.ppm, self.smoothing, self.history_s = ppm, smoothing, history_s
+        self.confirm, self.drop, self.end_fraction, self.give_up_s = confirm, drop, end_fraction, give_up_s
+        self.xp = xp
+        self.runs: dict[str, _Run] = {}
+        self.given_up = 0
+
+    def watch(self, run: str, scan: int, mz: float, charge: int) -> bool:
+        """Follow a precursor (``False``: one of its m/z and charge is followed already)."""
+        state = self.runs.setdefault(run, _Run())
+        tol = self.ppm * 1e-6 * mz
+        if any(w.charge == charge and abs(w.mz - mz) <= tol for w in state.watches):
+            return False
+        w = _Watch(scan, mz, charge, state.history[-1][0] if state.history else np.nan)
+        for rt, smz, sint in state.history:
+            w.rt.append(rt)
+            w.value.append(float(_xic(smz, sint, np.array([mz]), self.ppm)[0]))
+        state.watches.append(w)
+        return True
+
+    def add_scan(self, run: str, rt: float, mz: np.ndarray, intensity: np.ndarray) -> list[ElutionEvent]:
+        """One MS1 scan of ``run`` (m/z ascending); the events it makes due."""
+        state = self.runs.setdefault(run, _Run())
+        mz, intensity = np.asarray(mz, np.float64), np.asarray(intensity, np.float64)
+        state.history.append((rt, mz, intensity))
+        while state.history and state.history[0][0] < rt - self.history_s:
+            state.history.popleft()
+        if not state.watches:
+            return []
+        values = _xic(mz, intensity, np.array([w.mz for w in state.watches]), self.ppm)
+        for w, v in zip(state.watches, values.tolist(), strict=True):
+            w.rt.append(rt)
+            w.value.append(v)
+        return self._events(run, state, rt, final=False)
+
+    def end_run(self, run: str) -> list[ElutionEvent]:
+        """The run's last events (an ``end`` for every precursor past its apex); the run is forgotten."""
+        state = self.runs.pop(run, None)
+        if state is None or not state.watches:
+            return []
+        return self._events(run, state, state.watches[0].rt[-1] if state.watches[0].rt else 0.0, final=True)
+
+    def _events(self, run: str, state: _Run, now: float, *, final: bool) -> list[ElutionEvent]:
+        ws = [w for w in state.watches if w.rt]
+        sizes = np.array([len(w.rt) for w in ws], np.int64)
+        offsets = np.r_[0, np.cumsum(sizes)]
+        rt = np.concatenate([w.rt for w in ws]) if ws else np.zeros(0)
+        raw = np.concatenate([w.value for w in ws]) if ws else np.zeros(0)
+        if self.xp is np:
+            y = smooth(rt, raw, offsets, self.smoothing)
+        else:
+            from rtsearch.signal.gpu import smooth_gpu
+
+            y = self.xp.asnumpy(smooth_gpu(self.xp, rt, raw, offsets, self.smoothing))
+        pk = find_peaks(rt, y, offsets)  # as offline: cut at minima, shoulders and ringing left out
+        out: list[ElutionEvent] = []
+        done: set[int] = set()
+        for k, w in enumerate(ws):
+            if np.isnan(w.since):
+                w.since = float(w.rt[0])
+            a, b = int(offsets[k]), int(offsets[k + 1])
+            at = a + min(int(np.searchsorted(rt[a:b], w.since)), b - a - 1)  # the MS2's place in the trace
+            mine = np.flatnonzero(pk.trace == k)
+            if mine.size == 0:
+                if now - w.since > self.give_up_s:
+                    done.add(id(w))
+                    self.given_up += 1
+                continue
+            inside = mine[(pk.start[mine] <= at) & (pk.end[mine] >= at)]
+            p = int(inside[0]) if inside.size else int(mine[np.argmin(np.abs(rt[pk.apex[mine]] - rt[at]))])
+            top, stop, peak = int(pk.apex[p]), int(pk.end[p]), float(y[pk.apex[p]])
+            closed = stop < b - 1 or y[b - 1] <= self.end_fraction * peak  # a minimum after it, or low enough
+            if not w.apex and b - 1 - top >= self.confirm and y[b - 1] < (1 - self.drop) * peak:
+                w.apex = True
+                out.append(ElutionEvent(run, w.scan, w.mz, w.charge, "apex", float(rt[top]), peak, 0.0, now))
+            if w.apex and (closed or final):
+                out.append(ElutionEvent(run, w.scan, w.mz, w.charge, "end", float(rt[top]), peak, float(pk.area[p]),
+                                        now))  # fmt: skip
+                done.add(id(w))
+            elif not w.apex and now - w.since > self.give_up_s:
+                done.add(id(w))
+                self.given_up += 1
+        state.watches = [w for w in state.watches if id(w) not in done]
+        return out
+
+
+def _xic(mz: np.ndarray, intensity: np.ndarray, targets: np.ndarray, ppm: float) -> np.ndarray:
+    """The highest intensity within ``ppm`` of each target in one scan (0 where none)."""
+    lo = np.searchsorted(mz, targets * (1 - ppm * 1e-6))
+    hi = np.searchsorted(mz, targets * (1 + ppm * 1e-6), side="right")
+    out = np.zeros(targets.shape[0])
+    some = np.flatnonzero(hi > lo)
+    if some.size:
+        ext = np.r_[intensity, 0.0]
+        out[some] = np.maximum.reduceat(ext, np.stack([lo[some], hi[some]], axis=1).ravel())[::2]
+    return out
