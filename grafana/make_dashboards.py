@@ -77,6 +77,12 @@ LIVE_PANELS: list[tuple[str, str, str, list[dict[str, Any]]]] = [
      [q(f"sum(rate(rtsearch_mqtt_dropped_total{{{LIVE}}}[{RATE}]))", "dropped /s"),
       q(f"max(rtsearch_mqtt_connected{{{LIVE}}})", "connected"),
       q(f"max(rtsearch_mqtt_configured{{{LIVE}}})", "configured")]),
+    ("Elution events /s and precursors followed", "short",
+     "With --elution: apex and end events published per second (left), precursors followed through MS1 now, and "
+     "items the elution service's full queue dropped per second.",
+     [q(f"sum by (event) (rate(rtsearch_elution_events_total{{{LIVE}}}[{RATE}]))", "{{event}} /s"),
+      q(f"sum(rtsearch_elution_followed{{{LIVE}}})", "followed"),
+      q(f"sum(rate(rtsearch_elution_dropped_total{{{LIVE}}}[{RATE}]))", "dropped /s")]),
     ("GPU memory", "bytes", "Bytes held by the GPU memory pool (0 on the NumPy backend).",
      [q(f"sum by (instance) (rtsearch_gpu_memory_used_bytes{{{LIVE}}})", "{{instance}}")]),
     ("Ready and index", "short", "1 once the index is loaded and intake is open; peptides in the index.",

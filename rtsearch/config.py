@@ -125,6 +125,7 @@ class ServeConfig:
     mqtt_queue: int = 10000
     max_open_runs: int = 1000  # beyond, the run idle longest is ended (finished) to open a new one
     run_idle_s: float = 86_400.0  # a run that received nothing for this long is ended (finished)
+    elution: bool = False  # follow identified precursors through MS1 scans; publish apex/end events (serve/elution.py)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,9 @@ def add_parser(sub: Any) -> None:
                    "(default 0: one per 4 cores, at most 4)")
     d.add_argument("--publishers", type=int, metavar="N",
                    help="processes encoding and sending results (default 0: the engine thread does)")
+    d.add_argument("--elution", action="store_true", default=None,
+                   help="follow each identified precursor through the MS1 scans and publish its elution's apex and "
+                   "end (topic 'elution' on the results socket, <base>/<run>/elution on MQTT)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         "metrics_port": args.metrics_port, "mqtt": args.mqtt, "instrument": args.instrument,
         "budget_ms": args.budget_ms, "results_dir": args.results_dir, "workers": args.workers,
         "max_batch": args.max_batch, "intakes": args.intakes, "publishers": args.publishers, "engine": args.engine,
+        "elution": args.elution,
     }  # fmt: skip
     serve = dataclasses.replace(cfg.serve, **{k: v for k, v in flags.items() if v is not None})
     if serve.max_queue < serve.max_batch:

@@ -167,10 +167,12 @@ class ChunkBuilder:
 
     Messages come in as `RawSpectrum` (`rtsearch.wire.decode` with ``peaks="raw"``): no
     objects per spectrum, peak bytes joined once per chunk, and peak values checked all at
-    once when the chunk is built (`rtsearch.wire.peak_problems`, decode's rules and reasons).
+    once when the chunk is built (`rtsearch.wire.peak_problems`, decode's rules and reasons). MS1 spectra keep
+    their peaks only with ``keep_ms1`` (the daemon follows elution: `rtsearch.serve.elution`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_ms1: bool = False) -> None:
+        self.keep_ms1 = keep_ms1
         self._reset()
 
     def _reset(self) -> None:
@@ -194,7 +196,7 @@ class ChunkBuilder:
         self._n_peaks.append(len(sp.intensity) >> 2)
         self._mz.append(sp.mz)
         self._inten.append(sp.intensity)
-        self._ms1 |= sp.ms_level < 2
+        self._ms1 |= sp.ms_level < 2 and not self.keep_ms1
 
     def build(self) -> list[SpectraChunk | Received]:
         """The chunk of everything added, then an ``invalid`` `Received` for each spectrum whose
@@ -213,7 +215,8 @@ class ChunkBuilder:
         return screened(chunk, bad, ms1=ms1)
 
 
-def block_items(block: SpectraBlock, wall_ns: int, mono_ns: int) -> list[SpectraChunk | Received]:
+def block_items(block: SpectraBlock, wall_ns: int, mono_ns: int, *,
+                keep_ms1: bool = False) -> list[SpectraChunk | Received]:  # fmt: skip
     """A ``spectra`` message (`rtsearch.wire_batch`) as the chunk of its valid rows, then an ``invalid``
     `Received` for each row refused (its fields, or its peaks), in row order: NumPy per block, not per row."""
     ints = np.empty((len(block), len(INT_COLUMNS)), dtype=np.int64)
@@ -231,7 +234,8 @@ def block_items(block: SpectraBlock, wall_ns: int, mono_ns: int) -> list[Spectra
     }
     for row, code, why in block.problems:  # a field problem is said before a peak value's
         bad[row] = (code, why)
-    return screened(chunk, [(row, *bad[row]) for row in sorted(bad)], ms1=bool((block.ms_level < 2).any()))
+    return screened(chunk, [(row, *bad[row]) for row in sorted(bad)],
+                    ms1=not keep_ms1 and bool((block.ms_level < 2).any()))  # fmt: skip
 
 
 def screened(

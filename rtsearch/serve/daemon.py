@@ -44,16 +44,17 @@ from rtsearch.search.target import SearchTarget
 from rtsearch.serve.admission import Advice
 from rtsearch.serve.chunks import FLOAT_COLUMNS, Received, ShedChunk, SpectraChunk, budgets_ns
 from rtsearch.serve.door import default_intakes
+from rtsearch.serve.elution import ElutionService
 from rtsearch.serve.engine_process import scores_in_process
 from rtsearch.serve.finish import Finished, RunEnds
 from rtsearch.serve.intake import Intake
 from rtsearch.serve.intake_process import Shedding
-from rtsearch.serve.jobs import INT_COLUMNS, Jobs, RunState, Stamps, jobs_of_chunk
+from rtsearch.serve.jobs import INT_COLUMNS, Jobs, Stamps, jobs_of_chunk
 from rtsearch.serve.metrics import DaemonMetrics
 from rtsearch.serve.mqtt import MqttPublisher
 from rtsearch.serve.publish import Answer, Publisher, unscored
 from rtsearch.serve.refits import Refitter
-from rtsearch.serve.runs import RunBook
+from rtsearch.serve.runs import RunBook, note_scans
 from rtsearch.serve.runtime import freeze_heap, gil_switch_s, single_threaded_blas
 from rtsearch.serve.stats import Answered, Mqtt, Ready, RunAnswered, Runs, Shed
 from rtsearch.serve.stats import Received as ReceivedStats
@@ -104,6 +105,7 @@ class Daemon:
         self.pool = WorkerPool(target, cfg, answer=self._answer, refitter=self.refitter, record=self.metrics.record,
                                clock=clock)  # fmt: skip
         self.publisher: Publisher | None = None
+        self.elution: ElutionService | None = None  # `[serve] elution`: MS1 followed for identified precursors
         self.intake: Intake | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._known_runs = -1  # runs open as last recorded by `_on_spectra`
@@ -163,8 +165,11 @@ class Daemon:
                 # raises EndpointError when the endpoint cannot be used
                 self.pool.advice = Advice(intakes=self.intakes)
                 shedding = Shedding(self.publisher.inner, self.pool.advice.shared, cfg.budget_ms)
-                intake = self.intake = await stack.enter_async_context(
-                    Intake(cfg.spectra, mode=cfg.spectra_mode, intakes=self.intakes, shedding=shedding))
+                if cfg.elution:
+                    self.elution = ElutionService(self.publisher.inner, xp=backend.xp, record=self.metrics.record,
+                                                  mqtt=self._mqtt_elution if cfg.mqtt else None)  # fmt: skip
+                intake = self.intake = await stack.enter_async_context(Intake(
+                    cfg.spectra, mode=cfg.spectra_mode, intakes=self.intakes, shedding=shedding, keep_ms1=cfg.elution))
                 self.endpoints.spectra = intake.endpoint
                 ingest = asyncio.create_task(self._ingest(intake), name="ingest")
                 idle = asyncio.create_task(self._end_idle_runs(), name="idle runs")
@@ -189,6 +194,8 @@ class Daemon:
             sys.setswitchinterval(switch)
             self.metrics.record(Ready(False))
             self.pool.abandon()
+            if self.elution is not None:
+                self.elution.close()
             if self.publisher is not None:
                 self.publisher.close()
             self.ends.close()  # runs not finished keep their journal: the next start finishes them
@@ -298,8 +305,10 @@ class Daemon:
             ms2 = np.bincount(jobs.run, minlength=len(states)).tolist()
             ms1 = np.bincount(chunk.ints[level < 2, _RUN], minlength=len(states)).tolist()
         for r, state in enumerate(states):
-            self._note_scans(state, jobs.spectra.scan[jobs.run == r] if len(states) > 1 else jobs.spectra.scan)
+            note_scans(state, jobs.spectra.scan[jobs.run == r] if len(states) > 1 else jobs.spectra.scan)
         self.runs.received(zip(states, ms2, ms1, strict=True))
+        if self.elution is not None and len(level) > len(jobs):
+            self.elution.scans_of(chunk)
         self.metrics.record(ReceivedStats(spectra=levels))
         if (n_runs := len(self.runs)) != self._known_runs:  # a run opened (or ended): the gauge follows
             self._known_runs = n_runs
@@ -322,7 +331,7 @@ class Daemon:
             scans = chunk.ints[rows, _SCAN]
             with state.lock:
                 state.live.add_unscored(ResultStatus.SHED, scans, chunk.floats[rows, _PREC], [shed.reason] * len(rows))
-            self._note_scans(state, scans)
+            note_scans(state, scans)
             answered.append(RunAnswered(state.name, len(rows), 0, state.threshold))
         latency = shed.published_mono - chunk.ints[:, _MONO]
         missed = int(np.count_nonzero(latency > budgets_ns(chunk.floats, self.cfg.budget_ms)))
@@ -332,25 +341,6 @@ class Daemon:
                             Answered(latency / 1e9, missed, {"shed": n}, answered))
         for state in self.runs.answered([(state, len(rows)) for state, rows in groups]):
             self.ends.maybe_finish(state)
-
-    @staticmethod
-    def _note_scans(state: RunState, scan_column: np.ndarray) -> None:
-        """Remember the MS2 scans a run received; those it received already (or twice here) are answered again
-        (each message gets its answer), counted, and said once a run."""
-        scans = scan_column.tolist()
-        if state.scans.isdisjoint(scans) and len(set(scans)) == len(scans):
-            state.scans.update(scans)
-            return
-        seen, repeated = set(state.scans), []
-        for scan in scans:
-            if scan in seen:
-                repeated.append(scan)
-            seen.add(scan)
-        if repeated and state.duplicates == 0:
-            log.warning("run %r: scan %d received a second time (answered again; the run's end says how many did)",
-                        state.name, repeated[0])  # fmt: skip
-        state.duplicates += len(repeated)
-        state.scans.update(scans)
 
     def _on_message(self, rec: Received) -> None:
         """A control message or a malformed one (spectra come in chunks: `_on_spectra`)."""
@@ -370,6 +360,8 @@ class Daemon:
         elif isinstance(msg, wire.RunStart):
             self.runs.start(msg.run)
         elif isinstance(msg, wire.RunEnd):
+            if self.elution is not None:
+                self.elution.end_run(msg.run)
             done = self.runs.end(msg.run, msg.n_spectra)
             if done is not None:
                 self.ends.maybe_finish(done)
@@ -383,6 +375,8 @@ class Daemon:
         sent = self.publisher.publish(answers)
         if sent is None:
             return  # shut down: the socket is closed
+        if self.elution is not None:
+            self.elution.answers(answers)
         self.metrics.record(sent.stats)
         if sent.psms and self.mqtt is not None:
             self._loop.call_soon_threadsafe(self._mqtt_psms, sent.psms)
@@ -393,6 +387,10 @@ class Daemon:
         """Answer ``jobs`` ``shed`` with ``reason`` (``code``: the metric's label)."""
         self.metrics.record(Shed(code, len(jobs)))
         self._answer(unscored(jobs, ResultStatus.SHED, reason))
+
+    def _mqtt_elution(self, run: str, payload: bytes) -> None:  # the elution thread's
+        if self.mqtt is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self.mqtt.elution, run, payload)
 
     def _mqtt_psms(self, psms: list[tuple[str, bytes]]) -> None:
         if self.mqtt is not None:

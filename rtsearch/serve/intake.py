@@ -91,7 +91,7 @@ class Intake:
 
     def __init__(
         self, endpoint: str, *, mode: SpectraMode = "sub", hwm: int = 0, intakes: int = 1,
-        shedding: Shedding | None = None,
+        shedding: Shedding | None = None, keep_ms1: bool = False,
     ) -> None:  # fmt: skip
         if mode not in ("sub", "pull"):
             raise ValueError(f"spectra mode must be 'sub' or 'pull', got {mode!r}")
@@ -103,6 +103,7 @@ class Intake:
         self.hwm = hwm
         self.intakes = intakes
         self.shedding = shedding  # answering at the door (`rtsearch.serve.admission`); None: never
+        self.keep_ms1 = keep_ms1  # MS1 spectra keep their peaks (elution events)
         self.received = 0
         self.door: Door | None = None
         self._children: list[_Child] = []
@@ -131,8 +132,8 @@ class Intake:
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PIPE_BYTES)
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, PIPE_BYTES)
                 ours.setblocking(False)
-                proc = mp.Process(target=serve, args=(theirs, where, mode, self.hwm, self.intakes, self.shedding, k),
-                                  name=f"rtsearch-intake-{k}", daemon=True)  # fmt: skip
+                args = (theirs, where, mode, self.hwm, self.intakes, self.shedding, k, self.keep_ms1)
+                proc = mp.Process(target=serve, args=args, name=f"rtsearch-intake-{k}", daemon=True)
                 child = _Child(proc, ours, k)
                 self._children.append(child)
                 try:

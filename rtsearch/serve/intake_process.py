@@ -86,11 +86,12 @@ class Reader:
     second, each as large, as from one intake process — its cost is per chunk, not per spectrum.
     """
 
-    def __init__(self, sock: zmq.Socket[bytes], *, share: int = 1) -> None:
+    def __init__(self, sock: zmq.Socket[bytes], *, share: int = 1, keep_ms1: bool = False) -> None:
         self.sock = sock
         self.flush_ns = int(FLUSH_S * share * 1e9)
         self.coalesce_hz = COALESCE_HZ / share
-        self.builder = ChunkBuilder()
+        self.keep_ms1 = keep_ms1
+        self.builder = ChunkBuilder(keep_ms1=keep_ms1)
         self._arrivals: collections.deque[int] = collections.deque(maxlen=RATE_WINDOW)
 
     def rate_hz(self) -> float:
@@ -126,7 +127,8 @@ class Reader:
             else:
                 if len(builder):
                     items.extend(builder.build())
-                items.extend(block_items(msg, w, m) if isinstance(msg, SpectraBlock) else [Received(msg, w, m)])
+                items.extend(block_items(msg, w, m, keep_ms1=self.keep_ms1) if isinstance(msg, SpectraBlock)
+                             else [Received(msg, w, m)])  # fmt: skip
             if m >= flush_at:
                 break
         if len(builder):
@@ -299,7 +301,7 @@ class Shedding:
 
 def serve(
     conn: socket.socket, endpoint: str, mode: str, hwm: int, share: int = 1, shedding: Shedding | None = None,
-    index: int = 0,
+    index: int = 0, keep_ms1: bool = False,
 ) -> None:
     """The process's main function (see the module docstring)."""
     name_os_thread(f"intake_{index}")
@@ -328,7 +330,7 @@ def serve(
         sock.close(0)
         ctx.term()
         return
-    reader = Reader(sock, share=share)
+    reader = Reader(sock, share=share, keep_ms1=keep_ms1)
     door = Door(ctx, shedding.results, Advice(shedding.advice), shedding.budget_ms, index, share) if shedding else None
     screen = door.apply if door is not None else list
     poller = zmq.Poller()

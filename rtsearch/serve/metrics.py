@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from rtsearch import __version__
-from rtsearch.serve.stats import Answered, Mqtt, Queue, Ready, Received, Runs, Scored, Shed, Stat, Taken
+from rtsearch.serve.stats import Answered, Elution, Mqtt, Queue, Ready, Received, Runs, Scored, Shed, Stat, Taken
 from rtsearch.types import ResultStatus
 from rtsearch.wire import INVALID_CODES
 
@@ -123,6 +123,15 @@ class DaemonMetrics:
             "rtsearch_mqtt_dropped_total", "MQTT messages dropped (outbound queue full or broker down)", registry=r
         )
         self.mqtt_connected = Gauge("rtsearch_mqtt_connected", "1 while connected to the MQTT broker", registry=r)
+        self.elution_events = Counter("rtsearch_elution_events_total", "Elution events published, by kind (apex, end)",
+                                      ["event"], registry=r)  # fmt: skip
+        for kind in ("apex", "end"):  # series from the start (0 without --elution)
+            self.elution_events.labels(event=kind)
+        self.elution_followed = Gauge("rtsearch_elution_followed", "Identified precursors followed through MS1 now",
+                                      registry=r)  # fmt: skip
+        self.elution_dropped = Counter("rtsearch_elution_dropped_total",
+                                       "MS1 scans, precursors or run ends the elution service's full queue dropped",
+                                       registry=r)  # fmt: skip
         self.mqtt_configured = Gauge(
             "rtsearch_mqtt_configured", "1 when the daemon publishes to an MQTT broker (--mqtt), else 0", registry=r
         )
@@ -210,6 +219,13 @@ class DaemonMetrics:
                         self.mqtt_dropped.inc(st.dropped)
                 case Ready():
                     self.ready.set(int(st.ready))
+                case Elution():
+                    for kind, count in st.events.items():
+                        self.elution_events.labels(event=kind).inc(count)
+                    if st.followed is not None:
+                        self.elution_followed.set(st.followed)
+                    if st.dropped:
+                        self.elution_dropped.inc(st.dropped)
 
     def received(self, ms_level: int) -> Any:
         """The received counter of ``ms_level`` (children cached: this runs once per message)."""

@@ -86,6 +86,9 @@ class MqttPublisher:
     def psm(self, run: str, payload: bytes) -> bool:
         return self.offer(f"{self.base}/{topic_segment(run)}/psm", payload, qos=1)
 
+    def elution(self, run: str, payload: bytes) -> bool:
+        return self.offer(f"{self.base}/{topic_segment(run)}/elution", payload, qos=1)
+
     def summary(self, run: str, summary: dict[str, Any]) -> bool:
         return self.offer(f"{self.base}/{topic_segment(run)}/summary", json.dumps(summary).encode(), qos=1)
 

@@ -24,6 +24,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
+import numpy as np
+
 from rtsearch.search.live import LiveRun
 from rtsearch.serve.jobs import RunState
 
@@ -192,3 +194,22 @@ class RunBook:
 
     def _done(self, state: RunState) -> bool:
         return state.ending and state.outstanding <= 0 and not state.finishing and self._complete(state)
+
+
+def note_scans(state: RunState, scan_column: np.ndarray) -> None:
+    """Remember the MS2 scans a run received; those it received already (or twice here) are answered again
+    (each message gets its answer), counted, and said once a run."""
+    scans = scan_column.tolist()
+    if state.scans.isdisjoint(scans) and len(set(scans)) == len(scans):
+        state.scans.update(scans)
+        return
+    seen, repeated = set(state.scans), []
+    for scan in scans:
+        if scan in seen:
+            repeated.append(scan)
+        seen.add(scan)
+    if repeated and state.duplicates == 0:
+        log.warning("run %r: scan %d received a second time (answered again; the run's end says how many did)",
+                    state.name, repeated[0])  # fmt: skip
+    state.duplicates += len(repeated)
+    state.scans.update(scans)

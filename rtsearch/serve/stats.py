@@ -96,4 +96,14 @@ class Mqtt:
     dropped: int = 0
 
 
-Stat = Ready | Received | Queue | Taken | Scored | Answered | Shed | Runs | Mqtt
+@dataclass
+class Elution:
+    """The elution service (`rtsearch.serve.elution`): events published by kind, precursors followed now (None:
+    unchanged), items dropped at its full queue."""
+
+    events: dict[str, int] = field(default_factory=dict)
+    followed: int | None = None
+    dropped: int = 0
+
+
+Stat = Ready | Received | Queue | Taken | Scored | Answered | Shed | Runs | Mqtt | Elution

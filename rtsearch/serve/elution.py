@@ -1,0 +1,140 @@
+"""Elution events live: the daemon's MS1 scans and identified precursors through an `ElutionTracker`, in a thread.
+
+With ``[serve] elution`` (``rtsearch serve --elution``) the intake keeps MS1 peaks; the daemon hands this
+service every MS1 scan (`scans_of`), every precursor it answers with a match (`answers`: identified or not, the
+run's q-values still moving) and every run's end (`end_run`)
+— each a put on a bounded queue, never a wait (a full queue drops the item and counts it: MS2 answers never
+wait for elution). The service's thread runs the tracker (`rtsearch.signal.live`; smoothing on the daemon's
+backend) and publishes each event: on the results socket as an ``elution`` message (2 frames: topic
+``elution``, UTF-8 JSON: ``v``, ``run``, ``scan`` of the MS2, ``precursor_mz``, ``charge``, ``event``
+(``apex`` | ``end``), ``apex_rt``, ``apex_intensity``, ``area`` (``end`` only, else 0), ``rt`` (the MS1 scan that
+showed it); docs/protocol.md), on MQTT as ``<base>/<run>/elution``, and as `Elution` stats for the metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import orjson
+import zmq
+
+from rtsearch.serve.chunks import FLOAT_COLUMNS, INT_COLUMNS, SpectraChunk
+from rtsearch.serve.publish import Answer
+from rtsearch.serve.runtime import name_os_thread
+from rtsearch.serve.stats import Elution
+from rtsearch.signal.live import ElutionEvent, ElutionTracker
+
+log = logging.getLogger(__name__)
+
+TOPIC = b"elution"
+_RUN, _LEVEL = INT_COLUMNS.index("run"), INT_COLUMNS.index("ms_level")
+_RT = FLOAT_COLUMNS.index("rt")
+QUEUE_ITEMS = 100_000  # scans, watches and run ends waiting for the thread at most (then dropped, counted)
+
+
+class ElutionService:
+    """The tracker's thread and its outputs; see the module docstring."""
+
+    def __init__(self, results: str, *, xp: Any = np, record: Callable[..., None],
+                 mqtt: Callable[[str, bytes], None] | None = None) -> None:  # fmt: skip
+        """``results``: the results socket's inner endpoint (`rtsearch.serve.publish.Publisher.inner`);
+        ``record``: the metrics' `record`; ``mqtt(run, payload)``: thread-safe, or None."""
+        self.tracker = ElutionTracker(xp=xp)
+        self.record, self.mqtt = record, mqtt
+        self._queue: queue.Queue[tuple[Any, ...] | None] = queue.Queue(QUEUE_ITEMS)
+        self._results = results
+        self._push: zmq.Socket[bytes] | None = None  # the thread's own
+        self._abort = threading.Event()
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._run, name="rtsearch-elution", daemon=True)
+        self._thread.start()
+
+    def _put(self, item: tuple[Any, ...]) -> None:
+        try:
+            self._queue.put_nowait(item)
+        except queue.Full:
+            self.dropped += 1
+            self.record(Elution(dropped=1))
+
+    def scan(self, run: str, rt: float, mz: np.ndarray, intensity: np.ndarray) -> None:
+        self._put(("scan", run, rt, mz, intensity))
+
+    def watch(self, run: str, scans: np.ndarray, mz: np.ndarray, charge: np.ndarray) -> None:
+        self._put(("watch", run, scans, mz, charge))
+
+    def scans_of(self, chunk: SpectraChunk) -> None:
+        """The MS1 scans of an intake chunk (kept with their peaks: `rtsearch.serve.chunks`)."""
+        level, offsets = chunk.ints[:, _LEVEL], chunk.offsets
+        for row in np.flatnonzero(level < 2).tolist():
+            a, b = int(offsets[row]), int(offsets[row + 1])
+            self.scan(chunk.runs[int(chunk.ints[row, _RUN])], float(chunk.floats[row, _RT]), chunk.mz[a:b],
+                      chunk.intensity[a:b])  # fmt: skip
+
+    def answers(self, answers: Sequence[Answer]) -> None:
+        """The precursors of the daemon's answers that matched (with a charge), to follow."""
+        for _, results, _ in answers:
+            ok = np.asarray(results.matched, bool) & (np.asarray(results.charge) > 0)
+            if ok.any():
+                self.watch(results.run, np.asarray(results.scan)[ok], np.asarray(results.precursor_mz)[ok],
+                           np.asarray(results.charge)[ok])  # fmt: skip
+
+    def end_run(self, run: str) -> None:
+        self._put(("end", run))
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Finish what is queued within ``timeout_s``; then stop (what is left is dropped, said in the log)."""
+        self._queue.put(None)
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            log.warning("elution: %d items not processed within %.0f s of shutdown: dropped", self._queue.qsize(),
+                        timeout_s)  # fmt: skip
+            self._abort.set()
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        name_os_thread("elution")
+        self._push = zmq.Context.instance().socket(zmq.PUSH)
+        self._push.setsockopt(zmq.LINGER, 1000)
+        self._push.connect(self._results)
+        try:
+            self._serve()
+        finally:
+            self._push.close()
+
+    def _serve(self) -> None:
+        while (item := self._queue.get()) is not None and not self._abort.is_set():
+            try:
+                events = self._apply(item)
+            except Exception:  # a bad scan must not end the service
+                log.exception("elution tracking failed on a %s item", item[0])
+                continue
+            if events:
+                self._emit(events)
+            followed = sum(len(r.watches) for r in self.tracker.runs.values())
+            self.record(Elution(followed=followed))
+
+    def _apply(self, item: tuple[Any, ...]) -> list[ElutionEvent]:
+        kind, run = item[0], item[1]
+        if kind == "scan":
+            return self.tracker.add_scan(run, item[2], item[3], item[4])
+        if kind == "watch":
+            for scan, mz, z in zip(item[2].tolist(), item[3].tolist(), item[4].tolist(), strict=True):
+                self.tracker.watch(run, scan, mz, z)
+            return []
+        return self.tracker.end_run(run)
+
+    def _emit(self, events: list[ElutionEvent]) -> None:
+        counts: dict[str, int] = {}
+        assert self._push is not None
+        for e in events:
+            body = orjson.dumps({"v": 1, **e.as_dict()})
+            self._push.send_multipart([TOPIC, body])
+            if self.mqtt is not None:
+                self.mqtt(e.run, body)
+            counts[e.kind] = counts.get(e.kind, 0) + 1
+        self.record(Elution(events=counts))
