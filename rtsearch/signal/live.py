@@ -124,7 +124,8 @@ class ElutionTracker:
             from rtsearch.signal.gpu import smooth_gpu
 
             y = self.xp.asnumpy(smooth_gpu(self.xp, rt, raw, offsets, self.smoothing))
-        pk = find_peaks(rt, y, offsets)  # as offline: cut at minima, shoulders and ringing left out
+        pk = find_peaks(rt, y, offsets, fwhm=False)  # as offline: cut at minima, shoulders and ringing left out
+        first = np.searchsorted(pk.trace, np.arange(len(ws) + 1))
         out: list[ElutionEvent] = []
         done: set[int] = set()
         for k, w in enumerate(ws):
@@ -132,7 +133,7 @@ class ElutionTracker:
                 w.since = float(w.rt[0])
             a, b = int(offsets[k]), int(offsets[k + 1])
             at = a + min(int(np.searchsorted(rt[a:b], w.since)), b - a - 1)  # the MS2's place in the trace
-            mine = np.flatnonzero(pk.trace == k)
+            mine = np.arange(first[k], first[k + 1])  # this trace's peaks (peaks come in row order)
             if mine.size == 0:
                 if now - w.since > self.give_up_s:
                     done.add(id(w))

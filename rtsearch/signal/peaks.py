@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rtsearch.database.arrays import ranges
+
 
 @dataclass
 class Peaks:
@@ -35,8 +37,9 @@ class Peaks:
 
 
 def find_peaks(rt: np.ndarray, y: np.ndarray, offsets: np.ndarray, *, min_points: int = 3,
-               min_prominence: float = 0.1, min_height: float = 0.01) -> Peaks:  # fmt: skip
-    """Peaks of the smoothed traces ``y`` (CSR: ``offsets``; see the module docstring)."""
+               min_prominence: float = 0.1, min_height: float = 0.01, fwhm: bool = True) -> Peaks:  # fmt: skip
+    """Peaks of the smoothed traces ``y`` (CSR: ``offsets``; see the module docstring); ``fwhm`` False leaves the
+    widths NaN (a Python step a peak: live tracking does without)."""
     n = rt.shape[0]
     trace = np.repeat(np.arange(offsets.shape[0] - 1), np.diff(offsets))
     first = np.zeros(n, bool)
@@ -64,8 +67,8 @@ def find_peaks(rt: np.ndarray, y: np.ndarray, offsets: np.ndarray, *, min_points
     high = y[apex] >= min_height * top[np.cumsum(np.diff(offsets) > 0)[trace[start]] - 1]
     start, apex, end = start[high], apex[high], end[high]
     area = _area(rt, y, start, end)
-    fwhm = _fwhm(rt, y, start, apex, end)
-    return Peaks(trace[start], start, apex, end, area, fwhm)
+    width = _fwhm(rt, y, start, apex, end) if fwhm else np.full(start.shape[0], np.nan)
+    return Peaks(trace[start], start, apex, end, area, width)
 
 
 def _segments(first: np.ndarray, last: np.ndarray, cut: np.ndarray) -> np.ndarray:
@@ -77,10 +80,13 @@ def _segments(first: np.ndarray, last: np.ndarray, cut: np.ndarray) -> np.ndarra
 
 
 def _argmax_ranges(y: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    out = np.empty(start.shape[0], np.int64)
-    for k, (a, b) in enumerate(zip(start.tolist(), end.tolist(), strict=True)):
-        out[k] = a + int(np.argmax(y[a : b + 1]))
-    return out
+    """The first highest row of each [start, end] (as ``argmax``), all ranges at once."""
+    if start.shape[0] == 0:
+        return start.copy()
+    row, at = ranges(start, end + 1)
+    first = np.r_[0, np.cumsum(end - start + 1)[:-1]]
+    top = np.maximum.reduceat(y[at], first)
+    return np.minimum.reduceat(np.where(y[at] == top[row], at, np.iinfo(np.int64).max), first)
 
 
 def _area(rt: np.ndarray, y: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
