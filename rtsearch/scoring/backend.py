@@ -103,6 +103,15 @@ class Backend:
 
 
 _staging = _Staging()
+_compiled: dict[tuple[int, str, str, tuple[str, ...]], Any] = {}
+
+
+def compiled_kernel(cp: Any, source: str, name: str, options: tuple[str, ...] = ()) -> Any:
+    """Kernel ``name`` of CUDA ``source``, compiled once a device and process (NVRTC's disk cache aside)."""
+    key = (cp.cuda.Device().id, name, source, options)
+    if key not in _compiled:
+        _compiled[key] = cp.RawModule(code=source, options=options).get_function(name)
+    return _compiled[key]
 
 
 def _cupy() -> ModuleType | None:

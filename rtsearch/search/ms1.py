@@ -1,6 +1,8 @@
 """MS1 elution of a search's identified precursors: each run's MS1 features (`rtsearch.signal.features`) and, per
 result row with a match, its precursor's apex RT and area (`rtsearch.signal.precursors`), added to the table as
-``ms1_apex_rt`` and ``ms1_area`` (NaN where the run has no MS1 scans or the precursor no feature)."""
+``ms1_apex_rt`` and ``ms1_area`` (NaN where the run has no MS1 scans or the precursor no feature). The MS1 scans
+are read in a pass of their own after the search: the search's reader hands out MS2 batches only, in worker
+processes, and only runs with a matched precursor are read again."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from rtsearch.scoring.backend import compiled_kernel
 from rtsearch.signal.smoothing import DEFAULT, MAX_ORDER, Smoothing
 
 THREADS = 128
@@ -82,15 +83,6 @@ extern "C" __global__ void sg_pass(const double* __restrict__ rt, const double* 
 """
 )
 
-_kernels: dict[int, Any] = {}
-
-
-def _kernel(cp: Any) -> Any:
-    dev = cp.cuda.Device().id
-    if dev not in _kernels:
-        _kernels[dev] = cp.RawModule(code=SOURCE).get_function("sg_pass")
-    return _kernels[dev]
-
 
 def smooth_gpu(cp: Any, rt: np.ndarray, y: np.ndarray, offsets: np.ndarray, s: Smoothing = DEFAULT) -> Any:
     """`rtsearch.signal.smoothing.smooth` on the GPU (CuPy ``cp``); returns a device array."""
@@ -106,7 +98,7 @@ def smooth_gpu(cp: Any, rt: np.ndarray, y: np.ndarray, offsets: np.ndarray, s: S
     cur, nxt = cp.asarray(np.asarray(y, np.float64)), cp.empty(n, dtype=cp.float64)
     if n == 0:
         return cur
-    fn = _kernel(cp)
+    fn = compiled_kernel(cp, SOURCE, "sg_pass")
     for _ in range(s.passes):
         fn(((n + THREADS - 1) // THREADS,), (THREADS,), (d_rt, cur, d_first, d_size, d_floor, np.int64(n),
                                                         np.int32(s.points), np.int32(s.order),

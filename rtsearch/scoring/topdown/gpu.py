@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from rtsearch.scoring.backend import compiled_kernel
 from rtsearch.scoring.topdown.align import NONE, align
 from rtsearch.scoring.topdown.kernels import SOURCE
 
@@ -49,16 +50,6 @@ def _flat(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return (np.concatenate(arrays).astype(np.float64) if arrays else np.zeros(0)), off
 
 
-_kernels: dict[int, Any] = {}
-
-
-def _kernel(cp: Any) -> Any:
-    dev = cp.cuda.Device().id
-    if dev not in _kernels:
-        _kernels[dev] = cp.RawModule(code=SOURCE, options=("--std=c++17",)).get_function("align_pairs")
-    return _kernels[dev]
-
-
 def _on_gpu(cp: Any, prms: Sequence[np.ndarray], prefixes: Sequence[np.ndarray], pairs: np.ndarray,
             end: np.ndarray, tols: np.ndarray, k: int, reach: float, known: np.ndarray,
             fc: int) -> np.ndarray:  # fmt: skip
@@ -67,7 +58,7 @@ def _on_gpu(cp: Any, prms: Sequence[np.ndarray], prefixes: Sequence[np.ndarray],
     d_prm, d_prm_off, d_pre, d_pre_off = (cp.asarray(a) for a in (prm, prm_off, pre, pre_off))
     layers = (k + 1) * fc
     out = np.full((len(pairs), layers), NONE, np.int64)
-    fn = _kernel(cp)
+    fn = compiled_kernel(cp, SOURCE, "align_pairs", ("--std=c++17",))
     for lo in range(0, len(pairs), PAIRS_PER_LAUNCH):
         part, ends, tol = (a[lo : lo + PAIRS_PER_LAUNCH] for a in (pairs, end, tols))
         n = len(part)

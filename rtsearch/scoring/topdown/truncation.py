@@ -17,6 +17,7 @@ import numpy as np
 
 from rtsearch.database.arrays import ranges
 from rtsearch.proteoforms.database import ProteoformDatabase
+from rtsearch.scoring.backend import compiled_kernel
 from rtsearch.scoring.topdown.kernels import DIAGONAL_SOURCE
 from rtsearch.scoring.topdown.prm import near
 
@@ -60,9 +61,10 @@ class Positions:
         if xp is not np:
             if inner.size:
                 n = int(g.shape[0])
-                _diagonal_kernel(xp)(((n + THREADS - 1) // THREADS,), (THREADS,),
-                                     (g, np.int64(n), xp.asarray(inner), np.int32(inner.size), np.float64(m_res),
-                                      np.float64(tol), n_count, c_count))  # fmt: skip
+                fn = compiled_kernel(xp, DIAGONAL_SOURCE, "diagonal_counts")
+                args = (g, np.int64(n), xp.asarray(inner), np.int32(inner.size), np.float64(m_res), np.float64(tol),
+                        n_count, c_count)
+                fn(((n + THREADS - 1) // THREADS,), (THREADS,), args)
             return n_count, c_count
         for lo in range(0, inner.shape[0], CHUNK_HOST):
             s = inner[lo : lo + CHUNK_HOST][:, None]
@@ -70,16 +72,6 @@ class Positions:
             n_count += near(g, (g[None, :] + s).ravel(), tol).reshape(rows, -1).sum(axis=0, dtype=np.int32)
             c_count += near(g, (g[None, :] - (m_res - s)).ravel(), tol).reshape(rows, -1).sum(axis=0, dtype=np.int32)
         return n_count, c_count
-
-
-_kernels: dict[int, Any] = {}
-
-
-def _diagonal_kernel(cp: Any) -> Any:
-    dev = cp.cuda.Device().id
-    if dev not in _kernels:
-        _kernels[dev] = cp.RawModule(code=DIAGONAL_SOURCE).get_function("diagonal_counts")
-    return _kernels[dev]
 
 
 def candidates(pos: Positions, prm: np.ndarray, m_res: float, *, tol: float, window: float, starts: int = 50,
