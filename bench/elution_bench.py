@@ -4,9 +4,10 @@ Builds the BSA + yeast index (the dev run's), then for each mode — ``rtsearch 
 ``--elution`` — starts the daemon on free loopback ports, replays BSA1 (MS1 and MS2 sorted by RT, ``--loops``
 times as runs of their own) at ``--rate`` spectra/s with the simulator (`rtsearch_sim`), and reports the MS2
 answers' latency (the collector's, from the echoed ``sent_ns``), lost answers, and the elution events seen on the
-results socket. One JSON line per mode.
+results socket. One JSON line per mode and round (``--rounds``: plain, --elution, plain, … on a noisy machine).
 
-    python3 bench/elution_bench.py --data .gpudata/data [--rate 200] [--loops 3] [--serve-args "--backend cupy"]
+    python3 bench/elution_bench.py --data .gpudata/data [--rate 200] [--loops 3] [--rounds 2]
+                                   [--serve-args "--backend cupy"]
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=200.0)
     ap.add_argument("--loops", type=int, default=3)
     ap.add_argument("--serve-args", default="")
+    ap.add_argument("--rounds", type=int, default=1, help="plain then --elution, this many times (a noisy machine)")
     args = ap.parse_args()
     bsa = args.data / "bsa-orbitrapxl"
     spectra = sorted(load_run(bsa / "BSA1.mzML.gz"), key=lambda s: (s.rt, s.ms_level))
@@ -88,9 +90,11 @@ def main() -> int:
         subprocess.run([sys.executable, "-m", "rtsearch.cli", "index", "build", "--fasta", str(bsa / "BSA.fasta"),
                         str(args.data / "yeast-small/yeast_2021_04_reviewed.fasta"), "--out", str(index)], check=True,
                        stdout=subprocess.DEVNULL)  # fmt: skip
-        for elution in (False, True):
-            row = measure(index, runs, args, elution, work)
-            print(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **row}), flush=True)
+        for k in range(args.rounds):
+            for elution in (False, True):
+                row = measure(index, runs, args, elution, work)
+                print(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "round": k, **row}),
+                      flush=True)  # fmt: skip
     return 0
 
 

@@ -2,9 +2,13 @@
 (MS1 and MS2 sorted by RT), against the offline result (`rtsearch search --ms1`'s: `rtsearch.signal.precursors`
 on the run's MS1 features). Of the MS2 precursors (charge ≥ 2) with an offline feature and followed (one follow a
 m/z and charge at a time): the share with an apex event, and the shares whose apex (the apex event's, the end
-event's) lies within one MS1 scan of the offline apex, by scan index. One JSON line.
+event's) lies within one MS1 scan of the offline apex, by scan index. With ``--identified`` (an `rtsearch search`
+results table), the same for the precursors identified there at 1 % FDR: an apex event of the follow of their m/z
+and charge (theirs or an earlier scan's), and its apex against their own offline apex; and how many of them have
+their offline apex on the run's last MS1 scan (a peak still rising when acquisition stopped: no apex to see
+live). One JSON line.
 
-    python bench/elution_replay.py --data ../shared/data [--confirm 3]
+    python bench/elution_replay.py --data ../shared/data [--confirm 3] [--identified bsa1.tsv]
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--confirm", type=int, default=3, help="points after the apex before its event")
+    ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--history", type=float, default=300.0, help="seconds of MS1 scans a new follow starts with")
+    ap.add_argument("--identified", type=Path, help="rtsearch search results of BSA1 (TSV): report its 1 %% FDR PSMs")
     args = ap.parse_args()
     path = args.data / "bsa-orbitrapxl" / "BSA1.mzML.gz"
     spectra = sorted(read_spectra(path, ms_levels=(1, 2)), key=lambda s: (s.rt, s.ms_level))  # acquisition order
@@ -38,16 +45,22 @@ def main() -> int:
     apex_off, _ = precursor_elution(detect_features(ms1).cols, np.array([s.precursor_mz for s in ms2]),
                                     np.array([s.charges[0] for s in ms2]), np.array([s.rt for s in ms2]))  # fmt: skip
     offline = {s.scan: a for s, a in zip(ms2, apex_off.tolist(), strict=True) if np.isfinite(a)}
-    tracker = ElutionTracker(confirm=args.confirm)
+    tracker = ElutionTracker(confirm=args.confirm, history_s=args.history)
+    by_scan = {s.scan: s for s in ms2}
     events: dict[int, dict[str, float]] = {}
-    watched = []
+    watched: list[int] = []
+    follows: dict[int, int] = {}  # MS2 scan → the scan whose follow covers its m/z and charge
     t0 = time.perf_counter()
     for s in spectra:
         if s.ms_level == 1:
             for e in tracker.add_scan(s.run, s.rt, s.mz, s.intensity):
                 events.setdefault(e.scan, {})[e.kind] = e.apex_rt
-        elif s.scan in offline and tracker.watch(s.run, s.scan, s.precursor_mz, s.charges[0]):
-            watched.append(s.scan)
+        elif s.scan in offline:
+            if tracker.watch(s.run, s.scan, s.precursor_mz, s.charges[0]):
+                watched.append(s.scan)
+            follows[s.scan] = next((w for w in reversed(watched) if by_scan[w].charges[0] == s.charges[0]
+                                    and abs(by_scan[w].precursor_mz - s.precursor_mz) <= 1e-5 * s.precursor_mz),
+                                   s.scan)  # fmt: skip
     for e in tracker.end_run(spectra[0].run):
         events.setdefault(e.scan, {})[e.kind] = e.apex_rt
     secs = time.perf_counter() - t0
@@ -61,13 +74,38 @@ def main() -> int:
                 if kind in events.get(s, {}) and abs(index(events[s][kind]) - index(offline[s])) <= 1]
         return round(len(near) / len(watched), 4)
 
-    print(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model(),
+    report: dict[str, object] = {}
+    if args.identified:
+        ids = identified_scans(args.identified)
+        mine = [s for s in ids if s in follows]
+        hit = [s for s in mine if "apex" in events.get(follows[s], {})]
+        near = [s for s in hit if abs(index(events[follows[s]]["apex"]) - index(offline[s])) <= 1]
+        if args.verbose:
+            for s in mine:
+                e = events.get(follows[s], {})
+                print(s, follows[s], round(by_scan[s].precursor_mz, 3), by_scan[s].charges[0], "ms2",
+                      index(by_scan[s].rt), "live", index(e["apex"]) if "apex" in e else None, "offline",
+                      index(offline[s]), file=sys.stderr)  # fmt: skip
+        open_end = [s for s in mine if index(offline[s]) == len(ms1) - 1]  # still rising when the run stopped
+        report = {"identified": len(ids), "identified_with_offline_feature": len(mine),
+                  "identified_apex_event": len(hit), "identified_apex_within_one_scan": len(near),
+                  "identified_offline_apex_on_last_scan": len(open_end)}  # fmt: skip
+    print(json.dumps({**report, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model(),
                       "ms2_with_offline_feature": len(offline), "followed": len(watched),
                       "apex_events": round(sum("apex" in events.get(s, {}) for s in watched) / len(watched), 4),
                       "apex_within_one_scan": share("apex"), "end_apex_within_one_scan": share("end"),
                       "given_up": tracker.given_up, "ms1_scans": len(ms1), "seconds": round(secs, 2),
                       "confirm": args.confirm}))  # fmt: skip
     return 0
+
+
+def identified_scans(path: Path) -> list[int]:
+    """MS2 scans of target PSMs at q ≤ 0.01 in an rtsearch results TSV."""
+    import csv
+
+    with open(path, newline="") as fh:
+        return sorted({int(r["scan"]) for r in csv.DictReader(fh, delimiter="\t")
+                       if r["q_value"] and float(r["q_value"]) <= 0.01 and r["is_decoy"] == "false"})  # fmt: skip
 
 
 if __name__ == "__main__":

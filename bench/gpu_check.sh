@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call (see bench/RESULTS.md):
-#   bash bench/gpu_check.sh [parity] [probe] [bench] [library] [stream] [soak] [rtload] [latency] [bulk] [wall] [reader] [peers] [topdown] [signal] | all   (all = parity bench library stream)
+#   bash bench/gpu_check.sh [parity] [probe] [bench] [library] [stream] [soak] [rtload] [latency] [bulk] [wall] [reader] [peers] [topdown] [signal] [elution] | all   (all = parity bench library stream)
 # rtload: bench/rtload_bench.py with RTLOAD_ARGS (the shared client and echo floor copied to .gpudata/tools)
 # latency: bench/latency_probe.py with LATENCY_ARGS (a lone spectrum's latency, stage by stage)
 # bulk: bench/bulk_bench.py with BULK_ARGS (rtsearch-sim replay --rate max against the offline engine)
@@ -10,6 +10,7 @@
 #   "0.02:15 0.05:0"; with truncations, CuPy), then rtsearch search of the FLASHApp and Jurkat msalign against the E. coli proteoform database,
 #   and of the simulated run in .gpudata/tdsim (if there) scored against its truth beside TopPIC's
 # signal: bench/signal_bench.py (the MS1 Savitzky-Golay smoother, NumPy against the GPU; lcms-ms1 copied to .gpudata/data)
+# elution: the signal GPU tests, then bench/elution_bench.py with ELUTION_ARGS (MS2 latency, plain and --elution)
 # peers: bench/peers.py with PEERS_ARGS (Comet and Sage on the same FASTA and MGF; .deb/.whl in .gpudata/peers)
 # Expects the wheels in .whl/ (../shared/tools/device-wheels.sh) and the real data copied
 # to .gpudata/data/ (both git-ignored, carried by the device tool); writes logs under $OUT.
@@ -81,6 +82,14 @@ if [[ $modes == *" wall "* ]]; then
 fi
 if [[ $modes == *" signal "* ]]; then
   python3 bench/signal_bench.py --data "$RTSEARCH_DATA" ${SIGNAL_ARGS:-} 2>&1 | tee "$out/signal_bench.log"
+  [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
+fi
+if [[ $modes == *" elution "* ]]; then
+  python3 -m pytest -m gpu tests/gpu/test_signal_parity.py -q -p no:cacheprovider 2>&1 | tee "$out/pytest_signal.log"
+  [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
+  # shellcheck disable=SC2086
+  python3 bench/elution_bench.py --data "$RTSEARCH_DATA" --serve-args "--backend cupy" ${ELUTION_ARGS:-} 2>&1 \
+    | tee "$out/elution_bench.log"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if [[ $modes == *" peers "* ]]; then

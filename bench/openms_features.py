@@ -2,12 +2,16 @@
 
 OpenMS (pyopenms; `pip install pyopenms`, not a dependency of rtsearch): MassTraceDetection then
 ElutionPeakDetection (profile files PeakPickerHiRes first), with their defaults but the mass tolerance (``--ppm``),
-give mass-trace peaks with an m/z, RT borders (their convex hull), FWHM and area (``computePeakArea``). rtsearch:
+give mass-trace peaks with an m/z, RT borders (their convex hull), FWHM and area (``computePeakArea``). OpenMS's
+``mass_error_ppm`` is a standard deviation: a trace takes peaks within ±3 of them of its centroid (and re-estimates
+it from its own points), so OpenMS is run at ``--ppm`` / 3 — the same ±``--ppm`` window as rtsearch's trace
+tolerance (``--openms-ppm`` sets another). rtsearch:
 `rtsearch.signal` (traces, the uneven-spacing Savitzky–Golay smoother on NumPy, peaks). An OpenMS peak is matched
 when one of rtsearch's lies within ``--ppm`` of its m/z with its apex inside its RT borders; the areas of matched
 pairs are compared (ratio rtsearch / OpenMS, its median and the share within 10 %). One JSON line per file.
 
-    python bench/openms_features.py --data ../shared/data [--ppm 10] [--files lcms-ms1/FILE.mzML,...]
+    python bench/openms_features.py --data ../shared/data [--ppm 10] [--openms-ppm SD] [--files lcms-ms1/F.mzML,...]
+                                       [--golden tests/golden/openms_peaks]
 """
 
 from __future__ import annotations
@@ -83,17 +87,25 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--ppm", type=float, default=10.0)
+    ap.add_argument("--openms-ppm", type=float, help="OpenMS's mass_error_ppm, a standard deviation (default ppm/3)")
     ap.add_argument("--files", default=",".join(FILES))
+    ap.add_argument("--golden", type=Path, metavar="DIR",
+                    help="also write OpenMS's peaks of each file to DIR/<file>.tsv (tests/golden/openms_peaks)")
     args = ap.parse_args()
     for name in args.files.split(","):
         path = args.data / name
-        theirs, t_secs = openms_peaks(path, args.ppm)
+        theirs, t_secs = openms_peaks(path, args.openms_ppm or args.ppm / 3)
+        if args.golden:
+            args.golden.mkdir(parents=True, exist_ok=True)
+            np.savetxt(args.golden / f"{path.name.split('.')[0]}.tsv", theirs, fmt="%.6f", delimiter="\t",
+                       header="mz\trt_min\trt_max\tarea\tfwhm", comments="")  # fmt: skip
         mine, m_secs = ours(path, args.ppm)
         hit = match(theirs, mine, args.ppm)
         ok = hit >= 0
         ratio = mine[hit[ok], 2] / theirs[ok, 3]
         print(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model(),
-                          "file": name, "openms_peaks": len(theirs), "rtsearch_peaks": len(mine),
+                          "file": name, "openms_mass_error_ppm": round(args.openms_ppm or args.ppm / 3, 3),
+                          "openms_peaks": len(theirs), "rtsearch_peaks": len(mine),
                           "matched": int(ok.sum()), "matched_share": round(float(ok.mean()), 4) if len(ok) else 0,
                           "area_ratio_median": round(float(np.median(ratio)), 4) if ratio.size else None,
                           "area_within_10pct": round(float(np.mean(np.abs(ratio - 1) <= 0.1)), 4) if ratio.size

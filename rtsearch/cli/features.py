@@ -36,6 +36,9 @@ def add_parser(sub: Any) -> None:
                    help="profile scans to centroids first (auto, the default: scans whose points lie closer than "
                    "0.05 Da at the median)")  # fmt: skip
     f.add_argument("--points", type=int, default=11, help="smoothing window, points nearest in time (default 11)")
+    f.add_argument("--span", type=float, default=5.0, metavar="SECONDS",
+                   help="more points where --points of the run's MS1 scans span less than this (default 5; 0: "
+                   "never)")  # fmt: skip
     f.add_argument("--order", type=int, default=4, help="smoothing polynomial degree, 0-6 (default 4)")
     f.add_argument("--passes", type=int, default=8, help="smoothing passes (default 8)")
 
@@ -52,12 +55,12 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.run).is_file():
         raise InputError(f"{args.run}: spectrum file not found")
     if not (0 <= args.order <= MAX_ORDER and args.points >= 1 and args.passes >= 0 and args.ppm > 0
-            and args.max_gap >= 0 and args.min_points >= 1):  # fmt: skip
-        raise InputError(f"--order must be 0-{MAX_ORDER}; --points, --min-points ≥ 1; --passes, --max-gap ≥ 0; "
-                         "--ppm > 0")  # fmt: skip
+            and args.span >= 0 and args.max_gap >= 0 and args.min_points >= 1):  # fmt: skip
+        raise InputError(f"--order must be 0-{MAX_ORDER}; --points, --min-points ≥ 1; --passes, --max-gap, --span "
+                         "≥ 0; --ppm > 0")  # fmt: skip
     backend = backend_of(args, load_config(args.config))
     settings = FeatureSettings(ppm=args.ppm, max_gap=args.max_gap, min_points=args.min_points, noise=args.noise,
-                               smoothing=Smoothing(args.points, args.order, args.passes),
+                               smoothing=Smoothing(args.points, args.order, args.passes), span_s=args.span,
                                centroid=args.centroid)  # fmt: skip
     t0 = time.perf_counter()
     bar = Progress("MS1 scans", unit="scans")

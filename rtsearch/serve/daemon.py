@@ -166,8 +166,9 @@ class Daemon:
                 self.pool.advice = Advice(intakes=self.intakes)
                 shedding = Shedding(self.publisher.inner, self.pool.advice.shared, cfg.budget_ms)
                 if cfg.elution:
-                    self.elution = ElutionService(self.publisher.inner, xp=backend.xp, record=self.metrics.record,
-                                                  mqtt=self._mqtt_elution if cfg.mqtt else None)  # fmt: skip
+                    self.elution = await asyncio.to_thread(  # starts the tracker's process: not on the loop
+                        ElutionService, self.publisher.inner, backend=backend.name, record=self.metrics.record,
+                        mqtt=self._mqtt_elution if cfg.mqtt else None)  # fmt: skip
                 intake = self.intake = await stack.enter_async_context(Intake(
                     cfg.spectra, mode=cfg.spectra_mode, intakes=self.intakes, shedding=shedding, keep_ms1=cfg.elution))
                 self.endpoints.spectra = intake.endpoint

@@ -1,14 +1,15 @@
-"""Elution events live: the daemon's MS1 scans and identified precursors through an `ElutionTracker`, in a thread.
+"""Elution events live: the daemon's MS1 scans and identified precursors through an `ElutionTracker`.
 
 With ``[serve] elution`` (``rtsearch serve --elution``) the intake keeps MS1 peaks; the daemon hands this
 service every MS1 scan (`scans_of`), every precursor it answers with a match (`answers`: identified or not, the
-run's q-values still moving) and every run's end (`end_run`)
-— each a put on a bounded queue, never a wait (a full queue drops the item and counts it: MS2 answers never
-wait for elution). The service's thread runs the tracker (`rtsearch.signal.live`; smoothing on the daemon's
-backend) and publishes each event: on the results socket as an ``elution`` message (2 frames: topic
-``elution``, UTF-8 JSON: ``v``, ``run``, ``scan`` of the MS2, ``precursor_mz``, ``charge``, ``event``
-(``apex`` | ``end``), ``apex_rt``, ``apex_intensity``, ``area`` (``end`` only, else 0), ``rt`` (the MS1 scan that
-showed it); docs/protocol.md), on MQTT as ``<base>/<run>/elution``, and as `Elution` stats for the metrics.
+run's q-values still moving) and every run's end (`end_run`) — each a put on a bounded queue, never a wait (a
+full queue drops the item and counts it: MS2 answers never wait for elution). The service's thread hands what is
+queued, a list at a time, to the tracker (`rtsearch.signal.live`; smoothing on the daemon's backend) in a process
+of its own (`rtsearch.serve.elution_process`: its Python holds no GIL of the daemon's) and publishes each event
+it returns: on the results socket as an ``elution`` message (2 frames: topic ``elution``, UTF-8 JSON: ``v``,
+``run``, ``scan`` of the MS2, ``precursor_mz``, ``charge``, ``event`` (``apex`` | ``end``), ``apex_rt``,
+``apex_intensity``, ``area`` (``end`` only, else 0), ``rt`` (the MS1 scan that showed it); docs/protocol.md), on
+MQTT as ``<base>/<run>/elution``, and as `Elution` stats for the metrics.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ import orjson
 import zmq
 
 from rtsearch.serve.chunks import FLOAT_COLUMNS, INT_COLUMNS, SpectraChunk
+from rtsearch.serve.elution_process import TrackerGone, TrackerProcess
 from rtsearch.serve.publish import Answer
 from rtsearch.serve.runtime import name_os_thread
 from rtsearch.serve.stats import Elution
-from rtsearch.signal.live import ElutionEvent, ElutionTracker
+from rtsearch.signal.live import ElutionEvent
 
 log = logging.getLogger(__name__)
 
@@ -35,22 +37,25 @@ TOPIC = b"elution"
 _RUN, _LEVEL = INT_COLUMNS.index("run"), INT_COLUMNS.index("ms_level")
 _RT = FLOAT_COLUMNS.index("rt")
 QUEUE_ITEMS = 100_000  # scans, watches and run ends waiting for the thread at most (then dropped, counted)
+BATCH_ITEMS = 256  # items handed to the tracker's process at once at most
 
 
 class ElutionService:
     """The tracker's thread and its outputs; see the module docstring."""
 
-    def __init__(self, results: str, *, xp: Any = np, record: Callable[..., None],
+    def __init__(self, results: str, *, backend: str = "numpy", record: Callable[..., None],
                  mqtt: Callable[[str, bytes], None] | None = None) -> None:  # fmt: skip
         """``results``: the results socket's inner endpoint (`rtsearch.serve.publish.Publisher.inner`);
-        ``record``: the metrics' `record`; ``mqtt(run, payload)``: thread-safe, or None."""
-        self.tracker = ElutionTracker(xp=xp)
+        ``backend``: the tracker's smoothing (a `rtsearch.scoring.backend` name); ``record``: the metrics'
+        `record`; ``mqtt(run, payload)``: thread-safe, or None. Starts the tracker's process (raises
+        `TrackerGone` if it cannot)."""
         self.record, self.mqtt = record, mqtt
         self._queue: queue.Queue[tuple[Any, ...] | None] = queue.Queue(QUEUE_ITEMS)
         self._results = results
         self._push: zmq.Socket[bytes] | None = None  # the thread's own
         self._abort = threading.Event()
         self.dropped = 0
+        self._tracker = TrackerProcess(backend).__enter__()
         self._thread = threading.Thread(target=self._run, name="rtsearch-elution", daemon=True)
         self._thread.start()
 
@@ -105,28 +110,28 @@ class ElutionService:
             self._serve()
         finally:
             self._push.close()
+            self._tracker.__exit__()
 
     def _serve(self) -> None:
-        while (item := self._queue.get()) is not None and not self._abort.is_set():
-            try:
-                events = self._apply(item)
-            except Exception:  # a bad scan must not end the service
-                log.exception("elution tracking failed on a %s item", item[0])
+        stop = False
+        while not stop and not self._abort.is_set():
+            items = [self._queue.get()]
+            while len(items) < BATCH_ITEMS and not self._queue.empty():
+                items.append(self._queue.get_nowait())
+            if items[-1] is None:
+                stop = True
+                items.pop()
+            if not items:
                 continue
+            try:
+                self._tracker.send(items)  # type: ignore[arg-type]
+                events, followed = self._tracker.receive()
+            except TrackerGone as e:
+                log.error("elution: %s; no more elution events", e)
+                return
             if events:
                 self._emit(events)
-            followed = sum(len(r.watches) for r in self.tracker.runs.values())
             self.record(Elution(followed=followed))
-
-    def _apply(self, item: tuple[Any, ...]) -> list[ElutionEvent]:
-        kind, run = item[0], item[1]
-        if kind == "scan":
-            return self.tracker.add_scan(run, item[2], item[3], item[4])
-        if kind == "watch":
-            for scan, mz, z in zip(item[2].tolist(), item[3].tolist(), item[4].tolist(), strict=True):
-                self.tracker.watch(run, scan, mz, z)
-            return []
-        return self.tracker.end_run(run)
 
     def _emit(self, events: list[ElutionEvent]) -> None:
         counts: dict[str, int] = {}

@@ -13,7 +13,7 @@ FWHM its largest peak's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -37,6 +37,7 @@ class FeatureSettings:
     min_points: int = 3  # a trace's and a peak's
     noise: float = 0.0
     smoothing: Smoothing = Smoothing()
+    span_s: float = 5.0  # the smoothing window holds at least this many seconds of the run's median MS1 spacing
     max_charge: int = 6
     max_isotopes: int = 6
     centroid: Literal["auto", "yes", "no"] = "auto"  # profile scans to centroids (auto: the scans that look it)
@@ -60,12 +61,13 @@ def detect_features(scans: Any, s: FeatureSettings = FeatureSettings(), *, xp: A
     if s.centroid != "no":
         scans = (centroided(sp) if s.centroid == "yes" or is_profile(sp) else sp for sp in scans)
     tr, skipped = extract_traces(scans, ppm=s.ppm, max_gap=s.max_gap, min_points=s.min_points, noise=s.noise)
+    sm = replace(s.smoothing, points=window_points(tr, s.smoothing.points, s.span_s))
     if xp is np:
-        y = smooth(tr.rt, tr.intensity, tr.offsets, s.smoothing)
+        y = smooth(tr.rt, tr.intensity, tr.offsets, sm)
     else:
         from rtsearch.signal.gpu import smooth_gpu
 
-        y = xp.asnumpy(smooth_gpu(xp, tr.rt, tr.intensity, tr.offsets, s.smoothing))
+        y = xp.asnumpy(smooth_gpu(xp, tr.rt, tr.intensity, tr.offsets, sm))
     pk = find_peaks(tr.rt, y, tr.offsets, min_points=s.min_points)
     mz = tr.mean_mz[pk.trace]
     groups = group_isotopes(mz, tr.rt[pk.apex], tr.rt[pk.start], tr.rt[pk.end], pk.area, s)
@@ -76,6 +78,18 @@ def detect_features(scans: Any, s: FeatureSettings = FeatureSettings(), *, xp: A
             "rt_start": tr.rt[pk.start[lead]], "rt_end": tr.rt[pk.end[lead]], "fwhm": pk.fwhm[lead],
             "area": np.array([pk.area[g[2]].sum() for g in groups]), "apex_intensity": y[pk.apex[lead]]}  # fmt: skip
     return Features(cols, tr, pk, skipped)
+
+
+def window_points(tr: MassTraces, points: int, span_s: float) -> int:
+    """The smoothing window's points for this run: ``points``, or more where that many of the run's MS1 scans
+    (at their median spacing) span less than ``span_s`` seconds — fast profile runs (scans 0.26 s apart) would
+    otherwise smooth over 2.6 s and cut one elution peak into several (OpenMS smooths over its expected FWHM,
+    5 s; bench/RESULTS.md, issue 19)."""
+    scan_rt = np.unique(tr.rt[np.unique(tr.scan, return_index=True)[1]]) if tr.scan.size else tr.rt
+    if span_s <= 0 or scan_rt.shape[0] < 2:
+        return points
+    spacing = float(np.median(np.diff(scan_rt)))
+    return max(points, int(np.ceil(span_s / spacing)) + 1) if spacing > 0 else points
 
 
 def group_isotopes(mz: np.ndarray, apex: np.ndarray, start: np.ndarray, end: np.ndarray, area: np.ndarray,

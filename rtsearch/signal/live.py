@@ -7,8 +7,10 @@ highest intensity within ``ppm`` of its m/z, 0 if none), smooths all of them at 
 Savitzky–Golay smoother, `rtsearch.signal.smoothing`, or its GPU kernel) and returns the events due:
 
 - ``apex``: the peak the MS2 was taken in — of the smoothed trace's peaks (`rtsearch.signal.peaks`, as offline),
-  the one whose borders hold the MS2's time, else the nearest — has ``confirm`` points after its apex and the
-  last below (1 − ``drop``) × the apex: the peak is past its apex (an acquisition can trigger on it);
+  the one whose borders hold the MS2's time (the higher of two when it falls on a border), else the nearest, and
+  not lower than the trace at the MS2's time (an MS2 on a peak's rising edge must not take the smoother's ripple
+  at its foot for the apex) — has ``confirm`` points after its apex and the last below (1 − ``drop``) × the
+  apex: the peak is past its apex (an acquisition can trigger on it);
 - ``end``: after the apex, the peak's end is a minimum (the trace rises again after it), or the trace falls to
   ``end_fraction`` × the apex, or the run ends — with the peak's area, and the precursor is no longer followed
   (a dynamic exclusion can be released);
@@ -68,7 +70,7 @@ class _Run:
 class ElutionTracker:
     """Precursors followed through a run's MS1 scans; see the module docstring."""
 
-    def __init__(self, *, ppm: float = 10.0, smoothing: Smoothing = DEFAULT, history_s: float = 120.0,
+    def __init__(self, *, ppm: float = 10.0, smoothing: Smoothing = DEFAULT, history_s: float = 300.0,
                  confirm: int = 3, drop: float = 0.2, end_fraction: float = 0.1, give_up_s: float = 300.0,
                  xp: Any = np) -> None:  # fmt: skip
         self.ppm, self.smoothing, self.history_s = ppm, smoothing, history_s
@@ -92,18 +94,26 @@ class ElutionTracker:
 
     def add_scan(self, run: str, rt: float, mz: np.ndarray, intensity: np.ndarray) -> list[ElutionEvent]:
         """One MS1 scan of ``run`` (m/z ascending); the events it makes due."""
+        return self.add_scans(run, [(rt, mz, intensity)])
+
+    def add_scans(self, run: str, scans: list[tuple[float, np.ndarray, np.ndarray]]) -> list[ElutionEvent]:
+        """MS1 scans of ``run`` (RT order; each (rt, m/z ascending, intensity)), then the events due after the last:
+        one smoothing for all of them (a tracker behind its scans catches up at the cost of one scan)."""
         state = self.runs.setdefault(run, _Run())
-        mz, intensity = np.asarray(mz, np.float64), np.asarray(intensity, np.float64)
-        state.history.append((rt, mz, intensity))
-        while state.history and state.history[0][0] < rt - self.history_s:
+        targets = np.array([w.mz for w in state.watches])
+        for rt, mz, intensity in scans:
+            mz, intensity = np.asarray(mz, np.float64), np.asarray(intensity, np.float64)
+            state.history.append((rt, mz, intensity))
+            if state.watches:
+                for w, v in zip(state.watches, _xic(mz, intensity, targets, self.ppm).tolist(), strict=True):
+                    w.rt.append(rt)
+                    w.value.append(v)
+        last = state.history[-1][0] if state.history else 0.0
+        while state.history and state.history[0][0] < last - self.history_s:
             state.history.popleft()
-        if not state.watches:
+        if not state.watches or not scans:
             return []
-        values = _xic(mz, intensity, np.array([w.mz for w in state.watches]), self.ppm)
-        for w, v in zip(state.watches, values.tolist(), strict=True):
-            w.rt.append(rt)
-            w.value.append(v)
-        return self._events(run, state, rt, final=False)
+        return self._events(run, state, last, final=False)
 
     def end_run(self, run: str) -> list[ElutionEvent]:
         """The run's last events (an ``end`` for every precursor past its apex); the run is forgotten."""
@@ -140,8 +150,16 @@ class ElutionTracker:
                     self.given_up += 1
                 continue
             inside = mine[(pk.start[mine] <= at) & (pk.end[mine] >= at)]
-            p = int(inside[0]) if inside.size else int(mine[np.argmin(np.abs(rt[pk.apex[mine]] - rt[at]))])
+            if inside.size:  # two when the MS2 fell on a border: the higher
+                p = int(inside[np.argmax(y[pk.apex[inside]])])
+            else:
+                p = int(mine[np.argmin(np.abs(rt[pk.apex[mine]] - rt[at]))])
             top, stop, peak = int(pk.apex[p]), int(pk.end[p]), float(y[pk.apex[p]])
+            if peak < y[at]:  # the MS2 saw more than this "apex": a ripple at a rising peak's foot, not its top
+                if now - w.since > self.give_up_s:
+                    done.add(id(w))
+                    self.given_up += 1
+                continue
             closed = stop < b - 1 or y[b - 1] <= self.end_fraction * peak  # a minimum after it, or low enough
             if not w.apex and b - 1 - top >= self.confirm and y[b - 1] < (1 - self.drop) * peak:
                 w.apex = True

@@ -3,7 +3,8 @@
 A precursor (m/z, charge, MS2 retention time) belongs to a feature of its charge when its m/z is within ``ppm``
 of one of the feature's isotopes (m/z + k × 1.003355 / z, k = 0 … isotopes − 1: instruments often pick the
 most intense isotope, not the monoisotopic one) and its RT lies within the feature's borders widened by
-``slack`` seconds (an MS2 can be acquired in a peak's tail); among several, the one whose apex is nearest in RT.
+``slack`` seconds (an MS2 can be acquired in a peak's tail); among several, the largest whose borders hold the
+MS2's time, else the one whose apex is nearest in RT.
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ def precursor_elution(cols: dict[str, np.ndarray], mz: np.ndarray, charge: np.nd
                         & (cols["rt_end"][cand] + slack >= rt[i])]  # fmt: skip
             if cand.size == 0:
                 continue
-            gap = np.abs(cols["rt_apex"][cand] - rt[i])
-            j = int(np.argmin(gap))
-            if gap[j] < best[i]:
-                best[i], apex[i], area[i] = gap[j], cols["rt_apex"][cand[j]], cols["area"][cand[j]]
+            held = (cols["rt_start"][cand] <= rt[i]) & (cols["rt_end"][cand] >= rt[i])
+            # a feature whose borders hold the MS2 (the largest), before one within the slack (the nearest apex)
+            rank = np.where(held, -cols["area"][cand], np.abs(cols["rt_apex"][cand] - rt[i]) + 1e300)
+            j = int(np.argmin(rank))
+            if rank[j] < best[i]:
+                best[i], apex[i], area[i] = rank[j], cols["rt_apex"][cand[j]], cols["area"][cand[j]]
     return apex, area

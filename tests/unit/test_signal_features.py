@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rtsearch.io.spectra import read_spectra
-from rtsearch.signal.features import ISOTOPE_DA, detect_features
+from rtsearch.signal.features import ISOTOPE_DA, FeatureSettings, detect_features, window_points
 from rtsearch.types import Spectrum
 from tests.conftest import data_dir
 
@@ -53,3 +53,28 @@ def test_bsa1_features_hold_its_precursors() -> None:
             f["rt_end"] >= s.rt - 30)  # fmt: skip
         hit += bool(np.any(near & (f["charge"] == s.charges[0])))
     assert hit / len(ms2) > 0.5  # precursors picked off the monoisotopic peak or off-pattern miss
+
+
+def test_a_fast_run_smooths_over_seconds_not_points() -> None:
+    # scans 0.25 s apart: 11 points span 2.5 s; the window takes 21 points (5 s), a 2 s run keeps 11
+    fast = _run([(500.2701, 2, [1e6, 6e5], 40.0)])
+    for sp in fast:
+        sp.rt = sp.rt / 8.0
+    f = detect_features(fast)
+    assert window_points(f.traces, 11, 5.0) == 21
+    assert window_points(detect_features(_run([(500.2701, 2, [1e6, 6e5], 40.0)])).traces, 11, 5.0) == 11
+    assert window_points(f.traces, 11, 0.0) == 11
+
+
+def test_a_noisy_profile_peak_is_one_peak_at_its_scan_rate() -> None:
+    # one Gaussian of sigma 1.5 s sampled every 0.25 s with ±15 % noise: 11 points (2.5 s) cut it into several
+    # peaks, a 5 s window keeps it whole (FeatureFinderMetaboIdent_1_input's case, bench/RESULTS.md)
+    rng = np.random.default_rng(7)
+    scans = []
+    for i, rt in enumerate(np.arange(0.0, 40.0, 0.25)):
+        v = 1e6 * np.exp(-0.5 * ((rt - 20.0) / 1.5) ** 2) * (1 + 0.15 * rng.standard_normal()) + 100.0
+        scans.append(Spectrum("r", i, 1, np.array([500.2701]), np.array([v], np.float32), rt=float(rt)))
+    split = detect_features(scans, FeatureSettings(span_s=0.0))
+    whole = detect_features(scans, FeatureSettings())
+    assert len(split.peaks) > 1 and len(whole.peaks) == 1
+    assert whole.peaks.area[0] == pytest.approx(1e6 * 1.5 * np.sqrt(2 * np.pi), rel=0.05)

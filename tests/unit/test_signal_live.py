@@ -39,6 +39,41 @@ def test_a_gaussian_elution_gives_its_apex_then_its_end() -> None:
     assert tr.runs["r"].watches == [] or all(w.scan != 7 for w in tr.runs["r"].watches)
 
 
+def test_an_ms2_at_a_peaks_foot_gets_the_peaks_apex_not_the_smoothers_ripple() -> None:
+    # BSA1's MS2 2566 (569.753, 2+) was taken right after the first MS1 scan of a steep rise out of zeros; the
+    # smoother rings there, and the ripple's border is that scan: the apex must be the peak's (1.35e6)
+    path = data_dir() / "bsa-orbitrapxl" / "BSA1.mzML.gz"
+    spectra = sorted((s for s in read_spectra(path, ms_levels=(1, 2)) if 1300 < s.rt < 1900),
+                     key=lambda s: (s.rt, s.ms_level))  # fmt: skip
+    ms2 = next(s for s in spectra if s.scan == 2566)
+    tr, events = ElutionTracker(), []
+    for s in spectra:
+        if s.ms_level == 1:
+            events += tr.add_scan(s.run, s.rt, s.mz, s.intensity)
+        elif s is ms2:
+            tr.watch(s.run, s.scan, s.precursor_mz, s.charges[0])
+    xic = {s.rt: float(s.intensity[np.abs(s.mz - 569.753) < 0.006].max(initial=0)) for s in spectra if s.ms_level == 1}
+    top = max(xic, key=xic.__getitem__)
+    apex = [e for e in events if e.kind == "apex"]
+    assert len(apex) == 1 and apex[0].apex_rt == top and xic[top] > 1e6
+    assert apex[0].rt > ms2.rt
+
+
+def test_scans_added_together_give_what_one_at_a_time_gives_at_the_end() -> None:
+    one, many = ElutionTracker(), ElutionTracker()  # synthetic: a Gaussian at 60 s
+    times = [float(t) for t in np.arange(0.0, 150.0, 1.5)]
+    for tr in (one, many):
+        tr.add_scans("r", [(t, *_scan(t, 1e6)) for t in times[:20]])
+        tr.watch("r", 7, 500.2702, 2)
+    got_one = [e for t in times[20:] for e in one.add_scan("r", t, *_scan(t, 1e6))]
+    got_many = many.add_scans("r", [(t, *_scan(t, 1e6)) for t in times[20:]])  # a tracker behind: one smoothing
+    assert [e.kind for e in got_one] == ["apex", "end"] == [e.kind for e in got_many]
+    assert [e.apex_rt for e in got_one] == [e.apex_rt for e in got_many] == [60.0, 60.0]
+    # one at a time, the end is told when the trace first falls to 10 % of the apex; together, after the last scan
+    # (the area runs to the peak's end border then: 0.5 % more)
+    assert got_many[1].area == pytest.approx(got_one[1].area, rel=0.01) and got_many[0].rt == times[-1]
+
+
 def test_silence_is_given_up() -> None:
     tr = ElutionTracker(give_up_s=30.0)
     tr.watch("r", 1, 612.3, 2)  # nothing at this m/z
@@ -66,4 +101,4 @@ def test_bsa1_replayed_against_its_offline_features() -> None:
     near = [s for s in watched if s in apex and abs(index(apex[s]) - index(offline[s])) <= 1]
     assert len(watched) > 200
     assert sum(s in apex for s in watched) >= 0.9 * len(watched)  # an apex event for 90 % of them
-    assert len(near) >= 0.7 * len(watched)  # within one MS1 scan of offline: ~77 % (issue 19 asks 90 %)
+    assert len(near) >= 0.75 * len(watched)  # within one MS1 scan of offline: ~80 % of all MS2 precursors
