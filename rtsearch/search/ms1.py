@@ -1,8 +1,9 @@
 """MS1 elution of a search's identified precursors: each run's MS1 features (`rtsearch.signal.features`) and, per
 result row with a match, its precursor's apex RT and area (`rtsearch.signal.precursors`), added to the table as
-``ms1_apex_rt`` and ``ms1_area`` (NaN where the run has no MS1 scans or the precursor no feature). The MS1 scans
-are read in a pass of their own after the search: the search's reader hands out MS2 batches only, in worker
-processes, and only runs with a matched precursor are read again."""
+``ms1_apex_rt`` and ``ms1_area`` (NaN where the run has no MS1 scans or the precursor no feature; the apex alone
+NaN where the run cut the elution off before its apex). The MS1 scans are read in a pass of their own after the
+search: the search's reader hands out MS2 batches only, in worker processes, and only runs with a matched
+precursor are read again."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def attach_ms1(table: PsmTable, runs: Sequence[str | Path], *, xp: Any = np) -> 
             continue
         apex[rows], area[rows] = precursor_elution(feats.cols, mz[rows], charge[rows], rt[rows])
         log.debug("%s: %d MS1 features, %d of %d matched precursors on one", path, len(feats),
-                  int(np.isfinite(apex[rows]).sum()), rows.size)  # fmt: skip
+                  int(np.isfinite(area[rows]).sum()), rows.size)  # fmt: skip
     table.attach(COLUMNS[0], apex)
     table.attach(COLUMNS[1], area)
-    return int(np.isfinite(apex).sum())
+    return int(np.isfinite(area).sum())

@@ -8,7 +8,8 @@ charge z and step k is a peak within ``ppm`` of m/z + k × 1.003355 / z whose ap
 whose partners run longest (k = 1, 2, … while found; the lower charge among equals; charge 0 when none), one step
 down when a partner at k = −1 is free (the largest peak of a pattern need not be its monoisotopic one), then up
 while partners are free. A feature's m/z is its first peak's, its area the sum of its peaks', its apex, borders and
-FWHM its largest peak's.
+FWHM its largest peak's. ``cols["open"]`` (not written by `rtsearch features`) marks features whose apex lies on
+the run's first or last MS1 scan at their trace's end: an elution cut off by the run, its apex not seen.
 """
 
 from __future__ import annotations
@@ -76,8 +77,20 @@ def detect_features(scans: Any, s: FeatureSettings = FeatureSettings(), *, xp: A
     cols = {"mz": mz[first], "charge": np.array([g[0] for g in groups], np.int64),
             "isotopes": np.array([len(g[2]) for g in groups], np.int64), "rt_apex": tr.rt[pk.apex[lead]],
             "rt_start": tr.rt[pk.start[lead]], "rt_end": tr.rt[pk.end[lead]], "fwhm": pk.fwhm[lead],
-            "area": np.array([pk.area[g[2]].sum() for g in groups]), "apex_intensity": y[pk.apex[lead]]}  # fmt: skip
+            "area": np.array([pk.area[g[2]].sum() for g in groups]), "apex_intensity": y[pk.apex[lead]],
+            "open": _open(tr, pk.apex[lead])}  # fmt: skip
     return Features(cols, tr, pk, skipped)
+
+
+def _open(tr: MassTraces, apex: np.ndarray) -> np.ndarray:
+    """Whether each apex row is its trace's first or last point on the run's first or last MS1 scan: a peak still
+    rising when acquisition stopped (or already falling when it started) — its apex was not seen."""
+    if apex.shape[0] == 0 or tr.scan.shape[0] == 0:
+        return np.zeros(apex.shape[0], bool)
+    k = np.searchsorted(tr.offsets, apex, side="right") - 1
+    edge = ((apex == tr.offsets[k + 1] - 1) & (tr.scan[apex] == tr.scan.max())) | (
+        (apex == tr.offsets[k]) & (tr.scan[apex] == tr.scan.min()))  # fmt: skip
+    return np.asarray(edge, bool)
 
 
 def window_points(tr: MassTraces, points: int, span_s: float) -> int:

@@ -4,7 +4,8 @@ A precursor (m/z, charge, MS2 retention time) belongs to a feature of its charge
 of one of the feature's isotopes (m/z + k × 1.003355 / z, k = 0 … isotopes − 1: instruments often pick the
 most intense isotope, not the monoisotopic one) and its RT lies within the feature's borders widened by
 ``slack`` seconds (an MS2 can be acquired in a peak's tail); among several, the largest whose borders hold the
-MS2's time, else the one whose apex is nearest in RT.
+MS2's time, else the one whose apex is nearest in RT. A feature cut off by the run's start or end (``open``) has no
+apex to give: NaN, its area as far as it was seen.
 """
 
 from __future__ import annotations
@@ -40,4 +41,6 @@ def precursor_elution(cols: dict[str, np.ndarray], mz: np.ndarray, charge: np.nd
             j = int(np.argmin(rank))
             if rank[j] < best[i]:
                 best[i], apex[i], area[i] = rank[j], cols["rt_apex"][cand[j]], cols["area"][cand[j]]
+                if "open" in cols and cols["open"][cand[j]]:
+                    apex[i] = np.nan
     return apex, area

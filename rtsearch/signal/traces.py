@@ -2,9 +2,10 @@
 
 Scans are taken in retention-time order. Each peak joins the open trace whose intensity-weighted mean m/z is
 nearest within ``ppm`` (one peak a trace a scan: when several claim one trace, the most intense wins and the
-others open traces of their own); a trace closes when ``max_gap`` scans in a row add nothing to it. Traces of
-fewer than ``min_points`` peaks are dropped (XCMS centWave's regions of interest; OpenMS's MassTraceExtractor
-seeds by intensity instead). All traces of a run are one CSR table::
+others open traces of their own); a trace closes when ``max_gap`` scans in a row add nothing to it. A piece
+shorter than ``min_points`` then joins a neighbour in scans when all their peaks lie within ``ppm`` of the
+joint mean (`stitch`: the order of the scans split it); traces still shorter are dropped (XCMS centWave's
+regions of interest; OpenMS's MassTraceExtractor seeds by intensity instead). All traces of a run are one CSR table::
 
     offsets  0        n0          n0+n1 …          trace k is rows offsets[k]:offsets[k+1]
     rt       t t t …  | t t …     | …              seconds, ascending within a trace
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rtsearch.database.arrays import ranges
 from rtsearch.types import Spectrum
 
 
@@ -103,7 +105,7 @@ def extract_traces(scans: Iterable[Spectrum], *, ppm: float = 10.0, max_gap: int
         open_i = np.concatenate([open_i, inten[new]])
         open_last = np.concatenate([open_last, np.full(int(new.sum()), s, np.int64)])
         rows.append((ids, np.full(mz.shape[0], sp.rt), mz, inten, np.full(mz.shape[0], s, np.int64)))
-    return _table(rows, min_points), skipped
+    return _table(rows, min_points, ppm, max_gap), skipped
 
 
 def _problem(sp: Spectrum, mz: np.ndarray, inten: np.ndarray, last_rt: float) -> str:
@@ -120,11 +122,12 @@ def _problem(sp: Spectrum, mz: np.ndarray, inten: np.ndarray, last_rt: float) ->
     return ""
 
 
-def _table(rows: list[tuple[np.ndarray, ...]], min_points: int) -> MassTraces:
+def _table(rows: list[tuple[np.ndarray, ...]], min_points: int, ppm: float, max_gap: int) -> MassTraces:
     if not rows:
         z = np.zeros(0)
         return MassTraces(np.zeros(1, np.int64), z, z, z, np.zeros(0, np.int64), z)
     ids, rt, mz, inten, scan = (np.concatenate(c) for c in zip(*rows, strict=True))
+    ids = stitch(ids, scan, mz, inten, ppm=ppm, max_gap=max_gap, min_points=min_points)
     order = np.lexsort((scan, ids))
     ids, rt, mz, inten, scan = (a[order] for a in (ids, rt, mz, inten, scan))
     counts = np.bincount(ids)
@@ -137,3 +140,61 @@ def _table(rows: list[tuple[np.ndarray, ...]], min_points: int) -> MassTraces:
     trace = np.repeat(np.arange(lengths.shape[0]), lengths)
     mean = np.bincount(trace, inten * mz, lengths.shape[0]) / np.bincount(trace, inten, lengths.shape[0])
     return MassTraces(offsets, rt, mz, inten, scan, mean)
+
+
+def stitch(ids: np.ndarray, scan: np.ndarray, mz: np.ndarray, intensity: np.ndarray, *, ppm: float, max_gap: int,
+           min_points: int) -> np.ndarray:  # fmt: skip
+    """Trace ids with short pieces joined: a trace of fewer than ``min_points`` peaks joins a trace before or after
+    it (at most ``max_gap`` scans between, none shared) when every peak of the two lies within ``ppm`` of their
+    joint intensity-weighted mean; nearest in scans first, then in m/z.
+
+    Following scans in order, a trace's first peaks set its mean: a peak 12 ppm from the first two of a trace
+    whose peaks scatter ±10 ppm opens a trace of its own, and both pieces fall under ``min_points``. OpenMS starts
+    each trace at its most intense peak instead; on the sparse MassTraceExtractor_1_input run this step took
+    the share of OpenMS's peaks matched from 88 % to 97 % and changed no other file's by more than 0.1 %
+    (bench/openms_features.py, bench/RESULTS.md).
+    """
+    n = int(ids.max()) + 1 if ids.size else 0
+    count = np.bincount(ids, minlength=n)
+    s_i, s_im = np.bincount(ids, intensity, n), np.bincount(ids, intensity * mz, n)
+    first, last = np.full(n, np.iinfo(np.int64).max), np.full(n, -1)
+    np.minimum.at(first, ids, scan)
+    np.maximum.at(last, ids, scan)
+    lo, hi = np.full(n, np.inf), np.full(n, -np.inf)
+    np.minimum.at(lo, ids, mz)
+    np.maximum.at(hi, ids, mz)
+    mean = s_im / s_i
+    order = np.argsort(mean)
+    short = np.flatnonzero(count < min_points)
+    # candidates: means within 2 × ppm (two pieces each within ppm of their joint mean), disjoint and near in scans
+    row, at = ranges(np.searchsorted(mean[order], mean[short] * (1 - 2e-6 * ppm)),
+                     np.searchsorted(mean[order], mean[short] * (1 + 2e-6 * ppm), side="right"))  # fmt: skip
+    a, b = short[row], order[at]
+    gap = np.where(first[b] > last[a], first[b] - last[a], first[a] - last[b]) - 1
+    keep = (a != b) & (gap >= 0) & (gap <= max_gap)
+    a, b, gap = a[keep], b[keep], gap[keep]
+    pick = np.lexsort((np.abs(mean[a] - mean[b]), gap))
+    root = np.arange(n)
+
+    def find(x: int) -> int:
+        while root[x] != x:
+            root[x] = root[root[x]]
+            x = int(root[x])
+        return x
+
+    for x, y in zip(a[pick].tolist(), b[pick].tolist(), strict=True):
+        rx, ry = find(x), find(y)
+        if rx == ry:
+            continue
+        between = first[ry] - last[rx] - 1 if first[ry] > last[rx] else first[rx] - last[ry] - 1
+        if between < 0 or between > max_gap:  # the pieces joined so far overlap or lie too far apart
+            continue
+        m = (s_im[rx] + s_im[ry]) / (s_i[rx] + s_i[ry])
+        low, high = min(lo[rx], lo[ry]), max(hi[rx], hi[ry])
+        if max(m - low, high - m) > ppm * 1e-6 * m:
+            continue
+        root[ry] = rx
+        s_i[rx] += s_i[ry]
+        s_im[rx] += s_im[ry]
+        first[rx], last[rx], lo[rx], hi[rx] = min(first[rx], first[ry]), max(last[rx], last[ry]), low, high
+    return np.array([find(x) for x in range(n)], np.int64)[ids] if n else ids

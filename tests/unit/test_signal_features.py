@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rtsearch.io.spectra import read_spectra
-from rtsearch.signal.features import ISOTOPE_DA, FeatureSettings, detect_features, window_points
+from rtsearch.signal.features import ISOTOPE_DA, detect_features, window_points
 from rtsearch.types import Spectrum
 from tests.conftest import data_dir
 
@@ -66,15 +66,13 @@ def test_a_fast_run_smooths_over_seconds_not_points() -> None:
     assert window_points(f.traces, 11, 0.0) == 11
 
 
-def test_a_noisy_profile_peak_is_one_peak_at_its_scan_rate() -> None:
-    # one Gaussian of sigma 1.5 s sampled every 0.25 s with ±15 % noise: 11 points (2.5 s) cut it into several
-    # peaks, a 5 s window keeps it whole (FeatureFinderMetaboIdent_1_input's case, bench/RESULTS.md)
-    rng = np.random.default_rng(7)
-    scans = []
-    for i, rt in enumerate(np.arange(0.0, 40.0, 0.25)):
-        v = 1e6 * np.exp(-0.5 * ((rt - 20.0) / 1.5) ** 2) * (1 + 0.15 * rng.standard_normal()) + 100.0
-        scans.append(Spectrum("r", i, 1, np.array([500.2701]), np.array([v], np.float32), rt=float(rt)))
-    split = detect_features(scans, FeatureSettings(span_s=0.0))
-    whole = detect_features(scans, FeatureSettings())
-    assert len(split.peaks) > 1 and len(whole.peaks) == 1
-    assert whole.peaks.area[0] == pytest.approx(1e6 * 1.5 * np.sqrt(2 * np.pi), rel=0.05)
+
+def test_an_elution_cut_off_by_the_runs_end_has_no_apex() -> None:
+    from rtsearch.signal.precursors import precursor_elution
+
+    # scans stop at 158 s: the 612.3 pattern (apex 170 s) is still rising, the 500.27 one (40 s) is whole
+    f = detect_features(_run([(500.2701, 2, [1e6, 6e5, 2e5], 40.0), (612.3, 2, [8e5, 5e5], 170.0)])).cols
+    whole, rising = (int(np.argmax(np.where(np.isclose(f["mz"], m), f["area"], -1))) for m in (500.2701, 612.3))
+    assert not f["open"][whole] and f["open"][rising] and f["rt_apex"][rising] == 158.0  # the last scan
+    apex, area = precursor_elution(f, np.array([500.2701, 612.3]), np.array([2, 2]), np.array([38.0, 150.0]))
+    assert apex[0] == 40.0 and np.isnan(apex[1]) and np.isfinite(area).all()

@@ -81,3 +81,23 @@ def test_bsa1_ms1_has_its_main_peptides_traced() -> None:
     k = np.clip(np.searchsorted(traced, precursors), 1, traced.shape[0] - 1)
     near = np.minimum(np.abs(traced[k] - precursors), np.abs(traced[k - 1] - precursors)) <= 10e-6 * precursors
     assert near.mean() > 0.8
+
+
+def test_a_trace_split_by_the_order_of_its_scans_is_stitched_back() -> None:
+    # MassTraceExtractor_1_input's 1307.39 at 2248–2256 s: −7.0, −0.8, then +7.7 ppm two scans later; the first two
+    # set the trace's mean at −3.9 ppm, the third lies 11.6 ppm from it and opens a piece of its own; all three lie
+    # within 10 ppm of their joint mean (−0.0 ppm): one trace of 3, none without stitching
+    m0 = 1307.39
+    ppm = [-7.0, -0.8, None, None, 7.7, None]
+    scans = [Spectrum("r", i, 1, np.array([100.0] if p is None else [100.0, m0 * (1 + p * 1e-6)]),
+                      np.array([5.0] if p is None else [5.0, 4400.0], np.float32), rt=2248.5 + 1.7 * i)
+             for i, p in enumerate(ppm)]  # fmt: skip
+    tr, _ = extract_traces(scans, ppm=10.0, min_points=3)
+    got = [k for k in range(len(tr)) if abs(tr.mean_mz[k] - m0) < 0.01]
+    assert len(got) == 1 and tr.lengths[got[0]] == 3
+    assert tr.mean_mz[got[0]] == pytest.approx(m0, abs=1e-6 * m0)
+    far = [Spectrum(s.run, s.scan, 1, s.mz, s.intensity, rt=s.rt) for s in scans]
+    far[4] = Spectrum("r", 4, 1, np.array([100.0, m0 * (1 + 12e-6)]), np.array([5.0, 4400.0], np.float32),
+                      rt=scans[4].rt)  # 12 ppm: 10.6 from the joint mean, no trace  # fmt: skip
+    tr, _ = extract_traces(far, ppm=10.0, min_points=3)
+    assert not any(abs(tr.mean_mz[k] - m0) < 0.05 for k in range(len(tr)))
