@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call (see bench/RESULTS.md):
-#   bash bench/gpu_check.sh [parity] [probe] [bench] [library] [stream] [soak] [rtload] [latency] [bulk] [wall] [reader] [peers] [topdown] [signal] [elution] | all   (all = parity bench library stream)
+#   bash bench/gpu_check.sh [parity] [probe] [bench] [library] [stream] [soak] [rtload] [latency] [bulk] [wall] [reader] [peers] [topdown] [signal] [elution] [cluster] | all   (all = parity bench library stream)
 # rtload: bench/rtload_bench.py with RTLOAD_ARGS (the shared client and echo floor copied to .gpudata/tools)
 # latency: bench/latency_probe.py with LATENCY_ARGS (a lone spectrum's latency, stage by stage)
 # bulk: bench/bulk_bench.py with BULK_ARGS (rtsearch-sim replay --rate max against the offline engine)
@@ -11,6 +11,10 @@
 #   and of the simulated run in .gpudata/tdsim (if there) scored against its truth beside TopPIC's
 # signal: bench/signal_bench.py (the MS1 Savitzky-Golay smoother, NumPy against the GPU; lcms-ms1 copied to .gpudata/data)
 # elution: the signal GPU tests, then bench/elution_bench.py with ELUTION_ARGS (MS2 latency, plain and --elution)
+# cluster: the GPU cluster tests (CLUSTER_TESTS=0: not), then bench/cluster_bench.py with CLUSTER_ARGS (balance; one
+#   engine against N workers under rt_load.py); on a
+#   machine with several GPUs (issue 21): CLUSTER_ARGS='--gpus-per-worker 1 --serve-args "--backend cupy"
+#   --configs 2:replicate,2:partition' (local placement: worker k on GPU k mod GPUs)
 # peers: bench/peers.py with PEERS_ARGS (Comet and Sage on the same FASTA and MGF; .deb/.whl in .gpudata/peers)
 # Expects the wheels in .whl/ (../shared/tools/device-wheels.sh) and the real data copied
 # to .gpudata/data/ (both git-ignored, carried by the device tool); writes logs under $OUT.
@@ -90,6 +94,17 @@ if [[ $modes == *" elution "* ]]; then
   # shellcheck disable=SC2086
   python3 bench/elution_bench.py --data "$RTSEARCH_DATA" --serve-args "--backend cupy" ${ELUTION_ARGS:-} 2>&1 \
     | tee "$out/elution_bench.log"
+  [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
+fi
+if [[ $modes == *" cluster "* ]]; then
+  python3 -c 'import ray; print("ray", ray.__version__)' 2>&1 | tail -1 | tee "$out/ray.txt"
+  if [[ ${CLUSTER_TESTS:-1} == 1 ]]; then
+    python3 -m pytest -m gpu tests/gpu/test_cluster_gpu.py -q -s -p no:cacheprovider 2>&1 | tee "$out/pytest_cluster.log"
+    [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
+  fi
+  eval "args=(${CLUSTER_ARGS:-})"
+  python3 bench/cluster_bench.py --data "$RTSEARCH_DATA" --tools .gpudata/tools --index-cache .benchcache/idx20k \
+    "${args[@]}" --json "$out/cluster.json" 2>&1 | tee "$out/cluster.log"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if [[ $modes == *" peers "* ]]; then

@@ -83,6 +83,15 @@ LIVE_PANELS: list[tuple[str, str, str, list[dict[str, Any]]]] = [
      [q(f"sum by (event) (rate(rtsearch_elution_events_total{{{LIVE}}}[{RATE}]))", "{{event}} /s"),
       q(f"sum(rtsearch_elution_followed{{{LIVE}}})", "followed"),
       q(f"sum(rate(rtsearch_elution_dropped_total{{{LIVE}}}[{RATE}]))", "dropped /s")]),
+    ("Cluster workers: up, spectra /s, deaths", "short",
+     "With --cluster: 1 while each worker answers (by worker and its piece of the precursor-mass range; -1: "
+     "replicate), the spectra each scores per second, workers called dead per second and batches sent again "
+     "(a daemon without a cluster: 0).",
+     [q(f"max by (worker, piece) (rtsearch_cluster_worker_up{{{LIVE}}}) or vector(0)", "up {{worker}} piece {{piece}}"),
+      q(f"sum by (worker) (rate(rtsearch_cluster_spectra_total{{{LIVE}}}[{RATE}])) or vector(0)",
+        "{{worker}} spectra /s"),
+      q(f"sum(rate(rtsearch_cluster_worker_deaths_total{{{LIVE}}}[{RATE}]))", "deaths /s"),
+      q(f"sum(rate(rtsearch_cluster_resent_batches_total{{{LIVE}}}[{RATE}]))", "resent batches /s")]),
     ("GPU memory", "bytes", "Bytes held by the GPU memory pool (0 on the NumPy backend).",
      [q(f"sum by (instance) (rtsearch_gpu_memory_used_bytes{{{LIVE}}})", "{{instance}}")]),
     ("Ready and index", "short", "1 once the index is loaded and intake is open; peptides in the index.",

@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from rtsearch.cli.target import add_backend_argument, add_target_arguments, backend_of, open_target
-from rtsearch.config import EngineHost, SpectraMode, choices, load_config, resolved_dict
+from rtsearch.config import ClusterMode, EngineHost, PlacementKind, SpectraMode, choices, load_config, resolved_dict
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,15 @@ def add_parser(sub: Any) -> None:
                    "(default 0: one per 4 cores, at most 4)")
     d.add_argument("--publishers", type=int, metavar="N",
                    help="processes encoding and sending results (default 0: the engine thread does)")
+    d.add_argument("--cluster", type=int, metavar="N",
+                   help="score on N workers of their own (processes here, or Ray actors with --placement ray), "
+                   "each opening the target; this daemon is their front door (default 0: score here)")
+    d.add_argument("--cluster-mode", choices=choices(ClusterMode),
+                   help="replicate: whole batches to the least busy worker; partition: each worker owns a piece of "
+                   "the precursor-mass range cut by equal work (Li et al.) (default replicate)")
+    d.add_argument("--placement", choices=choices(PlacementKind),
+                   help="who starts and restarts the workers: local processes, or Ray actors (default local)")
+    d.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join (default: start one on this host)")
     d.add_argument("--elution", action="store_true", default=None,
                    help="follow each identified precursor through the MS1 scans and publish its elution's apex and "
                    "end (topic 'elution' on the results socket, <base>/<run>/elution on MQTT)")
@@ -63,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
         "metrics_port": args.metrics_port, "mqtt": args.mqtt, "instrument": args.instrument,
         "budget_ms": args.budget_ms, "results_dir": args.results_dir, "workers": args.workers,
         "max_batch": args.max_batch, "intakes": args.intakes, "publishers": args.publishers, "engine": args.engine,
-        "elution": args.elution,
+        "elution": args.elution, "cluster": args.cluster, "cluster_mode": args.cluster_mode,
+        "cluster_placement": args.placement, "ray_address": args.ray_address,
     }  # fmt: skip
     serve = dataclasses.replace(cfg.serve, **{k: v for k, v in flags.items() if v is not None})
     if serve.max_queue < serve.max_batch:

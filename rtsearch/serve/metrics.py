@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from rtsearch import __version__
+from rtsearch.serve import stats as kinds
 from rtsearch.serve.stats import Answered, Elution, Mqtt, Queue, Ready, Received, Runs, Scored, Shed, Stat, Taken
 from rtsearch.types import ResultStatus
 from rtsearch.wire import INVALID_CODES
@@ -132,6 +133,14 @@ class DaemonMetrics:
         self.elution_dropped = Counter("rtsearch_elution_dropped_total",
                                        "MS1 scans, precursors or run ends the elution service's full queue dropped",
                                        registry=r)  # fmt: skip
+        self.cluster_up = Gauge("rtsearch_cluster_worker_up", "1 while a cluster worker answers (its piece of the "
+                                "precursor-mass range: -1 in replicate mode)", ["worker", "piece"], registry=r)
+        self.cluster_spectra = Counter("rtsearch_cluster_spectra_total", "Spectra a cluster worker scored",
+                                       ["worker"], registry=r)  # fmt: skip
+        self.cluster_deaths = Counter("rtsearch_cluster_worker_deaths_total", "Cluster workers called dead (silent "
+                                      "1 s, or back as a new process)", registry=r)  # fmt: skip
+        self.cluster_resent = Counter("rtsearch_cluster_resent_batches_total",
+                                      "Batches sent again to another worker after theirs died", registry=r)
         self.mqtt_configured = Gauge(
             "rtsearch_mqtt_configured", "1 when the daemon publishes to an MQTT broker (--mqtt), else 0", registry=r
         )
@@ -219,6 +228,14 @@ class DaemonMetrics:
                         self.mqtt_dropped.inc(st.dropped)
                 case Ready():
                     self.ready.set(int(st.ready))
+                case kinds.Cluster():
+                    self.cluster_up.labels(worker=st.worker, piece=str(st.piece)).set(int(st.up))
+                    if st.spectra:
+                        self.cluster_spectra.labels(worker=st.worker).inc(st.spectra)
+                    if st.died:
+                        self.cluster_deaths.inc()
+                    if st.resent:
+                        self.cluster_resent.inc(st.resent)
                 case Elution():
                     for kind, count in st.events.items():
                         self.elution_events.labels(event=kind).inc(count)

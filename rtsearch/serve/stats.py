@@ -106,4 +106,17 @@ class Elution:
     dropped: int = 0
 
 
-Stat = Ready | Received | Queue | Taken | Scored | Answered | Shed | Runs | Mqtt | Elution
+@dataclass
+class Cluster:
+    """A cluster worker (`rtsearch.cluster.door`): up or not, its piece (-1: replicate), spectra it answered;
+    ``died``: it was called dead (silent, or back as a new process) and its batches ``resent``."""
+
+    worker: str
+    piece: int
+    up: bool
+    spectra: int = 0
+    died: bool = False
+    resent: int = 0
+
+
+Stat = Ready | Received | Queue | Taken | Scored | Answered | Shed | Runs | Mqtt | Elution | Cluster

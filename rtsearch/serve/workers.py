@@ -1,24 +1,19 @@
 """The daemon's engine workers: threads that take micro-batches, score them and hand on the results.
 
-The `WorkerPool` owns the `MicroBatcher` and the count of batches in flight, under
-its own condition (the loop queues spectra, the workers take batches). Each engine
-thread binds its own CUDA stream (`Backend.bind_worker`) or, on a GPU by default, starts
-its own engine process (`rtsearch.serve.engine_process`: scoring off the daemon's GIL), warms it up, then
-loops: wait until the batcher releases a batch, score it (the GPU's time, the GIL
-mostly free) and hand it to the results thread, up to `FINISH_DEPTH` batches ahead
-of it (then it waits: the queue of scored batches is bounded); when that thread is idle
-and no spectrum waits to be scored, the engine thread answers the batch itself (a lone
-spectrum gains nothing from the hand-over and pays a thread wake-up for it). The results thread
-builds each batch's results with running q-values under each run's own lock
-(`LiveRun.add_scored`) and hands them to ``answer`` (the daemon's: publish, count,
-end runs); due live refits go to the refit process; Python's cyclic GC runs when it
-goes idle (`collect_garbage`). So the engine scores batch n + 1 while batch n's
-results are built and sent: a batch costs the slower of the two, not their sum
-(bench/RESULTS.md). An engine failure answers its batch
-``unidentified`` with the error as the reason: nothing is lost. At the shutdown bound,
-`abandon` hands back what waits and what is still being scored, for the daemon to answer
-``shed``; a batch scored after that is dropped (it was answered), one already past scoring
-is answered as usual.
+The `WorkerPool` owns the `MicroBatcher` and the count of batches in flight, under its own condition (the loop
+queues spectra, the workers take batches). Each engine thread binds its own CUDA stream
+(`Backend.bind_worker`) or, on a GPU by default, starts its own engine process
+(`rtsearch.serve.engine_process`: scoring off the daemon's GIL) — or, with ``[serve] cluster``, scores through
+the cluster's front door (`rtsearch.cluster`: a thread a remote worker) — warms up, then loops: wait until the
+batcher releases a batch, score it and hand it to the results thread, up to `FINISH_DEPTH` batches ahead of it;
+when that thread is idle and no spectrum waits, the engine thread answers the batch itself (a lone spectrum
+gains nothing from the hand-over). The results thread builds each batch's results with running q-values under
+each run's own lock (`LiveRun.add_scored`) and hands them to ``answer`` (the daemon's: publish, count, end
+runs); due live refits go to the refit process; Python's cyclic GC runs when it goes idle (`collect_garbage`).
+So the engine scores batch n + 1 while batch n's results are built and sent (bench/RESULTS.md). An engine
+failure answers its batch ``unidentified`` with the error as the reason: nothing is lost. At the shutdown
+bound, `abandon` hands back what waits and what is still being scored, for the daemon to answer ``shed``; a
+batch scored after that is dropped (it was answered), one already past scoring is answered as usual.
 """
 
 from __future__ import annotations
@@ -34,6 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from rtsearch.cluster.serve import ClusterScorer, open_cluster
 from rtsearch.config import ServeConfig
 from rtsearch.matches import ScoredBatch
 from rtsearch.search.target import SearchTarget
@@ -91,16 +87,21 @@ class WorkerPool:
         self._expiry = threading.Thread(target=self._expiry_loop, name="expiry", daemon=True)
         self._expiry_wake = threading.Event()  # spectra came in, or the pool stops: the expiry thread looks again
         self._expiry_due: int | None = None  # when the expiry thread looks next (None: when woken)
+        self.cluster: ClusterScorer | None = None  # ``[serve] cluster``: remote workers score (rtsearch/cluster/)
 
     # ---------------------------------------------------------------- the loop's side
 
     async def start(self) -> None:
         """Start the engine threads; each warms up before this returns."""
         warm: list[asyncio.Future[None]] = []
-        self._engines_left = self.cfg.workers
+        threads = self.cfg.workers
+        if self.cfg.cluster:  # an engine thread a remote worker at least: each waits on one batch at a time
+            self.cluster = await asyncio.to_thread(open_cluster, self.target, self.cfg, self.record)
+            threads = max(threads, self.cfg.cluster)
+        self._engines_left = threads
         self._finisher.start()
         self._expiry.start()
-        for k in range(self.cfg.workers):
+        for k in range(threads):
             done: concurrent.futures.Future[None] = concurrent.futures.Future()
             w = threading.Thread(target=self._worker, args=(done,), name=f"engine_{k}", daemon=True)
             self._threads.append(w)
@@ -220,7 +221,10 @@ class WorkerPool:
         engine = None
         try:
             self.target.backend.bind_worker()
-            score, engine = open_scorer(self.target, self.cfg.engine, threading.current_thread().name)
+            if self.cluster is not None:
+                score: Scorer = self.cluster.score
+            else:
+                score, engine = open_scorer(self.target, self.cfg.engine, threading.current_thread().name)
             warm_up(self.target, score, sorted({*WARM_UP_SIZES, self.cfg.max_batch}), self._observe)
         except BaseException as e:
             warm.set_exception(e)
@@ -250,6 +254,8 @@ class WorkerPool:
         if last:
             self._scored.put(None)
             self._expiry_wake.set()
+            if self.cluster is not None:
+                self.cluster.__exit__()
 
     def _run_batch(self, number: int, jobs: Jobs, score: Scorer) -> None:
         """Score one batch and hand it to the results thread (an engine failure answers it here; a lost engine

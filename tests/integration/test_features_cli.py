@@ -49,12 +49,16 @@ def test_search_adds_ms1_elution_of_identified_precursors(tmp_path: Path, data: 
     rows = list(csv.DictReader(out.open(), delimiter="\t"))
     assert list(rows[0])[-2:] == ["ms1_apex_rt", "ms1_area"]
     ident = [r for r in rows if r["q_value"] and float(r["q_value"]) <= 0.01 and r["is_decoy"] == "false"]
-    with_ms1 = [r for r in ident if r["ms1_apex_rt"] not in ("", "nan")]
+    with_ms1 = [r for r in ident if r["ms1_area"] not in ("", "nan")]
     assert len(ident) >= 30 and len(with_ms1) >= 0.9 * len(ident)
+    # an apex where the run saw one: BSA1's last identified precursors were still rising when it stopped
+    late = [r for r in with_ms1 if r["ms1_apex_rt"] in ("", "nan")]
+    first, last = min(int(x["scan"]) for x in rows), max(int(x["scan"]) for x in rows)
+    assert late and all(int(r["scan"]) > first + 0.9 * (last - first) for r in late), late
     from rtsearch.io.spectra import read_spectra
 
     ms2_rt = {s.scan: s.rt for s in read_spectra(run)}
-    gap = [abs(float(r["ms1_apex_rt"]) - ms2_rt[int(r["scan"])]) for r in with_ms1]
+    gap = [abs(float(r["ms1_apex_rt"]) - ms2_rt[int(r["scan"])]) for r in with_ms1 if r not in late]
     assert sorted(gap)[len(gap) // 2] < 30 and max(gap) < 300  # MS2 mostly near the apex; some in long tails
     assert all(float(r["ms1_area"]) > 0 for r in with_ms1)
     unmatched = [r for r in rows if not r["peptide"]]

@@ -1,0 +1,10 @@
+"""Scale-out (shell): one front door (the daemon), many scoring workers, placed and restarted by Ray or locally.
+
+- `partition.py`: Li et al.'s equal-work cut of the precursor-mass range (pure NumPy).
+- `worker.py`: a worker process's loop — the target opened again, batches in and answers out over ZeroMQ,
+  heartbeats; the wire is drawn there.
+- `placement.py`: `RayPlacement` (actors, restarted by Ray) and `LocalPlacement` (processes of this host).
+- `door.py`: `ClusterScorer`, the daemon's engine threads' scorer: routing (replicate / partition), dead
+  workers noticed and their batches sent again.
+- `serve.py`: `open_cluster`, the cluster from ``[serve] cluster*`` settings.
+"""

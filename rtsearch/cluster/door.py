@@ -1,0 +1,308 @@
+"""The front door's side of a cluster: a `Scorer` that spreads batches over remote workers and gets them back.
+
+`ClusterScorer.score` is what each of the daemon's engine threads calls instead of scoring itself (thread-safe;
+it blocks until the batch's answers are in). A dispatcher thread owns the sockets (`rtsearch.cluster.worker`
+draws the wire) and, each turn of its loop: takes the batches handed to it, the workers' answers and
+heartbeats; calls a worker silent for `DEAD_AFTER_S` dead and sends its batches in flight again; sends each
+waiting batch to a worker:
+
+- ``replicate``: every worker holds the whole target; a batch goes whole to the live worker with the fewest
+  spectra outstanding (ties: the fastest, by its measured seconds per spectrum);
+- ``partition``: the precursor-mass range is cut by Li et al.'s equal-work rule (`rtsearch.cluster.partition`)
+  and each spectrum goes to its piece's owner; a batch is split by piece and its answers put back in order. A
+  piece whose owner is dead waits for the restarted owner `FAILOVER_S`, then goes to any live worker (each
+  worker opens the whole target: a spectrum's answer is the same wherever it is scored).
+
+A batch that no worker answered within ``timeout_s`` raises `EngineError` (the daemon answers its spectra with
+the reason: nothing is lost); a late answer to a batch sent again is dropped (one answer a spectrum).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import itertools
+import logging
+import pickle
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import zmq
+
+from rtsearch.batch import SpectraBatch
+from rtsearch.cluster.partition import owners, spectrum_masses
+from rtsearch.cluster.placement import Placement
+from rtsearch.cluster.worker import WorkerSpec
+from rtsearch.config import ClusterMode
+from rtsearch.errors import ServiceError
+from rtsearch.matches import ScoredBatch, concat_batches
+from rtsearch.search.target import Reopen
+from rtsearch.serve.engine_process import EngineError
+from rtsearch.serve.stats import Cluster
+
+log = logging.getLogger(__name__)
+
+
+DEAD_AFTER_S = 1.0  # a worker silent this long is dead: its batches go elsewhere
+FAILOVER_S = 2.0  # partition: a dead owner's spectra wait this long for it, then go to any live worker
+START_TIMEOUT_S = 600.0  # every worker opened its target and said hello (a large index on a fresh machine)
+
+
+@dataclass
+class _Worker:
+    name: str
+    piece: int
+    pid: int = 0
+    alive: bool = False
+    last_beat: float = 0.0
+    outstanding: int = 0  # spectra sent and not answered
+    seconds_per_spectrum: float = 0.0  # measured, smoothed
+    inflight: set[int] = field(default_factory=set)
+    batches: int = 0
+    spectra: int = 0
+    since_up: int = 0  # spectra answered since its last hello (a restarted worker's own)
+
+
+@dataclass
+class _Request:
+    id: int
+    batch: SpectraBatch
+    piece: int  # -1: any worker
+    future: concurrent.futures.Future[ScoredBatch]
+    first: float
+    worker: str = ""
+    sent: float = 0.0
+
+
+class ClusterScorer:
+    """``with ClusterScorer(reopen, placement, workers=3, mode="partition", cuts=c) as cluster: cluster.score(b)``
+    — see the module docstring."""
+
+    def __init__(self, reopen: Reopen, placement: Placement, *, workers: int, mode: ClusterMode,
+                 cuts: np.ndarray | None = None, host: str = "127.0.0.1", timeout_s: float = 30.0,
+                 record: Callable[..., None] = lambda _: None) -> None:  # fmt: skip
+        """``record``: the daemon's metrics' (`Cluster` stats, from the dispatcher thread)."""
+        if mode == "partition" and (cuts is None or len(cuts) != workers - 1):
+            raise ValueError("partition needs workers - 1 cuts")
+        self.reopen, self.placement, self.mode = reopen, placement, mode
+        self.cuts = np.asarray(cuts if cuts is not None else [], np.float64)
+        self.timeout_s, self.record = timeout_s, record
+        self.workers = {f"w{k}": _Worker(f"w{k}", k if mode == "partition" else -1) for k in range(workers)}
+        self._ctx = zmq.Context()
+        self._router = self._ctx.socket(zmq.ROUTER)
+        self._router.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a restarted worker takes its name back
+        self._router.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a send to a worker that is not there raises
+        self._router.setsockopt(zmq.LINGER, 0)
+        self._beats = self._ctx.socket(zmq.PULL)
+        self._beats.setsockopt(zmq.LINGER, 0)
+        self.router = _bind(self._router, host)
+        self.beats = _bind(self._beats, host)
+        self._submit_at = f"inproc://cluster-submit-{id(self)}"
+        self._submit = self._ctx.socket(zmq.PULL)
+        self._submit.bind(self._submit_at)
+        self._local = threading.local()
+        self._ids = itertools.count(1)
+        self._requests: dict[int, _Request] = {}
+        self._lock = threading.Lock()
+        self._waiting: collections.deque[int] = collections.deque()
+        self._stop = threading.Event()
+        self._all_ready = threading.Event()
+        self._thread = threading.Thread(target=self._dispatch, name="cluster-door", daemon=True)
+        self.resent = 0  # batches sent again after their worker died
+        self.deaths = 0
+
+    def __enter__(self) -> ClusterScorer:
+        specs = [WorkerSpec(w.name, w.piece, self.reopen, self.router, self.beats) for w in self.workers.values()]
+        self._thread.start()
+        self.placement.start(specs)
+        if not self._all_ready.wait(START_TIMEOUT_S):
+            self.__exit__()
+            raise ServiceError(f"cluster: not every worker was up within {START_TIMEOUT_S:.0f} s")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for w in self.workers.values():
+            log.info("cluster: %s (piece %d, pid %d): %d spectra since it came up, %d in all; %d deaths, %d batches "
+                     "sent again", w.name, w.piece, w.pid, w.since_up, w.spectra, self.deaths, self.resent)  # fmt: skip
+        for w in self.workers.values():
+            if w.alive:
+                self._send(w.name, [b"stop"])
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5.0)
+        self.placement.close()
+        self._ctx.destroy(linger=0)  # the engine threads' submit sockets too
+
+    # ------------------------------------------------------------------ engine threads' side
+
+    def score(self, batch: SpectraBatch) -> ScoredBatch:
+        """``batch`` scored by the cluster (raises `EngineError` when no worker answered it in time)."""
+        if len(batch) == 0 or self.mode == "replicate":
+            return self._wait([self._request(batch, -1)])[0]
+        piece = owners(spectrum_masses(batch.precursor_mz, batch.charges), self.cuts)
+        rows = [np.flatnonzero(piece == p) for p in np.unique(piece).tolist()]
+        parts = self._wait([self._request(batch.take(r), int(piece[r[0]])) for r in rows])
+        if len(parts) == 1:
+            return parts[0]
+        merged = concat_batches(parts)
+        back = np.empty(len(batch), np.int64)
+        back[np.concatenate(rows)] = np.arange(len(batch))
+        return merged.take(back)
+
+    def _request(self, batch: SpectraBatch, piece: int) -> concurrent.futures.Future[ScoredBatch]:
+        req = _Request(next(self._ids), batch, piece, concurrent.futures.Future(), time.monotonic())
+        with self._lock:
+            self._requests[req.id] = req
+        sock = getattr(self._local, "push", None)
+        if sock is None:
+            sock = self._local.push = self._ctx.socket(zmq.PUSH)
+            sock.connect(self._submit_at)
+        sock.send(req.id.to_bytes(8, "little"))
+        return req.future
+
+    def _wait(self, futures: list[concurrent.futures.Future[ScoredBatch]]) -> list[ScoredBatch]:
+        return [f.result() for f in futures]
+
+    # ------------------------------------------------------------------ the dispatcher thread
+
+    def _dispatch(self) -> None:
+        poller = zmq.Poller()
+        for s in (self._router, self._beats, self._submit):
+            poller.register(s, zmq.POLLIN)
+        while not self._stop.is_set():
+            ready = dict(poller.poll(20))
+            now = time.monotonic()
+            while self._submit in ready and self._submit.poll(0):
+                self._waiting.append(int.from_bytes(self._submit.recv(), "little"))
+            while self._beats in ready and self._beats.poll(0):
+                name, _ = self._beats.recv_multipart()
+                w = self.workers.get(name.decode())
+                if w is not None and w.pid:  # a worker called dead that beats again is back (its old batches went)
+                    w.alive, w.last_beat = True, now
+            while self._router in ready and self._router.poll(0):
+                self._from_worker(self._router.recv_multipart(), now)
+            self._check(now)
+            self._send_waiting(now)
+
+    def _from_worker(self, frames: list[bytes], now: float) -> None:
+        w = self.workers.get(frames[0].decode())
+        if w is None:
+            return
+        if frames[1] == b"hello":
+            hello = pickle.loads(frames[2])
+            if w.pid and w.pid != int(hello["pid"]):  # restarted before it was called dead: what it held is gone
+                log.warning("cluster: %s back (pid %d -> %s): %d batches sent again", w.name, w.pid, hello["pid"],
+                            len(w.inflight))  # fmt: skip
+                self.deaths += 1
+                self.record(Cluster(w.name, w.piece, up=False, died=True, resent=len(w.inflight)))
+                self._requeue(w)
+            w.pid, w.alive, w.last_beat, w.since_up = int(hello["pid"]), True, now, 0
+            self.record(Cluster(w.name, w.piece, up=True))
+            log.info("cluster: %s up (pid %d, piece %d, %s)", w.name, w.pid, w.piece, hello["backend"])
+            if all(x.alive for x in self.workers.values()):
+                self._all_ready.set()
+            return
+        if frames[1] != b"scored":
+            return
+        rid = int.from_bytes(frames[2], "little")
+        with self._lock:
+            req = self._requests.get(rid)
+        if req is None or req.worker != w.name:  # answered already (sent again after this worker was called dead)
+            return
+        w.inflight.discard(rid)
+        w.outstanding -= len(req.batch)
+        w.last_beat = now
+        took = (now - req.sent) / max(len(req.batch), 1)
+        w.seconds_per_spectrum = took if w.batches == 0 else 0.8 * w.seconds_per_spectrum + 0.2 * took
+        w.batches, w.spectra, w.since_up = w.batches + 1, w.spectra + len(req.batch), w.since_up + len(req.batch)
+        self.record(Cluster(w.name, w.piece, up=True, spectra=len(req.batch)))
+        with self._lock:
+            del self._requests[rid]
+        kind, payload = pickle.loads(frames[3])
+        if kind == "scored":
+            req.future.set_result(payload)
+        else:
+            req.future.set_exception(EngineError(f"{w.name}: {payload}"))
+
+    def _check(self, now: float) -> None:
+        for w in self.workers.values():
+            if w.alive and now - w.last_beat > DEAD_AFTER_S:
+                w.alive = False
+                self.deaths += 1
+                log.warning("cluster: %s silent for %.1f s: dead; %d batches sent again", w.name,
+                            now - w.last_beat, len(w.inflight))  # fmt: skip
+                self.record(Cluster(w.name, w.piece, up=False, died=True, resent=len(w.inflight)))
+                self._requeue(w)
+
+    def _requeue(self, w: _Worker) -> None:
+        """``w``'s batches in flight to be sent again, first in line (their answers from it, if any, dropped)."""
+        for rid in sorted(w.inflight, reverse=True):
+            with self._lock:
+                req = self._requests.get(rid)
+            if req is not None:
+                req.worker = ""
+                self._waiting.appendleft(rid)
+                self.resent += 1
+        w.inflight.clear()
+        w.outstanding = 0
+
+    def _send_waiting(self, now: float) -> None:
+        kept: collections.deque[int] = collections.deque()
+        while self._waiting:
+            rid = self._waiting.popleft()
+            with self._lock:
+                req = self._requests.get(rid)
+            if req is None:
+                continue
+            w = self._choose(req, now)
+            if w is None:
+                if now - req.first > self.timeout_s:
+                    with self._lock:
+                        self._requests.pop(rid, None)
+                    req.future.set_exception(EngineError(f"no cluster worker answered within {self.timeout_s:g} s"))
+                else:
+                    kept.append(rid)
+                continue
+            req.worker, req.sent = w.name, now
+            if not self._send(w.name, [b"batch", rid.to_bytes(8, "little"),
+                                       pickle.dumps(req.batch, protocol=pickle.HIGHEST_PROTOCOL)]):  # fmt: skip
+                req.worker = ""
+                kept.append(rid)
+                continue
+            w.inflight.add(rid)
+            w.outstanding += len(req.batch)
+        self._waiting = kept
+
+    def _choose(self, req: _Request, now: float) -> _Worker | None:
+        live = [w for w in self.workers.values() if w.alive]
+        if req.piece >= 0:
+            owner = self.workers[f"w{req.piece}"]
+            if owner.alive:
+                return owner
+            if now - req.first < FAILOVER_S:
+                return None
+        if not live:
+            return None
+        return min(live, key=lambda w: (w.outstanding, w.seconds_per_spectrum))
+
+    def _send(self, name: str, frames: list[bytes]) -> bool:
+        try:
+            self._router.send_multipart([name.encode(), *frames], zmq.NOBLOCK)
+            return True
+        except zmq.ZMQError:  # not connected (dead, or not yet back)
+            return False
+
+    def status(self) -> list[dict[str, Any]]:
+        """Each worker: name, piece, alive, pid, batches and spectra answered, seconds per spectrum."""
+        return [{"name": w.name, "piece": w.piece, "alive": w.alive, "pid": w.pid, "batches": w.batches,
+                 "spectra": w.spectra, "since_up": w.since_up, "seconds_per_spectrum": w.seconds_per_spectrum}
+                for w in self.workers.values()]  # fmt: skip
+
+
+def _bind(sock: zmq.Socket[bytes], host: str) -> str:
+    port = sock.bind_to_random_port(f"tcp://{host}")
+    return f"tcp://{host}:{port}"

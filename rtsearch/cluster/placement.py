@@ -1,0 +1,134 @@
+"""Where cluster workers run and who restarts them: Ray actors, or processes of this host.
+
+- `RayPlacement` (``placement = "ray"``): one actor a worker on a Ray cluster (``ray_address``; empty: a local
+  one started here), each asking for ``gpus_per_worker`` GPUs (0: a CPU share), ``max_restarts=-1``: Ray
+  restarts an actor whose process dies, and the actor's constructor starts the worker loop again (same name,
+  same piece). Ray places and supervises; the spectra never travel through Ray (`rtsearch.cluster.worker`).
+- `LocalPlacement` (``placement = "local"``): spawned processes of this host, restarted by a supervising thread
+  when one exits, spread over the host's GPUs (``gpus_per_worker`` > 0) — for one host, or a machine without
+  Ray.
+
+Both: `start`, `pid_of` (a worker's process, as its hello said), `close`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import multiprocessing
+import os
+import threading
+from typing import Any, Protocol
+
+from rtsearch.cluster.worker import WorkerSpec, process_main, run_worker
+from rtsearch.errors import ServiceError
+
+log = logging.getLogger(__name__)
+
+
+class Placement(Protocol):
+    def start(self, specs: list[WorkerSpec]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class LocalPlacement:
+    """Workers as spawned processes of this host, each restarted when it exits (see the module docstring)."""
+
+    def __init__(self, *, gpus: int = 0) -> None:
+        """``gpus``: GPUs of this host to spread the workers over (worker k on GPU k mod gpus); 0: as inherited."""
+        self.gpus = gpus
+        self._procs: dict[str, Any] = {}
+        self._specs: dict[str, WorkerSpec] = {}
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._supervise, name="cluster-supervisor", daemon=True)
+        self.restarts = 0
+
+    def start(self, specs: list[WorkerSpec]) -> None:
+        for k, spec in enumerate(specs):
+            if self.gpus > 0:
+                spec = dataclasses.replace(spec, device=k % self.gpus)
+            self._specs[spec.name] = spec
+            self._spawn(spec)
+        self._thread.start()
+
+    def _spawn(self, spec: WorkerSpec) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        p = ctx.Process(target=process_main, args=(spec, os.getpid()), name=f"rtsearch-{spec.name}", daemon=True)
+        p.start()
+        with self._lock:
+            self._procs[spec.name] = p
+
+    def _supervise(self) -> None:
+        while not self._stop.wait(0.1):
+            with self._lock:
+                gone = [n for n, p in self._procs.items() if not p.is_alive()]
+            for name in gone:
+                if self._stop.is_set():
+                    return
+                log.warning("cluster: %s exited (code %s): restarting it", name, self._procs[name].exitcode)
+                self.restarts += 1
+                self._spawn(self._specs[name])
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(2.0)
+        with self._lock:
+            procs = list(self._procs.values())
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+
+
+class RayPlacement:
+    """Workers as Ray actors (see the module docstring)."""
+
+    def __init__(self, *, address: str = "", gpus_per_worker: float = 0.0, cpus_per_worker: float = 1.0) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise ServiceError("placement = \"ray\" needs Ray: pip install 'rtsearch[cluster]'") from None
+        self.ray = ray
+        self.address = address
+        self.gpus, self.cpus = gpus_per_worker, cpus_per_worker
+        self._actors: list[Any] = []
+        self._started_here = False
+
+    def start(self, specs: list[WorkerSpec]) -> None:
+        ray = self.ray
+        if not ray.is_initialized():
+            cpus = None if self.address else max(os.cpu_count() or 1, int(len(specs) * self.cpus + 1))
+            ray.init(address=self.address or None, num_cpus=cpus, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False, ignore_reinit_error=True)  # fmt: skip
+            self._started_here = True
+        actor = ray.remote(max_restarts=-1, max_task_retries=0)(WorkerActor)
+        for spec in specs:
+            self._actors.append(actor.options(name=f"rtsearch-{spec.name}", num_cpus=self.cpus,
+                                              num_gpus=self.gpus).remote(spec))  # fmt: skip
+
+    def close(self) -> None:
+        for a in self._actors:
+            with contextlib.suppress(Exception):  # already gone
+                self.ray.kill(a, no_restart=True)
+        self._actors.clear()
+        if self._started_here:
+            self.ray.shutdown()
+
+
+class WorkerActor:
+    """A Ray actor running `run_worker` in a thread of its process (Ray restarts the process; this constructor
+    then starts the loop again)."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=run_worker, args=(spec, self._stop), name=spec.name, daemon=True)
+        self._thread.start()
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()

@@ -1,0 +1,143 @@
+"""Scale-out (`rtsearch.cluster`): the daemon as the front door of 3 NumPy workers gives, for every spectrum of the
+four dev runs, the results file one engine gives (top-1 match, score, q-values), in both modes; and, on a local
+Ray cluster, a worker killed mid-run under the shared client (`rt_load.py`) loses nothing and its restarted
+process takes its piece back."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rtsearch.cli.demo import RUN, TOML, bundled
+from rtsearch.database.store import load_index
+from rtsearch.io.spectra import read_spectra
+from rtsearch.scoring.backend import get_backend
+from rtsearch.search.database import DatabaseTarget
+from rtsearch_sim.replay import load_run
+from tests.devruns import DEV_RUNS
+from tests.streaming import ServeProcess, free_port, replay_through, running, scrape, serve_config
+
+COLUMNS = ("scan", "peptide", "charge", "q_value", "peptide_q_value", "is_decoy", "score")
+
+
+def _files(folder: Path) -> dict[str, list[tuple[str, ...]]]:
+    """Each run's results file: its rows (the compared columns), by scan."""
+    out = {}
+    for path in sorted(folder.glob("*.tsv")):
+        with open(path, newline="") as fh:
+            rows = [tuple(r[c] for c in COLUMNS) for r in csv.DictReader(fh, delimiter="\t")]
+        out[path.stem] = sorted(rows, key=lambda r: int(r[0]))
+    return out
+
+
+async def serve_files(dev, data, dev_indexes, folder: Path, backend: str = "numpy",
+                      **cluster) -> dict[str, list[tuple[str, ...]]]:  # fmt: skip
+    """``dev`` replayed through a daemon (``cluster``: its [serve] cluster settings); its results files."""
+    _, run_path = dev.paths(data)
+    target = DatabaseTarget(load_index(dev_indexes[dev.fastas]), dev.search_config(), get_backend(backend))
+    cfg = serve_config(folder, max_batch=64, **cluster)
+    async with running(target, cfg) as daemon:
+        sent, col = await replay_through(daemon, [(dev.name, load_run(run_path))], rate=2000.0)
+        if cluster:
+            spread = [w["spectra"] for w in daemon.pool.cluster.status()]  # type: ignore[union-attr]
+            metrics = scrape(daemon.endpoints.metrics_port)
+            n = cluster["cluster"]
+            pieces = range(n) if cluster["cluster_mode"] == "partition" else [-1] * n
+            assert all(metrics[f'rtsearch_cluster_worker_up{{piece="{p}",worker="w{k}"}}'] == 1
+                       for k, p in enumerate(pieces)), metrics  # fmt: skip
+            assert sum(metrics[f'rtsearch_cluster_spectra_total{{worker="w{k}"}}'] for k in range(n)) >= len(sent.ms2)
+    assert col.report(sent.ms2).lost == 0
+    if cluster:
+        assert sum(spread) >= len(sent.ms2) and (cluster["cluster_mode"] == "replicate" or min(spread) > 0), spread
+    return _files(folder / "results")
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+@pytest.mark.parametrize("dev", DEV_RUNS, ids=lambda d: d.name)
+async def test_three_workers_give_one_engines_results(dev, data, dev_indexes, tmp_path):
+    await same_files(dev, data, dev_indexes, tmp_path, "numpy", 3)
+
+
+async def same_files(dev, data, dev_indexes, tmp_path: Path, backend: str, workers: int) -> None:
+    """One engine's results files and those of ``workers`` cluster workers, in each mode, the same."""
+    one = await serve_files(dev, data, dev_indexes, tmp_path / "one", backend)
+    assert one and all(one.values())
+    for mode in ("replicate", "partition"):
+        many = await serve_files(dev, data, dev_indexes, tmp_path / mode, backend, cluster=workers,
+                                 cluster_mode=mode)  # fmt: skip
+        assert many.keys() == one.keys()
+        for run, rows in one.items():
+            # top-1, charge, decoy and both q-values the same; the run's rescored discriminant to rounding (its
+            # fit sums the PSMs in the order they were answered, and BLAS blocks a batch by its size)
+            assert [r[:-1] for r in many[run]] == [r[:-1] for r in rows], (mode, run)
+            got, want = (np.array([float(r[-1] or "nan") for r in x]) for x in (many[run], rows))
+            assert np.allclose(got, want, rtol=1e-9, atol=1e-12, equal_nan=True), (mode, run)
+
+
+def _mgf(path: Path) -> int:
+    """The bundled run's MS2 spectra with one known charge, as MGF (what rt_load.py reads); how many."""
+    n = 0
+    with open(path, "w") as fh:
+        for sp in read_spectra(bundled(RUN)):
+            if len(sp.charges) != 1 or sp.problem:
+                continue
+            n += 1
+            fh.write(f"BEGIN IONS\nTITLE=x.{sp.scan}\nSCANS={sp.scan}\nPEPMASS={sp.precursor_mz!r}\n"
+                     f"CHARGE={sp.charges[0]}+\nRTINSECONDS={sp.rt!r}\n")  # fmt: skip
+            fh.writelines(f"{m!r} {i!r}\n" for m, i in zip(sp.mz.tolist(), sp.intensity.tolist(), strict=True))
+            fh.write("END IONS\n")
+    return n
+
+
+@pytest.mark.slow
+def test_a_ray_worker_killed_mid_run_loses_nothing(demo_index, shared_tools, tmp_path):
+    pytest.importorskip("ray", reason="Ray is the [cluster] extra (scripts/test installs it)")
+    mgf = tmp_path / "run.mgf"
+    _mgf(mgf)
+    sp, rp = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+    daemon = ServeProcess(["--index", str(demo_index.folder), "--config", str(bundled(TOML)), "--backend",
+                           "numpy", "--spectra", sp, "--spectra-mode", "pull", "--results", rp, "--metrics-port", "0",
+                           "--results-dir", str(tmp_path / "res"), "--budget-ms", "20000", "--intakes", "1",
+                           "--cluster", "3", "--cluster-mode", "partition", "--placement", "ray"])  # fmt: skip
+    try:
+        assert daemon.wait_for(" ready: ", 300), daemon.log
+        up = {m[0]: int(m[1]) for m in re.findall(r"cluster: (w\d) up \(pid (\d+)", daemon.log)}
+        assert sorted(up) == ["w0", "w1", "w2"], daemon.log
+        load = subprocess.Popen(
+            [sys.executable, str(shared_tools / "rt_load.py"), str(mgf), "--spectra", sp, "--results", rp, "--rates",
+             "150", "--seconds", "8", "--senders", "1", "--drain", "40", "--tag", "killed"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        time.sleep(3.0)
+        os.kill(up["w1"], signal.SIGKILL)  # mid-run; Ray restarts the actor's process
+        out, err = load.communicate(timeout=240)
+        assert load.returncode == 0, err[-2000:]
+        # noticed: silent for a second, or back (Ray restarts a process within that) with its batches sent again
+        assert daemon.wait_for("cluster: w1 silent", 5) or daemon.wait_for("cluster: w1 back", 1), daemon.log
+        deadline = time.monotonic() + 120
+        while len(re.findall(r"cluster: w1 up \(pid (\d+)", daemon.log)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            daemon.wait_for("cluster: w1 up", 0.1)
+    finally:
+        daemon.proc.send_signal(signal.SIGINT)
+        daemon.proc.wait(120)
+    (report,) = [json.loads(x) for x in out.splitlines() if '"offered_hz"' in x]
+    print(f"\nrt_load with w1 killed at 3 s: {report}")
+    assert report["sent"] > 0 and report["lost"] == 0 and report["duplicates"] == 0, report
+    assert report["answered"] == report["sent"]
+    pids = [int(p) for p in re.findall(r"cluster: w1 up \(pid (\d+)", daemon.log)]
+    assert len(pids) == 2 and pids[1] != up["w1"], daemon.log[-3000:]
+    # the restarted w1 scored its piece again: its spectra since it came back, in the door's last word
+    (back,) = re.findall(r"cluster: w1 \(piece 1, pid (\d+)\): (\d+) spectra", daemon.log)
+    assert int(back[0]) == pids[1] and int(back[1]) > 0, daemon.log[-3000:]

@@ -1,0 +1,44 @@
+"""Li et al.'s equal-work cut (`rtsearch.cluster.partition`): golden cuts by hand, owners at the edges, and the
+balance of the dev runs' real indexes for 2, 4 and 8 pieces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rtsearch.cluster.partition import balance, bin_work, equal_work_cuts, owners, piece_work, spectrum_masses
+from rtsearch.config import SearchConfig
+from rtsearch.scoring.backend import get_backend
+from rtsearch.search.database import DatabaseTarget
+
+
+def test_cuts_by_hand() -> None:
+    # work per 1-Da bin from 500 Da: 1 1 1 1 4 4 (12); halves at 6: after bin 4 (1+1+1+1+... = 4, +4 = 8): the
+    # edge nearest 6 is 504 (4) or 505 (8) — equally near, the lower; thirds at 4 and 8: 504 and 505
+    work = np.array([1, 1, 1, 1, 4, 4])
+    assert equal_work_cuts(work, 500.0, 2).tolist() == [504.0]
+    assert equal_work_cuts(work, 500.0, 3).tolist() == [504.0, 505.0]
+    assert piece_work(work, 500.0, np.array([504.0, 505.0])).tolist() == [4.0, 4.0, 4.0]
+    assert balance(np.array([4.0, 4.0, 4.0])) == 1.0 and balance(np.array([2.0, 6.0])) == 1.5
+    assert equal_work_cuts(work, 500.0, 1).size == 0
+    with pytest.raises(ValueError):
+        equal_work_cuts(work, 500.0, 0)
+
+
+def test_owners_and_masses() -> None:
+    cuts = np.array([1000.0, 2000.0])
+    assert owners(np.array([999.99, 1000.0, 1500.0, 2000.0, 3500.0]), cuts).tolist() == [0, 1, 1, 2, 2]
+    m = spectrum_masses(np.array([500.0, 500.0, 500.0]), [(2,), (3, 2), ()])
+    assert m == pytest.approx([997.98545, 1496.97817, 997.98545], abs=1e-4)  # (m/z − proton) × z; unknown: 2+
+    work, start = bin_work(np.array([500.2, 500.9, 501.5, 503.0]))
+    assert start == 500.0 and work.tolist() == [2, 1, 0, 1]
+
+
+def test_the_dev_indexes_cut_evenly(dev_indexes) -> None:
+    for folder in dev_indexes.values():
+        target = DatabaseTarget.open(folder, SearchConfig(), get_backend("numpy"))
+        work, start = bin_work(target.index.mass)
+        for n in (2, 4, 8):
+            cuts = equal_work_cuts(work, start, n)
+            per = piece_work(work, start, cuts)
+            assert per.sum() == len(target.index.mass) and balance(per) <= 1.10, (folder, n, per)
