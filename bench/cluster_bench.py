@@ -4,7 +4,8 @@ front door of N cluster workers, under the shared client, the echo floor beside.
 1. **Balance** (no daemon): the 20,000-protein index with entrapment of `bench/stream_bench.py` cut by Li et al.'s
    equal-work rule (`rtsearch.cluster.partition`) into N = 2, 4, 8 pieces; per piece, the index's candidates
    (the rule's own measure) and the candidates the bench spectra (the dev runs' MS2, what ``rt_load.py`` sends)
-   meet in their precursor window (±``--ppm``, the work a search does); max / mean of each.
+   meet in their precursor window (±``--ppm``, the work a search does), with Li's cuts and with the cuts the
+   daemon makes once those spectra came (`LiveCuts`); max / mean of each.
 2. **Serving**: ``echo_floor.py`` under ``rt_load.py`` at 200/s (the floor), then ``rtsearch serve`` with
    ``--serve-args`` alone ("one engine") and with each ``--configs`` entry (``N:MODE``, e.g. ``2:replicate``),
    each under ``rt_load.py --senders S`` at ``--rates``: answered, lost, duplicates, shed and latency per rate;
@@ -37,7 +38,15 @@ sys.path.insert(0, str(ROOT))
 
 from bench.rtload_bench import rt_load, write_mgf  # noqa: E402
 from bench.serving import Served, echo_floor, index_and_record  # noqa: E402
-from rtsearch.cluster.partition import balance, bin_work, equal_work_cuts, owners, piece_work, spectrum_masses  # noqa: E402
+from rtsearch.cluster.partition import (  # noqa: E402
+    LiveCuts,
+    balance,
+    bin_work,
+    equal_work_cuts,
+    owners,
+    piece_work,
+    spectrum_masses,
+)
 from rtsearch.io.spectra import read_spectra  # noqa: E402
 
 
@@ -53,11 +62,16 @@ def balances(index: Any, mgf: Path, ppm: float) -> list[dict[str, Any]]:
         cuts = equal_work_cuts(work, start, n)
         per_index = piece_work(work, start, cuts)
         per_spectra = np.bincount(owners(sm, cuts), weights=met, minlength=n)
+        live = LiveCuts(work, start, n, every=sm.size)  # the daemon's cuts once these spectra came
+        live.add(sm)
+        per_live = np.bincount(owners(sm, live.cuts), weights=met, minlength=n)
         rows.append({"phase": "balance", "pieces": n, "cuts_da": np.round(cuts, 1).tolist(),
                      "index_candidates": per_index.astype(int).tolist(),
                      "index_max_over_mean": round(balance(per_index), 4),
                      "spectra": len(spectra), "spectra_candidates": per_spectra.astype(int).tolist(),
-                     "spectra_max_over_mean": round(balance(per_spectra), 4)})  # fmt: skip
+                     "spectra_max_over_mean": round(balance(per_spectra), 4),
+                     "live_cuts_da": np.round(live.cuts, 1).tolist(), "spectra_live": per_live.astype(int).tolist(),
+                     "spectra_live_max_over_mean": round(balance(per_live), 4)})  # fmt: skip
     return rows
 
 

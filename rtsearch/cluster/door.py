@@ -8,10 +8,11 @@ waiting batch to a worker:
 
 - ``replicate``: every worker holds the whole target; a batch goes whole to the live worker with the fewest
   spectra outstanding (ties: the fastest, by its measured seconds per spectrum);
-- ``partition``: the precursor-mass range is cut by Li et al.'s equal-work rule (`rtsearch.cluster.partition`)
-  and each spectrum goes to its piece's owner; a batch is split by piece and its answers put back in order. A
-  piece whose owner is dead waits for the restarted owner `FAILOVER_S`, then goes to any live worker (each
-  worker opens the whole target: a spectrum's answer is the same wherever it is scored).
+- ``partition``: the precursor-mass range is cut by Li et al.'s equal-work rule (`rtsearch.cluster.partition`;
+  `LiveCuts`: cut again as the spectra come) and each spectrum goes to its piece's owner; a batch is split by
+  piece and its answers put back in order. A piece whose owner is dead waits for the restarted owner
+  `FAILOVER_S`, then goes to any live worker (each worker opens the whole target: a spectrum's answer is the
+  same wherever it is scored).
 
 A batch that no worker answered within ``timeout_s`` raises `EngineError` (the daemon answers its spectra with
 the reason: nothing is lost); a late answer to a batch sent again is dropped (one answer a spectrum).
@@ -34,7 +35,7 @@ import numpy as np
 import zmq
 
 from rtsearch.batch import SpectraBatch
-from rtsearch.cluster.partition import owners, spectrum_masses
+from rtsearch.cluster.partition import LiveCuts, owners, spectrum_masses
 from rtsearch.cluster.placement import Placement
 from rtsearch.cluster.worker import WorkerSpec
 from rtsearch.config import ClusterMode
@@ -83,13 +84,15 @@ class ClusterScorer:
     — see the module docstring."""
 
     def __init__(self, reopen: Reopen, placement: Placement, *, workers: int, mode: ClusterMode,
-                 cuts: np.ndarray | None = None, host: str = "127.0.0.1", timeout_s: float = 30.0,
+                 cuts: np.ndarray | LiveCuts | None = None, host: str = "127.0.0.1", timeout_s: float = 30.0,
                  record: Callable[..., None] = lambda _: None) -> None:  # fmt: skip
         """``record``: the daemon's metrics' (`Cluster` stats, from the dispatcher thread)."""
-        if mode == "partition" and (cuts is None or len(cuts) != workers - 1):
+        fixed = cuts.cuts if isinstance(cuts, LiveCuts) else cuts
+        if mode == "partition" and (fixed is None or len(fixed) != workers - 1):
             raise ValueError("partition needs workers - 1 cuts")
         self.reopen, self.placement, self.mode = reopen, placement, mode
-        self.cuts = np.asarray(cuts if cuts is not None else [], np.float64)
+        self.live = cuts if isinstance(cuts, LiveCuts) else None  # cuts that follow the spectra
+        self.cuts = np.asarray(fixed if fixed is not None else [], np.float64)
         self.timeout_s, self.record = timeout_s, record
         self.workers = {f"w{k}": _Worker(f"w{k}", k if mode == "partition" else -1) for k in range(workers)}
         self._ctx = zmq.Context()
@@ -143,7 +146,12 @@ class ClusterScorer:
         """``batch`` scored by the cluster (raises `EngineError` when no worker answered it in time)."""
         if len(batch) == 0 or self.mode == "replicate":
             return self._wait([self._request(batch, -1)])[0]
-        piece = owners(spectrum_masses(batch.precursor_mz, batch.charges), self.cuts)
+        masses = spectrum_masses(batch.precursor_mz, batch.charges)
+        with self._lock:
+            if self.live is not None and self.live.add(masses):
+                self.cuts = self.live.cuts
+                log.debug("cluster: cuts made again at %s Da", np.round(self.cuts, 1).tolist())
+            piece = owners(masses, self.cuts)
         rows = [np.flatnonzero(piece == p) for p in np.unique(piece).tolist()]
         parts = self._wait([self._request(batch.take(r), int(piece[r[0]])) for r in rows])
         if len(parts) == 1:

@@ -71,3 +71,36 @@ def balance(per_piece: np.ndarray) -> float:
     """max / mean work of the pieces (1.0: perfectly even)."""
     p = np.asarray(per_piece, np.float64)
     return float(p.max() / p.mean()) if p.size and p.mean() > 0 else 1.0
+
+
+class LiveCuts:
+    """Equal-work cuts that follow the spectra a run sends.
+
+    Li et al. cut by the target's candidates per Da alone, as if spectra came evenly over the mass range; a real
+    run's precursors crowd a few hundred Da (the bench spectra: 1.9–3.7 × the mean work on the busiest of 2–8
+    pieces cut that way, bench/RESULTS.md). Here a spectrum's work is the target's candidates per Da at its mass;
+    every ``every`` spectra the cuts are made again from the work seen (halved each time: recent runs count
+    most) plus the target's own work as a prior of weight ``prior``. Moving a cut moves no data: every worker
+    opens the whole target (`rtsearch.cluster.door`).
+    """
+
+    def __init__(self, work: np.ndarray, start_da: float, pieces: int, *, every: int = 2000, prior: float = 0.05,
+                 bin_da: float = BIN_DA) -> None:  # fmt: skip
+        self.work = np.asarray(work, np.float64)
+        self.start, self.pieces, self.every, self.prior, self.bin_da = start_da, pieces, every, prior, bin_da
+        self.seen = np.zeros(self.work.shape[0])
+        self.cuts = equal_work_cuts(self.work, start_da, pieces, bin_da=bin_da)
+        self._since = 0
+
+    def add(self, neutral_mass: np.ndarray) -> bool:
+        """Count the spectra at ``neutral_mass``; whether the cuts were made again."""
+        b = np.clip(((np.asarray(neutral_mass) - self.start) // self.bin_da).astype(np.int64), 0, self.work.size - 1)
+        np.add.at(self.seen, b, self.work[b])
+        self._since += b.size
+        if self._since < self.every or self.seen.sum() <= 0:
+            return False
+        total = self.seen / self.seen.sum() + self.prior * self.work / max(self.work.sum(), 1.0)
+        self.cuts = equal_work_cuts(total, self.start, self.pieces, bin_da=self.bin_da)
+        self.seen *= 0.5
+        self._since = 0
+        return True

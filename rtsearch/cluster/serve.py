@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from rtsearch.cluster.door import ClusterScorer
-from rtsearch.cluster.partition import balance, bin_work, equal_work_cuts, piece_work
+from rtsearch.cluster.partition import LiveCuts, balance, bin_work, piece_work
 from rtsearch.cluster.placement import LocalPlacement, Placement, RayPlacement
 from rtsearch.config import ServeConfig
 from rtsearch.errors import ConfigError
@@ -19,18 +19,19 @@ log = logging.getLogger(__name__)
 __all__ = ["ClusterScorer", "open_cluster", "partition_cuts"]
 
 
-def partition_cuts(target: SearchTarget, pieces: int) -> np.ndarray:
-    """Li et al.'s equal-work cuts of ``target``'s precursor masses (its candidates per Da) into ``pieces``."""
+def partition_cuts(target: SearchTarget, pieces: int) -> LiveCuts:
+    """Li et al.'s equal-work cuts of ``target``'s precursor masses (its candidates per Da) into ``pieces``, made
+    again as the spectra come (`LiveCuts`)."""
     index = getattr(target, "index", None)
     masses = getattr(index, "mass", None)
     if masses is None:
         raise ConfigError(f"cluster_mode = \"partition\" cuts a peptide index by mass; {target.kind} targets: use "
                           "\"replicate\"")  # fmt: skip
     work, start = bin_work(np.asarray(masses))
-    cuts = equal_work_cuts(work, start, pieces)
-    log.info("cluster: %d pieces cut at %s Da; work max/mean %.3f", pieces, np.round(cuts, 1).tolist(),
-             balance(piece_work(work, start, cuts)))  # fmt: skip
-    return cuts
+    live = LiveCuts(work, start, pieces)
+    log.info("cluster: %d pieces cut at %s Da; work max/mean %.3f", pieces, np.round(live.cuts, 1).tolist(),
+             balance(piece_work(work, start, live.cuts)))  # fmt: skip
+    return live
 
 
 def open_cluster(target: SearchTarget, cfg: ServeConfig, record: Callable[..., None] = lambda _: None) -> ClusterScorer:

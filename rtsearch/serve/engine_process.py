@@ -151,10 +151,14 @@ def serve(conn: Connection, reopen: Reopen, parent: int, name: str) -> None:
         conn.send_bytes(dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def open_scorer(target: SearchTarget, host: EngineHost, name: str) -> tuple[Scorer, EngineProcess | None]:
-    """How an engine worker scores: its own `EngineProcess` (started: the target opened, warmed up by the
-    caller) when ``host`` says so (``auto``: on a GPU) and the target can be reopened, else ``target.score``
-    in the caller's thread. The process, if any, is the caller's to close."""
+def open_scorer(target: SearchTarget, host: EngineHost, name: str,
+                cluster: Any = None) -> tuple[Scorer, EngineProcess | None]:  # fmt: skip
+    """How an engine worker scores: through ``cluster`` (a started `rtsearch.cluster.door.ClusterScorer`) when
+    there is one; else its own `EngineProcess` (started: the target opened, warmed up by the caller) when
+    ``host`` says so (``auto``: on a GPU) and the target can be reopened, else ``target.score`` in the caller's
+    thread. The process, if any, is the caller's to close."""
+    if cluster is not None:
+        return cluster.score, None
     if not scores_in_process(target, host):
         if host == "process":
             log.warning("%s: the target has no folder to open again: scoring in the daemon's process", name)

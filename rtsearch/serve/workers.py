@@ -10,10 +10,9 @@ when that thread is idle and no spectrum waits, the engine thread answers the ba
 gains nothing from the hand-over). The results thread builds each batch's results with running q-values under
 each run's own lock (`LiveRun.add_scored`) and hands them to ``answer`` (the daemon's: publish, count, end
 runs); due live refits go to the refit process; Python's cyclic GC runs when it goes idle (`collect_garbage`).
-So the engine scores batch n + 1 while batch n's results are built and sent (bench/RESULTS.md). An engine
-failure answers its batch ``unidentified`` with the error as the reason: nothing is lost. At the shutdown
-bound, `abandon` hands back what waits and what is still being scored, for the daemon to answer ``shed``; a
-batch scored after that is dropped (it was answered), one already past scoring is answered as usual.
+So the engine scores batch n + 1 while batch n's results are built and sent. An engine failure answers its
+batch ``unidentified`` with the error as the reason. At the shutdown bound, `abandon` hands back what waits and
+what is being scored, for the daemon to answer ``shed``; a batch scored after that is dropped (it was answered).
 """
 
 from __future__ import annotations
@@ -88,6 +87,7 @@ class WorkerPool:
         self._expiry_wake = threading.Event()  # spectra came in, or the pool stops: the expiry thread looks again
         self._expiry_due: int | None = None  # when the expiry thread looks next (None: when woken)
         self.cluster: ClusterScorer | None = None  # ``[serve] cluster``: remote workers score (rtsearch/cluster/)
+        self._warmed = False  # an engine thread warmed up (with a cluster, the first one only)
 
     # ---------------------------------------------------------------- the loop's side
 
@@ -179,15 +179,13 @@ class WorkerPool:
             self._cv.notify_all()
         self._expiry_wake.set()
 
-    async def join(self, timeout_s: float) -> bool:
-        """Wait (at most ``timeout_s``) for the workers to stop; whether they did."""
+    async def join(self, timeout_s: float) -> bool:  # whether the workers stopped within ``timeout_s``
         deadline = time.monotonic() + timeout_s
         while self.alive() and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
         return not self.alive()
 
-    def alive(self) -> bool:
-        """Whether any engine thread, the results thread or the expiry thread runs."""
+    def alive(self) -> bool:  # whether any engine thread, the results thread or the expiry thread runs
         return any(w.is_alive() for w in (*self._threads, self._finisher, self._expiry))
 
     def failed(self) -> int:
@@ -221,11 +219,11 @@ class WorkerPool:
         engine = None
         try:
             self.target.backend.bind_worker()
-            if self.cluster is not None:
-                score: Scorer = self.cluster.score
-            else:
-                score, engine = open_scorer(self.target, self.cfg.engine, threading.current_thread().name)
-            warm_up(self.target, score, sorted({*WARM_UP_SIZES, self.cfg.max_batch}), self._observe)
+            score, engine = open_scorer(self.target, self.cfg.engine, threading.current_thread().name, self.cluster)
+            with self._cv:  # the cluster's workers warmed up themselves: one thread times its batches, alone
+                warming, self._warmed = self.cluster is None or not self._warmed, True
+            if warming:
+                warm_up(self.target, score, sorted({*WARM_UP_SIZES, self.cfg.max_batch}), self._observe)
         except BaseException as e:
             warm.set_exception(e)
             self._engine_out(engine)

@@ -6,7 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rtsearch.cluster.partition import balance, bin_work, equal_work_cuts, owners, piece_work, spectrum_masses
+from rtsearch.cluster.partition import (
+    LiveCuts,
+    balance,
+    bin_work,
+    equal_work_cuts,
+    owners,
+    piece_work,
+    spectrum_masses,
+)
 from rtsearch.config import SearchConfig
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
@@ -42,3 +50,16 @@ def test_the_dev_indexes_cut_evenly(dev_indexes) -> None:
             cuts = equal_work_cuts(work, start, n)
             per = piece_work(work, start, cuts)
             assert per.sum() == len(target.index.mass) and balance(per) <= 1.10, (folder, n, per)
+
+
+def test_live_cuts_follow_the_spectra() -> None:
+    # candidates even over 1000–5000 Da; spectra only at 1000–2000 Da: Li's cuts leave 3 of 4 pieces idle, the
+    # cuts made again from 2,000 spectra give each piece a quarter of their work
+    work = np.full(4000, 100.0)
+    rng = np.random.default_rng(3)
+    masses = rng.uniform(1000.0, 2000.0, 4000)
+    live = LiveCuts(work, 1000.0, 4, every=2000, prior=0.0)
+    assert live.cuts.tolist() == [2000.0, 3000.0, 4000.0]
+    assert not live.add(masses[:1999]) and live.add(masses[1999:2000])
+    per = np.bincount(owners(masses[2000:], live.cuts), minlength=4)
+    assert balance(per) <= 1.10 and live.cuts[-1] < 2000.0
