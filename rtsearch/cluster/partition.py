@@ -84,7 +84,7 @@ class LiveCuts:
     opens the whole target (`rtsearch.cluster.door`).
     """
 
-    def __init__(self, work: np.ndarray, start_da: float, pieces: int, *, every: int = 2000, prior: float = 0.05,
+    def __init__(self, work: np.ndarray, start_da: float, pieces: int, *, every: int = 300, prior: float = 0.05,
                  bin_da: float = BIN_DA) -> None:  # fmt: skip
         self.work = np.asarray(work, np.float64)
         self.start, self.pieces, self.every, self.prior, self.bin_da = start_da, pieces, every, prior, bin_da
