@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 
 
 DEAD_AFTER_S = 1.0  # a worker silent this long is dead: its batches go elsewhere
+HANG_FACTOR, HANG_FLOOR_S, HANG_FIRST_S = 10.0, 1.0, 30.0  # a batch held longer than this is hung (`_hang_s`)
 FAILOVER_S = 2.0  # partition: a dead owner's spectra wait this long for it, then go to any live worker
 START_TIMEOUT_S = 600.0  # every worker opened its target and said hello (a large index on a fresh machine)
 
@@ -63,6 +64,8 @@ class _Worker:
     outstanding: int = 0  # spectra sent and not answered
     seconds_per_spectrum: float = 0.0  # measured, smoothed
     inflight: set[int] = field(default_factory=set)
+    busy_s: float = 0.0  # how long its batch in hand has taken, as its last heartbeat said
+    hung: bool = False  # called hung: out until a heartbeat says it is idle again
     batches: int = 0
     spectra: int = 0
     since_up: int = 0  # spectra answered since its last hello (a restarted worker's own)
@@ -187,10 +190,12 @@ class ClusterScorer:
             while self._submit in ready and self._submit.poll(0):
                 self._waiting.append(int.from_bytes(self._submit.recv(), "little"))
             while self._beats in ready and self._beats.poll(0):
-                name, _ = self._beats.recv_multipart()
+                name, took = self._beats.recv_multipart()
                 w = self.workers.get(name.decode())
-                if w is not None and w.pid:  # a worker called dead that beats again is back (its old batches went)
-                    w.alive, w.last_beat = True, now
+                if w is not None and w.pid:  # a worker called dead that beats (idle, if hung) is back
+                    w.busy_s = int(took) / 1e9
+                    w.hung = w.hung and w.busy_s > 0
+                    w.alive, w.last_beat = w.alive or not w.hung, now
             while self._router in ready and self._router.poll(0):
                 self._from_worker(self._router.recv_multipart(), now)
             self._check(now)
@@ -236,8 +241,22 @@ class ClusterScorer:
         else:
             req.future.set_exception(EngineError(f"{w.name}: {payload}"))
 
+    def _hang_s(self, w: _Worker) -> float:
+        """How long a worker may hold a batch: `HANG_FACTOR` × its measured time for what it holds, at least
+        `HANG_FLOOR_S` (`HANG_FIRST_S` before it answered anything)."""
+        if not w.batches:
+            return HANG_FIRST_S
+        return max(HANG_FLOOR_S, HANG_FACTOR * w.seconds_per_spectrum * max(w.outstanding, 1))
+
     def _check(self, now: float) -> None:
         for w in self.workers.values():
+            if w.alive and w.inflight and w.busy_s > self._hang_s(w):
+                w.alive, w.hung = False, True
+                self.deaths += 1
+                log.warning("cluster: %s busy for %.1f s with %d spectra: hung; %d batches sent again", w.name,
+                            w.busy_s, w.outstanding, len(w.inflight))  # fmt: skip
+                self.record(Cluster(w.name, w.piece, up=False, died=True, resent=len(w.inflight)))
+                self._requeue(w)
             if w.alive and now - w.last_beat > DEAD_AFTER_S:
                 w.alive = False
                 self.deaths += 1

@@ -7,7 +7,7 @@ DEALER connects to the front door's ROUTER (`rtsearch.cluster.door`) and its hea
     DEALER  ── hello {name, piece, pid} ──▶  ROUTER     once, after the target is open and warmed up
             ◀── batch  id  pickle(SpectraBatch)
             ── scored id  pickle(("scored", ScoredBatch) | ("error", text)) ──▶
-    PUSH    ── beat  name  busy-since-ns ──▶ PULL       every `BEAT_S`, from a thread of its own
+    PUSH    ── beat  name  busy-for-ns ──▶ PULL         every `BEAT_S`, from a thread of its own
 
 Batches and answers are pickled columns (as between the daemon and its engine process): the endpoints are the
 cluster's own, on a trusted network (loopback by default). A worker is placed and restarted by Ray
@@ -100,7 +100,8 @@ def _beats(ctx: zmq.Context[Any], spec: WorkerSpec, busy: list[int], stop: threa
     try:
         while not stop.wait(BEAT_S):
             with contextlib.suppress(zmq.Again):  # the door is away: it will call us dead or hear the next one
-                push.send_multipart([spec.name.encode(), str(busy[0]).encode()], zmq.NOBLOCK)
+                took = time.monotonic_ns() - busy[0] if busy[0] else 0  # how long the batch in hand has taken
+                push.send_multipart([spec.name.encode(), str(took).encode()], zmq.NOBLOCK)
     finally:
         push.close(0)
 

@@ -1,0 +1,100 @@
+"""The front door's fault handling (`rtsearch.cluster.door`) against scripted workers speaking the wire of
+`rtsearch.cluster.worker` from threads: a batch held by a worker that hangs (heartbeats say busy) or dies
+(heartbeats stop) is sent to another and answered once; a partition's piece goes to its owner."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+import time
+
+import numpy as np
+import pytest
+import zmq
+
+from rtsearch.batch import SpectraBatch
+from rtsearch.cluster.door import ClusterScorer
+from rtsearch.cluster.worker import WorkerSpec
+from rtsearch.matches import unscored_batch
+from rtsearch.types import Spectrum
+
+
+class Scripted:
+    """A placement whose workers are threads: ``behaviour[name]`` is "ok", "hang" (holds its first batch, beats
+    busy) or "die" (its first batch ends it: no answer, no more heartbeats)."""
+
+    def __init__(self, behaviour: dict[str, str]) -> None:
+        self.behaviour, self.stop, self.threads = behaviour, threading.Event(), []
+        self.answered: dict[str, list[int]] = {name: [] for name in behaviour}
+
+    def start(self, specs: list[WorkerSpec]) -> None:
+        for spec in specs:
+            t = threading.Thread(target=self._run, args=(spec,), daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(2)
+
+    def _run(self, spec: WorkerSpec) -> None:
+        ctx = zmq.Context.instance()
+        sock, beats = ctx.socket(zmq.DEALER), ctx.socket(zmq.PUSH)
+        sock.setsockopt(zmq.IDENTITY, spec.name.encode())
+        for s, ep in ((sock, spec.router), (beats, spec.beats)):
+            s.setsockopt(zmq.LINGER, 0)
+            s.connect(ep)
+        sock.send_multipart([b"hello", pickle.dumps({"name": spec.name, "piece": spec.piece, "pid": os.getpid(),
+                                                     "backend": "numpy"})])  # fmt: skip
+        mode, since, last = self.behaviour[spec.name], 0, 0.0
+        while not self.stop.is_set():
+            if time.monotonic() - last > 0.1 and mode != "dead":
+                beats.send_multipart([spec.name.encode(), str(time.monotonic_ns() - since if since else 0).encode()])
+                last = time.monotonic()
+            if not sock.poll(20):
+                continue
+            frames = sock.recv_multipart()
+            if frames[0] != b"batch":
+                continue
+            batch = pickle.loads(frames[2])
+            if mode == "hang":
+                since = time.monotonic_ns()  # holds it; beats say busy
+                continue
+            if mode == "die":
+                mode = "dead"
+                continue
+            self.answered[spec.name].append(len(batch))
+            scored = unscored_batch("r", batch.scan.tolist(), batch.precursor_mz.tolist(), [spec.name] * len(batch),
+                                    n_features=0)  # the reason: who scored it  # fmt: skip
+            sock.send_multipart([b"scored", frames[1], pickle.dumps(("scored", scored))])
+        sock.close(0)
+        beats.close(0)
+
+
+def _batch(masses: list[float]) -> SpectraBatch:
+    return SpectraBatch.of([Spectrum("r", k, 2, np.array([100.0]), np.array([1.0], np.float32), m / 2 + 1.00728,
+                                     (2,)) for k, m in enumerate(masses)])  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", ["hang", "die"])
+def test_a_batch_held_by_a_failed_worker_is_answered_by_another(fault: str) -> None:
+    placement = Scripted({"w0": fault, "w1": "ok"})
+    with ClusterScorer(None, placement, workers=2, mode="replicate") as door:  # type: ignore[arg-type]
+        w0, w1 = door.workers["w0"], door.workers["w1"]
+        w0.batches, w0.seconds_per_spectrum = 1, 0.001  # as if it had answered: hung after 1 s (`_hang_s`)
+        w1.batches, w1.seconds_per_spectrum = 1, 0.002  # slower: the batch goes to w0 first
+        t0 = time.monotonic()
+        got = door.score(_batch([1000.0, 1001.0]))  # to w0 (as idle, faster), which fails on it
+        took = time.monotonic() - t0
+    assert got.reason == ["w1", "w1"] and got.scan.tolist() == [0, 1] and placement.answered == {"w0": [], "w1": [2]}
+    assert door.resent == 1 and door.deaths == 1 and 0.9 < took < 3.0, took
+
+
+def test_partition_sends_each_spectrum_to_its_pieces_owner_and_puts_them_back_in_order() -> None:
+    placement = Scripted({"w0": "ok", "w1": "ok"})
+    with ClusterScorer(None, placement, workers=2, mode="partition", cuts=np.array([1500.0])) as door:  # type: ignore[arg-type]
+        got = door.score(_batch([2000.0, 1000.0, 2500.0]))
+    assert placement.answered == {"w0": [1], "w1": [2]}
+    assert got.scan.tolist() == [0, 1, 2] and got.reason == ["w1", "w0", "w1"]
