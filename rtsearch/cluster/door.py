@@ -11,11 +11,12 @@ waiting batch to a worker:
 - ``partition``: the precursor-mass range is cut by Li et al.'s equal-work rule (`rtsearch.cluster.partition`;
   `LiveCuts`: cut again as the spectra come) and each spectrum goes to its piece's owner; a batch is split by
   piece and its answers put back in order. A piece whose owner is dead waits for the restarted owner
-  `FAILOVER_S`, then goes to any live worker (each worker opens the whole target: a spectrum's answer is the
-  same wherever it is scored).
+  `FAILOVER_S` (or half the budget), then goes to any live worker (each worker opens the whole target: a
+  spectrum's answer is the same wherever it is scored).
 
-A batch that no worker answered within ``timeout_s`` raises `EngineError` (the daemon answers its spectra with
-the reason: nothing is lost); a late answer to a batch sent again is dropped (one answer a spectrum).
+A batch no live worker can take within ``timeout_s`` (the daemon's budget) raises `EngineError` (the daemon
+answers its spectra with the reason: nothing is lost); a late answer to a batch sent again is dropped (one answer
+a spectrum).
 """
 
 from __future__ import annotations
@@ -290,7 +291,7 @@ class ClusterScorer:
                 if now - req.first > self.timeout_s:
                     with self._lock:
                         self._requests.pop(rid, None)
-                    req.future.set_exception(EngineError(f"no cluster worker answered within {self.timeout_s:g} s"))
+                    req.future.set_exception(EngineError(f"no live cluster worker took it within {self.timeout_s:g} s"))
                 else:
                     kept.append(rid)
                 continue
@@ -310,7 +311,7 @@ class ClusterScorer:
             owner = self.workers[f"w{req.piece}"]
             if owner.alive:
                 return owner
-            if now - req.first < FAILOVER_S:
+            if now - req.first < min(FAILOVER_S, self.timeout_s / 2):
                 return None
         if not live:
             return None

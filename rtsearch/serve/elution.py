@@ -55,13 +55,17 @@ class ElutionService:
         self._push: zmq.Socket[bytes] | None = None  # the thread's own
         self._abort = threading.Event()
         self.dropped = 0
+        self._queued = self._tracked = 0  # items put, and items the tracker answered
+        self._count = threading.Lock()  # puts come from the loop and the results thread
         self._tracker = TrackerProcess(backend).__enter__()
         self._thread = threading.Thread(target=self._run, name="rtsearch-elution", daemon=True)
         self._thread.start()
 
     def _put(self, item: tuple[Any, ...]) -> None:
         try:
-            self._queue.put_nowait(item)
+            with self._count:
+                self._queue.put_nowait(item)
+                self._queued += 1
         except queue.Full:
             self.dropped += 1
             self.record(Elution(dropped=1))
@@ -87,6 +91,10 @@ class ElutionService:
             if ok.any():
                 self.watch(results.run, np.asarray(results.scan)[ok], np.asarray(results.precursor_mz)[ok],
                            np.asarray(results.charge)[ok])  # fmt: skip
+
+    def idle(self) -> bool:
+        """Whether everything put so far has been tracked (and its events published)."""
+        return self._tracked == self._queued
 
     def end_run(self, run: str) -> None:
         self._put(("end", run))
@@ -132,6 +140,7 @@ class ElutionService:
             if events:
                 self._emit(events)
             self.record(Elution(followed=followed))
+            self._tracked += len(items)
 
     def _emit(self, events: list[ElutionEvent]) -> None:
         counts: dict[str, int] = {}

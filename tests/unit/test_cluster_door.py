@@ -98,3 +98,15 @@ def test_partition_sends_each_spectrum_to_its_pieces_owner_and_puts_them_back_in
         got = door.score(_batch([2000.0, 1000.0, 2500.0]))
     assert placement.answered == {"w0": [1], "w1": [2]}
     assert got.scan.tolist() == [0, 1, 2] and got.reason == ["w1", "w0", "w1"]
+
+
+def test_with_no_live_worker_a_batch_is_answered_with_the_reason_within_the_budget() -> None:
+    from rtsearch.serve.engine_process import EngineError
+
+    placement = Scripted({"w0": "die"})
+    with ClusterScorer(None, placement, workers=1, mode="replicate", timeout_s=0.5) as door:  # type: ignore[arg-type]
+        t0 = time.monotonic()
+        with pytest.raises(EngineError, match="no live cluster worker"):
+            door.score(_batch([1000.0]))
+        took = time.monotonic() - t0
+    assert 1.0 < took < 2.5  # called dead after 1 s of silence, then half a second unplaced
