@@ -135,6 +135,7 @@ class ServeConfig:
     cluster_placement: PlacementKind = "local"
     ray_address: str = ""  # placement "ray": the cluster to join ("auto", "ray://host:10001"); empty: start one here
     gpus_per_worker: float = 0.0  # placement "ray": GPUs each worker asks for (0.5: two share one; 0: CPU workers)
+    cluster_host: str = "127.0.0.1"  # where workers reach this daemon (several hosts: its address on their network)
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from rtsearch.cluster.partition import LiveCuts, owners, spectrum_masses
 from rtsearch.cluster.placement import Placement
 from rtsearch.cluster.worker import WorkerSpec
 from rtsearch.config import ClusterMode
-from rtsearch.errors import ServiceError
+from rtsearch.errors import EndpointError, ServiceError
 from rtsearch.matches import ScoredBatch, concat_batches
 from rtsearch.search.target import Reopen
 from rtsearch.serve.engine_process import EngineError
@@ -106,8 +106,12 @@ class ClusterScorer:
         self._router.setsockopt(zmq.LINGER, 0)
         self._beats = self._ctx.socket(zmq.PULL)
         self._beats.setsockopt(zmq.LINGER, 0)
-        self.router = _bind(self._router, host)
-        self.beats = _bind(self._beats, host)
+        try:
+            self.router = _bind(self._router, host)
+            self.beats = _bind(self._beats, host)
+        except EndpointError:
+            self._ctx.destroy(linger=0)
+            raise
         self._submit_at = f"inproc://cluster-submit-{id(self)}"
         self._submit = self._ctx.socket(zmq.PULL)
         self._submit.bind(self._submit_at)
@@ -332,5 +336,8 @@ class ClusterScorer:
 
 
 def _bind(sock: zmq.Socket[bytes], host: str) -> str:
-    port = sock.bind_to_random_port(f"tcp://{host}")
+    try:
+        port = sock.bind_to_random_port(f"tcp://{host}")
+    except zmq.ZMQError as e:
+        raise EndpointError(f"[serve] cluster_host {host!r}: cannot bind there ({e})") from None
     return f"tcp://{host}:{port}"

@@ -47,7 +47,7 @@ def open_cluster(target: SearchTarget, cfg: ServeConfig, record: Callable[..., N
     else:
         placement = LocalPlacement(gpus=_gpus() if cfg.gpus_per_worker > 0 else 0)
     return ClusterScorer(reopen, placement, workers=cfg.cluster, mode=cfg.cluster_mode, cuts=cuts,
-                         timeout_s=cfg.budget_ms / 1e3, record=record).__enter__()
+                         host=cfg.cluster_host, timeout_s=cfg.budget_ms / 1e3, record=record).__enter__()
 
 
 def _gpus() -> int:

@@ -110,3 +110,10 @@ def test_with_no_live_worker_a_batch_is_answered_with_the_reason_within_the_budg
             door.score(_batch([1000.0]))
         took = time.monotonic() - t0
     assert 1.0 < took < 2.5  # called dead after 1 s of silence, then half a second unplaced
+
+
+def test_an_address_the_door_cannot_bind_is_a_clear_error() -> None:
+    from rtsearch.errors import EndpointError
+
+    with pytest.raises(EndpointError, match="cluster_host '203.0.113.7'"):
+        ClusterScorer(None, Scripted({}), workers=1, mode="replicate", host="203.0.113.7")  # type: ignore[arg-type]
