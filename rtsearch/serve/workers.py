@@ -11,9 +11,8 @@ gains nothing from the hand-over). The results thread builds each batch's result
 each run's own lock (`LiveRun.add_scored`) and hands them to ``answer`` (the daemon's: publish, count, end
 runs); due live refits go to the refit process; Python's cyclic GC runs when it goes idle (`collect_garbage`).
 So the engine scores batch n + 1 while batch n's results are built and sent. An engine failure answers its
-batch ``unidentified`` with the error as the reason. At the shutdown bound, `abandon` hands back what waits and
-what is being scored, for the daemon to answer ``shed``; a batch scored after that is dropped (it was answered).
-"""
+batch ``unidentified`` with its error as the reason. At the shutdown bound, `abandon` hands back what waits and
+what is being scored (the daemon answers it ``shed``); a batch scored after that is dropped (it was answered)."""
 
 from __future__ import annotations
 
