@@ -75,9 +75,10 @@ class _Worker:
 @dataclass
 class _Request:
     id: int
-    batch: SpectraBatch
+    size: int  # spectra
+    payload: bytes  # the pickled `SpectraBatch`
     piece: int  # -1: any worker
-    future: concurrent.futures.Future[ScoredBatch]
+    future: concurrent.futures.Future[bytes]  # the worker's pickled answer
     first: float
     worker: str = ""
     sent: float = 0.0
@@ -169,8 +170,10 @@ class ClusterScorer:
         back[np.concatenate(rows)] = np.arange(len(batch))
         return merged.take(back)
 
-    def _request(self, batch: SpectraBatch, piece: int) -> concurrent.futures.Future[ScoredBatch]:
-        req = _Request(next(self._ids), batch, piece, concurrent.futures.Future(), time.monotonic())
+    def _request(self, batch: SpectraBatch, piece: int) -> concurrent.futures.Future[bytes]:
+        # pickled here, in the calling engine thread, not in the dispatcher (one thread for all workers)
+        req = _Request(next(self._ids), len(batch), pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL), piece,
+                       concurrent.futures.Future(), time.monotonic())  # fmt: skip
         with self._lock:
             self._requests[req.id] = req
         sock = getattr(self._local, "push", None)
@@ -180,8 +183,15 @@ class ClusterScorer:
         sock.send(req.id.to_bytes(8, "little"))
         return req.future
 
-    def _wait(self, futures: list[concurrent.futures.Future[ScoredBatch]]) -> list[ScoredBatch]:
-        return [f.result() for f in futures]
+    def _wait(self, futures: list[concurrent.futures.Future[bytes]]) -> list[ScoredBatch]:
+        """The answers, unpickled here (an engine thread); a worker's failure raises `EngineError`."""
+        out = []
+        for f in futures:
+            kind, payload = pickle.loads(f.result())
+            if kind != "scored":
+                raise EngineError(payload)
+            out.append(payload)
+        return out
 
     # ------------------------------------------------------------------ the dispatcher thread
 
@@ -232,19 +242,15 @@ class ClusterScorer:
         if req is None or req.worker != w.name:  # answered already (sent again after this worker was called dead)
             return
         w.inflight.discard(rid)
-        w.outstanding -= len(req.batch)
+        w.outstanding -= req.size
         w.last_beat = now
-        took = (now - req.sent) / max(len(req.batch), 1)
+        took = (now - req.sent) / max(req.size, 1)
         w.seconds_per_spectrum = took if w.batches == 0 else 0.8 * w.seconds_per_spectrum + 0.2 * took
-        w.batches, w.spectra, w.since_up = w.batches + 1, w.spectra + len(req.batch), w.since_up + len(req.batch)
-        self.record(Cluster(w.name, w.piece, up=True, spectra=len(req.batch)))
+        w.batches, w.spectra, w.since_up = w.batches + 1, w.spectra + req.size, w.since_up + req.size
+        self.record(Cluster(w.name, w.piece, up=True, spectra=req.size))
         with self._lock:
             del self._requests[rid]
-        kind, payload = pickle.loads(frames[3])
-        if kind == "scored":
-            req.future.set_result(payload)
-        else:
-            req.future.set_exception(EngineError(f"{w.name}: {payload}"))
+        req.future.set_result(frames[3])
 
     def _hang_s(self, w: _Worker) -> float:
         """How long a worker may hold a batch: `HANG_FACTOR` × its measured time for what it holds, at least
@@ -300,13 +306,12 @@ class ClusterScorer:
                     kept.append(rid)
                 continue
             req.worker, req.sent = w.name, now
-            if not self._send(w.name, [b"batch", rid.to_bytes(8, "little"),
-                                       pickle.dumps(req.batch, protocol=pickle.HIGHEST_PROTOCOL)]):  # fmt: skip
+            if not self._send(w.name, [b"batch", rid.to_bytes(8, "little"), req.payload]):
                 req.worker = ""
                 kept.append(rid)
                 continue
             w.inflight.add(rid)
-            w.outstanding += len(req.batch)
+            w.outstanding += req.size
         self._waiting = kept
 
     def _choose(self, req: _Request, now: float) -> _Worker | None:

@@ -82,7 +82,7 @@ def run_worker(spec: WorkerSpec, stop: threading.Event | None = None) -> None:
                 reply: tuple[str, Any] = ("scored", named(target, target.score(batch)))
             except Exception as e:  # answered by the door with this reason
                 log.exception("%s: failed on a batch of %d spectra", spec.name, len(batch))
-                reply = ("error", f"{type(e).__name__}: {e}")
+                reply = ("error", f"{spec.name}: {type(e).__name__}: {e}")
             busy[0] = 0
             sock.send_multipart([b"scored", req, dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)])
     finally:
@@ -108,13 +108,9 @@ def _beats(ctx: zmq.Context[Any], spec: WorkerSpec, busy: list[int], stop: threa
 
 def process_main(spec: WorkerSpec, parent: int) -> None:
     """A local worker process's main (`rtsearch.cluster.placement.LocalPlacement`): ends with its parent."""
-    import signal
+    from rtsearch.serve.runtime import as_child
 
-    from rtsearch.serve.runtime import exit_with_parent, single_threaded_blas
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the front door decides when the cluster stops
     if spec.device >= 0:  # before CuPy is imported (the target's reopen)
         os.environ["CUDA_VISIBLE_DEVICES"] = str(spec.device)
-    exit_with_parent(parent)
-    single_threaded_blas()
+    as_child(parent, spec.name, keep_sigterm=True)  # `LocalPlacement.close` terminates it
     run_worker(spec)

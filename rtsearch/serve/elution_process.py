@@ -19,14 +19,13 @@ import logging
 import multiprocessing
 import os
 import pickle
-import signal
 from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
 
 from rtsearch.errors import ServiceError
-from rtsearch.serve.runtime import exit_with_parent, name_os_thread, single_threaded_blas
+from rtsearch.serve.runtime import as_child, stop_child
 from rtsearch.signal.live import ElutionEvent, ElutionTracker
 
 log = logging.getLogger(__name__)
@@ -61,15 +60,8 @@ class TrackerProcess:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        if self._proc is not None:
-            self._proc.join(5)
-            if self._proc.is_alive():
-                self._proc.kill()
-                self._proc.join(5)
-            self._proc = None
+        stop_child(self._conn, self._proc)
+        self._conn = self._proc = None
 
     def send(self, items: list[tuple[Any, ...]]) -> None:
         """Items for the tracker (each list answered by one `receive`)."""
@@ -120,11 +112,7 @@ def apply(tracker: ElutionTracker, items: list[tuple[Any, ...]]) -> list[Elution
 
 def serve(conn: Connection, backend: str, parent: int) -> None:
     """The process's main function: track until the pipe closes."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon decides when tracking stops
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    exit_with_parent(parent)
-    name_os_thread("elution")
-    single_threaded_blas()
+    as_child(parent, "elution")  # the daemon decides when tracking stops
     from rtsearch.scoring.backend import get_backend
 
     tracker = ElutionTracker(xp=get_backend(backend).xp)  # type: ignore[arg-type]

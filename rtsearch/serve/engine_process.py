@@ -24,7 +24,6 @@ import logging
 import multiprocessing
 import os
 import pickle
-import signal
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -35,7 +34,7 @@ from rtsearch.config import EngineHost
 from rtsearch.matches import ScoredBatch
 from rtsearch.search.live import named
 from rtsearch.search.target import Reopen, SearchTarget
-from rtsearch.serve.runtime import exit_with_parent, name_os_thread, single_threaded_blas
+from rtsearch.serve.runtime import as_child, stop_child
 
 log = logging.getLogger(__name__)
 
@@ -102,15 +101,8 @@ class EngineProcess:
 
     def close(self) -> None:
         """Stop the process (it ends when its pipe closes; killed if it does not within 5 s)."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        if self._proc is not None:
-            self._proc.join(5)
-            if self._proc.is_alive():
-                self._proc.kill()
-                self._proc.join(5)
-            self._proc = None
+        stop_child(self._conn, self._proc)
+        self._conn = self._proc = None
 
     def _receive(self) -> tuple[str, Any]:
         assert self._conn is not None
@@ -125,11 +117,7 @@ class EngineProcess:
 
 def serve(conn: Connection, reopen: Reopen, parent: int, name: str) -> None:
     """The process's main function: open the target, then score each batch it is sent until the pipe closes."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon decides when scoring stops
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    exit_with_parent(parent)
-    name_os_thread(name)
-    single_threaded_blas()
+    as_child(parent, name)  # the daemon decides when scoring stops
     try:
         target = reopen()
     except Exception as e:  # the daemon says why and stops

@@ -10,8 +10,10 @@ import functools
 import gc
 import logging
 import os
+import signal
 import threading
 import time
+from typing import Any
 
 # An engine thread releases the GIL at every device synchronization and must win it back from a busy event
 # loop each time; CPython hands it over only every switch interval (default 5 ms), so a batch with a
@@ -90,6 +92,29 @@ def exit_with_parent(parent: int, every_s: float = 1.0) -> None:
         os._exit(0)
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def as_child(parent: int, name: str | None = None, *, keep_sigterm: bool = False) -> None:
+    """Set up a child process of the daemon's: SIGINT (and SIGTERM, unless ``keep_sigterm``) left to the daemon,
+    ended with ``parent``, its thread named ``name``, one BLAS thread."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not keep_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    exit_with_parent(parent)
+    name_os_thread(name)
+    single_threaded_blas()
+
+
+def stop_child(conn: Any, proc: Any, wait_s: float = 5.0) -> None:
+    """Close a child's pipe ``conn`` (it ends when the pipe closes) and reap ``proc``, killed if it has not ended
+    within ``wait_s``; either may be None."""
+    if conn is not None:
+        conn.close()
+    if proc is not None:
+        proc.join(wait_s)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(wait_s)
 
 
 _PR_SET_NAME = 15

@@ -197,4 +197,6 @@ def stitch(ids: np.ndarray, scan: np.ndarray, mz: np.ndarray, intensity: np.ndar
         s_i[rx] += s_i[ry]
         s_im[rx] += s_im[ry]
         first[rx], last[rx], lo[rx], hi[rx] = min(first[rx], first[ry]), max(last[rx], last[ry]), low, high
-    return np.array([find(x) for x in range(n)], np.int64)[ids] if n else ids
+    while not np.array_equal(root, root[root]):  # every id to its root, by pointer jumping (not a loop an id)
+        root = root[root]
+    return root[ids] if n else ids
