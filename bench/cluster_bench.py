@@ -7,7 +7,9 @@ front door of N cluster workers, under the shared client, the echo floor beside.
    meet in their precursor window (±``--ppm``, the work a search does), with Li's cuts and with the cuts the
    daemon makes once those spectra came (`LiveCuts`); max / mean of each.
 2. **Serving**: ``echo_floor.py`` under ``rt_load.py`` at 200/s (the floor), then ``rtsearch serve`` with
-   ``--serve-args`` alone ("one engine") and with each ``--configs`` entry (``N:MODE``, e.g. ``2:replicate``),
+   ``--serve-args`` alone ("one engine") and with each ``--configs`` entry (``N:MODE[:GB]``, e.g. ``2:replicate``;
+   ``2:partition:1.5``: each worker with room for 1.5 GB of the target, ``[serve] worker_memory_gb``: a slice;
+   ``2:auto:0.6x``: room for 0.6 of the target),
    each under ``rt_load.py --senders S`` at ``--rates``: answered, lost, duplicates, shed and latency per rate;
    the scored spectra a second at each rate ((answered − shed) / seconds) gives the capacity, and the efficiency
    of N workers is capacity(N) / (N × capacity(1)).
@@ -75,8 +77,8 @@ def balances(index: Any, mgf: Path, ppm: float) -> list[dict[str, Any]]:
     return rows
 
 
-def serving(args: argparse.Namespace, mgf: Path, tmp: Path) -> list[dict[str, Any]]:
-    """Phase 2 (see the module docstring)."""
+def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) -> list[dict[str, Any]]:
+    """Phase 2 (see the module docstring); ``target_gb``: the target's size on a device."""
     rows: list[dict[str, Any]] = []
     with echo_floor(args.tools) as (sp, rp):
         for r in rt_load(args.tools, mgf, sp, rp, "--rates", "200", "--seconds", "10", "--tag", "floor"):
@@ -84,7 +86,7 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path) -> list[dict[str, An
             print(json.dumps(rows[-1]), flush=True)
     configs = [("one engine", [])] + [
         (c, ["--cluster", c.split(":")[0], "--cluster-mode", c.split(":")[1], "--placement", args.placement,
-             *(["--config", str(_gpu_toml(tmp, args.gpus_per_worker))] if args.gpus_per_worker else [])])
+             "--config", str(_cluster_toml(tmp, c, args.gpus_per_worker, _room((c.split(":") + ["0"])[2], target_gb)))])
         for c in args.configs.split(",") if c
     ]  # fmt: skip
     for label, extra in configs:
@@ -104,9 +106,14 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path) -> list[dict[str, An
     return rows
 
 
-def _gpu_toml(tmp: Path, gpus: float) -> Path:
-    path = tmp / "cluster.toml"
-    path.write_text(f"[serve]\ngpus_per_worker = {gpus}\n")
+def _room(text: str, target_gb: float) -> float:
+    """``worker_memory_gb`` of a ``--configs`` entry: GB, or ``0.6x``: that fraction of the target."""
+    return float(text[:-1]) * target_gb if text.endswith("x") else float(text)
+
+
+def _cluster_toml(tmp: Path, label: str, gpus: float, memory_gb: float) -> Path:
+    path = tmp / f"cluster-{label.replace(':', '-')}.toml"
+    path.write_text(f"[serve]\ngpus_per_worker = {gpus}\nworker_memory_gb = {memory_gb}\n")
     return path
 
 
@@ -118,7 +125,7 @@ def main() -> int:
     ap.add_argument("--proteins", type=int, default=20_000)
     ap.add_argument("--ppm", type=float, default=20.0, help="precursor window of the balance's spectra")
     ap.add_argument("--serve-args", default="")
-    ap.add_argument("--configs", default="2:replicate,2:partition", help="N:MODE,... (beside one engine)")
+    ap.add_argument("--configs", default="2:replicate,2:partition", help="N:MODE[:GB],... (beside one engine)")
     ap.add_argument("--placement", choices=("local", "ray"), default="local")
     ap.add_argument("--gpus-per-worker", type=float, default=0.0)
     ap.add_argument("--rates", default="2000")
@@ -138,7 +145,15 @@ def main() -> int:
         for r in rows:
             print(json.dumps(r), flush=True)
         if not args.balance_only:
-            rows += serving(args, mgf, tmp)
+            from rtsearch.cluster.serve import target_bytes
+            from rtsearch.config import SearchConfig
+            from rtsearch.scoring.backend import get_backend
+            from rtsearch.search.database import DatabaseTarget
+
+            size = target_bytes(DatabaseTarget(index, SearchConfig(), get_backend("numpy")))
+            rows.append({"phase": "target", "device_gb": round(size / 1e9, 3)})
+            print(json.dumps(rows[-1]), flush=True)
+            rows += serving(args, mgf, tmp, size / 1e9)
     if args.json:
         args.json.write_text(json.dumps({"record": record, "rows": rows}, indent=1))
     return 0

@@ -43,7 +43,7 @@ ProteoformDecoys = Literal["shuffle", "reverse", "none"]
 IonPair = Literal["b/y", "c/z"]  # fragment ions of top-down spectra: CID/HCD, or ETD/ECD/EThcD
 # how cluster workers share the work (rtsearch/cluster/door.py): each holds the whole target and takes whole
 # batches ("replicate"), or each owns a piece of the precursor-mass range cut by equal work ("partition")
-ClusterMode = Literal["replicate", "partition"]
+ClusterMode = Literal["auto", "replicate", "partition"]  # auto: replicate when the target fits a worker
 PlacementKind = Literal["local", "ray"]  # who starts and restarts cluster workers: processes here, or Ray actors
 
 
@@ -131,11 +131,12 @@ class ServeConfig:
     run_idle_s: float = 86_400.0  # a run that received nothing for this long is ended (finished)
     elution: bool = False  # follow identified precursors through MS1 scans; publish apex/end events (serve/elution.py)
     cluster: int = 0  # remote workers scoring for this daemon (rtsearch/cluster/); 0: it scores itself
-    cluster_mode: ClusterMode = "replicate"
+    cluster_mode: ClusterMode = "auto"
     cluster_placement: PlacementKind = "local"
     ray_address: str = ""  # placement "ray": the cluster to join ("auto", "ray://host:10001"); empty: start one here
     gpus_per_worker: float = 0.0  # placement "ray": GPUs each worker asks for (0.5: two share one; 0: CPU workers)
     cluster_host: str = "127.0.0.1"  # where workers reach this daemon (several hosts: its address on their network)
+    worker_memory_gb: float = 0.0  # a cluster worker's room for the target (0: its share of its GPU; CPU: no limit)
 
 
 @dataclass(frozen=True)
@@ -314,7 +315,7 @@ def _check_topdown(cfg: TopDownConfig) -> None:
 SERVE_RANGES: dict[str, tuple[float, float]] = {
     "budget_ms": (0.001, MAX_BUDGET_MS), "linger_ms": (0.0, 60_000.0), "shutdown_timeout_s": (0.1, 3_600.0),
     "max_batch": (1, 1_000_000), "max_queue": (1, 100_000_000), "workers": (1, 8), "publishers": (0, 16),
-    "intakes": (0, 32), "cluster": (0, 256), "gpus_per_worker": (0.0, 8.0),
+    "intakes": (0, 32), "cluster": (0, 256), "gpus_per_worker": (0.0, 8.0), "worker_memory_gb": (0.0, 1e6),
     "metrics_port": (0, 65535), "mqtt_queue": (1, 10_000_000), "max_open_runs": (1, 100_000),
     "run_idle_s": (1.0, 7 * 86_400.0),
 }  # fmt: skip

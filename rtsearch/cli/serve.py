@@ -46,10 +46,13 @@ def add_parser(sub: Any) -> None:
                    help="processes encoding and sending results (default 0: the engine thread does)")
     d.add_argument("--cluster", type=int, metavar="N",
                    help="score on N workers of their own (processes here, or Ray actors with --placement ray), "
-                   "each opening the target; this daemon is their front door (default 0: score here)")
+                   "each opening the target on --backend; this daemon is their front door and keeps the target on "
+                   "the host (default 0: score here)")
     d.add_argument("--cluster-mode", choices=choices(ClusterMode),
-                   help="replicate: whole batches to the least busy worker; partition: each worker owns a piece of "
-                   "the precursor-mass range cut by equal work (Li et al.) (default replicate)")
+                   help="replicate: each worker holds the whole target, whole batches go to the least busy; "
+                   "partition: each worker holds a slice of the precursor-mass range cut by equal work (Li et al.) "
+                   "and scores the queries in its piece; auto (default): replicate when the target fits a worker's "
+                   "memory ([serve] worker_memory_gb, else its share of its GPU), else partition")
     d.add_argument("--placement", choices=choices(PlacementKind),
                    help="who starts and restarts the workers: local processes, or Ray actors (default local)")
     d.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join (default: start one on this host)")
@@ -64,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     import signal
 
     from rtsearch.config import validate_serve
+    from rtsearch.scoring.backend import get_backend
     from rtsearch.serve.daemon import Daemon
 
     cfg = load_config(args.config)
@@ -81,14 +85,15 @@ def run(args: argparse.Namespace) -> int:
     validate_serve(serve)
     backend = backend_of(args, cfg)
     log.info("backend %s (%s); serve settings %s", backend.name, backend.device, resolved_dict(serve))
-    target = open_target(args, cfg, backend)
+    # a cluster's workers score on the backend; its front door only routes and names: the target stays on the host
+    target = open_target(args, cfg, get_backend("numpy") if serve.cluster else backend)
 
     async def go() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await Daemon(target, serve).run(stop)
+        await Daemon(target, serve, cluster_backend=backend.name).run(stop)
 
     asyncio.run(go())
     return 0

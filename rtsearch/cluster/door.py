@@ -9,10 +9,11 @@ waiting batch to a worker:
 - ``replicate``: every worker holds the whole target; a batch goes whole to the live worker with the fewest
   spectra outstanding (ties: the fastest, by its measured seconds per spectrum);
 - ``partition``: the precursor-mass range is cut by Li et al.'s equal-work rule (`rtsearch.cluster.partition`;
-  `LiveCuts`: cut again as the spectra come) and each spectrum goes to its piece's owner; a batch is split by
-  piece and its answers put back in order. A piece whose owner is dead waits for the restarted owner
-  `FAILOVER_S` (or half the budget), then goes to any live worker (each worker opens the whole target: a
-  spectrum's answer is the same wherever it is scored).
+  `LiveCuts`: cut again as the spectra come) and each worker holds its piece's slice of the target; each query
+  (spectrum × charge) goes to the owner of its mass and the door chooses each spectrum's best over its queries
+  (`rtsearch.cluster.pieces`). A piece whose owner is dead waits for the restarted owner `FAILOVER_S` (or half
+  the budget), then goes to a live worker whose slice covers it, if any (every worker, when each holds the
+  whole target).
 
 A batch no live worker can take within ``timeout_s`` (the daemon's budget) raises `EngineError` (the daemon
 answers its spectra with the reason: nothing is lost); a late answer to a batch sent again is dropped (one answer
@@ -32,16 +33,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import zmq
 
 from rtsearch.batch import SpectraBatch
-from rtsearch.cluster.partition import LiveCuts, owners, spectrum_masses
+from rtsearch.cluster.pieces import Own, Pieces
 from rtsearch.cluster.placement import Placement
 from rtsearch.cluster.worker import WorkerSpec
-from rtsearch.config import ClusterMode
 from rtsearch.errors import EndpointError, ServiceError
-from rtsearch.matches import ScoredBatch, concat_batches
+from rtsearch.matches import ScoredBatch
 from rtsearch.search.target import Reopen
 from rtsearch.serve.engine_process import EngineError
 from rtsearch.serve.stats import Cluster
@@ -76,8 +75,9 @@ class _Worker:
 class _Request:
     id: int
     size: int  # spectra
-    payload: bytes  # the pickled `SpectraBatch`
+    payload: bytes  # the pickled (`SpectraBatch`, its queries' mass range or None: all, best chosen by the worker)
     piece: int  # -1: any worker
+    own: Own | None
     future: concurrent.futures.Future[bytes]  # the worker's pickled answer
     first: float
     worker: str = ""
@@ -85,21 +85,19 @@ class _Request:
 
 
 class ClusterScorer:
-    """``with ClusterScorer(reopen, placement, workers=3, mode="partition", cuts=c) as cluster: cluster.score(b)``
-    — see the module docstring."""
+    """``with ClusterScorer(reopen, placement, workers=3) as cluster: cluster.score(b)`` (replicate), or with
+    ``pieces=`` a `Pieces` of 3 (partition) — see the module docstring."""
 
-    def __init__(self, reopen: Reopen, placement: Placement, *, workers: int, mode: ClusterMode,
-                 cuts: np.ndarray | LiveCuts | None = None, host: str = "127.0.0.1", timeout_s: float = 30.0,
-                 record: Callable[..., None] = lambda _: None) -> None:  # fmt: skip
+    def __init__(self, reopen: Reopen, placement: Placement, *, workers: int, pieces: Pieces | None = None,
+                 host: str = "127.0.0.1", timeout_s: float = 30.0, record: Callable[..., None] = lambda _: None
+                 ) -> None:  # fmt: skip
         """``record``: the daemon's metrics' (`Cluster` stats, from the dispatcher thread)."""
-        fixed = cuts.cuts if isinstance(cuts, LiveCuts) else cuts
-        if mode == "partition" and (fixed is None or len(fixed) != workers - 1):
-            raise ValueError("partition needs workers - 1 cuts")
-        self.reopen, self.placement, self.mode = reopen, placement, mode
-        self.live = cuts if isinstance(cuts, LiveCuts) else None  # cuts that follow the spectra
-        self.cuts = np.asarray(fixed if fixed is not None else [], np.float64)
+        if pieces is not None and len(pieces.reopens) != workers:
+            raise ValueError("partition needs a piece a worker")
+        self.reopen, self.placement, self.pieces = reopen, placement, pieces
+        self.mode = "replicate" if pieces is None else "partition"
         self.timeout_s, self.record = timeout_s, record
-        self.workers = {f"w{k}": _Worker(f"w{k}", k if mode == "partition" else -1) for k in range(workers)}
+        self.workers = {f"w{k}": _Worker(f"w{k}", k if pieces else -1) for k in range(workers)}
         self._ctx = zmq.Context()
         self._router = self._ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a restarted worker takes its name back
@@ -128,7 +126,8 @@ class ClusterScorer:
         self.deaths = 0
 
     def __enter__(self) -> ClusterScorer:
-        specs = [WorkerSpec(w.name, w.piece, self.reopen, self.router, self.beats) for w in self.workers.values()]
+        specs = [WorkerSpec(w.name, w.piece, self.pieces.reopens[w.piece] if self.pieces else self.reopen, self.router,
+                            self.beats) for w in self.workers.values()]  # fmt: skip
         self._thread.start()
         self.placement.start(specs)
         if not self._all_ready.wait(START_TIMEOUT_S):
@@ -153,27 +152,16 @@ class ClusterScorer:
 
     def score(self, batch: SpectraBatch) -> ScoredBatch:
         """``batch`` scored by the cluster (raises `EngineError` when no worker answered it in time)."""
-        if len(batch) == 0 or self.mode == "replicate":
-            return self._wait([self._request(batch, -1)])[0]
-        masses = spectrum_masses(batch.precursor_mz, batch.charges)
-        with self._lock:
-            if self.live is not None and self.live.add(masses):
-                self.cuts = self.live.cuts
-                log.debug("cluster: cuts made again at %s Da", np.round(self.cuts, 1).tolist())
-            piece = owners(masses, self.cuts)
-        rows = [np.flatnonzero(piece == p) for p in np.unique(piece).tolist()]
-        parts = self._wait([self._request(batch.take(r), int(piece[r[0]])) for r in rows])
-        if len(parts) == 1:
-            return parts[0]
-        merged = concat_batches(parts)
-        back = np.empty(len(batch), np.int64)
-        back[np.concatenate(rows)] = np.arange(len(batch))
-        return merged.take(back)
+        if self.pieces is None:
+            return self._wait([self._request(batch, -1, None)])[0]
+        plan = self.pieces.route(batch)
+        answers = self._wait([self._request(batch.take(rows), piece, own) for piece, rows, own in plan])
+        return self.pieces.finish(batch, [(rows, a) for (_, rows, _), a in zip(plan, answers, strict=True)])
 
-    def _request(self, batch: SpectraBatch, piece: int) -> concurrent.futures.Future[bytes]:
+    def _request(self, batch: SpectraBatch, piece: int, own: Own | None) -> concurrent.futures.Future[bytes]:
         # pickled here, in the calling engine thread, not in the dispatcher (one thread for all workers)
-        req = _Request(next(self._ids), len(batch), pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL), piece,
-                       concurrent.futures.Future(), time.monotonic())  # fmt: skip
+        req = _Request(next(self._ids), len(batch), pickle.dumps((batch, own), protocol=pickle.HIGHEST_PROTOCOL),
+                       piece, own, concurrent.futures.Future(), time.monotonic())  # fmt: skip
         with self._lock:
             self._requests[req.id] = req
         sock = getattr(self._local, "push", None)
@@ -183,12 +171,13 @@ class ClusterScorer:
         sock.send(req.id.to_bytes(8, "little"))
         return req.future
 
-    def _wait(self, futures: list[concurrent.futures.Future[bytes]]) -> list[ScoredBatch]:
-        """The answers, unpickled here (an engine thread); a worker's failure raises `EngineError`."""
+    def _wait(self, futures: list[concurrent.futures.Future[bytes]]) -> list[Any]:
+        """The answers (`ScoredBatch`, or a partition worker's `QueryScores`), unpickled here (an engine thread); a
+        worker's failure raises `EngineError`."""
         out = []
         for f in futures:
             kind, payload = pickle.loads(f.result())
-            if kind != "scored":
+            if kind == "error":
                 raise EngineError(payload)
             out.append(payload)
         return out
@@ -230,7 +219,8 @@ class ClusterScorer:
                 self._requeue(w)
             w.pid, w.alive, w.last_beat, w.since_up = int(hello["pid"]), True, now, 0
             self.record(Cluster(w.name, w.piece, up=True))
-            log.info("cluster: %s up (pid %d, piece %d, %s)", w.name, w.pid, w.piece, hello["backend"])
+            log.info("cluster: %s up (pid %d, piece %d, %s; %d entries, %.3f GB on its device)", w.name, w.pid, w.piece,
+                     hello["backend"], hello.get("entries", 0), hello.get("device_bytes", 0) / 1e9)  # fmt: skip
             if all(x.alive for x in self.workers.values()):
                 self._all_ready.set()
             return
@@ -322,6 +312,9 @@ class ClusterScorer:
                 return owner
             if now - req.first < min(FAILOVER_S, self.timeout_s / 2):
                 return None
+            assert self.pieces is not None and req.own is not None
+            own = req.own
+            live = [w for w in live if self.pieces.covers(w.piece, own)]
         if not live:
             return None
         return min(live, key=lambda w: (w.outstanding, w.seconds_per_spectrum))

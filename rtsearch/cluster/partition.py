@@ -17,19 +17,23 @@ from __future__ import annotations
 
 import numpy as np
 
-PROTON = 1.007276466812
+from rtsearch.types import PROTON
+
 BIN_DA = 1.0
 
 
-def bin_work(masses: np.ndarray, *, bin_da: float = BIN_DA) -> tuple[np.ndarray, float]:
-    """Candidates per ``bin_da`` bin of the target's neutral ``masses`` (any order): (counts, the first bin's
-    lower edge in Da)."""
+def bin_work(masses: np.ndarray, *, bin_da: float = BIN_DA, weights: np.ndarray | None = None
+             ) -> tuple[np.ndarray, float]:  # fmt: skip
+    """Candidates (or their ``weights``: bytes, say) per ``bin_da`` bin of the target's neutral ``masses`` (any
+    order): (per bin, the first bin's lower edge in Da)."""
     m = np.asarray(masses, np.float64)
-    m = m[np.isfinite(m)]
+    ok = np.isfinite(m)
+    m = m[ok]
     if m.size == 0:
         return np.zeros(1, np.int64), 0.0
     lo = float(np.floor(m.min() / bin_da) * bin_da)
-    return np.bincount(((m - lo) // bin_da).astype(np.int64)), lo
+    w = None if weights is None else np.asarray(weights, np.float64)[ok]
+    return np.bincount(((m - lo) // bin_da).astype(np.int64), weights=w), lo
 
 
 def equal_work_cuts(work: np.ndarray, start_da: float, n: int, *, bin_da: float = BIN_DA) -> np.ndarray:
@@ -61,6 +65,35 @@ def spectrum_masses(precursor_mz: np.ndarray, charges: list[tuple[int, ...]], de
     return (np.asarray(precursor_mz, np.float64) - PROTON) * z
 
 
+def serving_ranges(size: np.ndarray, start_da: float, cuts: np.ndarray, budget: float, *, bin_da: float = BIN_DA
+                   ) -> list[tuple[float, float]]:  # fmt: skip
+    """Per piece of ``cuts``, the precursor masses (Da) its worker can score: the piece widened evenly on both sides
+    to as much of the target's ``size`` (per bin from ``start_da``: bytes, say) as ``budget`` allows — the whole
+    mass range when the whole target fits. `LiveCuts` moves the cuts within these ranges. Raises `ValueError`
+    when a piece alone is over ``budget``."""
+    n = len(cuts) + 1
+    size = np.asarray(size, np.float64)
+    total = float(size.sum())
+    if budget >= total:
+        return [(-np.inf, np.inf)] * n
+    cum = np.concatenate([[0.0], np.cumsum(size)])
+    edges = start_da + bin_da * np.arange(cum.size)
+    bounds = np.concatenate([[-np.inf], np.asarray(cuts, np.float64), [np.inf]])
+    at = np.interp(np.clip(bounds, edges[0], edges[-1]), edges, cum)  # the size below each bound
+    out = []
+    for k in range(n):
+        a, b = float(at[k]), float(at[k + 1])
+        if b - a > budget:
+            raise ValueError(f"piece {k} ({bounds[k]:.0f}-{bounds[k + 1]:.0f} Da) is {b - a:.3g} of the target's "
+                             f"{total:.3g}; a worker holds {budget:.3g}")  # fmt: skip
+        spare = (budget - (b - a)) / 2
+        lo, hi = a - spare, b + spare
+        lo, hi = (0.0, budget) if lo < 0 else (total - budget, total) if hi > total else (lo, hi)
+        out.append((-np.inf if lo <= 0 else float(np.interp(lo, cum, edges)),
+                    np.inf if hi >= total else float(np.interp(hi, cum, edges))))  # fmt: skip
+    return out
+
+
 def piece_work(work: np.ndarray, start_da: float, cuts: np.ndarray, *, bin_da: float = BIN_DA) -> np.ndarray:
     """The work of each of the ``len(cuts) + 1`` pieces."""
     centres = start_da + bin_da * (np.arange(len(work)) + 0.5)
@@ -80,8 +113,9 @@ class LiveCuts:
     run's precursors crowd a few hundred Da (the bench spectra: 1.9–3.7 × the mean work on the busiest of 2–8
     pieces cut that way, bench/RESULTS.md). Here a spectrum's work is the target's candidates per Da at its mass;
     every ``every`` spectra the cuts are made again from the work seen (halved each time: recent runs count
-    most) plus the target's own work as a prior of weight ``prior``. Moving a cut moves no data: every worker
-    opens the whole target (`rtsearch.cluster.door`).
+    most) plus the target's own work as a prior of weight ``prior``. Moving a cut moves no data: each cut stays
+    within what the workers on either side of it hold (``serves``, per piece: `serving_ranges`; the whole mass
+    range when every worker holds the whole target).
     """
 
     def __init__(self, work: np.ndarray, start_da: float, pieces: int, *, every: int = 300, prior: float = 0.05,
@@ -90,7 +124,15 @@ class LiveCuts:
         self.start, self.pieces, self.every, self.prior, self.bin_da = start_da, pieces, every, prior, bin_da
         self.seen = np.zeros(self.work.shape[0])
         self.cuts = equal_work_cuts(self.work, start_da, pieces, bin_da=bin_da)
+        self.lowest = np.full(pieces - 1, -np.inf)  # each cut's bounds (`hold`)
+        self.highest = np.full(pieces - 1, np.inf)
         self._since = 0
+
+    def hold(self, serves: list[tuple[float, float]]) -> None:
+        """Keep each cut where both of its pieces' workers can score: piece k's spectra within ``serves[k]``."""
+        self.lowest = np.array([lo for lo, _ in serves[1:]], np.float64)
+        self.highest = np.array([hi for _, hi in serves[:-1]], np.float64)
+        self.cuts = np.clip(self.cuts, self.lowest, self.highest)
 
     def add(self, neutral_mass: np.ndarray) -> bool:
         """Count the spectra at ``neutral_mass``; whether the cuts were made again."""
@@ -100,7 +142,8 @@ class LiveCuts:
         if self._since < self.every or self.seen.sum() <= 0:
             return False
         total = self.seen / self.seen.sum() + self.prior * self.work / max(self.work.sum(), 1.0)
-        self.cuts = equal_work_cuts(total, self.start, self.pieces, bin_da=self.bin_da)
+        self.cuts = np.clip(equal_work_cuts(total, self.start, self.pieces, bin_da=self.bin_da), self.lowest,
+                            self.highest)  # fmt: skip
         self.seen *= 0.5
         self._since = 0
         return True

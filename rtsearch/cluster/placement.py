@@ -109,7 +109,9 @@ class RayPlacement:
             self._started_here = True
         actor = ray.remote(max_restarts=-1, max_task_retries=0)(WorkerActor)
         for spec in specs:
-            self._actors.append(actor.options(name=f"rtsearch-{spec.name}", num_cpus=self.cpus,
+            # named by worker and front door (its port): daemons after one another on one Ray cluster do not clash
+            name = f"rtsearch-{spec.name}-{spec.router.rsplit(':', 1)[-1]}"
+            self._actors.append(actor.options(name=name, num_cpus=self.cpus,
                                               num_gpus=self.gpus).remote(spec))  # fmt: skip
 
     def close(self) -> None:

@@ -1,53 +1,120 @@
-"""The daemon's cluster, from its ``[serve]`` settings: placement, partition and the started `ClusterScorer`."""
+"""The daemon's cluster, from its ``[serve]`` settings: the mode, each worker's share, placement, the started
+`ClusterScorer`.
+
+``cluster_mode = "auto"`` replicates a target that fits one worker's memory (``worker_memory_gb``, else its
+share of its GPU: `TARGET_SHARE` of the device's memory over the workers placed on it) and partitions one that
+does not; a partition worker holds its piece of the mass range widened to what its memory allows
+(`rtsearch.cluster.partition.serving_ranges`).
+"""
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 
 import numpy as np
 
 from rtsearch.cluster.door import ClusterScorer
-from rtsearch.cluster.partition import LiveCuts, balance, bin_work, piece_work
+from rtsearch.cluster.partition import LiveCuts, balance, bin_work, piece_work, serving_ranges
+from rtsearch.cluster.pieces import Pieces
 from rtsearch.cluster.placement import LocalPlacement, Placement, RayPlacement
-from rtsearch.config import ServeConfig
+from rtsearch.config import BackendName, ServeConfig
 from rtsearch.errors import ConfigError
 from rtsearch.search.target import SearchTarget
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ClusterScorer", "open_cluster", "partition_cuts"]
+__all__ = ["ClusterScorer", "open_cluster", "partition_cuts", "target_bytes"]
+
+TARGET_SHARE = 0.6  # of a worker's share of its GPU, for the target (the rest: batches, CuPy's pool, the context)
 
 
 def partition_cuts(target: SearchTarget, pieces: int) -> LiveCuts:
     """Li et al.'s equal-work cuts of ``target``'s precursor masses (its candidates per Da) into ``pieces``, made
     again as the spectra come (`LiveCuts`)."""
-    index = getattr(target, "index", None)
-    masses = getattr(index, "mass", None)
-    if masses is None:
-        raise ConfigError(f"cluster_mode = \"partition\" cuts a peptide index by mass; {target.kind} targets: use "
-                          "\"replicate\"")  # fmt: skip
-    work, start = bin_work(np.asarray(masses))
+    masses = _masses(target)
+    work, start = bin_work(masses)
     live = LiveCuts(work, start, pieces)
     log.info("cluster: %d pieces cut at %s Da; work max/mean %.3f", pieces, np.round(live.cuts, 1).tolist(),
              balance(piece_work(work, start, live.cuts)))  # fmt: skip
     return live
 
 
-def open_cluster(target: SearchTarget, cfg: ServeConfig, record: Callable[..., None] = lambda _: None) -> ClusterScorer:
-    """``cfg.cluster`` workers placed and up (each opened the target again and warmed up), their front door's
-    scorer returned; the caller closes it (``__exit__``)."""
-    reopen = target.reopen(target.backend.name)
+def open_cluster(target: SearchTarget, cfg: ServeConfig, backend: BackendName,
+                 record: Callable[..., None] = lambda _: None) -> ClusterScorer:  # fmt: skip
+    """``cfg.cluster`` workers placed and up (each opened the target, or its slice, on ``backend`` and warmed up),
+    their front door's scorer returned; the caller closes it (``__exit__``)."""
+    reopen = target.reopen(backend)
     if reopen is None:
         raise ConfigError("--cluster needs a target opened from its folder (--index, --library or --proteoforms)")
-    cuts = partition_cuts(target, cfg.cluster) if cfg.cluster_mode == "partition" else None
+    room = worker_memory(cfg, backend)
+    pieces = None
+    mode = cfg.cluster_mode
+    if mode == "auto":
+        mode = "replicate" if target_bytes(target) <= room else "partition"
+        log.info("cluster: the target (%.2f GB) %s a worker's %.2f GB: %s", target_bytes(target) / 1e9,
+                 "fits" if mode == "replicate" else "does not fit", room / 1e9, mode)  # fmt: skip
+    if mode == "partition":
+        pieces = _pieces(target, cfg.cluster, room, backend)
+    elif target_bytes(target) > room:
+        raise ConfigError(f"the target needs {target_bytes(target) / 1e9:.2f} GB, a cluster worker has "
+                          f"{room / 1e9:.2f} GB: cluster_mode = \"partition\" (or \"auto\")")  # fmt: skip
     placement: Placement
     if cfg.cluster_placement == "ray":
         placement = RayPlacement(address=cfg.ray_address, gpus_per_worker=cfg.gpus_per_worker)
     else:
         placement = LocalPlacement(gpus=_gpus() if cfg.gpus_per_worker > 0 else 0)
-    return ClusterScorer(reopen, placement, workers=cfg.cluster, mode=cfg.cluster_mode, cuts=cuts,
-                         host=cfg.cluster_host, timeout_s=cfg.budget_ms / 1e3, record=record).__enter__()
+    return ClusterScorer(reopen, placement, workers=cfg.cluster, pieces=pieces, host=cfg.cluster_host,
+                         timeout_s=cfg.budget_ms / 1e3, record=record).__enter__()  # fmt: skip
+
+
+def worker_memory(cfg: ServeConfig, backend: BackendName) -> float:
+    """Bytes of the target a worker may hold: ``worker_memory_gb``, else `TARGET_SHARE` of its share of its GPU
+    (CPU workers: no limit; the target is memory-mapped)."""
+    if cfg.worker_memory_gb > 0:
+        return cfg.worker_memory_gb * 1e9
+    if backend != "cupy":
+        return math.inf
+    per_gpu, gpus = _gpu_memory(), max(_gpus(), 1)
+    share = min(cfg.gpus_per_worker, 1.0) if cfg.cluster_placement == "ray" and cfg.gpus_per_worker > 0 else \
+        1.0 / math.ceil(cfg.cluster / gpus)  # fmt: skip
+    return TARGET_SHARE * per_gpu * share
+
+
+def _pieces(target: SearchTarget, workers: int, room: float, backend: BackendName) -> Pieces:
+    """Each worker's piece and slice of ``target``, ``room`` bytes each at most."""
+    cuts = partition_cuts(target, workers)
+    per_peptide, shared = target.slice_sizes()  # type: ignore[attr-defined]  # an index: `partition_cuts` checked
+    size, start = bin_work(_masses(target), weights=per_peptide)
+    try:
+        serves = serving_ranges(size, start, cuts.cuts, room - shared)
+    except ValueError as e:
+        raise ConfigError(f"cluster: the target ({target_bytes(target) / 1e9:.2f} GB) does not fit {workers} workers "
+                          f"of {room / 1e9:.2f} GB ({e}): more workers, or more memory each") from None  # fmt: skip
+    log.info("cluster: each worker holds precursor masses %s Da", [(round(a, 1), round(b, 1)) for a, b in serves])
+    whole = target.reopen(backend)
+    assert whole is not None  # `open_cluster` checked
+    reopens = [target.reopen_slice(own, backend) if np.isfinite(own).any() else whole  # type: ignore[attr-defined]
+               for own in serves]  # fmt: skip
+    return Pieces(target, cuts, serves, reopens)
+
+
+def _masses(target: SearchTarget) -> np.ndarray:
+    masses = getattr(getattr(target, "index", None), "mass", None)
+    if masses is None:
+        raise ConfigError(f"cluster_mode = \"partition\" cuts a peptide index by mass; {target.kind} targets: use "
+                          "\"replicate\"")  # fmt: skip
+    return np.asarray(masses)
+
+
+def target_bytes(target: SearchTarget) -> int:
+    """Bytes a device holds of ``target`` (0 for kinds not cut by mass: those are replicated)."""
+    sizes = getattr(target, "slice_sizes", None)
+    if sizes is None:
+        return 0
+    per_peptide, shared = sizes()
+    return int(per_peptide.sum()) + shared
 
 
 def _gpus() -> int:
@@ -58,3 +125,10 @@ def _gpus() -> int:
         return int(cupy.cuda.runtime.getDeviceCount())
     except Exception:  # no CuPy, no driver, no device
         return 0
+
+
+def _gpu_memory() -> float:
+    """Bytes of memory of this host's first GPU (its workers' devices are alike)."""
+    import cupy
+
+    return float(cupy.cuda.runtime.getDeviceProperties(0)["totalGlobalMem"])

@@ -4,16 +4,17 @@ The data path is ZeroMQ, not Ray (a Ray call costs about a millisecond, the orde
 DEALER connects to the front door's ROUTER (`rtsearch.cluster.door`) and its heartbeat PUSH to the door's PULL::
 
     worker                                   front door
-    DEALER  ── hello {name, piece, pid} ──▶  ROUTER     once, after the target is open and warmed up
-            ◀── batch  id  pickle(SpectraBatch)
-            ── scored id  pickle(("scored", ScoredBatch) | ("error", text)) ──▶
+    DEALER  ── hello {name, piece, pid, …} ─▶ ROUTER     once, after the target is open and warmed up
+            ◀── batch  id  pickle((SpectraBatch, own))
+            ── scored id  pickle(("scored", ScoredBatch) | ("queries", QueryScores) | ("error", text)) ──▶
     PUSH    ── beat  name  busy-for-ns ──▶ PULL         every `BEAT_S`, from a thread of its own
 
 Batches and answers are pickled columns (as between the daemon and its engine process): the endpoints are the
 cluster's own, on a trusted network (loopback by default). A worker is placed and restarted by Ray
 (`rtsearch.cluster.placement`) or as a local process; a restarted one says hello again under the same name and
 piece, and the door sends it its piece's spectra again. A batch the target fails on is answered with the error
-(the door answers its spectra with it: nothing lost).
+(the door answers its spectra with it: nothing lost). ``own`` None (replicate): the batch's best matches, named;
+a mass range (partition): the batch's queries of mass in it, scored (`rtsearch.cluster.pieces`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import zmq
 
 from rtsearch.batch import SpectraBatch
@@ -57,7 +59,8 @@ def run_worker(spec: WorkerSpec, stop: threading.Event | None = None) -> None:
     stop = stop or threading.Event()
     target = spec.reopen()
     if spec.warm_up:  # compile kernels before the first real batch (CuPy); NumPy's first pass is as fast
-        target.score(SpectraBatch.of(target.warm_up_spectra(8)))
+        warm = SpectraBatch.of(target.warm_up_spectra(8))
+        target.score_queries(warm, (-np.inf, np.inf)) if spec.piece >= 0 else target.score(warm)  # type: ignore[attr-defined]
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.IDENTITY, spec.name.encode())
@@ -66,7 +69,8 @@ def run_worker(spec: WorkerSpec, stop: threading.Event | None = None) -> None:
     busy = [0]  # since when the current batch is being scored (ns, monotonic); 0: idle
     beat = threading.Thread(target=_beats, args=(ctx, spec, busy, stop), name="beats", daemon=True)
     beat.start()
-    hello = {"name": spec.name, "piece": spec.piece, "pid": os.getpid(), "backend": target.backend.name}
+    hello = {"name": spec.name, "piece": spec.piece, "pid": os.getpid(), "backend": target.backend.name,
+             "entries": target.entries, "device_bytes": target.device_bytes()}
     sock.send_multipart([b"hello", pickle.dumps(hello)])
     dumps = pickle.dumps
     try:
@@ -76,10 +80,13 @@ def run_worker(spec: WorkerSpec, stop: threading.Event | None = None) -> None:
             frames = sock.recv_multipart()
             if frames[0] == b"stop":
                 break
-            req, batch = frames[1], pickle.loads(frames[2])
+            req, (batch, own) = frames[1], pickle.loads(frames[2])
             busy[0] = time.monotonic_ns()
             try:
-                reply: tuple[str, Any] = ("scored", named(target, target.score(batch)))
+                if own is None:
+                    reply: tuple[str, Any] = ("scored", named(target, target.score(batch)))
+                else:
+                    reply = ("queries", target.score_queries(batch, own))  # type: ignore[attr-defined]  # an index
             except Exception as e:  # answered by the door with this reason
                 log.exception("%s: failed on a batch of %d spectra", spec.name, len(batch))
                 reply = ("error", f"{spec.name}: {type(e).__name__}: {e}")

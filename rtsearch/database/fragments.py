@@ -178,6 +178,21 @@ def build_fragment_index(
     return FragmentIndex(mz_s, pep_s, bucket_min, bucket_size)
 
 
+def slice_fragments(frag: FragmentIndex, first: int, last: int, xp: object = np) -> FragmentIndex:
+    """The fragment index of peptides ``first .. last - 1`` alone, numbered from 0: what one partition worker of a
+    cluster holds (`rtsearch.database.index.PeptideIndex.slice`).
+
+    The kept entries are sorted and bucketed again (`_bucket_sort`), so the slice is the index
+    `build_fragment_index` would build of those peptides: same candidates, same order, same ties.
+    """
+    pep = np.asarray(frag.peptide)
+    keep = np.flatnonzero((pep >= first) & (pep < last))
+    mz = np.asarray(frag.mz)[keep]
+    local = (pep[keep] - np.uint32(first)).astype(np.uint32)
+    mz_s, pep_s, bucket_min = _bucket_sort(mz, local, frag.bucket_size, xp)
+    return FragmentIndex(mz_s, pep_s, bucket_min, frag.bucket_size)
+
+
 def _bucket_sort(
     mz: np.ndarray, pep: np.ndarray, bucket: int, xp: object
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from rtsearch.config import DatabaseConfig
-from rtsearch.database.fragments import FragmentIndex
+from rtsearch.database.fragments import FragmentIndex, slice_fragments
 from rtsearch.database.mods import ALPHABET, ModSet
 from rtsearch.database.peptides import Bases, Forms
 
@@ -188,6 +188,19 @@ class PeptideIndex:
         idx = self.base_proteins[self.base_protein_offsets[b] : self.base_protein_offsets[b + 1]]
         prefix = self.params.decoy_prefix if self.bases.is_decoy[b] else ""
         return [prefix + self.proteins[int(k)] for k in idx]
+
+    def slice(self, lo_da: float, hi_da: float, xp: object = np) -> tuple[PeptideIndex, int]:
+        """The peptides of neutral mass in [``lo_da``, ``hi_da``] as an index of their own, and the first one's number
+        here (a peptide ``i`` there is ``first + i`` here): a partition worker's share of a target too large for
+        one device (`rtsearch.cluster`). Proteins and base peptides are shared, not copied."""
+        first = int(np.searchsorted(self.forms.mass, lo_da, side="left"))
+        last = int(np.searchsorted(self.forms.mass, hi_da, side="right"))
+        forms = self.forms.take(np.arange(first, last))
+        fragments = slice_fragments(self.fragments, first, last, xp)
+        manifest = {**self.manifest, "slice": {"first": first, "last": last, "lo_da": lo_da, "hi_da": hi_da}}
+        part = PeptideIndex(self.params, self.mods, self.proteins, self.bases, self.base_missed_cleavages,
+                            self.base_protein_offsets, self.base_proteins, forms, fragments, manifest)  # fmt: skip
+        return part, first
 
     def nbytes(self) -> int:
         arrays = [

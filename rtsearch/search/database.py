@@ -22,12 +22,13 @@ from rtsearch.matches import ScoredBatch
 from rtsearch.scoring.backend import Backend, get_backend
 from rtsearch.scoring.database.engine import Engine
 from rtsearch.scoring.database.features import FEATURES
+from rtsearch.scoring.database.partial import QueryScores
 from rtsearch.scoring.database.retention import rt_error
 from rtsearch.search import warmup
 from rtsearch.search.fdr import confident
 from rtsearch.search.lda import fit
 from rtsearch.search.target import Reopen, RunFit
-from rtsearch.types import PROTON, Spectrum
+from rtsearch.types import C13_DELTA, PROTON, Spectrum
 
 _Z2, _SIGNED, _RT = (FEATURES.index(f) for f in ("ppm_error_z2", "signed_ppm_error", "rt_error"))
 
@@ -91,6 +92,45 @@ class DatabaseTarget:
     def is_decoy(self, ids: np.ndarray) -> np.ndarray:
         return np.asarray(self.index.is_decoy(ids), dtype=bool)
 
+    # ------------------------------------------------------------ a cluster cut by mass (rtsearch/cluster/)
+
+    def query_masses(self, spectra: SpectraBatch) -> tuple[np.ndarray, np.ndarray]:
+        """Each (spectrum, charge) query's spectrum row and neutral mass, as `Engine.score_queries` makes them."""
+        q = self.engine.queries(spectra, np.ones(len(spectra), dtype=bool))
+        return q.spectrum, q.mass
+
+    def score_queries(self, spectra: SpectraBatch, own: tuple[float, float]) -> QueryScores:
+        """The queries of neutral mass in [own[0], own[1]) scored (`Engine.score_queries`)."""
+        return self.engine.score_queries(spectra, own=own)
+
+    def best_of(self, spectra: SpectraBatch, scored: QueryScores) -> ScoredBatch:
+        """Each spectrum's best over queries scored by workers (`rtsearch.scoring.database.partial.merge`)."""
+        return self.engine.best_of(spectra, scored)
+
+    def slice_sizes(self) -> tuple[np.ndarray, int]:
+        """Bytes a device holds of this target: per peptide (its fragments and form: what a mass slice cuts), and
+        what every slice holds whole (the base peptides' residues)."""
+        i = self.index
+        f = i.forms
+        per_form = f.base.itemsize + f.mass.itemsize + f.mod_pos[:1].nbytes + f.mod_id[:1].nbytes
+        per_fragment = i.fragments.mz.itemsize + i.fragments.peptide.itemsize
+        fragments = np.bincount(np.asarray(i.fragments.peptide), minlength=len(f))
+        return fragments * per_fragment + per_form, int(i.bases.residues.nbytes + i.bases.offsets.nbytes)
+
+    def reopen_slice(self, own: tuple[float, float], backend: BackendName) -> Reopen:
+        """Open, elsewhere, the peptides that queries of neutral mass in [own[0], own[1]) can match (their
+        precursor windows, isotope errors included) — a partition worker's share of the target."""
+        folder = self.index.folder
+        if folder is None:
+            raise ValueError("a slice is opened from the index's folder")
+        c = self.cfg
+        lo, hi = own
+        below = max(max(c.isotope_errors), 0) * C13_DELTA
+        above = max(-min(c.isotope_errors), 0) * C13_DELTA
+        lo_da = lo - below - float(c.precursor_tolerance.width(lo)) - 1e-6 if np.isfinite(lo) else -np.inf
+        hi_da = hi + above + float(c.precursor_tolerance.width(hi)) + 1e-6 if np.isfinite(hi) else np.inf
+        return Reopen(_open_slice, (str(folder), c, backend, lo_da, hi_da))
+
     def peptides(self, ids: np.ndarray) -> list[str]:
         return self.index.proformas(ids)
 
@@ -146,3 +186,9 @@ class DatabaseTarget:
 
 def _open(folder: str, cfg: SearchConfig, backend: BackendName) -> DatabaseTarget:
     return DatabaseTarget.open(folder, cfg, get_backend(backend))
+
+
+def _open_slice(folder: str, cfg: SearchConfig, backend: BackendName, lo_da: float, hi_da: float) -> DatabaseTarget:
+    be = get_backend(backend)
+    index, first = load_index(folder).slice(lo_da, hi_da, be.xp)
+    return DatabaseTarget(index, cfg, engine=Engine(index, cfg, be, first=first))

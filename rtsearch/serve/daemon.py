@@ -38,7 +38,7 @@ import numpy as np
 import zmq
 
 from rtsearch import wire
-from rtsearch.config import ServeConfig, mqtt_address
+from rtsearch.config import BackendName, ServeConfig, mqtt_address
 from rtsearch.errors import EndpointError, ServiceError
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve.admission import Advice
@@ -86,7 +86,9 @@ class Daemon:
     def __init__(
         self, target: SearchTarget, cfg: ServeConfig, *, metrics: DaemonMetrics | None = None,
         on_run_finished: Callable[[Finished], None] | None = None, clock: Callable[[], int] = time.monotonic_ns,
+        cluster_backend: BackendName | None = None,
     ) -> None:  # fmt: skip
+        """``cluster_backend``: where ``[serve] cluster`` workers score (default: ``target``'s backend)."""
         self.target = target
         self.cfg = cfg
         self.metrics = metrics or DaemonMetrics()
@@ -103,7 +105,7 @@ class Daemon:
                             settle_s=SETTLE_S if self.intakes > 1 else 0.0, clock=clock)  # fmt: skip
         self.ends.runs = self.runs
         self.pool = WorkerPool(target, cfg, answer=self._answer, refitter=self.refitter, record=self.metrics.record,
-                               clock=clock)  # fmt: skip
+                               clock=clock, cluster_backend=cluster_backend)  # fmt: skip
         self.publisher: Publisher | None = None
         self.elution: ElutionService | None = None  # `[serve] elution`: MS1 followed for identified precursors
         self.intake: Intake | None = None

@@ -168,7 +168,8 @@ def scores_in_process(target: SearchTarget, host: EngineHost) -> bool:
 WARM_UP_BATCH_S = 5.0  # a warm-up batch slower than this at the last one's pace is not run (`warm_up`)
 
 
-def warm_up(target: SearchTarget, score: Scorer, sizes: list[int], observe: Callable[[int, float], None]) -> None:
+def warm_up(target: SearchTarget, score: Scorer, sizes: list[int], observe: Callable[[int, float], None], *,
+            backend: str | None = None) -> None:
     """Run every scoring path through ``score`` before intake opens; ``observe(size, seconds)`` seeds the
     engine-time model.
 
@@ -177,10 +178,11 @@ def warm_up(target: SearchTarget, score: Scorer, sizes: list[int], observe: Call
     The model learns from a second pass only: a compile is not what a batch costs (NumPy compiles
     nothing: one pass). A size whose batch would take more than `WARM_UP_BATCH_S` at the pace of the
     last one is left out (top-down search costs ~0.1 s a spectrum: 512 of them would hold intake
-    closed for minutes); the model extrapolates from the sizes it saw.
+    closed for minutes); the model extrapolates from the sizes it saw. ``backend``: where ``score`` computes
+    (default: ``target``'s; a cluster's workers may compile where the front door does not).
     """
     spectra = target.warm_up_spectra(64)
-    for observing in (True,) if target.backend.name == "numpy" else (False, True):
+    for observing in (True,) if (backend or target.backend.name) == "numpy" else (False, True):
         pace = 0.0  # seconds a spectrum, in the last batch of this pass (not the first: it may compile)
         for k, size in enumerate(sizes):
             if pace * size > WARM_UP_BATCH_S:

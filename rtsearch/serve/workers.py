@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from rtsearch.cluster.serve import ClusterScorer, open_cluster
-from rtsearch.config import ServeConfig
+from rtsearch.config import BackendName, ServeConfig
 from rtsearch.matches import ScoredBatch
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve.admission import Advice
@@ -58,11 +58,9 @@ class WorkerPool:
     def __init__(
         self, target: SearchTarget, cfg: ServeConfig, *, answer: Answers, refitter: Refitter,
         record: Callable[..., None], clock: Callable[[], int] = time.monotonic_ns,
+        cluster_backend: BackendName | None = None,
     ) -> None:  # fmt: skip
-        self.target = target
-        self.cfg = cfg
-        self.answer = answer
-        self.refitter = refitter
+        self.target, self.cfg, self.answer, self.refitter = target, cfg, answer, refitter
         self.record: Callable[..., None] = record  # `DaemonMetrics.record`
         self.clock = clock
         self.model = EngineTimeModel()
@@ -72,8 +70,7 @@ class WorkerPool:
         self._pending = Pending()  # the jobs the batcher's handles stand for
         self._in_flight = 0
         self._scoring: dict[int, Jobs] = {}  # batches taken and not yet claimed back, by number
-        self._taken = 0
-        self._busy: dict[int, int] = {}  # batches being scored: when each should be answered (clock ns)
+        self._taken, self._busy = 0, dict[int, int]()  # batches taken; those being scored: when each is due (ns)
         self.advice: Advice | None = None  # the wait told to the intake processes (`rtsearch.serve.admission`)
         self._closing = False  # intake closed: workers drain the batcher, then stop
         self._abandoned = False  # shutdown bound passed: late batches are not answered
@@ -86,6 +83,7 @@ class WorkerPool:
         self._expiry_wake = threading.Event()  # spectra came in, or the pool stops: the expiry thread looks again
         self._expiry_due: int | None = None  # when the expiry thread looks next (None: when woken)
         self.cluster: ClusterScorer | None = None  # ``[serve] cluster``: remote workers score (rtsearch/cluster/)
+        self.cluster_backend = cluster_backend or target.backend.name  # where the cluster (else the target) computes
         self._warmed = False  # an engine thread warmed up (with a cluster, the first one only)
 
     # ---------------------------------------------------------------- the loop's side
@@ -95,7 +93,8 @@ class WorkerPool:
         warm: list[asyncio.Future[None]] = []
         threads = self.cfg.workers
         if self.cfg.cluster:  # an engine thread a remote worker at least: each waits on one batch at a time
-            self.cluster = await asyncio.to_thread(open_cluster, self.target, self.cfg, self.record)
+            self.cluster = await asyncio.to_thread(open_cluster, self.target, self.cfg, self.cluster_backend,
+                                                    self.record)  # fmt: skip
             threads = max(threads, self.cfg.cluster)
         self._engines_left = threads
         self._finisher.start()
@@ -222,7 +221,8 @@ class WorkerPool:
             with self._cv:  # the cluster's workers warmed up themselves: one thread times its batches, alone
                 warming, self._warmed = self.cluster is None or not self._warmed, True
             if warming:
-                warm_up(self.target, score, sorted({*WARM_UP_SIZES, self.cfg.max_batch}), self._observe)
+                warm_up(self.target, score, sorted({*WARM_UP_SIZES, self.cfg.max_batch}), self._observe,
+                        backend=self.cluster_backend)
         except BaseException as e:
             warm.set_exception(e)
             self._engine_out(engine)

@@ -1,5 +1,7 @@
-"""Scale-out (`rtsearch.cluster`): the daemon as the front door of 3 NumPy workers gives, for every spectrum of the
-four dev runs, the results file one engine gives (top-1 match, score, q-values), in both modes; and, on a local
+"""Scale-out (`rtsearch.cluster`): the daemon as the front door of 3 NumPy workers (Ray actors on a local Ray
+cluster) gives, for every spectrum of the
+four dev runs, the results file one engine gives (top-1 match, score, q-values), in both modes — partition with
+workers holding the whole target and with each holding only its slice (memory for less than the target); and, on a local
 Ray cluster, a worker killed mid-run under the shared client (`rt_load.py`) loses nothing and its restarted
 process takes its piece back."""
 
@@ -19,6 +21,8 @@ import numpy as np
 import pytest
 
 from rtsearch.cli.demo import RUN, TOML, bundled
+from rtsearch.cluster.serve import target_bytes
+from rtsearch.config import load_config
 from rtsearch.database.store import load_index
 from rtsearch.io.spectra import read_spectra
 from rtsearch.scoring.backend import get_backend
@@ -52,30 +56,49 @@ async def serve_files(dev, data, dev_indexes, folder: Path, backend: str = "nump
             spread = [w["spectra"] for w in daemon.pool.cluster.status()]  # type: ignore[union-attr]
             metrics = scrape(daemon.endpoints.metrics_port)
             n = cluster["cluster"]
-            pieces = range(n) if cluster["cluster_mode"] == "partition" else [-1] * n
+            door = daemon.pool.cluster
+            pieces = range(n) if door.mode == "partition" else [-1] * n  # type: ignore[union-attr]
+            sliced = door.pieces is not None and all(np.isfinite(s).any() for s in door.pieces.serves)  # type: ignore[union-attr]
+            assert sliced == ("worker_memory_gb" in cluster), door.pieces.serves if door.pieces else None  # type: ignore[union-attr]
             assert all(metrics[f'rtsearch_cluster_worker_up{{piece="{p}",worker="w{k}"}}'] == 1
                        for k, p in enumerate(pieces)), metrics  # fmt: skip
             assert sum(metrics[f'rtsearch_cluster_spectra_total{{worker="w{k}"}}'] for k in range(n)) >= len(sent.ms2)
     assert col.report(sent.ms2).lost == 0
     if cluster:
         assert sum(spread) >= len(sent.ms2) and (cluster["cluster_mode"] == "replicate" or min(spread) > 0), spread
+        assert cluster["cluster_mode"] != "auto" or len(pieces) == n  # auto with too little memory: partition
     return _files(folder / "results")
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray cluster for this module's daemons (each places its workers there as actors)."""
+    import ray  # the [cluster] extra: scripts/test installs it
+
+    ctx = ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ctx.address_info["gcs_address"]
+    ray.shutdown()
 
 
 @pytest.mark.slow
 @pytest.mark.asyncio
 @pytest.mark.parametrize("dev", DEV_RUNS, ids=lambda d: d.name)
-async def test_three_workers_give_one_engines_results(dev, data, dev_indexes, tmp_path):
-    await same_files(dev, data, dev_indexes, tmp_path, "numpy", 3)
+async def test_three_workers_give_one_engines_results(dev, data, dev_indexes, tmp_path, ray_cluster):
+    await same_files(dev, data, dev_indexes, tmp_path, "numpy", 3, placement="ray")
 
 
-async def same_files(dev, data, dev_indexes, tmp_path: Path, backend: str, workers: int) -> None:
-    """One engine's results files and those of ``workers`` cluster workers, in each mode, the same."""
+async def same_files(dev, data, dev_indexes, tmp_path: Path, backend: str, workers: int, *,
+                     placement: str = "local") -> None:  # fmt: skip
+    """One engine's results files and those of ``workers`` cluster workers (placed by ``placement``), in each
+    mode, the same."""
     one = await serve_files(dev, data, dev_indexes, tmp_path / "one", backend)
     assert one and all(one.values())
-    for mode in ("replicate", "partition"):
-        many = await serve_files(dev, data, dev_indexes, tmp_path / mode, backend, cluster=workers,
-                                 cluster_mode=mode)  # fmt: skip
+    target = DatabaseTarget(load_index(dev_indexes[dev.fastas]), dev.search_config(), get_backend("numpy"))
+    room = (0.5 + 0.5 / workers) * target_bytes(target)  # a slice each (a piece by work can hold more bytes)
+    sliced = {"cluster_mode": "auto", "worker_memory_gb": room / 1e9}
+    for mode, extra in (("replicate", {}), ("partition", {}), ("sliced", sliced)):
+        settings = {"cluster_mode": mode, "cluster_placement": placement, **extra}
+        many = await serve_files(dev, data, dev_indexes, tmp_path / mode, backend, cluster=workers, **settings)
         assert many.keys() == one.keys()
         for run, rows in one.items():
             # top-1, charge, decoy and both q-values the same; the run's rescored discriminant to rounding (its
@@ -101,18 +124,24 @@ def _mgf(path: Path) -> int:
 
 
 @pytest.mark.slow
-def test_a_ray_worker_killed_mid_run_loses_nothing(demo_index, shared_tools, tmp_path):
-    pytest.importorskip("ray", reason="Ray is the [cluster] extra (scripts/test installs it)")
+def test_a_ray_worker_killed_mid_run_loses_nothing(demo_index, shared_tools, tmp_path, ray_cluster):
     mgf = tmp_path / "run.mgf"
     _mgf(mgf)
+    # each worker holds only its slice (memory for 60 % of the target): the killed one's piece waits for its restart
+    target = DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
+    toml = tmp_path / "sliced.toml"
+    toml.write_text(bundled(TOML).read_text() + f"\n[serve]\nworker_memory_gb = {0.6 * target_bytes(target) / 1e9!r}\n")
     sp, rp = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
-    daemon = ServeProcess(["--index", str(demo_index.folder), "--config", str(bundled(TOML)), "--backend",
+    daemon = ServeProcess(["--index", str(demo_index.folder), "--config", str(toml), "--backend",
                            "numpy", "--spectra", sp, "--spectra-mode", "pull", "--results", rp, "--metrics-port", "0",
                            "--results-dir", str(tmp_path / "res"), "--budget-ms", "20000", "--intakes", "1",
-                           "--cluster", "3", "--cluster-mode", "partition", "--placement", "ray"])  # fmt: skip
+                           "--cluster", "3", "--cluster-mode", "partition", "--placement", "ray",
+                           "--ray-address", ray_cluster])  # the module's Ray cluster, joined  # fmt: skip
     try:
         assert daemon.wait_for(" ready: ", 300), daemon.log
         up = {m[0]: int(m[1]) for m in re.findall(r"cluster: (w\d) up \(pid (\d+)", daemon.log)}
+        assert re.search(r"each worker holds precursor masses \[\(-inf, [\d.]+\), \([\d.]+, [\d.]+\), \([\d.]+, inf\)",
+                         daemon.log), daemon.log  # slices, not the whole target
         assert sorted(up) == ["w0", "w1", "w2"], daemon.log
         load = subprocess.Popen(
             [sys.executable, str(shared_tools / "rt_load.py"), str(mgf), "--spectra", sp, "--results", rp, "--rates",

@@ -1,6 +1,7 @@
 """The front door's fault handling (`rtsearch.cluster.door`) against scripted workers speaking the wire of
 `rtsearch.cluster.worker` from threads: a batch held by a worker that hangs (heartbeats say busy) or dies
-(heartbeats stop) is sent to another and answered once; a partition's piece goes to its owner."""
+(heartbeats stop) is sent to another and answered once; a partition's piece goes to its owner, and to another
+worker only when that worker's slice covers it."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ import zmq
 
 from rtsearch.batch import SpectraBatch
 from rtsearch.cluster.door import ClusterScorer
+from rtsearch.cluster.partition import owners, spectrum_masses
+from rtsearch.cluster.pieces import Pieces
 from rtsearch.cluster.worker import WorkerSpec
-from rtsearch.matches import unscored_batch
+from rtsearch.matches import ScoredBatch, concat_batches, unscored_batch
 from rtsearch.types import Spectrum
 
 
@@ -58,7 +61,7 @@ class Scripted:
             frames = sock.recv_multipart()
             if frames[0] != b"batch":
                 continue
-            batch = pickle.loads(frames[2])
+            batch, own = pickle.loads(frames[2])
             if mode == "hang":
                 since = time.monotonic_ns()  # holds it; beats say busy
                 continue
@@ -68,7 +71,7 @@ class Scripted:
             self.answered[spec.name].append(len(batch))
             scored = unscored_batch("r", batch.scan.tolist(), batch.precursor_mz.tolist(), [spec.name] * len(batch),
                                     n_features=0)  # the reason: who scored it  # fmt: skip
-            sock.send_multipart([b"scored", frames[1], pickle.dumps(("scored", scored))])
+            sock.send_multipart([b"scored", frames[1], pickle.dumps(("scored" if own is None else "queries", scored))])
         sock.close(0)
         beats.close(0)
 
@@ -78,10 +81,30 @@ def _batch(masses: list[float]) -> SpectraBatch:
                                      (2,)) for k, m in enumerate(masses)])  # fmt: skip
 
 
+class Split:
+    """Partition's plan (`Pieces`' interface) for the scripted workers: a spectrum to the piece of its mass, cut at
+    1,500 Da; worker k's slice serves the masses ``serves[k]``; their answers (`ScoredBatch` es here) put in order."""
+
+    def __init__(self, serves: list[tuple[float, float]]) -> None:
+        self.serves, self.reopens = serves, [None] * len(serves)
+
+    def route(self, batch: SpectraBatch) -> list[tuple[int, np.ndarray, tuple[float, float]]]:
+        piece = owners(spectrum_masses(batch.precursor_mz, batch.charges), np.array([1500.0]))
+        bounds = [-np.inf, 1500.0, np.inf]
+        return [(p, np.flatnonzero(piece == p), (bounds[p], bounds[p + 1])) for p in np.unique(piece).tolist()]
+
+    def finish(self, batch: SpectraBatch, parts: list[tuple[np.ndarray, ScoredBatch]]) -> ScoredBatch:
+        back = np.empty(len(batch), np.int64)
+        back[np.concatenate([rows for rows, _ in parts])] = np.arange(len(batch))
+        return concat_batches([p for _, p in parts]).take(back)
+
+    covers = Pieces.covers
+
+
 @pytest.mark.parametrize("fault", ["hang", "die"])
 def test_a_batch_held_by_a_failed_worker_is_answered_by_another(fault: str) -> None:
     placement = Scripted({"w0": fault, "w1": "ok"})
-    with ClusterScorer(None, placement, workers=2, mode="replicate") as door:  # type: ignore[arg-type]
+    with ClusterScorer(None, placement, workers=2) as door:  # type: ignore[arg-type]
         w0, w1 = door.workers["w0"], door.workers["w1"]
         w0.batches, w0.seconds_per_spectrum = 1, 0.001  # as if it had answered: hung after 1 s (`_hang_s`)
         w1.batches, w1.seconds_per_spectrum = 1, 0.002  # slower: the batch goes to w0 first
@@ -94,17 +117,37 @@ def test_a_batch_held_by_a_failed_worker_is_answered_by_another(fault: str) -> N
 
 def test_partition_sends_each_spectrum_to_its_pieces_owner_and_puts_them_back_in_order() -> None:
     placement = Scripted({"w0": "ok", "w1": "ok"})
-    with ClusterScorer(None, placement, workers=2, mode="partition", cuts=np.array([1500.0])) as door:  # type: ignore[arg-type]
+    whole = [(-np.inf, np.inf)] * 2
+    with ClusterScorer(None, placement, workers=2, pieces=Split(whole)) as door:  # type: ignore[arg-type]
         got = door.score(_batch([2000.0, 1000.0, 2500.0]))
     assert placement.answered == {"w0": [1], "w1": [2]}
     assert got.scan.tolist() == [0, 1, 2] and got.reason == ["w1", "w0", "w1"]
+
+
+@pytest.mark.parametrize("w0_holds", ["whole", "slice"])
+def test_a_dead_owners_piece_goes_only_to_a_worker_whose_slice_covers_it(w0_holds: str) -> None:
+    from rtsearch.serve.engine_process import EngineError
+
+    placement = Scripted({"w0": "ok", "w1": "die"})
+    serves = [(-np.inf, np.inf) if w0_holds == "whole" else (-np.inf, 1600.0), (1400.0, np.inf)]
+    with ClusterScorer(None, placement, workers=2, pieces=Split(serves), timeout_s=4.0) as door:  # type: ignore[arg-type]
+        t0 = time.monotonic()
+        if w0_holds == "whole":  # after `FAILOVER_S`, w0 stands in for the dead owner
+            got = door.score(_batch([2000.0]))
+            assert got.reason == ["w0"] and placement.answered["w0"] == [1]
+        else:  # w0 cannot score 2,000 Da: answered with the reason within the budget
+            with pytest.raises(EngineError, match="no live cluster worker"):
+                door.score(_batch([2000.0]))
+            assert placement.answered["w0"] == []
+        took = time.monotonic() - t0
+    assert took < 4.5
 
 
 def test_with_no_live_worker_a_batch_is_answered_with_the_reason_within_the_budget() -> None:
     from rtsearch.serve.engine_process import EngineError
 
     placement = Scripted({"w0": "die"})
-    with ClusterScorer(None, placement, workers=1, mode="replicate", timeout_s=0.5) as door:  # type: ignore[arg-type]
+    with ClusterScorer(None, placement, workers=1, timeout_s=0.5) as door:  # type: ignore[arg-type]
         t0 = time.monotonic()
         with pytest.raises(EngineError, match="no live cluster worker"):
             door.score(_batch([1000.0]))
@@ -116,4 +159,4 @@ def test_an_address_the_door_cannot_bind_is_a_clear_error() -> None:
     from rtsearch.errors import EndpointError
 
     with pytest.raises(EndpointError, match="cluster_host '203.0.113.7'"):
-        ClusterScorer(None, Scripted({}), workers=1, mode="replicate", host="203.0.113.7")  # type: ignore[arg-type]
+        ClusterScorer(None, Scripted({}), workers=1, host="203.0.113.7")  # type: ignore[arg-type]

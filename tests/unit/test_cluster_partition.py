@@ -13,6 +13,7 @@ from rtsearch.cluster.partition import (
     equal_work_cuts,
     owners,
     piece_work,
+    serving_ranges,
     spectrum_masses,
 )
 from rtsearch.config import SearchConfig
@@ -63,3 +64,24 @@ def test_live_cuts_follow_the_spectra() -> None:
     assert not live.add(masses[:1999]) and live.add(masses[1999:2000])
     per = np.bincount(owners(masses[2000:], live.cuts), minlength=4)
     assert balance(per) <= 1.10 and live.cuts[-1] < 2000.0
+
+
+def test_each_worker_serves_its_piece_widened_evenly_to_its_memory() -> None:
+    size = np.ones(10)  # bytes per 1-Da bin from 100 Da: 10 in all
+    # two pieces of 5; room for 7 each: widened by 1 on each side, shifted inside the range at its ends
+    assert serving_ranges(size, 100.0, np.array([105.0]), 7.0) == [(-np.inf, 107.0), (103.0, np.inf)]
+    # three pieces; the middle one (3 bytes) widened by 1.5 on each side
+    got = serving_ranges(size, 100.0, np.array([103.0, 106.0]), 6.0)
+    assert got == [(-np.inf, 106.0), (101.5, 107.5), (104.0, np.inf)]
+    assert serving_ranges(size, 100.0, np.array([105.0]), 10.0) == [(-np.inf, np.inf)] * 2  # the whole fits
+    with pytest.raises(ValueError, match="piece 0"):
+        serving_ranges(size, 100.0, np.array([105.0]), 4.0)  # a piece alone is over the room
+
+
+def test_live_cuts_stay_where_both_workers_hold_the_target() -> None:
+    work = np.ones(10)
+    live = LiveCuts(work, 100.0, 2, every=10)
+    assert live.cuts.tolist() == [105.0]
+    live.hold([(-np.inf, 107.0), (103.0, np.inf)])
+    live.add(np.full(10, 108.5))  # every spectrum at 108 Da: the cut would follow them there
+    assert live.cuts.tolist() == [107.0]  # as far as worker 0 holds

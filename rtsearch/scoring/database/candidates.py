@@ -34,6 +34,13 @@ class Queries:
     def __len__(self) -> int:
         return int(self.spectrum.shape[0])
 
+    def take(self, rows: np.ndarray | slice) -> Queries:
+        return Queries(self.spectrum[rows], self.charge[rows], self.mass[rows], self.lo[rows], self.hi[rows])
+
+    def shifted(self, first: int) -> Queries:
+        """The same queries with peptide numbers from ``first`` (a slice of a target: `PeptideIndex.slice`)."""
+        return Queries(self.spectrum, self.charge, self.mass, self.lo + first, self.hi + first) if first else self
+
 
 def make_queries(
     spectrum: np.ndarray,

@@ -24,6 +24,7 @@ from rtsearch.scoring.backend import Backend, get_backend
 from rtsearch.scoring.database.candidates import Queries, candidates_numpy, make_queries
 from rtsearch.scoring.database.features import best_matches
 from rtsearch.scoring.database.matching import MatchStats, match_numpy
+from rtsearch.scoring.database.partial import QueryScores
 from rtsearch.spectrum import PeakBatch, pack, pad, preprocess
 from rtsearch.stopwatch import Stopwatch
 
@@ -51,8 +52,11 @@ class Engine:
         profile: bool = False,
         host_preprocess_max: int = HOST_PREPROCESS_MAX,
         fused_preprocess: bool = True,
+        first: int = 0,
     ) -> None:
+        """``first``: the number, in the whole target, of ``index``'s first peptide (a slice: `PeptideIndex.slice`)."""
         self.index = index
+        self.first = first
         self.host_preprocess_max = host_preprocess_max
         # device batches: one kernel (`GpuIndex.preprocess`) rather than `rtsearch.spectrum.preprocess`'s CuPy calls
         self.fused_preprocess = fused_preprocess
@@ -129,6 +133,12 @@ class Engine:
 
     def score(self, spectra: SpectraBatch) -> ScoredBatch:
         """Best match and features of every spectrum (see the module docstring)."""
+        return self.best_of(spectra, self.score_queries(spectra))
+
+    def score_queries(self, spectra: SpectraBatch, *, own: tuple[float, float] | None = None) -> QueryScores:
+        """Every query of ``spectra`` scored (candidates and their statistics), before the best is chosen;
+        with ``own``, only the queries of neutral mass in [own[0], own[1]) (a cluster's partition worker:
+        `rtsearch.scoring.database.partial`). Peptide numbers are the whole target's (``first`` added)."""
         lap = Stopwatch(self.backend.synchronize if self.profile else None)
         self.backend.begin_batch()
         n = len(spectra)
@@ -142,6 +152,11 @@ class Engine:
             reason[i] = f"too few peaks after preprocessing ({n_peaks[i]} < {self.cfg.min_peaks})"
             ok[i] = False
         queries = self.queries(spectra, ok)
+        starts = np.searchsorted(queries.spectrum, queries.spectrum, side="left")
+        order = np.arange(len(queries), dtype=np.int64) - starts
+        if own is not None:
+            mine = np.flatnonzero((queries.mass >= own[0]) & (queries.mass < own[1]))
+            queries, order = queries.take(mine), order[mine]
         lap("queries")
         if self._gpu is not None:
             # host peaks travel with the queries; fused ones are ready
@@ -151,14 +166,28 @@ class Engine:
             assert isinstance(peaks, PeakBatch)
             cand, prelim, stats = self._score_numpy(peaks, queries)
             lap("candidates+match")
+        if self.first:
+            cand = np.where(cand >= 0, cand + self.first, cand)
+        return QueryScores(queries.shifted(self.first), order, cand, prelim, stats, self.match_probability(peaks),
+                           reason, lap.stages)  # fmt: skip
+
+    def best_of(self, spectra: SpectraBatch, scored: QueryScores) -> ScoredBatch:
+        """Each spectrum's best match over its scored queries, and its features (an engine of the whole target)."""
+        if self.first:
+            raise ValueError("the best of a spectrum's queries is chosen by an engine of the whole target")
+        lap = Stopwatch(self.backend.synchronize if self.profile else None)
+        lap.stages.update(scored.stages)
+        n = len(spectra)
         best = best_matches(
-            self.index, queries, cand, prelim, stats, n,
+            self.index, scored.queries, scored.cand, scored.prelim, scored.stats, n,
             primary=self.cfg.score, precursor_tolerance=self.cfg.precursor_tolerance,
-            isotope_errors=self.cfg.isotope_errors, match_probability=self.match_probability(peaks),
+            isotope_errors=self.cfg.isotope_errors, match_probability=scored.match_probability,
             max_fragment_charge=self.cfg.max_fragment_charge,
         )  # fmt: skip
-        for i in np.flatnonzero(ok & (best.match < 0)).tolist():
-            reason[i] = "no candidate peptide matched"
+        reason = list(scored.reason)
+        for i in np.flatnonzero(best.match < 0).tolist():
+            if not reason[i]:
+                reason[i] = "no candidate peptide matched"
         lap("features")
         if self.profile:
             for stage, seconds in lap.stages.items():
@@ -171,8 +200,7 @@ class Engine:
         k = c.candidates
         cands, prelims, parts = [], [], []
         for s in range(0, len(queries), NUMPY_CHUNK):
-            sl = slice(s, s + NUMPY_CHUNK)
-            sub = Queries(queries.spectrum[sl], queries.charge[sl], queries.mass[sl], queries.lo[sl], queries.hi[sl])
+            sub = queries.take(slice(s, s + NUMPY_CHUNK))
             cand, prelim = candidates_numpy(
                 self.index.fragments, self.peptide_mass, peaks.mz, peaks.n_peaks, sub,
                 precursor_tolerance=c.precursor_tolerance, fragment_tolerance=c.fragment_tolerance,

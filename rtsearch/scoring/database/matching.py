@@ -118,7 +118,10 @@ def match_numpy(
     flat = flat.ravel()
     flat_int = peaks_int.ravel()
     width = peaks_mz.shape[1]
-    cum_int = np.concatenate(([0.0], np.cumsum(flat_int, dtype=np.float64)))
+    # intensity summed along each spectrum's own row (not the batch's: a spectrum's xcorr must not depend on
+    # which spectra share its batch), read at flat positions as ``cum_row[spectrum, position + 1]``
+    cum_row = np.zeros((peaks_mz.shape[0], width + 1))
+    np.cumsum(peaks_int, axis=1, dtype=np.float64, out=cum_row[:, 1:])
     xcorr = np.zeros(n)
     err_sum = np.zeros(n)
     n_matched = np.zeros(n)
@@ -151,7 +154,9 @@ def match_numpy(
             hi = np.searchsorted(flat, (key_c + XCORR_HALF_WINDOW).ravel(), side="right").reshape(mz.shape)
             hi = np.minimum(hi, (spec * width + n_peaks[spec])[:, None])
             lo = np.minimum(lo, hi)
-            background = (cum_int[hi] - cum_int[lo] - inten) / (2 * XCORR_HALF_WINDOW)
+            base, row = (spec * width)[:, None], spec[:, None]
+            span = cum_row[row, np.clip(hi - base, 0, width)] - cum_row[row, np.clip(lo - base, 0, width)]
+            background = (span - inten) / (2 * XCORR_HALF_WINDOW)
             xcorr += np.where(on, inten - background, 0.0).sum(axis=1)
             r, c_ = np.nonzero(ok)
             used[r, peak[r, c_]] = True
