@@ -80,12 +80,14 @@ class ServeProcess:
     """``rtsearch serve ARGS`` as a process, its stderr lines collected by a thread; ``--budget-ms 30000`` unless
     ARGS give one (as `serve_config`: shedding decides only the tests that ask for it)."""
 
-    def __init__(self, args: list[str]) -> None:
+    def __init__(self, args: list[str], *, env: dict[str, str] | None = None, prefix: tuple[str, ...] = (),
+                 python: str = sys.executable) -> None:  # fmt: skip
+        """``env``: more environment; ``prefix``: a command to run it under (``setpriv --reuid …``)."""
         if "--budget-ms" not in args and "--help" not in args:
             args = [*args, "--budget-ms", "30000"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rtsearch.cli", "serve", *args], stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            [*prefix, python, "-m", "rtsearch.cli", "serve", *args], stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )  # fmt: skip
         self.lines: list[str] = []
         self._cv = threading.Condition()

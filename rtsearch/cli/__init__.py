@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from rtsearch import __version__
-from rtsearch.cli import demo, features, index, library, proteoforms, search, serve
+from rtsearch.cli import demo, features, index, library, logs, proteoforms, search, serve
 from rtsearch.errors import RtsearchError
 
 COMMANDS = {"index": index, "library": library, "proteoforms": proteoforms, "search": search, "serve": serve,
@@ -44,6 +44,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"rtsearch {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log more detail")
     p.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
+    p.add_argument("--log-format", choices=("text", "json"), default="text",
+                   help="log lines as text (default) or one JSON object each (time, level, logger, message)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS.values():
         module.add_parser(sub)
@@ -53,10 +55,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     quiet = logging.INFO if args.command == "serve" else logging.WARNING  # a daemon says what it does
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else quiet,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.configure(logging.DEBUG if args.verbose else quiet, args.log_format)
     try:
         rc = COMMANDS[args.command].run(args)
         if argv is None and args.command == "search":

@@ -64,11 +64,11 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
     import dataclasses
-    import signal
 
     from rtsearch.config import validate_serve
     from rtsearch.scoring.backend import get_backend
     from rtsearch.serve.daemon import Daemon
+    from rtsearch.serve.metrics import DaemonMetrics
 
     cfg = load_config(args.config)
     flags = {
@@ -85,15 +85,35 @@ def run(args: argparse.Namespace) -> int:
     validate_serve(serve)
     backend = backend_of(args, cfg)
     log.info("backend %s (%s); serve settings %s", backend.name, backend.device, resolved_dict(serve))
-    # a cluster's workers score on the backend; its front door only routes and names: the target stays on the host
-    target = open_target(args, cfg, get_backend("numpy") if serve.cluster else backend)
-
-    async def go() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await Daemon(target, serve, cluster_backend=backend.name).run(stop)
-
-    asyncio.run(go())
+    metrics = DaemonMetrics()  # /metrics, /healthz, /readyz (503 "loading the target") before the target loads
+    with metrics.serve(serve.metrics_port, serve.metrics_host):
+        metrics.health.set(state="loading the target")
+        # a cluster's workers score on the backend; its front door only routes and names: the target stays here
+        target = open_target(args, cfg, get_backend("numpy") if serve.cluster else backend)
+        metrics.health.set(state="starting")
+        daemon = Daemon(target, serve, metrics=metrics, cluster_backend=backend.name)
+        asyncio.run(_serve(daemon))
     return 0
+
+
+async def _serve(daemon: Any) -> None:
+    """Run ``daemon`` until SIGINT or SIGTERM, telling systemd when it is ready and when it stops."""
+    import asyncio
+    import signal
+
+    from rtsearch.serve.systemd import notify
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    serving = asyncio.create_task(daemon.run(stop))
+    ready = asyncio.create_task(daemon.ready.wait())
+    await asyncio.wait({serving, ready}, return_when=asyncio.FIRST_COMPLETED)
+    if ready.done() and not serving.done():
+        e = daemon.endpoints
+        notify("READY=1", f"STATUS=serving: spectra {e.spectra}, results {e.results}, metrics :{e.metrics_port}")
+        await asyncio.wait({serving, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
+        notify("STOPPING=1", "STATUS=stopping: answering what was received, writing results")
+    ready.cancel()
+    await serving

@@ -27,6 +27,7 @@ from rtsearch.database.index import PeptideIndex
 from rtsearch.database.mods import ModSet
 from rtsearch.database.peptides import Bases, Forms
 from rtsearch.errors import ConfigError, IndexMismatchError, InputError
+from rtsearch.io.perms import as_umask
 
 MANIFEST = "manifest.json"
 
@@ -77,6 +78,7 @@ def new_folder(out: str | Path, kind: str) -> Iterator[Path]:
     dest = Path(out)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    as_umask(tmp)  # mkdtemp's 0700 would keep the service user out of an index built by root
     try:
         yield tmp
         if dest.exists():

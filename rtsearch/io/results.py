@@ -25,6 +25,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from rtsearch.errors import InputError
+from rtsearch.io.perms import as_umask
 
 
 class Table(Protocol):
@@ -67,6 +68,7 @@ def write_columns(cols: dict[str, Any], names: tuple[str, ...], path: str | Path
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
     os.close(fd)
+    as_umask(tmp)  # mkstemp's 0600 would keep the lab's analysts out
     try:
         if suffix == ".parquet":
             pq.write_table(arrow, tmp)

@@ -133,18 +133,15 @@ class Daemon:
         self._loop = asyncio.get_running_loop()
         single_threaded_blas()
         sync_ctx = zmq.Context()
-        http = None
+        http = None  # the metrics server, when this started it (`rtsearch serve` starts it before loading the target)
         switch = sys.getswitchinterval()
         sys.setswitchinterval(gil_switch_s(engine_in_process=scores_in_process(self.target, cfg.engine)))  # runtime.py
         try:
             await self.ends.open()  # results folder checked, journals of an earlier daemon finished
             await asyncio.gather(asyncio.wrap_future(self.refitter.start()), self.pool.start())
             freeze_heap()
-            try:
-                http, self.endpoints.metrics_port = self.metrics.serve(cfg.metrics_port, cfg.metrics_host)
-            except OSError as e:
-                raise EndpointError(f"metrics port {cfg.metrics_host}:{cfg.metrics_port}: {e.strerror or e}; "
-                                    "choose another with --metrics-port (0: any free port)") from None
+            http = None if self.metrics.server else self.metrics.serve(cfg.metrics_port, cfg.metrics_host)
+            self.endpoints.metrics_port = self.metrics.server.port  # type: ignore[union-attr]
             self.metrics.describe(
                 backend=backend.name, device=backend.device, instrument=cfg.instrument,
                 budget_s=cfg.budget_ms / 1e3, mqtt=bool(cfg.mqtt), peptides=self.target.entries,
@@ -204,8 +201,8 @@ class Daemon:
             self.ends.close()  # runs not finished keep their journal: the next start finishes them
             sync_ctx.destroy(linger=1000)
             if http is not None:
-                http.shutdown()
-                http.server_close()
+                http.close()
+                self.metrics.server = None
             self.refitter.shutdown()
 
     def _fail(self, why: str) -> None:
@@ -213,6 +210,7 @@ class Daemon:
         if self._failure is None:
             log.error("%s: shutting down", why)
             self._failure = why
+            self.metrics.health.set(failure=why)
         self.metrics.record(Ready(False))
         self._failed.set()
 
@@ -399,3 +397,4 @@ class Daemon:
         if self.mqtt is not None:
             for run, payload in psms:
                 self.mqtt.psm(run, payload)
+

@@ -4,8 +4,11 @@
 run book says a run is done, finishes it on the event loop: the run's final discriminant,
 q-values and results file (in the refit process when the target can be reopened there, else
 in a thread), its journal deleted, its summary handed on (MQTT, the demo). A run that
-never got an MS2 spectrum writes no file. At start, `open` checks the results folder is
-writable and finishes the journals an earlier daemon left (SIGKILL, a power cut).
+never got an MS2 spectrum writes no file; one whose file cannot be written (a full disk, the folder's
+permissions) is counted (``rtsearch_results_write_failures_total``, alerted), kept in its journal and
+tried again, every `WRITE_RETRY_S` doubling up to `WRITE_RETRY_MAX_S` — at a stop, the next start
+finishes it. At start, `open` checks the results folder is writable and finishes the journals an
+earlier daemon left (SIGKILL, a power cut).
 """
 
 from __future__ import annotations
@@ -27,11 +30,12 @@ from rtsearch.serve.jobs import RunState
 from rtsearch.serve.journal import Journals, RunJournal, recover
 from rtsearch.serve.refits import Refitter
 from rtsearch.serve.runs import RunBook
-from rtsearch.serve.stats import Runs
+from rtsearch.serve.stats import ResultsWrite, Runs
 
 log = logging.getLogger(__name__)
 
 LIVE_Q_REFRESH = 0.01  # running q-values read off a curve at most 1 % of the run old (`RunningFdr`)
+WRITE_RETRY_S, WRITE_RETRY_MAX_S = 1.0, 60.0  # a results file not written is tried again after these
 
 
 @dataclass
@@ -111,7 +115,7 @@ class RunEnds:
         journal = self._journal_of.pop(live)
         if live.answered:
             path = claim_results_path(cfg.results_dir, live.name, cfg.results_format, self._claimed)
-            summary, path = await self._finalize(live, path)
+            summary, path = await self._finalize_until_written(live, path)
         else:  # a run.end for a run that never sent an MS2 spectrum (or for one finished already)
             log.info("run %r ended with no MS2 spectrum (%d MS1): no results file", live.name, state.ms1)
         if self.journals is not None:
@@ -121,6 +125,19 @@ class RunEnds:
             log.info("run %r finished: %d spectra, %d PSMs at 1%% FDR, results in %s", live.name, summary.spectra,
                      summary.psms_at_1pct, path)  # fmt: skip
             self._done(Finished(summary, path, state.expected))
+
+    async def _finalize_until_written(self, live: LiveRun, path: Path) -> tuple[RunSummary, Path]:
+        """`_finalize`, again after a pause as long as the file cannot be written (see the module docstring)."""
+        pause = WRITE_RETRY_S
+        while True:
+            try:
+                return await self._finalize(live, path)
+            except OSError as e:
+                self.record(ResultsWrite())
+                log.error("run %r: results file %s not written (%s); kept in its journal, trying again in %.0f s",
+                          live.name, path, e.strerror or e, pause)  # fmt: skip
+                await asyncio.sleep(pause)
+                pause = min(2 * pause, WRITE_RETRY_MAX_S)
 
     async def _finalize(self, live: LiveRun, path: Path) -> tuple[RunSummary, Path]:
         """The run's final FDR and results file: in the refit process when the target can be reopened there."""

@@ -14,13 +14,24 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+)
 from prometheus_client.metrics_core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from rtsearch import __version__
+from rtsearch.errors import EndpointError
 from rtsearch.serve import stats as kinds
+from rtsearch.serve.http import Health, MetricsServer
 from rtsearch.serve.stats import Answered, Elution, Mqtt, Queue, Ready, Received, Runs, Scored, Shed, Stat, Taken
 from rtsearch.types import ResultStatus
 from rtsearch.wire import INVALID_CODES
@@ -80,6 +91,14 @@ class DaemonMetrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = self.registry = registry or CollectorRegistry()
+        ProcessCollector(registry=r)  # process_*: CPU seconds, resident memory, open files, start time
+        PlatformCollector(registry=r)  # python_info
+        GCCollector(registry=r)  # python_gc_*
+        self.health = Health()  # /healthz, /readyz (`rtsearch.serve.http`)
+        self.server: MetricsServer | None = None
+        self.results_write_failures = Counter(
+            "rtsearch_results_write_failures_total", "Results files that could not be written (each try; the run "
+            "is kept in its journal and tried again)", registry=r)  # fmt: skip
         self.ready = Gauge("rtsearch_ready", "1 once the search target is loaded and intake is open, else 0",
                            registry=r)
         self.spectra_received = Counter(
@@ -226,8 +245,11 @@ class DaemonMetrics:
                         self.mqtt_connected.set(st.connected)
                     if st.dropped:
                         self.mqtt_dropped.inc(st.dropped)
+                case kinds.ResultsWrite():
+                    self.results_write_failures.inc(st.failed)
                 case Ready():
                     self.ready.set(int(st.ready))
+                    self.health.set(ready=st.ready, state=None if st.ready else "shutting down")
                 case kinds.Cluster():
                     self.cluster_up.labels(worker=st.worker, piece=str(st.piece)).set(int(st.up))
                     if st.spectra:
@@ -281,7 +303,12 @@ class DaemonMetrics:
         self.index_peptides.set(peptides)
         self.gpu_memory.set_function(gpu_bytes)
 
-    def serve(self, port: int, addr: str = "127.0.0.1") -> tuple[Any, int]:
-        """Start the HTTP endpoint; returns the server and the port it listens on (``port`` 0: a free one)."""
-        server, _thread = start_http_server(port, addr=addr, registry=self.registry)
-        return server, int(server.server_port)
+    def serve(self, port: int, addr: str = "127.0.0.1") -> MetricsServer:
+        """Start the HTTP endpoints (`rtsearch.serve.http`; ``port`` 0: a free one); `EndpointError` when the
+        address cannot be bound."""
+        try:
+            self.server = MetricsServer(self.registry, self.health, port=port, host=addr)
+        except OSError as e:
+            raise EndpointError(f"metrics port {addr}:{port}: {e.strerror or e}; choose another with --metrics-port "
+                                "(0: any free port)") from None  # fmt: skip
+        return self.server

@@ -89,6 +89,13 @@ class Runs:
 
 
 @dataclass
+class ResultsWrite:
+    """A run's results file could not be written (kept in its journal; tried again)."""
+
+    failed: int = 1
+
+
+@dataclass
 class Mqtt:
     """The MQTT publisher's state: connected or not, messages dropped since the last report."""
 

@@ -27,7 +27,7 @@ from rtsearch.types import Spectrum
 from rtsearch.wire import encode_run_end, encode_run_start, encode_spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, load_run
-from tests.streaming import running, serve_config
+from tests.streaming import running, scrape, serve_config
 
 pytestmark = pytest.mark.asyncio
 
@@ -151,3 +151,28 @@ async def test_the_shutdown_bound_answers_what_it_cannot_score(target, ms2, tmp_
     assert shed and all("shutting down" in r["reason"] for r in shed)
     (done,) = daemon.finished
     assert len(_rows(done.path)) == 40
+
+
+async def test_a_results_file_that_cannot_be_written_is_counted_and_written_once_it_can(target, ms2, tmp_path,
+                                                                                     monkeypatch):  # fmt: skip
+    from rtsearch.serve import finish
+
+    monkeypatch.setattr(finish, "WRITE_RETRY_S", 0.2)
+    results, aside = tmp_path / "results", tmp_path / "aside"
+    async with running(target, serve_config(tmp_path)) as daemon:
+        await asyncio.to_thread(_exchange, daemon, _runs(ms2, ["r"], 20, end=False), 20)
+        # mid-run the folder goes (a file in its place: unwritable even for root); then the run ends
+        results.rename(aside)
+        results.write_text("not a folder")
+        await asyncio.to_thread(_exchange, daemon, [encode_run_end("r", 20)], 0)
+        deadline = time.monotonic() + 30
+        while scrape(daemon.endpoints.metrics_port).get("rtsearch_results_write_failures_total", 0) < 2:
+            assert time.monotonic() < deadline, "no write failure counted"
+            await asyncio.sleep(0.1)
+        assert not daemon.finished and list((aside / ".journal").glob("*.rtj"))  # the run kept, not lost
+        results.unlink()
+        aside.rename(results)  # writable again: the next try writes it
+        await _finished(daemon, 1, timeout=30)
+    (done,) = daemon.finished
+    assert done.path == results / "r.tsv" and len(_rows(done.path)) == 20
+    assert not list((results / ".journal").glob("*.rtj"))  # the journal went once the file was written

@@ -32,13 +32,19 @@ def test_compose_pins_images_reserves_a_gpu_and_mounts_what_exists() -> None:
     serve = load_config(DEPLOY / "rtsearch.toml").serve
     assert prom["scrape_configs"][0]["static_configs"][0]["targets"] == [f"rtsearch:{serve.metrics_port}"]
     assert serve.metrics_host == "0.0.0.0" and serve.mqtt == "mosquitto:1883"
+    # healthy once ready: the daemon's own /readyz on its metrics port
+    check = " ".join(services["rtsearch"]["healthcheck"]["test"])
+    assert f"127.0.0.1:{serve.metrics_port}/readyz" in check
 
 
 def test_dockerfile_and_unit() -> None:
     docker = (DEPLOY / "Dockerfile").read_text()
     assert re.search(r"^FROM nvidia/cuda:[\d.]+-runtime-", docker, re.M)
     assert "USER rtsearch" in docker and '".[gpu]"' in docker
+    # the results volume belongs to the service user; the image is healthy once ready
+    assert "chown rtsearch:rtsearch /var/lib/rtsearch/results" in docker and "/readyz" in docker
     unit = (DEPLOY / "systemd/rtsearch.service").read_text()
     assert "ExecStart=/opt/rtsearch/bin/rtsearch serve" in unit and "KillSignal=SIGTERM" in unit
+    assert "Type=notify" in unit  # READY=1 once the index is loaded (tests/integration/test_service.py)
     # the stop timeout outlasts the daemon's own shutdown bound (30 s by default)
     assert int(re.search(r"TimeoutStopSec=(\d+)", unit).group(1)) > 30  # type: ignore[union-attr]
