@@ -88,10 +88,8 @@ def _library_import(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     report = import_library(args.libs, args.out, params, progress=bar.set)
     bar.close()
-    for path, bad in report.malformed[:20]:
+    for path, bad in report.malformed:  # every entry left out, with its reason
         print(f"{path}: entry {bad.number} ({bad.name[:60]}): {bad.reason}")
-    if len(report.malformed) > 20:
-        print(f"... and {len(report.malformed) - 20} more entries not imported")
     print(f"{args.out}: {report.read:,} entries read from {len(report.files)} file(s): {report.targets:,} imported, "
           f"{len(report.malformed):,} not imported, {report.decoys:,} decoys added "
           f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip

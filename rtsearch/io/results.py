@@ -88,6 +88,24 @@ _FILE_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 MAX_STEM = 100  # characters of a run's name kept in its file's name (file systems allow 255 bytes)
 
 
+def read_results(path: str | Path, columns: tuple[str, ...]) -> dict[str, list[Any]]:
+    """``columns`` of a results file written here (TSV or Parquet, by its suffix), as lists (None where empty);
+    `InputError` naming what is wrong when the file cannot be read or lacks a column."""
+    p = Path(path)
+    try:
+        if p.suffix.lower() == ".parquet":
+            table = pq.read_table(p)
+        else:
+            table = pacsv.read_csv(p, parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False),
+                                   convert_options=pacsv.ConvertOptions(strings_can_be_null=True))  # fmt: skip
+    except (OSError, pa.ArrowException) as e:
+        raise InputError(f"{p}: not a readable rtsearch results file (.tsv or .parquet): {e}") from None
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise InputError(f"{p}: not a readable rtsearch results file (no column {', '.join(missing)})")
+    return {c: table.column(c).to_pylist() for c in columns}
+
+
 def results_path(folder: str | Path, run: str, fmt: str = "tsv", part: int = 1) -> Path:
     """The results file of ``run`` inside ``folder``: the run name made file-safe, never shared.
 

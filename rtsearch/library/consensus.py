@@ -14,7 +14,6 @@ Unimod names, ``Parent=`` the theoretical m/z, ``Nreps=``).
 
 from __future__ import annotations
 
-import csv
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -24,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from rtsearch.errors import InputError
+from rtsearch.io.results import read_results
 from rtsearch.io.spectra import read_spectra
 from rtsearch.library.files import MODS, peptide_mz
 from rtsearch.types import PROTON
@@ -92,18 +92,10 @@ def build_library(
     """Write the consensus MSP library of ``results``' identifications in ``runs`` to ``out``."""
     report = BuildReport(skipped=[])
     wanted: dict[tuple[str, int], tuple[str, int, str]] = {}
-    try:
-        with open(results, newline="") as fh:
-            reader = csv.DictReader(fh, delimiter="\t")
-            missing = [c for c in _NEEDED if c not in (reader.fieldnames or [])]
-            if missing:
-                raise KeyError("missing columns " + ", ".join(missing))
-            for row in reader:
-                if row.get("peptide") and row.get("is_decoy") == "false" and row.get("q_value") not in ("", None) \
-                        and float(row["q_value"]) <= max_q:  # fmt: skip
-                    wanted[(row["run"], int(row["scan"]))] = (row["peptide"], int(row["charge"]), row["proteins"])
-    except (OSError, KeyError, ValueError) as e:
-        raise InputError(f"{results}: not a readable rtsearch results file ({e})") from None
+    cols = read_results(results, _NEEDED)
+    for run, scan, peptide, charge, prot, decoy, q in zip(*(cols[c] for c in _NEEDED), strict=True):
+        if peptide and decoy is False and q is not None and q <= max_q:
+            wanted[(run, int(scan))] = (peptide, int(charge), prot or "")
     report.identified = len(wanted)
     groups: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
     proteins: dict[tuple[str, int], str] = {}

@@ -92,7 +92,7 @@ def proforma(sequence: str, mods: tuple[tuple[int, float, str], ...]) -> str:
 
 
 class _Bad(Exception):
-    pass
+    """An entry's reason for not being imported (`Malformed`)."""
 
 
 def _bracketed(pep: str) -> tuple[str, list[tuple[int, float, str]]]:
@@ -193,18 +193,26 @@ def _entry(number: int, headers: dict[str, str], peaks: list[str]) -> LibraryEnt
         inten = np.array([float(r[1]) for r in rows])
     except (ValueError, IndexError):
         raise _Bad("unreadable peak line") from None
+    given = _header_value(headers, comment, "PrecursorMZ", "Parent", "Mz_exact")
+    protein = _header_value(headers, comment, "Protein") or ""
+    return make_entry(number, sequence, mods, charge, float(given) if given is not None else None, mz, inten,
+                      protein.strip('"'))  # fmt: skip
+
+
+def make_entry(number: int, sequence: str, mods: list[tuple[int, float, str]], charge: int, precursor: float | None,
+               mz: np.ndarray, inten: np.ndarray, protein: str) -> LibraryEntry:  # fmt: skip
+    """A `LibraryEntry` of parsed fields, checked (peaks finite, the given precursor m/z that of the peptide);
+    raises `_Bad` with the reason otherwise."""
     if not (np.isfinite(mz).all() and np.isfinite(inten).all()) or (inten < 0).any():
         raise _Bad("peaks hold NaN, infinite or negative values")
     order = np.argsort(mz, kind="stable")
     mods_t = tuple(sorted(mods))
     calc = peptide_mz(sequence, mods_t, charge)
-    given = _header_value(headers, comment, "PrecursorMZ", "Parent", "Mz_exact")
-    precursor = float(given) if given is not None else calc
+    precursor = calc if precursor is None else precursor
     if abs(precursor - calc) > max(1.0, 0.002 * calc):  # a wrong peptide or charge, not rounding
         raise _Bad(f"precursor m/z {precursor:.4f} does not match {proforma(sequence, mods_t)}/{charge} ({calc:.4f})")
-    protein = _header_value(headers, comment, "Protein") or ""
-    return LibraryEntry(number, proforma(sequence, mods_t), sequence, mods_t, charge, calc, mz[order],
-                        inten[order].astype(np.float32), protein.strip('"'))  # fmt: skip
+    mz, inten = np.asarray(mz, np.float64)[order], np.asarray(inten)[order].astype(np.float32)
+    return LibraryEntry(number, proforma(sequence, mods_t), sequence, mods_t, charge, calc, mz, inten, protein)
 
 
 def _open(path: Path) -> IO[str]:
@@ -214,8 +222,14 @@ def _open(path: Path) -> IO[str]:
 
 
 def read_library(path: str | Path) -> Iterator[LibraryEntry | Malformed]:
-    """Every entry of an MSP or sptxt file (``.gz`` too), in order; see the module docstring."""
+    """Every entry of an MSP or sptxt file (``.gz`` too), or of an EncyclopeDIA .dlib/.elib
+    (`rtsearch.library.encyclopedia`), in order; see the module docstring."""
     path = Path(path)
+    if path.suffix.lower() in (".dlib", ".elib"):
+        from rtsearch.library.encyclopedia import read_encyclopedia
+
+        yield from read_encyclopedia(path)
+        return
     try:
         fh = _open(path)
     except OSError as e:

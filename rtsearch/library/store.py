@@ -180,7 +180,9 @@ def import_library(
                 add(d, True)
                 report.decoys += 1
     if not peptides:
-        raise InputError("no usable library entry in " + ", ".join(report.files))
+        why = "".join(f"\n  {f}: entry {b.number} ({b.name[:60]}): {b.reason}" for f, b in report.malformed)
+        raise InputError(f"no usable library entry in {', '.join(report.files)} ({report.read} read)" + (
+            f"; each with its reason:{why}" if why else ": no entry found (MSP, sptxt, .dlib or .elib?)"))
     order = np.argsort(np.asarray(precursor), kind="stable")
     counts = np.array([len(bins[i]) for i in order], dtype=np.int64)
     arrays = {

@@ -62,6 +62,11 @@ def test_a_library_built_from_our_identifications_finds_them_again(data, demo_in
     db, msp, lib_dir, lib_out = tmp_path / "db.tsv", tmp_path / "own.msp", tmp_path / "own.lib", tmp_path / "lib.tsv"
     assert main(["search", str(run), "--index", str(demo_index.folder), "-o", str(db)]) == 0
     assert main(["library", "build", str(db), str(run), "--out", str(msp), "--peak-tolerance", "0.5"]) == 0
+    # the same library from the same results written as Parquet (a daemon's results_format = "parquet")
+    assert main(["search", str(run), "--index", str(demo_index.folder), "-o", str(tmp_path / "db.parquet")]) == 0
+    assert main(["library", "build", str(tmp_path / "db.parquet"), str(run), "--out", str(tmp_path / "pq.msp"),
+                 "--peak-tolerance", "0.5"]) == 0  # fmt: skip
+    assert (tmp_path / "pq.msp").read_text() == msp.read_text()
     assert main(["library", "import", str(msp), "--out", str(lib_dir)]) == 0
     assert main(["search", str(run), "--library", str(lib_dir), "-o", str(lib_out)]) == 0
     with open(db, newline="") as fh:
