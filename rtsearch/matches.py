@@ -125,6 +125,7 @@ class ResultRow(TypedDict):
     scan: int
     charge: int
     precursor_mz: float
+    rt: float  # retention time, seconds, as the spectrum gave it
     calc_mz: float
     ppm_error: float
     peptide: str  # ProForma
@@ -138,8 +139,10 @@ class ResultRow(TypedDict):
 
 
 RESULT_COLUMNS: tuple[str, ...] = tuple(ResultRow.__annotations__)
-# what a live result carries of the file's columns: the peptide-level q-value exists only at a run's end
-LIVE_FIELDS: tuple[str, ...] = tuple(c for c in RESULT_COLUMNS if c != "peptide_q_value")
+# what a live result carries of the file's columns: the peptide-level q-value exists only at a run's end, and the
+# retention time is the sender's own (a result echoes its ``sent_ns``, not the spectrum)
+FILE_ONLY: tuple[str, ...] = ("peptide_q_value", "rt")
+LIVE_FIELDS: tuple[str, ...] = tuple(c for c in RESULT_COLUMNS if c not in FILE_ONLY)
 
 
 class ResultMessage(TypedDict, total=False):

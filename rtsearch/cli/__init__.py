@@ -1,4 +1,4 @@
-"""Command line: ``rtsearch index|library|proteoforms|search|serve|features|demo``, one module per command group.
+"""Command line: ``rtsearch index|library|proteoforms|search|serve|features|export|demo``, one module per command group.
 
 Each command module adds its parser (``add_parser``) and runs its command (``run``).
 This is the only place that turns `RtsearchError` into exit codes and configures
@@ -14,11 +14,11 @@ import sys
 from collections.abc import Sequence
 
 from rtsearch import __version__
-from rtsearch.cli import demo, features, index, library, logs, proteoforms, search, serve
+from rtsearch.cli import demo, export, features, index, library, logs, proteoforms, search, serve
 from rtsearch.errors import RtsearchError
 
 COMMANDS = {"index": index, "library": library, "proteoforms": proteoforms, "search": search, "serve": serve,
-            "features": features, "demo": demo}
+            "features": features, "export": export, "demo": demo}
 
 EXAMPLES = """\
 examples:
@@ -30,6 +30,7 @@ examples:
   rtsearch library import nist-bsa_consensus.msp --out bsa.lib
   rtsearch search BSA1.mzML.gz --library bsa.lib -o bsa-lib.tsv
   rtsearch features BSA1.mzML.gz -o bsa1-features.tsv
+  rtsearch export results.tsv --to pin -o results.pin
   rtsearch demo
 """
 

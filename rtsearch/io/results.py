@@ -88,9 +88,9 @@ _FILE_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 MAX_STEM = 100  # characters of a run's name kept in its file's name (file systems allow 255 bytes)
 
 
-def read_results(path: str | Path, columns: tuple[str, ...]) -> dict[str, list[Any]]:
-    """``columns`` of a results file written here (TSV or Parquet, by its suffix), as lists (None where empty);
-    `InputError` naming what is wrong when the file cannot be read or lacks a column."""
+def read_results(path: str | Path, columns: tuple[str, ...] | None) -> dict[str, list[Any]]:
+    """``columns`` (None: all, in file order) of a results file written here (TSV or Parquet, by its suffix), as
+    lists (None where empty); `InputError` naming what is wrong when the file cannot be read or lacks a column."""
     p = Path(path)
     try:
         if p.suffix.lower() == ".parquet":
@@ -100,6 +100,7 @@ def read_results(path: str | Path, columns: tuple[str, ...]) -> dict[str, list[A
                                    convert_options=pacsv.ConvertOptions(strings_can_be_null=True))  # fmt: skip
     except (OSError, pa.ArrowException) as e:
         raise InputError(f"{p}: not a readable rtsearch results file (.tsv or .parquet): {e}") from None
+    columns = tuple(table.column_names) if columns is None else columns
     missing = [c for c in columns if c not in table.column_names]
     if missing:
         raise InputError(f"{p}: not a readable rtsearch results file (no column {', '.join(missing)})")

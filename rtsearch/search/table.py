@@ -140,6 +140,7 @@ class PsmTable:
             "scan": np.concatenate([b.scan for b in self.batches]) if self.batches else np.zeros(0, np.int64),
             "charge": as_int(self._cat("charge")),
             "precursor_mz": np.concatenate([b.precursor_mz for b in self.batches]) if self.batches else nan,
+            "rt": np.concatenate([b.rt for b in self.batches]) if self.batches else nan,
             "calc_mz": only_hits(self._cat("calc_mz")),
             "ppm_error": only_hits(self._cat("ppm_error")),
             "peptide": peptide,

@@ -1,0 +1,29 @@
+"""``rtsearch export``: a results file in the field's interchange formats (`rtsearch.io.export`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rtsearch.cli.stores import require_files
+from rtsearch.io.export import export
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "export", help="write a results file as psm_utils TSV, Percolator PIN or mzIdentML",
+        description="Write the matched spectra of an rtsearch results file (rtsearch search -o, or a daemon's run "
+        "file; .tsv or .parquet) in an interchange format: 'psm_utils' (psm_utils' TSV: ms2rescore, psm_utils "
+        "convert), 'pin' (Percolator's input: Percolator, mokapot), 'mzid' (mzIdentML 1.2: PRIDE, quantms, "
+        "PeptideShaker). Spectra are identified as scan=N.",
+    )  # fmt: skip
+    p.add_argument("results", metavar="RESULTS", help="rtsearch results file (.tsv or .parquet)")
+    p.add_argument("--to", required=True, choices=("psm_utils", "pin", "mzid"), help="the format to write")
+    p.add_argument("-o", "--out", required=True, metavar="FILE", help="where to write it")
+
+
+def run(args: argparse.Namespace) -> int:
+    require_files([args.results], "results file")
+    n = export(args.results, args.out, args.to)
+    print(f"{args.out}: {n:,} matched spectra as {args.to}")
+    return 0

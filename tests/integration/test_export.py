@@ -1,0 +1,92 @@
+"""rtsearch's results read by the field's tools: the psm_utils TSV, the Percolator PIN and the mzIdentML that
+`rtsearch export` writes from a real run's results (TSV and Parquet) are read back by psm_utils (in the interop
+environment scripts/test makes: psm_utils pins pyteomics < 5) and the mzIdentML by pyteomics too; every matched
+spectrum's peptide, charge, decoy flag, score, q-value, retention time and proteins agree with the TSV."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from pyteomics import mzid
+
+from rtsearch.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+INTEROP = ROOT / ".venv-interop" / "bin" / "python"
+
+
+@pytest.fixture(scope="module")
+def results(data, demo_index, tmp_path_factory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("export")
+    run = data / "ecoli-small/Ecoli_MS2_small.mzML"
+    out = {"tsv": tmp / "r.tsv", "parquet": tmp / "r.parquet"}
+    for path in out.values():
+        assert main(["search", str(run), "--index", str(demo_index.folder), "-o", str(path)]) == 0
+    return out
+
+
+def _rows(path: Path) -> dict[str, dict[str, str]]:
+    with open(path, newline="") as fh:
+        return {f"scan={r['scan']}": r for r in csv.DictReader(fh, delimiter="\t") if r["peptide"]}
+
+
+def _psm_utils(filetype: str, path: Path) -> list[dict]:
+    assert INTEROP.exists(), "the interop environment is missing: scripts/test makes it (.venv-interop, psm_utils)"
+    res = subprocess.run([str(INTEROP), str(ROOT / "tests/interop/read_psms.py"), filetype, str(path)],
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout)
+
+
+def _same(psms: list[dict], rows: dict[str, dict[str, str]], *, spectrum_id, score: str, qvalue: bool) -> None:
+    assert len(psms) == len(rows) > 100
+    for p in psms:
+        r = rows[spectrum_id(p)]
+        assert p["proforma"] == f"{r['peptide']}/{r['charge']}" and p["charge"] == int(r["charge"])
+        assert p["is_decoy"] == (r["is_decoy"] == "true")
+        assert p["score"] == pytest.approx(float(r[score]), rel=1e-12)
+        assert not qvalue or p["qvalue"] == pytest.approx(float(r["q_value"]), rel=1e-12, abs=1e-15)
+        assert p["rt"] == pytest.approx(float(r["rt"]), rel=1e-12) and p["proteins"] == r["proteins"].split(";")
+
+
+@pytest.mark.parametrize("source", ["tsv", "parquet"])
+def test_psm_utils_reads_the_psm_utils_table(results, tmp_path, source) -> None:
+    out = tmp_path / "r.psm_utils.tsv"
+    assert main(["export", str(results[source]), "--to", "psm_utils", "-o", str(out)]) == 0
+    psms = _psm_utils("tsv", out)
+    _same(psms, _rows(results["tsv"]), spectrum_id=lambda p: p["spectrum_id"], score="score", qvalue=True)
+    assert all(p["run"] == "Ecoli_MS2_small" and p["features"] >= 20 for p in psms)
+
+
+def test_a_percolator_reader_reads_the_pin(results, tmp_path) -> None:
+    out = tmp_path / "r.pin"
+    assert main(["export", str(results["tsv"]), "--to", "pin", "-o", str(out)]) == 0
+    psms = _psm_utils("percolator", out)
+    _same(psms, _rows(results["tsv"]), spectrum_id=lambda p: "scan=" + p["spectrum_id"].split("_")[-2],
+          score="hyperscore", qvalue=False)  # fmt: skip
+    header = out.read_text().split("\n", 1)[0].split("\t")
+    assert header[:5] == ["SpecId", "Label", "ScanNr", "ExpMass", "CalcMass"] and header[-2:] == ["Peptide", "Proteins"]
+
+
+def test_pyteomics_and_psm_utils_read_the_mzidentml(results, tmp_path) -> None:
+    out = tmp_path / "r.mzid"
+    assert main(["export", str(results["tsv"]), "--to", "mzid", "-o", str(out)]) == 0
+    rows = _rows(results["tsv"])
+    _same(_psm_utils("mzid", out), rows, spectrum_id=lambda p: p["spectrum_id"], score="score", qvalue=True)
+    seen = 0
+    with mzid.MzIdentML(str(out), retrieve_refs=True) as reader:
+        for sir in reader:
+            r = rows[sir["spectrumID"]]
+            (sii,) = sir["SpectrumIdentificationItem"]
+            assert sii["chargeState"] == int(r["charge"]) and sii["rank"] == 1
+            assert sii["PSM-level q-value"] == pytest.approx(float(r["q_value"]), abs=1e-15)
+            assert sii["experimentalMassToCharge"] == pytest.approx(float(r["precursor_mz"]))
+            assert sii["PeptideSequence"] == re.sub(r"\[[^\]]*\]-?|-\[[^\]]*\]", "", r["peptide"])
+            assert {e["accession"] for e in sii["PeptideEvidenceRef"]} == set(r["proteins"].split(";"))
+            seen += 1
+    assert seen == len(rows)
