@@ -55,6 +55,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    args.argv = ["rtsearch", *(sys.argv[1:] if argv is None else argv)]  # as given: provenance records it
     quiet = logging.INFO if args.command == "serve" else logging.WARNING  # a daemon says what it does
     logs.configure(logging.DEBUG if args.verbose else quiet, args.log_format)
     try:

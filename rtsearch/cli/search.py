@@ -38,6 +38,10 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import json
+
+    from rtsearch.io import provenance
+    from rtsearch.io.provenance import InputHashes
     from rtsearch.io.results import write_table
     from rtsearch.search.offline import SpectrumReader, search_runs
 
@@ -52,8 +56,10 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{r}: spectrum file not found")
     if args.readers is not None and args.readers < 0:
         raise InputError("--readers must be 0 or more")
-    # the reader starts (its workers forked) before CuPy is imported: it reads while the target opens
-    with SpectrumReader(args.runs, batch_size=args.batch_size, readers=args.readers) as reader:
+    # the reader starts (its workers forked) before CuPy is imported: it reads while the target opens; the input
+    # files are hashed beside (rtsearch.io.provenance)
+    with InputHashes(args.runs) as hashes, SpectrumReader(args.runs, batch_size=args.batch_size,
+                                                          readers=args.readers) as reader:  # fmt: skip
         log.debug("reading %d runs (%s worker processes)", len(args.runs), reader.workers or "no")
         backend = backend_of(args, cfg)
         log.debug("backend %s ready", backend.name)
@@ -70,7 +76,10 @@ def run(args: argparse.Namespace) -> int:
 
             found = attach_ms1(table, args.runs, xp=backend.xp)
             log.info("MS1 elution of %d identified precursors", found)
-    n = write_table(table, out)
-    log.debug("%s written", out)
+    rec = provenance.record(command=args.argv, config=resolved_dict(cfg), inputs=hashes.records(),
+                            target=args.index or args.library or args.proteoforms)  # fmt: skip
+    n = write_table(table, out, metadata={"rtsearch.provenance": json.dumps(rec, default=str)})
+    provenance.write_json(rec, provenance.sidecar(out))
+    log.debug("%s written (provenance: %s)", out, provenance.sidecar(out))
     print(f"{out}: {n:,} rows; {summary}")
     return 0

@@ -91,9 +91,30 @@ def run(args: argparse.Namespace) -> int:
         # a cluster's workers score on the backend; its front door only routes and names: the target stays here
         target = open_target(args, cfg, get_backend("numpy") if serve.cluster else backend)
         metrics.health.set(state="starting")
+        _provenance(args, cfg, serve)
         daemon = Daemon(target, serve, metrics=metrics, cluster_backend=backend.name)
         asyncio.run(_serve(daemon))
     return 0
+
+
+def _provenance(args: argparse.Namespace, cfg: Any, serve: Any) -> None:
+    """``provenance-<start>.json`` in the results folder: what wrote the run files from now on
+    (`rtsearch.io.provenance`); a folder that cannot take it is the daemon's own error to report at start."""
+    import dataclasses
+    import time
+    from pathlib import Path
+
+    from rtsearch.io import provenance
+
+    config = resolved_dict(dataclasses.replace(cfg, serve=serve))
+    rec = provenance.record(command=args.argv, config=config, target=args.index or args.library or args.proteoforms)
+    folder = Path(serve.results_dir)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = provenance.write_json(rec, folder / f"provenance-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json")
+        log.info("provenance of this daemon's run files: %s", path)
+    except OSError as e:
+        log.warning("results folder %s: provenance not written (%s)", folder, e.strerror or e)
 
 
 async def _serve(daemon: Any) -> None:

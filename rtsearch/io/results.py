@@ -53,18 +53,22 @@ def _array(name: str, values: Any) -> pa.Array:
     return pa.array(arr.astype(np.int64), type=pa.int64())
 
 
-def write_table(table: Table, path: str | Path) -> int:
+def write_table(table: Table, path: str | Path, *, metadata: dict[str, str] | None = None) -> int:
     """Write a finalized table to ``path`` (``.tsv`` or ``.parquet``); returns the row count."""
-    return write_columns(table.columns(), table.column_names, path)
+    return write_columns(table.columns(), table.column_names, path, metadata=metadata)
 
 
-def write_columns(cols: dict[str, Any], names: tuple[str, ...], path: str | Path) -> int:
-    """Write columns ``names`` of ``cols`` (one value per row each) to ``path``, atomically; the row count."""
+def write_columns(cols: dict[str, Any], names: tuple[str, ...], path: str | Path, *,
+                  metadata: dict[str, str] | None = None) -> int:  # fmt: skip
+    """Write columns ``names`` of ``cols`` (one value per row each) to ``path``, atomically; the row count.
+    ``metadata``: key-value pairs a Parquet file keeps in its schema (`rtsearch.io.provenance`)."""
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix not in (".tsv", ".parquet", ".txt"):
         raise InputError(f"{p}: output must end in .tsv or .parquet")
     arrow = pa.table({c: _array(c, cols[c]) for c in names})
+    if metadata:
+        arrow = arrow.replace_schema_metadata(metadata)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
     os.close(fd)

@@ -90,3 +90,24 @@ def test_pyteomics_and_psm_utils_read_the_mzidentml(results, tmp_path) -> None:
             assert {e["accession"] for e in sii["PeptideEvidenceRef"]} == set(r["proteins"].split(";"))
             seen += 1
     assert seen == len(rows)
+
+
+def test_the_results_say_what_produced_them(results, demo_index, data) -> None:
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    from rtsearch import __version__
+
+    run = data / "ecoli-small/Ecoli_MS2_small.mzML"
+    for path in results.values():
+        rec = json.loads(Path(f"{path}.provenance.json").read_text())
+        assert rec["rtsearch"] == __version__ and rec["command"][-2:] == ["-o", str(path)]
+        assert rec["inputs"] == [{"path": str(run.resolve()), "bytes": run.stat().st_size,
+                                  "sha256": hashlib.sha256(run.read_bytes()).hexdigest()}]  # fmt: skip
+        manifest = Path(demo_index.folder) / "manifest.json"
+        assert rec["target"]["manifest_sha256"] == hashlib.sha256(manifest.read_bytes()).hexdigest()
+        assert rec["config"]["search"]["precursor_tolerance"] and rec["config"]["database"]["enzyme"] == "trypsin"
+    meta = pq.read_schema(results["parquet"]).metadata
+    assert json.loads(meta[b"rtsearch.provenance"]) == json.loads(Path(f"{results['parquet']}.provenance.json")
+                                                                   .read_text())  # fmt: skip
