@@ -4,7 +4,9 @@ A modification is written ``Name@Site``: ``Carbamidomethyl@C``,
 ``Phospho@STY``, ``Acetyl@Protein N-term``, ``Gln->pyro-Glu@N-term Q``.
 Sites are residues, ``N-term``/``C-term`` (peptide) or ``Protein N-term``/
 ``Protein C-term``, optionally followed by the residues they apply to.
-A mass may stand for the name: ``+15.9949@M``.
+Names are Unimod's: the common ones below, any other from the full Unimod table
+(`rtsearch.database.unimod`: ``Label:13C(6)@R``, ``UNIMOD:188@R``). A mass may stand for the name:
+``+15.9949@M``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Literal
 
 import numpy as np
 
+from rtsearch.database import unimod
 from rtsearch.errors import ConfigError
 
 # Monoisotopic residue masses (Unimod / NIST).
@@ -102,9 +105,13 @@ def parse_mod(text: str) -> Modification:
             raise ConfigError(f"modification {text!r}: bad mass {name!r}") from None
     elif name in UNIMOD:
         delta = UNIMOD[name]
+    elif (found := unimod.mass(name)) is not None:  # any other Unimod name or accession (UNIMOD:188)
+        delta = found
     else:
-        known = ", ".join(sorted(UNIMOD))
-        raise ConfigError(f"modification {text!r}: unknown name {name!r}; known: {known}")
+        like = unimod.close(name)
+        raise ConfigError(f"modification {text!r}: {name!r} is not a Unimod name or accession"
+                          + (f"; did you mean {', '.join(repr(x) for x in like)}?" if like else "")
+                          + " (or give its mass: '+15.9949@M')")  # fmt: skip
     low = site.lower().replace("_", " ")
     kind: SiteKind = "residue"
     residues = site

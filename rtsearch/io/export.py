@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rtsearch import __version__
+from rtsearch.database import unimod
 from rtsearch.database.mods import UNIMOD
 from rtsearch.errors import InputError
 from rtsearch.io.perms import as_umask
@@ -125,8 +126,10 @@ def _modifications(proforma: str) -> tuple[str, list[dict[str, Any]]]:
 
 
 def _mod(location: int, tag: str) -> dict[str, Any]:
-    if tag in UNIMOD:
-        return {"location": location, "name": tag, "monoisotopic_mass_delta": UNIMOD[tag]}
+    known = UNIMOD.get(tag)
+    known = unimod.mass(tag) if known is None else known
+    if known is not None:
+        return {"location": location, "name": tag, "monoisotopic_mass_delta": known}
     try:
         return {"location": location, "monoisotopic_mass_delta": float(tag), "name": "unknown modification"}
     except ValueError:

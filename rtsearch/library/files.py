@@ -25,6 +25,7 @@ from typing import IO
 
 import numpy as np
 
+from rtsearch.database import unimod
 from rtsearch.database.mods import RESIDUE_MASS, UNIMOD
 from rtsearch.errors import InputError
 from rtsearch.types import H2O, PROTON
@@ -68,11 +69,10 @@ class Malformed:
 
 
 def _label(delta: float) -> str:
-    """The Unimod name of a mass delta, else the signed mass (ProForma)."""
-    for name, mass in MODS.items():
-        if abs(mass - delta) <= _MASS_TOL:
-            return name
-    return f"{delta:+.4f}"
+    """The Unimod name of a mass delta (the nearest within `_MASS_TOL`: TMTpro and iTRAQ8plex are 0.0018 Da apart),
+    else the signed mass (ProForma)."""
+    name, mass = min(MODS.items(), key=lambda kv: abs(kv[1] - delta))
+    return name if abs(mass - delta) <= _MASS_TOL else f"{delta:+.4f}"
 
 
 def peptide_mz(sequence: str, mods: tuple[tuple[int, float, str], ...], charge: int) -> float:
@@ -138,13 +138,15 @@ def _comment_mods(text: str, sequence: str) -> list[tuple[int, float, str]] | No
         except ValueError:
             raise _Bad(f"unreadable modification {item!r}") from None
         name = _ALIASES.get(name, name)
-        if name not in MODS:
+        delta = MODS.get(name)
+        delta = unimod.mass(name) if delta is None else delta  # the common ones, else any Unimod name
+        if delta is None:
             raise _Bad(f"unknown modification {name!r}")
         if name == "Acetyl" and pos == 0 and aa != "K":
             pos = -1  # N-terminal acetyl written on the first residue
         if pos >= len(sequence) or (pos >= 0 and sequence[pos] != aa.upper()):
             raise _Bad(f"modification {item!r} does not match the sequence")
-        out.append((pos, MODS[name], name))
+        out.append((pos, delta, name))
     if len(out) != int(m.group(1)):
         raise _Bad(f"Mods={m.group(1)} lists {len(out)} modifications")
     return out

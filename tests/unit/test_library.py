@@ -213,3 +213,11 @@ def test_cli_library_build_refuses_bad_input(libs, tmp_path, capsys, data):
     assert main(["search", str(run), "--library", str(tmp_path), "-o", str(tmp_path / "r.tsv")]) == 2
     assert "not a spectral library folder" in capsys.readouterr().err
     assert not (tmp_path / "o.msp").exists()
+
+
+def test_a_mass_is_named_by_the_nearest_unimod_delta() -> None:
+    from rtsearch.library.files import _label
+
+    # TMTpro (304.207146) and iTRAQ8plex (304.20536) are 0.0018 Da apart: each mass gets its own name
+    assert _label(304.2071) == "TMTpro" and _label(304.2054) == "iTRAQ8plex"
+    assert _label(57.0215) == "Carbamidomethyl" and _label(123.4567) == "+123.4567"

@@ -67,13 +67,11 @@ def test_parse_mod_by_mass() -> None:
     assert parse_mod("Oxidation@M").label == "Oxidation"
 
 
-def test_parse_mod_unknown_name_lists_known() -> None:
+def test_parse_mod_unknown_name_suggests_unimod_names() -> None:
     with pytest.raises(ConfigError) as e:
-        parse_mod("Oxidized@M")
+        parse_mod("Oxidised@M")
     msg = str(e.value)
-    assert "Oxidized" in msg
-    for name in ("Oxidation", "Carbamidomethyl", "Phospho", "Acetyl"):
-        assert name in msg
+    assert "'Oxidised' is not a Unimod name" in msg and "did you mean" in msg and "'Oxidation'" in msg
 
 
 @pytest.mark.parametrize("text", ["Oxidation", "Oxidation@", "Oxidation@1", "Oxidation@M-term", "+abc@M", "@M"])
