@@ -134,14 +134,15 @@ class ResultRow(TypedDict):
     score: float  # the run's discriminant (higher is better)
     q_value: float
     peptide_q_value: float
+    pep: float  # posterior error probability (`rtsearch.search.fdr.peps`)
     matched_peaks: int
     reason: str  # why there is no match
 
 
 RESULT_COLUMNS: tuple[str, ...] = tuple(ResultRow.__annotations__)
-# what a live result carries of the file's columns: the peptide-level q-value exists only at a run's end, and the
+# what a live result carries of the file's columns: the peptide-level q-value and PEP exist only at a run's end, the
 # retention time is the sender's own (a result echoes its ``sent_ns``, not the spectrum)
-FILE_ONLY: tuple[str, ...] = ("peptide_q_value", "rt")
+FILE_ONLY: tuple[str, ...] = ("peptide_q_value", "pep", "rt")
 LIVE_FIELDS: tuple[str, ...] = tuple(c for c in RESULT_COLUMNS if c not in FILE_ONLY)
 
 

@@ -4,7 +4,7 @@
 matched spectra (rank 1, the file's one match a spectrum) as
 
 - ``psm_utils``: psm_utils' lossless TSV (`psm_utils.io.read_file(..., filetype="tsv")`): ``peptidoform``
-  (ProForma with ``/charge``), ``spectrum_id``, ``run``, ``is_decoy``, ``score``, ``qvalue``, ``precursor_mz``,
+  (ProForma with ``/charge``), ``spectrum_id``, ``run``, ``is_decoy``, ``score``, ``qvalue``, ``pep``, ``precursor_mz``,
   ``retention_time``, ``protein_list``, ``rank``, ``source``, every feature as ``rescoring:NAME`` and the
   peptide-level q-value as ``meta:peptide_qvalue``;
 - ``pin``: Percolator's input (``SpecId``, ``Label`` 1 / -1, ``ScanNr``, ``ExpMass``, ``CalcMass``, the
@@ -78,15 +78,16 @@ def _accessions(text: str | None) -> list[str]:
 
 
 def _psm_utils(cols: dict[str, list[Any]], rows: list[int], features: list[str], path: Path) -> None:
-    head = ["peptidoform", "spectrum_id", "run", "is_decoy", "score", "qvalue", "precursor_mz", "retention_time",
+    head = ["peptidoform", "spectrum_id", "run", "is_decoy", "score", "qvalue", "pep", "precursor_mz", "retention_time",
             "protein_list", "rank", "source", "meta:peptide_qvalue", *(f"rescoring:{f}" for f in features)]  # fmt: skip
     with open(path, "w", newline="") as fh:
         fh.write("\t".join(head) + "\n")
         for i in rows:
             cells = [f"{cols['peptide'][i]}/{cols['charge'][i]}", f"scan={cols['scan'][i]}", cols["run"][i],
                      str(bool(cols["is_decoy"][i])), _num(cols["score"][i]), _num(cols["q_value"][i]),
-                     _num(cols["precursor_mz"][i]), _num(cols["rt"][i]), repr(_accessions(cols["proteins"][i])), "1",
-                     "rtsearch", _num(cols["peptide_q_value"][i]), *(_num(cols[f][i]) for f in features)]  # fmt: skip
+                     _num(cols["pep"][i]), _num(cols["precursor_mz"][i]), _num(cols["rt"][i]),
+                     repr(_accessions(cols["proteins"][i])), "1", "rtsearch", _num(cols["peptide_q_value"][i]),
+                     *(_num(cols[f][i]) for f in features)]  # fmt: skip
             fh.write("\t".join(cells) + "\n")
 
 

@@ -7,6 +7,10 @@ minimum FDR at which a PSM is accepted: Storey & Tibshirani 2003, PNAS
 Peptide-level: the best PSM of each peptide, then the same estimate
 (Granholm et al. 2011 discuss why this level matters).
 
+Posterior error probabilities (`peps`): the local FDR at a PSM's score, decoy over target
+density, made monotone by isotonic regression as qvality does (Käll, Storey & Noble 2009,
+Bioinformatics 25:964).
+
 Here FDR at a threshold is ``decoys / targets`` at or above it (no +1), and
 q-values are made monotone from the bottom up. Equal scores share the FDR
 counted at the end of their group (decoys among them included), so ties
@@ -184,3 +188,45 @@ class RunningFdr:
         fdr = fdr[group_end][gid]
         q = np.minimum(np.minimum.accumulate(fdr[::-1])[::-1], 1.0)
         return q[::-1]
+
+
+def peps(score: np.ndarray, is_decoy: np.ndarray, *, bins: int = 1000) -> np.ndarray:
+    """Posterior error probability of every PSM (NaN scores get 1): the chance a PSM at its score is wrong.
+
+    Targets and decoys compete for each spectrum, so at any score the wrong targets are as dense as the decoys:
+    PEP(s) = decoys(s) / targets(s). The decoy fraction is fitted non-increasing in the score by pool-adjacent-
+    violators over equal-count score bins (at most ``bins``; the loop is over bins, not PSMs), then
+    PEP = p / (1 - p), at most 1.
+    """
+    score = np.asarray(score, dtype=np.float64)
+    decoy = np.asarray(is_decoy, dtype=bool)
+    out = np.ones(score.shape[0])
+    ok = np.flatnonzero(np.isfinite(score))
+    if ok.size == 0:
+        return out
+    order = ok[np.argsort(score[ok], kind="stable")]  # worst first
+    edges = np.unique(np.linspace(0, order.size, min(bins, order.size) + 1).astype(np.int64))
+    n = np.diff(edges).astype(np.float64)
+    d = np.add.reduceat(decoy[order].astype(np.float64), edges[:-1])
+    fit = _decreasing(d / n, n)
+    p = np.minimum(fit / np.maximum(1.0 - fit, 1e-12), 1.0)
+    out[order] = np.repeat(p, np.diff(edges))
+    return out
+
+
+def _decreasing(y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The weighted least-squares non-increasing fit of ``y`` (pool adjacent violators)."""
+    values: list[float] = []
+    weights: list[float] = []
+    counts: list[int] = []
+    for v, wt in zip(y.tolist(), w.tolist(), strict=True):
+        values.append(v)
+        weights.append(wt)
+        counts.append(1)
+        while len(values) > 1 and values[-2] < values[-1]:  # a rise: pool the two blocks
+            wt2 = weights[-2] + weights[-1]
+            v2 = (values[-2] * weights[-2] + values[-1] * weights[-1]) / wt2
+            c2 = counts[-2] + counts[-1]
+            del values[-1], weights[-1], counts[-1]
+            values[-1], weights[-1], counts[-1] = v2, wt2, c2
+    return np.repeat(np.asarray(values), counts)

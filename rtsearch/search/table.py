@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from rtsearch.matches import RESULT_COLUMNS, ScoredBatch, concat_batches
-from rtsearch.search.fdr import peptide_q_values, q_values
+from rtsearch.search.fdr import peps, peptide_q_values, q_values
 from rtsearch.search.lda import Discriminant
 from rtsearch.search.target import SearchTarget
 
@@ -45,6 +45,7 @@ class PsmTable:
         self.score: np.ndarray | None = None
         self.q: np.ndarray | None = None
         self.peptide_q: np.ndarray | None = None
+        self.pep: np.ndarray | None = None
         self._small = 0  # small batches at the end of ``batches``
 
     def add(self, batch: ScoredBatch) -> None:
@@ -87,7 +88,7 @@ class PsmTable:
         hit = match >= 0
         decoy = np.zeros(n, dtype=bool)
         decoy[hit] = t.is_decoy(match[hit])
-        score, q, pq = np.full(n, np.nan), np.ones(n), np.ones(n)
+        score, q, pq, pep = np.full(n, np.nan), np.ones(n), np.ones(n), np.ones(n)
         for run in dict.fromkeys(runs.tolist()):
             rows = np.flatnonzero((runs == run) & hit)
             if rows.size == 0:
@@ -98,7 +99,8 @@ class PsmTable:
             score[rows] = fitted.score
             q[rows] = q_values(score[rows], decoy[rows])
             pq[rows] = peptide_q_values(score[rows], decoy[rows], t.peptide_keys(match[rows]))
-        self.score, self.q, self.peptide_q = score, q, pq
+            pep[rows] = peps(score[rows], decoy[rows])
+        self.score, self.q, self.peptide_q, self.pep = score, q, pq, pep
         self.match, self.decoy, self.features = match, decoy, feats
 
     def _finalized(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -149,6 +151,7 @@ class PsmTable:
             "score": only_hits(score),
             "q_value": only_hits(q),
             "peptide_q_value": only_hits(pq),
+            "pep": only_hits(self.pep),
             "matched_peaks": as_int(self._cat("matched_peaks")),
             "reason": [r if not h else "" for r, h in zip((r for b in self.batches for r in b.reason), matched,
                                                           strict=True)],  # fmt: skip

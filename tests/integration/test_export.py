@@ -59,8 +59,10 @@ def test_psm_utils_reads_the_psm_utils_table(results, tmp_path, source) -> None:
     out = tmp_path / "r.psm_utils.tsv"
     assert main(["export", str(results[source]), "--to", "psm_utils", "-o", str(out)]) == 0
     psms = _psm_utils("tsv", out)
-    _same(psms, _rows(results["tsv"]), spectrum_id=lambda p: p["spectrum_id"], score="score", qvalue=True)
+    rows = _rows(results["tsv"])
+    _same(psms, rows, spectrum_id=lambda p: p["spectrum_id"], score="score", qvalue=True)
     assert all(p["run"] == "Ecoli_MS2_small" and p["features"] >= 20 for p in psms)
+    assert all(p["pep"] == pytest.approx(float(rows[p["spectrum_id"]]["pep"]), abs=1e-15) for p in psms)
 
 
 def test_a_percolator_reader_reads_the_pin(results, tmp_path) -> None:

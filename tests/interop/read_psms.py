@@ -20,6 +20,7 @@ for p in read_file(path, filetype=filetype, **kwargs):
         "spectrum_id": str(p.spectrum_id), "run": p.run, "peptide": p.peptidoform.modified_sequence,
         "proforma": p.peptidoform.proforma, "charge": p.peptidoform.precursor_charge, "is_decoy": p.is_decoy,
         "score": p.score, "qvalue": None if p.qvalue is None else float(p.qvalue),
+        "pep": None if p.pep is None else float(p.pep),
         "rt": p.retention_time, "proteins": p.protein_list, "mass": p.peptidoform.theoretical_mass,
         "features": len(p.rescoring_features or {}),
     })

@@ -157,3 +157,24 @@ def test_q_values_equal_the_definition_on_tied_scores() -> None:
         np.testing.assert_allclose(q_values(score, decoy), want, rtol=1e-12)
         order = np.flatnonzero(finite)[np.argsort(score[finite])]  # ranked worst first: q_ranked on the reverse
         np.testing.assert_allclose(q_ranked(score[order][::-1], decoy[order][::-1]), want[order][::-1], rtol=1e-12)
+
+
+def test_peps_by_hand_and_on_a_seeded_mixture() -> None:
+    from rtsearch.search.fdr import peps
+
+    # four bins of one PSM, worst first: decoy, target, decoy, target -> decoy fractions 1, 0, 1, 0; pooled
+    # non-increasing: 1, 0.5, 0.5, 0 -> PEP = p / (1 - p): 1 (capped), 1, 1, 0
+    got = peps(np.array([1.0, 2.0, 3.0, 4.0]), np.array([True, False, True, False]), bins=4)
+    assert got.tolist() == [1.0, 1.0, 1.0, 0.0]
+    # targets: 3,000 right (score ~ N(4, 1)) and 2,000 wrong; decoys: 2,000 wrong (score ~ N(0, 1))
+    rng = np.random.default_rng(7)
+    score = np.r_[rng.normal(4, 1, 3000), rng.normal(0, 1, 2000), rng.normal(0, 1, 2000)]
+    decoy = np.r_[np.zeros(5000, bool), np.ones(2000, bool)]
+    pep = peps(score, decoy, bins=200)
+    order = np.argsort(score)
+    assert np.all(np.diff(pep[order]) <= 1e-12)  # never more likely wrong at a higher score
+    assert pep[score < -1].min() > 0.8 and pep[score > 5].max() < 0.02
+    # calibrated: summed over the targets above 2, PEP counts the wrong ones there (2,000 x P(N(0,1) > 2) = 45.5)
+    above = (score > 2) & ~decoy
+    assert abs(pep[above].sum() - 2000 * 0.02275) < 25, pep[above].sum()
+    assert peps(np.array([np.nan, 1.0]), np.array([False, False])).tolist() == [1.0, 0.0]
