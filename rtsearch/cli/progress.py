@@ -12,6 +12,10 @@ from typing import TextIO
 
 from tqdm import tqdm
 
+# no monitor thread: a live thread makes the spectrum readers spawn their workers instead of forking them
+# (`rtsearch.io.batches`), and the bars here are updated often enough not to need one
+tqdm.monitor_interval = 0
+
 
 class Progress:
     """``with Progress("digest", total=n) as bar: bar.update(k)``."""

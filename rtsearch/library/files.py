@@ -224,14 +224,9 @@ def _open(path: Path) -> IO[str]:
 
 
 def read_library(path: str | Path) -> Iterator[LibraryEntry | Malformed]:
-    """Every entry of an MSP or sptxt file (``.gz`` too), or of an EncyclopeDIA .dlib/.elib
-    (`rtsearch.library.encyclopedia`), in order; see the module docstring."""
+    """Every entry of an MSP or sptxt file (``.gz`` too), in order; see the module docstring (any format:
+    `rtsearch.library.formats.read_entries`)."""
     path = Path(path)
-    if path.suffix.lower() in (".dlib", ".elib"):
-        from rtsearch.library.encyclopedia import read_encyclopedia
-
-        yield from read_encyclopedia(path)
-        return
     try:
         fh = _open(path)
     except OSError as e:

@@ -41,7 +41,8 @@ import numpy as np
 from rtsearch import __version__
 from rtsearch.database.mods import RESIDUE_MASS
 from rtsearch.errors import InputError
-from rtsearch.library.files import LibraryEntry, Malformed, proforma, read_library
+from rtsearch.library.files import LibraryEntry, Malformed, proforma
+from rtsearch.library.formats import read_entries
 from rtsearch.types import H2O, PROTON
 
 STORE_VERSION = 1
@@ -167,7 +168,7 @@ def import_library(
 
     for path in paths:
         report.files.append(str(path))
-        for item in read_library(path):
+        for item in read_entries(path):
             report.read += 1
             if progress is not None:
                 progress(report.read)

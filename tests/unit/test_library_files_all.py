@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from rtsearch.errors import InputError
-from rtsearch.library.files import LibraryEntry, Malformed, read_library
+from rtsearch.library.files import LibraryEntry, Malformed
+from rtsearch.library.formats import read_entries
 from rtsearch.library.store import import_library
 
 
@@ -19,7 +20,7 @@ def test_each_shared_library_imports_or_lists_every_rejected_entry(data, tmp_pat
     assert len(files) >= 9
     imported = 0
     for path in files:
-        items = list(read_library(path))
+        items = list(read_entries(path))
         bad = [i for i in items if isinstance(i, Malformed)]
         assert items and all(i.reason for i in bad), path
         try:
@@ -40,7 +41,7 @@ def test_encyclopedia_entries_keep_their_peaks_and_modifications(data, name) -> 
     path = data / "spectral-libraries" / name
     con = sqlite3.connect(path)
     rows = con.execute("SELECT PeptideModSeq, PrecursorCharge, MassArray, IntensityArray FROM entries").fetchall()
-    entries = [e for e in read_library(path) if isinstance(e, LibraryEntry)]
+    entries = [e for e in read_entries(path) if isinstance(e, LibraryEntry)]
     assert len(entries) == len(rows)  # every entry of these two is usable
     modified = 0
     for e, (modseq, charge, masses, intensities) in zip(entries, rows, strict=True):
@@ -57,4 +58,4 @@ def test_a_file_that_is_not_an_encyclopedia_library_is_one_clear_error(tmp_path)
     fake = tmp_path / "x.dlib"
     fake.write_text("Name: PEPTIDE/2\n")
     with pytest.raises(InputError, match="not an EncyclopeDIA library"):
-        list(read_library(fake))
+        list(read_entries(fake))

@@ -77,8 +77,10 @@ def test_known_ptms_and_config_errors() -> None:
     assert db.known.sites[0].sum() == 3 and db.known.sites[1].sum() == 2
     with pytest.raises(ConfigError, match="not on residues"):
         build_proteoforms([], ProteoformConfig(known_ptms=("Acetyl@Protein N-term",)))
-    with pytest.raises(ConfigError, match="unknown name"):
-        build_proteoforms([], ProteoformConfig(known_ptms=("Sulfo@Y",)))
+    with pytest.raises(ConfigError, match="not a Unimod name"):
+        build_proteoforms([], ProteoformConfig(known_ptms=("NoSuchPtm@Y",)))
+    sulfo = build_proteoforms([], ProteoformConfig(known_ptms=("Sulfo@Y",)))  # any Unimod name: full tables
+    assert sulfo.known.mass.tolist() == [79.956815]
     with pytest.raises(ConfigError, match="n_term_forms"):
         parse_config({"proteoforms": {"n_term_forms": ["none", "nme_methyl"]}})
     assert parse_config({"proteoforms": {"decoys": "reverse"}}).proteoforms.decoys == "reverse"
