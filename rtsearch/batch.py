@@ -10,7 +10,7 @@ become one with `SpectraBatch.of`; code that works spectrum by spectrum gets the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,6 +30,13 @@ class SpectraBatch:
     mz: np.ndarray  # float64 [total]
     intensity: np.ndarray  # float32 [total]
     offsets: np.ndarray  # int64 [S + 1]
+    native_id: list[str] = field(default_factory=list)  # [S] as the file names each (`Spectrum.native_id`); [] none
+
+    def ids(self) -> list[str]:
+        """Each spectrum's native id, ``scan=N`` where none came (the wire's spectra)."""
+        if self.native_id:
+            return [n or f"scan={s}" for n, s in zip(self.native_id, self.scan.tolist(), strict=True)]
+        return [f"scan={s}" for s in self.scan.tolist()]
 
     def __len__(self) -> int:
         return int(self.scan.shape[0])
@@ -53,13 +60,15 @@ class SpectraBatch:
             mz=np.concatenate([sp.mz for sp in spectra]).astype(np.float64, copy=False) if s else np.zeros(0),
             intensity=np.concatenate([sp.intensity for sp in spectra]).astype(np.float32, copy=False) if s
             else np.zeros(0, np.float32), offsets=offsets,
+            native_id=[sp.native_id for sp in spectra] if any(sp.native_id for sp in spectra) else [],
         )  # fmt: skip
 
     def spectra(self) -> list[Spectrum]:
         """Each spectrum as a `Spectrum` (its peaks are views into this batch's arrays)."""
         o = self.offsets.tolist()
         return [
-            Spectrum(run, scan, 2, self.mz[o[i] : o[i + 1]], self.intensity[o[i] : o[i + 1]], prec, z, rt, 0.0, p)
+            Spectrum(run, scan, 2, self.mz[o[i] : o[i + 1]], self.intensity[o[i] : o[i + 1]], prec, z, rt, 0.0, p,
+                     self.native_id[i] if self.native_id else "")
             for i, (run, scan, prec, rt, z, p) in enumerate(zip(
                 self.run, self.scan.tolist(), self.precursor_mz.tolist(), self.rt.tolist(), self.charges,
                 self.problem, strict=True,
@@ -77,7 +86,8 @@ class SpectraBatch:
         rows_ = idx.tolist()
         return SpectraBatch([self.run[i] for i in rows_], self.scan[idx], self.precursor_mz[idx], self.rt[idx],
                             [self.charges[i] for i in rows_], [self.problem[i] for i in rows_], self.mz[peaks],
-                            self.intensity[peaks], offsets)  # fmt: skip
+                            self.intensity[peaks], offsets,
+                            [self.native_id[i] for i in rows_] if self.native_id else [])  # fmt: skip
 
     @classmethod
     def concat(cls, parts: Sequence[SpectraBatch]) -> SpectraBatch:
@@ -93,4 +103,5 @@ class SpectraBatch:
             [z for p in parts for z in p.charges], [x for p in parts for x in p.problem],
             np.concatenate([p.mz for p in parts]), np.concatenate([p.intensity for p in parts]),
             offsets.astype(np.int64),
+            [n for p in parts for n in p.ids()] if any(p.native_id for p in parts) else [],
         )  # fmt: skip

@@ -82,6 +82,7 @@ class ScoredBatch:
     # batch spent its time, for the daemon's log); empty for batches not scored by an engine
     stages: dict[str, float] = field(default_factory=dict)
     names: Names | None = None  # the matches' names, when worked out beside scoring (`rtsearch.search.live.named`)
+    native_id: list[str] = field(default_factory=list)  # each spectrum's id in its file (`SpectraBatch.native_id`)
 
     def __len__(self) -> int:
         return len(self.run)
@@ -91,7 +92,14 @@ class ScoredBatch:
         idx = np.asarray(rows, dtype=np.int64)
         names = self.names.take(idx) if self.names is not None else None
         return ScoredBatch([self.run[i] for i in idx], self.scan[idx], self.precursor_mz[idx], self.rt[idx],
-                           self.best.take(idx), [self.reason[i] for i in idx], names=names)  # fmt: skip
+                           self.best.take(idx), [self.reason[i] for i in idx], names=names,
+                           native_id=[self.native_id[i] for i in idx] if self.native_id else [])  # fmt: skip
+
+    def ids(self) -> list[str]:
+        """Each spectrum's native id, ``scan=N`` where none came."""
+        if self.native_id:
+            return [n or f"scan={s}" for n, s in zip(self.native_id, self.scan.tolist(), strict=True)]
+        return [f"scan={s}" for s in self.scan.tolist()]
 
 
 def concat_batches(batches: Sequence[ScoredBatch]) -> ScoredBatch:
@@ -104,6 +112,7 @@ def concat_batches(batches: Sequence[ScoredBatch]) -> ScoredBatch:
         [r for b in batches for r in b.run], np.concatenate([b.scan for b in batches]),
         np.concatenate([b.precursor_mz for b in batches]), np.concatenate([b.rt for b in batches]),
         BestMatches.concat([b.best for b in batches]), [r for b in batches for r in b.reason], names=names,
+        native_id=[n for b in batches for n in b.ids()] if any(b.native_id for b in batches) else [],
     )  # fmt: skip
 
 
@@ -123,6 +132,7 @@ class ResultRow(TypedDict):
 
     run: str
     scan: int
+    spectrum_id: str  # the spectrum's native id in its file (mzML id, MGF TITLE), else scan=N
     charge: int
     precursor_mz: float
     rt: float  # retention time, seconds, as the spectrum gave it
@@ -142,7 +152,7 @@ class ResultRow(TypedDict):
 RESULT_COLUMNS: tuple[str, ...] = tuple(ResultRow.__annotations__)
 # what a live result carries of the file's columns: the peptide-level q-value and PEP exist only at a run's end, the
 # retention time is the sender's own (a result echoes its ``sent_ns``, not the spectrum)
-FILE_ONLY: tuple[str, ...] = ("peptide_q_value", "pep", "rt")
+FILE_ONLY: tuple[str, ...] = ("peptide_q_value", "pep", "rt", "spectrum_id")
 LIVE_FIELDS: tuple[str, ...] = tuple(c for c in RESULT_COLUMNS if c not in FILE_ONLY)
 
 

@@ -90,6 +90,7 @@ class Spectrum:
     rt: float = 0.0
     precursor_intensity: float = 0.0
     problem: str = ""  # why it cannot be scored, when read but malformed
+    native_id: str = ""  # as its file names it (mzML id, MGF TITLE, scan=N); "" when it came without one
 
     @property
     def n_peaks(self) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from rtsearch.cli.target import add_backend_argument, add_target_arguments, backend_of, open_target
@@ -91,15 +92,14 @@ def run(args: argparse.Namespace) -> int:
         # a cluster's workers score on the backend; its front door only routes and names: the target stays here
         target = open_target(args, cfg, get_backend("numpy") if serve.cluster else backend)
         metrics.health.set(state="starting")
-        _provenance(args, cfg, serve)
         daemon = Daemon(target, serve, metrics=metrics, cluster_backend=backend.name)
-        asyncio.run(_serve(daemon))
+        asyncio.run(_serve(daemon, on_ready=lambda: _provenance(args, cfg, serve)))
     return 0
 
 
 def _provenance(args: argparse.Namespace, cfg: Any, serve: Any) -> None:
-    """``provenance-<start>.json`` in the results folder: what wrote the run files from now on
-    (`rtsearch.io.provenance`); a folder that cannot take it is the daemon's own error to report at start."""
+    """``provenance-<start>.json`` in the results folder (the daemon checked it at start): what writes the run files
+    from now on (`rtsearch.io.provenance`)."""
     import dataclasses
     import time
     from pathlib import Path
@@ -117,8 +117,9 @@ def _provenance(args: argparse.Namespace, cfg: Any, serve: Any) -> None:
         log.warning("results folder %s: provenance not written (%s)", folder, e.strerror or e)
 
 
-async def _serve(daemon: Any) -> None:
-    """Run ``daemon`` until SIGINT or SIGTERM, telling systemd when it is ready and when it stops."""
+async def _serve(daemon: Any, on_ready: Callable[[], None]) -> None:
+    """Run ``daemon`` until SIGINT or SIGTERM, telling systemd when it is ready (after ``on_ready``) and when it
+    stops."""
     import asyncio
     import signal
 
@@ -132,6 +133,7 @@ async def _serve(daemon: Any) -> None:
     ready = asyncio.create_task(daemon.ready.wait())
     await asyncio.wait({serving, ready}, return_when=asyncio.FIRST_COMPLETED)
     if ready.done() and not serving.done():
+        on_ready()
         e = daemon.endpoints
         notify("READY=1", f"STATUS=serving: spectra {e.spectra}, results {e.results}, metrics :{e.metrics_port}")
         await asyncio.wait({serving, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)

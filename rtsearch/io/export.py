@@ -13,8 +13,9 @@ matched spectra (rank 1, the file's one match a spectrum) as
   SpectrumIdentificationResult a matched spectrum with the score (``search engine specific score``), the
   q-value (``PSM-level q-value``) and the retention time (``scan start time``).
 
-A spectrum's id is ``scan=N`` (PSI-MS "scan number only nativeID format"): the results file keeps the scan
-number, which every reader here (mzML, MGF, mzXML, MS2) gives.
+A spectrum is named by its ``spectrum_id`` column (its native id: the mzML ``id``, the MGF ``TITLE``, else
+``scan=N``); mzIdentML gives ``scan=N`` as its spectrumID (PSI-MS "scan number only nativeID format", which
+every reader here can give) and the native id as the ``spectrum title``.
 
 psm_utils is not imported: it pins pyteomics below 5, which rtsearch's mzML reading needs; the tests read
 these files with psm_utils in an environment of its own (scripts/test makes it).
@@ -47,6 +48,8 @@ _TOKEN = re.compile(r"\[([^\]]+)\]-|-\[([^\]]+)\]$|([A-Z])((?:\[[^\]]+\])*)")
 def export(results: str | Path, out: str | Path, fmt: ExportFormat) -> int:
     """Write ``results``' matched spectra to ``out`` in ``fmt`` (atomically); how many."""
     cols = read_results(results, None)
+    if "spectrum_id" not in cols:  # a file from before the column
+        cols["spectrum_id"] = [f"scan={s}" for s in cols["scan"]]
     rows = [i for i, p in enumerate(cols["peptide"]) if p]
     features = [c for c in cols if c not in RESULT_COLUMNS and c not in _STRINGS and _numeric(cols[c])]
     writer = {"psm_utils": _psm_utils, "pin": _pin, "mzid": _mzid}[fmt]
@@ -83,7 +86,7 @@ def _psm_utils(cols: dict[str, list[Any]], rows: list[int], features: list[str],
     with open(path, "w", newline="") as fh:
         fh.write("\t".join(head) + "\n")
         for i in rows:
-            cells = [f"{cols['peptide'][i]}/{cols['charge'][i]}", f"scan={cols['scan'][i]}", cols["run"][i],
+            cells = [f"{cols['peptide'][i]}/{cols['charge'][i]}", cols["spectrum_id"][i], cols["run"][i],
                      str(bool(cols["is_decoy"][i])), _num(cols["score"][i]), _num(cols["q_value"][i]),
                      _num(cols["pep"][i]), _num(cols["precursor_mz"][i]), _num(cols["rt"][i]),
                      repr(_accessions(cols["proteins"][i])), "1", "rtsearch", _num(cols["peptide_q_value"][i]),
@@ -196,4 +199,5 @@ def _mzid(cols: dict[str, list[Any]], rows: list[int], features: list[str], path
                     w.write_spectrum_identification_result(
                         f"scan={cols['scan'][i]}", f"sir_{k}", spectra_data_id=run_id[cols["run"][i]],
                         identifications=[item], params=[{"scan start time": float(cols["rt"][i] or 0.0),
-                                                         "unit_name": "second"}])  # fmt: skip
+                                                         "unit_name": "second"},
+                                                        {"spectrum title": cols["spectrum_id"][i]}])  # fmt: skip

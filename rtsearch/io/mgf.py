@@ -204,7 +204,7 @@ class _Reader:
         self.last = scan
         return make_spectrum(self.run, scan, 2, mz, intensity, precursor, charges,
                              to_float(params.get("rtinseconds", 0.0)), precursor_intensity, self.defaults, problem,
-                             checked=checked and not problem)  # fmt: skip
+                             checked=checked and not problem, native_id=title)  # fmt: skip
 
 
 def _params(block: bytes, start: int, stop: int) -> tuple[dict[str, str], bool]:

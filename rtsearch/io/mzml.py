@@ -101,7 +101,7 @@ def _mzmlmake_spectrum(
             problem = problem or err
     return scan, make_spectrum(run, scan, level, arrays.get("mz", np.empty(0)),
                            arrays.get("intensity", np.empty(0)), precursor_mz, charges, rt,
-                           precursor_int, defaults, problem)
+                           precursor_int, defaults, problem, native_id=ident)
 
 
 def xml_events(

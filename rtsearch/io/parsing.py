@@ -30,7 +30,8 @@ def to_float(text: Any) -> float:
 
 def make_spectrum(run: str, scan: int, level: int, mz: Any, intensity: Any, precursor_mz: float,
                   charges: Sequence[Any], rt: float, precursor_intensity: float,
-                  defaults: tuple[int, ...], problem: str = "", *, checked: bool = False) -> Spectrum:
+                  defaults: tuple[int, ...], problem: str = "", *, checked: bool = False,
+                  native_id: str = "") -> Spectrum:
     """Build a `Spectrum`, sorting peaks and recording why it cannot be scored.
 
     ``checked``: the caller found the peaks as many on each side, non-empty, finite, non-negative and sorted
@@ -65,4 +66,4 @@ def make_spectrum(run: str, scan: int, level: int, mz: Any, intensity: Any, prec
                     precursor_mz=float(precursor_mz), charges=tuple(found) or defaults,
                     rt=rt if math.isfinite(rt) else 0.0,
                     precursor_intensity=precursor_intensity if math.isfinite(precursor_intensity)
-                    else 0.0, problem="; ".join(problems))
+                    else 0.0, problem="; ".join(problems), native_id=native_id or f"scan={scan}")

@@ -36,7 +36,7 @@ class Table(Protocol):
     def columns(self) -> dict[str, Any]: ...
 
 
-_STRINGS = frozenset({"run", "peptide", "proteins", "reason"})
+_STRINGS = frozenset({"run", "spectrum_id", "peptide", "proteins", "reason"})
 
 
 def _array(name: str, values: Any) -> pa.Array:

@@ -140,6 +140,7 @@ class PsmTable:
         cols: dict[str, Any] = {
             "run": [r for b in self.batches for r in b.run],
             "scan": np.concatenate([b.scan for b in self.batches]) if self.batches else np.zeros(0, np.int64),
+            "spectrum_id": [n for b in self.batches for n in b.ids()],
             "charge": as_int(self._cat("charge")),
             "precursor_mz": np.concatenate([b.precursor_mz for b in self.batches]) if self.batches else nan,
             "rt": np.concatenate([b.rt for b in self.batches]) if self.batches else nan,

@@ -109,7 +109,7 @@ class TopDownTarget:
             peptides[i] = self._proforma(r, kind)
             proteins[i] = [self.db.accessions[r.protein]]
         return ScoredBatch(list(spectra.run), spectra.scan, spectra.precursor_mz, spectra.rt, best, reason,
-                           names=Names(peptides, proteins))  # fmt: skip
+                           names=Names(peptides, proteins), native_id=spectra.native_id)  # fmt: skip
 
     def _proforma(self, r: PrSM, kind: int) -> str:
         """ProForma 2.0 of a PrSM of N-terminal form ``kind``: a localized shift on its residue or range

@@ -30,9 +30,11 @@ def results(data, demo_index, tmp_path_factory) -> dict[str, Path]:
     return out
 
 
-def _rows(path: Path) -> dict[str, dict[str, str]]:
+def _rows(path: Path, key: str = "spectrum_id") -> dict[str, dict[str, str]]:
+    """The matched rows of a results file, by their native id (or ``scan=N``)."""
     with open(path, newline="") as fh:
-        return {f"scan={r['scan']}": r for r in csv.DictReader(fh, delimiter="\t") if r["peptide"]}
+        rows = [r for r in csv.DictReader(fh, delimiter="\t") if r["peptide"]]
+    return {r["spectrum_id"] if key == "spectrum_id" else f"scan={r['scan']}": r for r in rows}
 
 
 def _psm_utils(filetype: str, path: Path) -> list[dict]:
@@ -62,6 +64,7 @@ def test_psm_utils_reads_the_psm_utils_table(results, tmp_path, source) -> None:
     rows = _rows(results["tsv"])
     _same(psms, rows, spectrum_id=lambda p: p["spectrum_id"], score="score", qvalue=True)
     assert all(p["run"] == "Ecoli_MS2_small" and p["features"] >= 20 for p in psms)
+    assert all(p["spectrum_id"].startswith("controllerType=0 controllerNumber=1 scan=") for p in psms)  # mzML ids
     assert all(p["pep"] == pytest.approx(float(rows[p["spectrum_id"]]["pep"]), abs=1e-15) for p in psms)
 
 
@@ -69,7 +72,7 @@ def test_a_percolator_reader_reads_the_pin(results, tmp_path) -> None:
     out = tmp_path / "r.pin"
     assert main(["export", str(results["tsv"]), "--to", "pin", "-o", str(out)]) == 0
     psms = _psm_utils("percolator", out)
-    _same(psms, _rows(results["tsv"]), spectrum_id=lambda p: "scan=" + p["spectrum_id"].split("_")[-2],
+    _same(psms, _rows(results["tsv"], "scan"), spectrum_id=lambda p: "scan=" + p["spectrum_id"].split("_")[-2],
           score="hyperscore", qvalue=False)  # fmt: skip
     header = out.read_text().split("\n", 1)[0].split("\t")
     assert header[:5] == ["SpecId", "Label", "ScanNr", "ExpMass", "CalcMass"] and header[-2:] == ["Peptide", "Proteins"]
@@ -78,13 +81,16 @@ def test_a_percolator_reader_reads_the_pin(results, tmp_path) -> None:
 def test_pyteomics_and_psm_utils_read_the_mzidentml(results, tmp_path) -> None:
     out = tmp_path / "r.mzid"
     assert main(["export", str(results["tsv"]), "--to", "mzid", "-o", str(out)]) == 0
-    rows = _rows(results["tsv"])
-    _same(_psm_utils("mzid", out), rows, spectrum_id=lambda p: p["spectrum_id"], score="score", qvalue=True)
+    # psm_utils names a spectrum by its title (the native id), pyteomics gives the spectrumID (scan=N)
+    _same(_psm_utils("mzid", out), _rows(results["tsv"]), spectrum_id=lambda p: p["spectrum_id"], score="score",
+          qvalue=True)  # fmt: skip
+    rows = _rows(results["tsv"], "scan")
     seen = 0
     with mzid.MzIdentML(str(out), retrieve_refs=True) as reader:
         for sir in reader:
             r = rows[sir["spectrumID"]]
             (sii,) = sir["SpectrumIdentificationItem"]
+            assert sir["spectrum title"] == r["spectrum_id"]  # the mzML's own id
             assert sii["chargeState"] == int(r["charge"]) and sii["rank"] == 1
             assert sii["PSM-level q-value"] == pytest.approx(float(r["q_value"]), abs=1e-15)
             assert sii["experimentalMassToCharge"] == pytest.approx(float(r["precursor_mz"]))

@@ -105,6 +105,7 @@ def test_ecoli_first_spectrum(spectra: dict[Path, list[Spectrum]]) -> None:
     first = spectra[ECOLI][0]
     # id="controllerType=0 controllerNumber=1 scan=11461", 617.318542480469, 2+, 5000.0916 s
     assert first.scan == 11461 and first.charges == (2,) and first.n_peaks == 260
+    assert first.native_id == "controllerType=0 controllerNumber=1 scan=11461"
     assert first.precursor_mz == pytest.approx(617.318542480469)
     assert first.rt == pytest.approx(5000.0916)
 
@@ -137,6 +138,7 @@ def test_f13_first_spectrum(spectra: dict[Path, list[Spectrum]]) -> None:
     first = spectra[F13][0]
     # TITLE=scan=144 / PEPMASS=319.7108 / SCANS=144 / CHARGE=2+ / 25 peaks
     assert (first.scan, first.precursor_mz, first.charges) == (144, 319.7108, (2,))
+    assert first.native_id == "scan=144"  # its TITLE
     assert first.n_peaks == 25
     assert first.mz[0] == 105.01811 and first.intensity[0] == np.float32(73.3644)
 

@@ -193,7 +193,7 @@ class Engine:
             for stage, seconds in lap.stages.items():
                 self.stage_seconds[stage] += seconds
         return ScoredBatch(run=list(spectra.run), scan=spectra.scan, precursor_mz=spectra.precursor_mz, rt=spectra.rt,
-                           best=best, reason=reason, stages=lap.stages)  # fmt: skip
+                           best=best, reason=reason, stages=lap.stages, native_id=spectra.native_id)  # fmt: skip
 
     def _score_numpy(self, peaks: PeakBatch, queries: Queries) -> tuple[np.ndarray, np.ndarray, MatchStats]:
         c = self.cfg

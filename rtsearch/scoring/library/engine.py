@@ -81,4 +81,5 @@ class LibraryEngine:
         return ScoredBatch(
             run=list(batch.run), scan=batch.scan, precursor_mz=prec, rt=batch.rt, best=best,
             reason=[p or ("" if h else NO_ENTRY) for p, h in zip(problem, hit.tolist(), strict=True)],
+            native_id=batch.native_id,
         )  # fmt: skip
