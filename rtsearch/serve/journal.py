@@ -55,7 +55,8 @@ def _record(payload: bytes) -> bytes:
 
 
 def _batch_payload(batch: ScoredBatch, status: np.ndarray) -> bytes:
-    head = json.dumps({"n": len(batch), "reasons": batch.reason if any(batch.reason) else None}).encode()
+    head = json.dumps({"n": len(batch), "reasons": batch.reason if any(batch.reason) else None,
+                       "ids": batch.native_id or None}).encode()  # native ids: none from the wire  # fmt: skip
     b = batch.best
     cols = [batch.scan, batch.precursor_mz, batch.rt, b.match, b.charge, b.calc_mz, b.ppm_error, b.matched_peaks]
     arrays = [np.ascontiguousarray(a, dtype=dt).tobytes() for a, (_, dt) in zip(cols, _COLUMNS, strict=True)]
@@ -180,8 +181,9 @@ def read_journal(path: Path) -> tuple[dict[str, Any], list[ScoredBatch], list[li
         codes = np.frombuffer(payload, dtype=np.uint8, count=n, offset=at + 8 * n * n_features)
         best = BestMatches(cols["match"], cols["charge"], cols["calc_mz"], cols["ppm_error"], cols["matched_peaks"],
                            feats)  # fmt: skip
-        batches.append(ScoredBatch([head["run"]] * n, cols["scan"], cols["precursor_mz"], cols["rt"], best,
-                                   list(meta["reasons"] or [""] * n)))  # fmt: skip
+        reasons, ids = list(meta["reasons"] or [""] * n), list(meta.get("ids") or [])
+        batches.append(ScoredBatch([head["run"]] * n, cols["scan"], cols["precursor_mz"], cols["rt"], best, reasons,
+                                   native_id=ids))  # fmt: skip
         statuses.append([STATUSES[s] for s in codes.tolist()])
     end = records[-1][1]
     return head, batches, statuses, len(data) - end
