@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from rtsearch.cli.target import add_backend_argument, add_target_arguments, backend_of, open_target
@@ -67,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     import dataclasses
 
     from rtsearch.config import validate_serve
+    from rtsearch.io import provenance
     from rtsearch.scoring.backend import get_backend
     from rtsearch.serve.daemon import Daemon
     from rtsearch.serve.metrics import DaemonMetrics
@@ -93,33 +93,15 @@ def run(args: argparse.Namespace) -> int:
         target = open_target(args, cfg, get_backend("numpy") if serve.cluster else backend)
         metrics.health.set(state="starting")
         daemon = Daemon(target, serve, metrics=metrics, cluster_backend=backend.name)
-        asyncio.run(_serve(daemon, on_ready=lambda: _provenance(args, cfg, serve)))
+        # what writes each run file, beside it (and in Parquet's metadata): rtsearch.io.provenance
+        daemon.ends.provenance = provenance.record(command=args.argv, config=resolved_dict(
+            dataclasses.replace(cfg, serve=serve)), target=args.index or args.library or args.proteoforms)  # fmt: skip
+        asyncio.run(_serve(daemon))
     return 0
 
 
-def _provenance(args: argparse.Namespace, cfg: Any, serve: Any) -> None:
-    """``provenance-<start>.json`` in the results folder (the daemon checked it at start): what writes the run files
-    from now on (`rtsearch.io.provenance`)."""
-    import dataclasses
-    import time
-    from pathlib import Path
-
-    from rtsearch.io import provenance
-
-    config = resolved_dict(dataclasses.replace(cfg, serve=serve))
-    rec = provenance.record(command=args.argv, config=config, target=args.index or args.library or args.proteoforms)
-    folder = Path(serve.results_dir)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        path = provenance.write_json(rec, folder / f"provenance-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json")
-        log.info("provenance of this daemon's run files: %s", path)
-    except OSError as e:
-        log.warning("results folder %s: provenance not written (%s)", folder, e.strerror or e)
-
-
-async def _serve(daemon: Any, on_ready: Callable[[], None]) -> None:
-    """Run ``daemon`` until SIGINT or SIGTERM, telling systemd when it is ready (after ``on_ready``) and when it
-    stops."""
+async def _serve(daemon: Any) -> None:
+    """Run ``daemon`` until SIGINT or SIGTERM, telling systemd when it is ready and when it stops."""
     import asyncio
     import signal
 
@@ -133,7 +115,6 @@ async def _serve(daemon: Any, on_ready: Callable[[], None]) -> None:
     ready = asyncio.create_task(daemon.ready.wait())
     await asyncio.wait({serving, ready}, return_when=asyncio.FIRST_COMPLETED)
     if ready.done() and not serving.done():
-        on_ready()
         e = daemon.endpoints
         notify("READY=1", f"STATUS=serving: spectra {e.spectra}, results {e.results}, metrics :{e.metrics_port}")
         await asyncio.wait({serving, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)

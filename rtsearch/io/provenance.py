@@ -3,8 +3,8 @@ target (its folder, and the SHA-256 of its manifest, which records its parameter
 the spectrum files' SHA-256.
 
 `rtsearch search -o R` writes it beside the results as ``R.provenance.json`` (and, for Parquet, into the file's
-schema metadata under ``rtsearch.provenance``); `rtsearch serve` writes one ``provenance-<start>.json`` in its
-results folder for every run file it writes. `InputHashes` hashes the spectrum files in a thread while they are
+schema metadata under ``rtsearch.provenance``); `rtsearch serve` the same beside each run file
+(`rtsearch.io.results.write_run_results`). `InputHashes` hashes the spectrum files in a thread while they are
 searched (they are read then anyway: from the page cache).
 """
 

@@ -12,6 +12,7 @@ and renamed, so a reader never sees half a file.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import tempfile
@@ -145,7 +146,14 @@ def check_writable(folder: str | Path) -> None:
         raise InputError(f"results folder {p} is not writable: {e.strerror or e}") from None
 
 
-def write_run_results(table: Table, path: str | Path) -> Path:
-    """Write a finalized run's table to ``path`` atomically; returns the path (blocking: call in a thread)."""
-    write_table(table, path)
+def write_run_results(table: Table, path: str | Path, provenance: dict[str, Any] | None = None) -> Path:
+    """Write a finalized run's table to ``path`` atomically; returns the path (blocking: call in a thread).
+    ``provenance`` (`rtsearch.io.provenance.record`): beside it as ``<path>.provenance.json`` and, in Parquet, in
+    the file's metadata."""
+    from rtsearch.io import provenance as prov
+
+    meta = {"rtsearch.provenance": json.dumps(provenance, default=str)} if provenance else None
+    write_table(table, path, metadata=meta)
+    if provenance:
+        prov.write_json(provenance, prov.sidecar(path))
     return Path(path)

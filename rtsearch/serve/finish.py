@@ -65,12 +65,14 @@ class RunEnds:
         self._journal_of: dict[LiveRun, RunJournal] = {}
         self._claimed: set[Path] = set()  # results files this daemon has claimed (`claim_results_path`)
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.provenance: dict[str, Any] | None = None  # beside each results file (`rtsearch.io.provenance`)
 
     async def open(self) -> None:
         """Check the results folder, finish an earlier daemon's journals there, start journaling."""
         cfg = self.cfg
         check_writable(cfg.results_dir)
-        for done in await asyncio.to_thread(recover, cfg.results_dir, self.target, cfg.results_format, self._claimed):
+        for done in await asyncio.to_thread(recover, cfg.results_dir, self.target, cfg.results_format, self._claimed,
+                                            self.provenance):  # fmt: skip
             self._done(Finished(done.summary, done.path))
         self.journals = Journals(cfg.results_dir, self.target)
 
@@ -146,13 +148,13 @@ class RunEnds:
             batch = await asyncio.to_thread(concat_batches, live.table.batches)
             try:
                 return await asyncio.wrap_future(
-                    self.refitter.finish(reopen, batch, live.name, dict(live.by_status), path)
+                    self.refitter.finish(reopen, batch, live.name, dict(live.by_status), path, self.provenance)
                 )
             except Exception as e:  # the pool is gone (shutdown, a crash) or the child failed: do it here
                 log.warning("run %r: finishing in the refit process failed (%s: %s); finishing here", live.name,
                             type(e).__name__, e)  # fmt: skip
         table, summary = await asyncio.to_thread(live.finish)
-        return summary, await asyncio.to_thread(write_run_results, table, path)
+        return summary, await asyncio.to_thread(write_run_results, table, path, self.provenance)
 
     def _done(self, done: Finished) -> None:
         self.finished.append(done)

@@ -201,7 +201,8 @@ def _records(data: bytes) -> Iterator[tuple[bytes, int]]:
 
 
 def recover(
-    results_dir: str | Path, target: SearchTarget, fmt: str, claimed: set[Path]
+    results_dir: str | Path, target: SearchTarget, fmt: str, claimed: set[Path],
+    provenance: dict[str, Any] | None = None,
 ) -> list[Recovered]:
     """Finish every run whose journal is in ``results_dir``: its results file, then the journal deleted.
 
@@ -231,7 +232,7 @@ def recover(
         for sts in statuses:
             for s in sts:
                 by_status[s] += 1
-        out_path = write_run_results(table, claim_results_path(results_dir, head["run"], fmt, claimed))
+        out_path = write_run_results(table, claim_results_path(results_dir, head["run"], fmt, claimed), provenance)
         summary = run_summary(head["run"], table, by_status)
         log.warning("run %r recovered from its journal (the daemon stopped before its run.end): %d results in %s%s",
                     head["run"], summary.spectra, out_path, f"; {cut} bytes of a cut-short record lost" if cut else "")

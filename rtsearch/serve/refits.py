@@ -35,7 +35,8 @@ _OPENED: dict[Reopen, SearchTarget] = {}  # in the refit process: targets opened
 
 
 def finish_run(
-    reopen: Reopen, batch: ScoredBatch, name: str, by_status: dict[str, int], path: Path
+    reopen: Reopen, batch: ScoredBatch, name: str, by_status: dict[str, int], path: Path,
+    provenance: dict[str, Any] | None = None,
 ) -> tuple[RunSummary, Path]:
     """In the refit process: a run's final discriminant, q-values, summary and results file."""
     if reopen not in _OPENED:
@@ -43,7 +44,7 @@ def finish_run(
     table = PsmTable(_OPENED[reopen])
     table.add(batch)
     table.finalize()
-    return run_summary(name, table, by_status), write_run_results(table, path)
+    return run_summary(name, table, by_status), write_run_results(table, path, provenance)
 
 
 def _started() -> None:
@@ -97,9 +98,10 @@ class Refitter:
                     state.live.install(None)
 
     def finish(
-        self, reopen: Reopen, batch: ScoredBatch, name: str, by_status: dict[str, int], path: Path
+        self, reopen: Reopen, batch: ScoredBatch, name: str, by_status: dict[str, int], path: Path,
+        provenance: dict[str, Any] | None = None,
     ) -> concurrent.futures.Future[tuple[RunSummary, Path]]:
-        return self._submit(finish_run, reopen, batch, name, by_status, path)
+        return self._submit(finish_run, reopen, batch, name, by_status, path, provenance)
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

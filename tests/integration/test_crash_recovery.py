@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import os
 import time
 from pathlib import Path
@@ -109,5 +110,7 @@ def test_sigkill_mid_run_loses_nothing_published_and_leaves_no_orphan(tmp_path, 
     for scan, r in published.items():  # the same match as published live
         assert rows[scan]["peptide"] == r.get("peptide", ""), scan
     assert not list((res / FOLDER).glob("*.rtj"))  # finished: its journal is gone
-    runs = [f for f in os.listdir(res) if not f.startswith("provenance-")]  # each daemon's provenance record beside
+    runs = [f for f in os.listdir(res) if not f.endswith(".provenance.json")]  # the file's provenance beside it
     assert runs == ["killed-run.tsv"] or sorted(runs) == [FOLDER, "killed-run.tsv"]
+    rec = json.loads((res / "killed-run.tsv.provenance.json").read_text())  # the recovering daemon's
+    assert rec["target"]["folder"] == str(idx.resolve()) and rec["config"]["serve"]["results_dir"] == str(res)

@@ -176,3 +176,18 @@ async def test_a_results_file_that_cannot_be_written_is_counted_and_written_once
     (done,) = daemon.finished
     assert done.path == results / "r.tsv" and len(_rows(done.path)) == 20
     assert not list((results / ".journal").glob("*.rtj"))  # the journal went once the file was written
+
+
+async def test_each_run_file_says_what_produced_it(target, ms2, tmp_path):
+    import json
+
+    import pyarrow.parquet as pq
+
+    rec = {"rtsearch": "test", "config": {"serve": {"results_format": "parquet"}}}
+    async with running(target, serve_config(tmp_path, results_format="parquet")) as daemon:
+        daemon.ends.provenance = rec
+        await asyncio.to_thread(_exchange, daemon, _runs(ms2, ["p"], 5), 5)
+        await _finished(daemon, 1)
+    (done,) = daemon.finished
+    assert json.loads(done.path.with_name(done.path.name + ".provenance.json").read_text()) == rec
+    assert json.loads(pq.read_schema(done.path).metadata[b"rtsearch.provenance"]) == rec

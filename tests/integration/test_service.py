@@ -9,7 +9,6 @@ built ("internal error: PermissionError").
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -80,10 +79,6 @@ def test_not_ready_until_the_index_is_loaded_then_ready_and_systemd_told(demo_in
         assert seen[0][0] == 503 and seen[0][1] in ("loading the target", "starting"), seen[:3]
         assert {body for code, body in seen if code == 503} <= {"loading the target", "starting"}
         assert " ready: " in daemon.log
-        (prov,) = (tmp_path / "res").glob("provenance-*.json")  # what writes this daemon's run files
-        rec = json.loads(prov.read_text())
-        assert rec["target"]["folder"] == str(Path(demo_index.folder).resolve())
-        assert rec["config"]["serve"]["metrics_port"] == port
         deadline = time.monotonic() + 10
         while not any("READY=1" in m for m in said) and time.monotonic() < deadline:
             with contextlib.suppress(TimeoutError):
