@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rtsearch.types import Spectrum
+from rtsearch.types import Spectrum, spectrum_ids
 
 
 @dataclass
@@ -34,9 +34,7 @@ class SpectraBatch:
 
     def ids(self) -> list[str]:
         """Each spectrum's native id, ``scan=N`` where none came (the wire's spectra)."""
-        if self.native_id:
-            return [n or f"scan={s}" for n, s in zip(self.native_id, self.scan.tolist(), strict=True)]
-        return [f"scan={s}" for s in self.scan.tolist()]
+        return spectrum_ids(self.native_id, self.scan)
 
     def __len__(self) -> int:
         return int(self.scan.shape[0])

@@ -24,7 +24,7 @@ from typing import Required, TypedDict
 
 import numpy as np
 
-from rtsearch.types import ResultStatus
+from rtsearch.types import ResultStatus, spectrum_ids
 
 
 @dataclass
@@ -97,9 +97,7 @@ class ScoredBatch:
 
     def ids(self) -> list[str]:
         """Each spectrum's native id, ``scan=N`` where none came."""
-        if self.native_id:
-            return [n or f"scan={s}" for n, s in zip(self.native_id, self.scan.tolist(), strict=True)]
-        return [f"scan={s}" for s in self.scan.tolist()]
+        return spectrum_ids(self.native_id, self.scan)
 
 
 def concat_batches(batches: Sequence[ScoredBatch]) -> ScoredBatch:
@@ -150,8 +148,8 @@ class ResultRow(TypedDict):
 
 
 RESULT_COLUMNS: tuple[str, ...] = tuple(ResultRow.__annotations__)
-# what a live result carries of the file's columns: the peptide-level q-value and PEP exist only at a run's end, the
-# retention time is the sender's own (a result echoes its ``sent_ns``, not the spectrum)
+# what a live result carries of the file's columns: the peptide-level q-value and PEP exist only at a run's end; the
+# retention time and the spectrum's id are the sender's own (a result echoes its ``sent_ns``, not the spectrum)
 FILE_ONLY: tuple[str, ...] = ("peptide_q_value", "pep", "rt", "spectrum_id")
 LIVE_FIELDS: tuple[str, ...] = tuple(c for c in RESULT_COLUMNS if c not in FILE_ONLY)
 

@@ -97,6 +97,13 @@ class Spectrum:
         return int(self.mz.shape[0])
 
 
+def spectrum_ids(native_id: list[str], scan: np.ndarray) -> list[str]:
+    """Each spectrum's native id, ``scan=N`` where none came (``native_id`` empty: none at all, the wire's)."""
+    if native_id:
+        return [n or f"scan={s}" for n, s in zip(native_id, scan.tolist(), strict=True)]
+    return [f"scan={s}" for s in scan.tolist()]
+
+
 @dataclass(frozen=True, slots=True)
 class Precursor:
     """One precursor of a deconvoluted spectrum: neutral monoisotopic mass (Da), m/z, charge, intensity."""

@@ -38,8 +38,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
     from rtsearch.io import provenance
     from rtsearch.io.provenance import InputHashes
     from rtsearch.io.results import write_table
@@ -78,8 +76,7 @@ def run(args: argparse.Namespace) -> int:
             log.info("MS1 elution of %d identified precursors", found)
     rec = provenance.record(command=args.argv, config=resolved_dict(cfg), inputs=hashes.records(),
                             target=args.index or args.library or args.proteoforms)  # fmt: skip
-    n = write_table(table, out, metadata={"rtsearch.provenance": json.dumps(rec, default=str)})
-    provenance.write_json(rec, provenance.sidecar(out))
+    n = write_table(table, out, provenance=rec)
     log.debug("%s written (provenance: %s)", out, provenance.sidecar(out))
     print(f"{out}: {n:,} rows; {summary}")
     return 0

@@ -26,6 +26,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from rtsearch.errors import InputError
+from rtsearch.io import provenance as prov
 from rtsearch.io.perms import as_umask
 
 
@@ -54,9 +55,15 @@ def _array(name: str, values: Any) -> pa.Array:
     return pa.array(arr.astype(np.int64), type=pa.int64())
 
 
-def write_table(table: Table, path: str | Path, *, metadata: dict[str, str] | None = None) -> int:
-    """Write a finalized table to ``path`` (``.tsv`` or ``.parquet``); returns the row count."""
-    return write_columns(table.columns(), table.column_names, path, metadata=metadata)
+def write_table(table: Table, path: str | Path, *, provenance: dict[str, Any] | None = None) -> int:
+    """Write a finalized table to ``path`` (``.tsv`` or ``.parquet``); returns the row count. ``provenance``
+    (`rtsearch.io.provenance.record`): beside it as ``<path>.provenance.json`` and, in Parquet, in the file's
+    metadata."""
+    meta = {"rtsearch.provenance": json.dumps(provenance, default=str)} if provenance else None
+    n = write_columns(table.columns(), table.column_names, path, metadata=meta)
+    if provenance:
+        prov.write_json(provenance, prov.sidecar(path))
+    return n
 
 
 def write_columns(cols: dict[str, Any], names: tuple[str, ...], path: str | Path, *,
@@ -147,13 +154,7 @@ def check_writable(folder: str | Path) -> None:
 
 
 def write_run_results(table: Table, path: str | Path, provenance: dict[str, Any] | None = None) -> Path:
-    """Write a finalized run's table to ``path`` atomically; returns the path (blocking: call in a thread).
-    ``provenance`` (`rtsearch.io.provenance.record`): beside it as ``<path>.provenance.json`` and, in Parquet, in
-    the file's metadata."""
-    from rtsearch.io import provenance as prov
-
-    meta = {"rtsearch.provenance": json.dumps(provenance, default=str)} if provenance else None
-    write_table(table, path, metadata=meta)
-    if provenance:
-        prov.write_json(provenance, prov.sidecar(path))
+    """Write a finalized run's table to ``path`` atomically (`write_table`); returns the path (blocking: call in a
+    thread)."""
+    write_table(table, path, provenance=provenance)
     return Path(path)

@@ -196,7 +196,9 @@ def peps(score: np.ndarray, is_decoy: np.ndarray, *, bins: int = 1000) -> np.nda
     Targets and decoys compete for each spectrum, so at any score the wrong targets are as dense as the decoys:
     PEP(s) = decoys(s) / targets(s). The decoy fraction is fitted non-increasing in the score by pool-adjacent-
     violators over equal-count score bins (at most ``bins``; the loop is over bins, not PSMs), then
-    PEP = p / (1 - p), at most 1.
+    PEP = p / (1 - p), at most 1. Written here rather than taken from scikit-learn's `IsotonicRegression`, which
+    would bring scikit-learn and SciPy into the core for one fit: 8.0 ms for 50,000 PSMs on the development
+    machine (bench/library_choices.py; bench/RESULTS.md, 2026-11-25 10:32).
     """
     score = np.asarray(score, dtype=np.float64)
     decoy = np.asarray(is_decoy, dtype=bool)

@@ -117,7 +117,7 @@ class RunEnds:
         journal = self._journal_of.pop(live)
         if live.answered:
             path = claim_results_path(cfg.results_dir, live.name, cfg.results_format, self._claimed)
-            summary, path = await self._finalize_until_written(live, path)
+            summary, path = await self._finalize(live, path)
         else:  # a run.end for a run that never sent an MS2 spectrum (or for one finished already)
             log.info("run %r ended with no MS2 spectrum (%d MS1): no results file", live.name, state.ms1)
         if self.journals is not None:
@@ -127,19 +127,6 @@ class RunEnds:
             log.info("run %r finished: %d spectra, %d PSMs at 1%% FDR, results in %s", live.name, summary.spectra,
                      summary.psms_at_1pct, path)  # fmt: skip
             self._done(Finished(summary, path, state.expected))
-
-    async def _finalize_until_written(self, live: LiveRun, path: Path) -> tuple[RunSummary, Path]:
-        """`_finalize`, again after a pause as long as the file cannot be written (see the module docstring)."""
-        pause = WRITE_RETRY_S
-        while True:
-            try:
-                return await self._finalize(live, path)
-            except OSError as e:
-                self.record(ResultsWrite())
-                log.error("run %r: results file %s not written (%s); kept in its journal, trying again in %.0f s",
-                          live.name, path, e.strerror or e, pause)  # fmt: skip
-                await asyncio.sleep(pause)
-                pause = min(2 * pause, WRITE_RETRY_MAX_S)
 
     async def _finalize(self, live: LiveRun, path: Path) -> tuple[RunSummary, Path]:
         """The run's final FDR and results file: in the refit process when the target can be reopened there."""
@@ -154,7 +141,21 @@ class RunEnds:
                 log.warning("run %r: finishing in the refit process failed (%s: %s); finishing here", live.name,
                             type(e).__name__, e)  # fmt: skip
         table, summary = await asyncio.to_thread(live.finish)
-        return summary, await asyncio.to_thread(write_run_results, table, path, self.provenance)
+        return summary, await self._write(live.name, table, path)
+
+    async def _write(self, run: str, table: Any, path: Path) -> Path:
+        """The run's file written, tried again after a pause as long as it cannot be (see the module docstring):
+        only the write, the run's q-values are computed once."""
+        pause = WRITE_RETRY_S
+        while True:
+            try:
+                return await asyncio.to_thread(write_run_results, table, path, self.provenance)
+            except OSError as e:
+                self.record(ResultsWrite())
+                log.error("run %r: results file %s not written (%s); kept in its journal, trying again in %.0f s",
+                          run, path, e.strerror or e, pause)  # fmt: skip
+                await asyncio.sleep(pause)
+                pause = min(2 * pause, WRITE_RETRY_MAX_S)
 
     def _done(self, done: Finished) -> None:
         self.finished.append(done)

@@ -10,7 +10,9 @@
 =============  ====================================================================================
 
 It starts before the target is loaded (`rtsearch.cli.serve`), so an orchestrator sees the daemon
-alive but not ready while a large index loads.
+alive but not ready while a large index loads. A handler of its own rather than prometheus_client's
+``start_http_server``, whose handler answers every path with the metrics; the metrics themselves are
+prometheus_client's encoders.
 """
 
 from __future__ import annotations

@@ -35,11 +35,6 @@ class QueryScores:
     reason: list[str]  # [S]
     stages: dict[str, float] = field(default_factory=dict)
 
-    def take_queries(self, rows: np.ndarray) -> QueryScores:
-        """The queries at ``rows`` (the spectra's fields unchanged)."""
-        return QueryScores(self.queries.take(rows), self.order[rows], self.cand[rows], self.prelim[rows],
-                           _take_stats(self.stats, rows), self.match_probability, self.reason, self.stages)  # fmt: skip
-
 
 def merge(parts: Sequence[tuple[np.ndarray, QueryScores]], n_spectra: int) -> QueryScores:
     """One `QueryScores` of a batch of ``n_spectra`` from ``parts``: each the rows of the batch a worker scored (its
@@ -63,7 +58,3 @@ def merge(parts: Sequence[tuple[np.ndarray, QueryScores]], n_spectra: int) -> Qu
     stats = MatchStats(*(np.concatenate([np.asarray(getattr(p.stats, f.name)) for _, p in parts]).reshape(-1, k)[by]
                          for f in fields(MatchStats)))  # fmt: skip
     return QueryScores(queries, order[by], cand, prelim, stats, mp, reason)
-
-
-def _take_stats(stats: MatchStats, rows: np.ndarray) -> MatchStats:
-    return MatchStats(*(np.asarray(getattr(stats, f.name))[rows] for f in fields(MatchStats)))
