@@ -91,6 +91,7 @@ class SearchConfig:
     candidates: int = 40
     min_matched_peaks: int = 3
     max_fragment_charge: int = 2
+    ranks: int = 1  # matches reported a spectrum in results files (database search; 1: the best only)
     deisotope: bool = True  # applied only when the fragment tolerance is 0.05 Da or finer
     backend: BackendChoice = "auto"  # where every command computes (``--backend`` overrides)
 
@@ -279,6 +280,9 @@ def _validate(section: str, cfg: Any) -> None:
             raise ConfigError("[search] candidates must be between 1 and 500")
         if not 1 <= cfg.max_fragment_charge <= 4:
             raise ConfigError("[search] max_fragment_charge must be between 1 and 4")
+        if not 1 <= cfg.ranks <= min(cfg.candidates, 10):
+            raise ConfigError(f"[search] ranks must be between 1 and {min(cfg.candidates, 10)} (at most [search] "
+                              "candidates, and 10)")  # fmt: skip
     if isinstance(cfg, LibraryConfig) and not 0 < cfg.open_window_da <= 10_000:
         raise ConfigError("[library] open_window_da must be a number of Da in (0, 10000]")
     if isinstance(cfg, ServeConfig):
@@ -358,6 +362,13 @@ def parse_config(raw: dict[str, Any]) -> Config:
         topdown=_section(TopDownConfig, "topdown", raw.get("topdown", {})),
         database_given="database" in raw,
     )
+
+
+def with_search(cfg: Config, **values: Any) -> Config:
+    """``cfg`` with ``[search]`` ``values`` in place (a command's flags), checked as the file's are."""
+    search = dataclasses.replace(cfg.search, **values)
+    _validate("search", search)
+    return dataclasses.replace(cfg, search=search)
 
 
 def load_config(path: str | Path | None) -> Config:

@@ -83,6 +83,8 @@ class ScoredBatch:
     stages: dict[str, float] = field(default_factory=dict)
     names: Names | None = None  # the matches' names, when worked out beside scoring (`rtsearch.search.live.named`)
     native_id: list[str] = field(default_factory=list)  # each spectrum's id in its file (`SpectraBatch.native_id`)
+    # ranks 2, 3, ... (`[search] ranks`), each [S]: the next best match of every spectrum (match -1 where none)
+    lower: list[BestMatches] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.run)
@@ -93,7 +95,8 @@ class ScoredBatch:
         names = self.names.take(idx) if self.names is not None else None
         return ScoredBatch([self.run[i] for i in idx], self.scan[idx], self.precursor_mz[idx], self.rt[idx],
                            self.best.take(idx), [self.reason[i] for i in idx], names=names,
-                           native_id=[self.native_id[i] for i in idx] if self.native_id else [])  # fmt: skip
+                           native_id=[self.native_id[i] for i in idx] if self.native_id else [],
+                           lower=[b.take(idx) for b in self.lower])  # fmt: skip
 
     def ids(self) -> list[str]:
         """Each spectrum's native id, ``scan=N`` where none came."""
@@ -101,7 +104,8 @@ class ScoredBatch:
 
 
 def concat_batches(batches: Sequence[ScoredBatch]) -> ScoredBatch:
-    """One `ScoredBatch` holding ``batches`` in order (stages dropped; names kept when every batch has them)."""
+    """One `ScoredBatch` holding ``batches`` in order (stages dropped; names kept when every batch has them; lower
+    ranks as deep as the deepest batch's, none where a batch has fewer)."""
     names = None
     if all(b.names is not None for b in batches):
         names = Names([p for b in batches for p in b.names.peptides],  # type: ignore[union-attr]
@@ -111,7 +115,15 @@ def concat_batches(batches: Sequence[ScoredBatch]) -> ScoredBatch:
         np.concatenate([b.precursor_mz for b in batches]), np.concatenate([b.rt for b in batches]),
         BestMatches.concat([b.best for b in batches]), [r for b in batches for r in b.reason], names=names,
         native_id=[n for b in batches for n in b.ids()] if any(b.native_id for b in batches) else [],
+        lower=lower_ranks(batches),
     )  # fmt: skip
+
+
+def lower_ranks(batches: Sequence[ScoredBatch]) -> list[BestMatches]:
+    """Ranks 2, 3, ... of ``batches`` in order, as deep as the deepest batch's (no match where a batch has fewer)."""
+    depth = max((len(b.lower) for b in batches), default=0)
+    return [BestMatches.concat([b.lower[r] if r < len(b.lower) else BestMatches.none(len(b), b.best.features.shape[1])
+                                for b in batches]) for r in range(depth)]  # fmt: skip
 
 
 def unscored_batch(
@@ -131,6 +143,7 @@ class ResultRow(TypedDict):
     run: str
     scan: int
     spectrum_id: str  # the spectrum's native id in its file (mzML id, MGF TITLE), else scan=N
+    rank: int  # 1: the spectrum's best match; 2, 3, ...: the next ones (`[search] ranks`), with no q-value
     charge: int
     precursor_mz: float
     rt: float  # retention time, seconds, as the spectrum gave it
@@ -149,8 +162,9 @@ class ResultRow(TypedDict):
 
 RESULT_COLUMNS: tuple[str, ...] = tuple(ResultRow.__annotations__)
 # what a live result carries of the file's columns: the peptide-level q-value and PEP exist only at a run's end; the
-# retention time and the spectrum's id are the sender's own (a result echoes its ``sent_ns``, not the spectrum)
-FILE_ONLY: tuple[str, ...] = ("peptide_q_value", "pep", "rt", "spectrum_id")
+# retention time and the spectrum's id are the sender's own (a result echoes its ``sent_ns``, not the spectrum); a
+# result is the spectrum's best match (rank 1)
+FILE_ONLY: tuple[str, ...] = ("peptide_q_value", "pep", "rt", "spectrum_id", "rank")
 LIVE_FIELDS: tuple[str, ...] = tuple(c for c in RESULT_COLUMNS if c not in FILE_ONLY)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from rtsearch.cli.progress import Progress
 from rtsearch.cli.target import add_backend_argument, add_target_arguments, backend_of, open_target
-from rtsearch.config import load_config, resolved_dict
+from rtsearch.config import load_config, resolved_dict, with_search
 from rtsearch.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -33,6 +33,9 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--ms1", action="store_true",
                    help="add each identified precursor's MS1 elution (columns ms1_apex_rt, ms1_area) from the run's "
                    "MS1 scans (mzML, mzXML): Savitzky-Golay smoothed features, as 'rtsearch features' finds them")
+    s.add_argument("--ranks", type=int, metavar="N",
+                   help="matches written a spectrum, best first (database search; default: [search] ranks, 1); ranks "
+                   "below the first carry the run's score but no q-value or PEP (for rescoring elsewhere)")
     s.add_argument("--readers", type=int, metavar="N",
                    help="worker processes parsing a large plain MGF or mzML (default: one a CPU; 0: none)")
 
@@ -44,6 +47,11 @@ def run(args: argparse.Namespace) -> int:
     from rtsearch.search.offline import SpectrumReader, search_runs
 
     cfg = load_config(args.config)
+    if args.ranks is not None:
+        if args.ranks > 1 and not args.index:
+            raise InputError("--ranks applies to database search (--index): a library or proteoform search writes "
+                             "each spectrum's best match")
+        cfg = with_search(cfg, ranks=args.ranks)
     if args.batch_size < 1:
         raise InputError("--batch-size must be at least 1")
     out = Path(args.output)

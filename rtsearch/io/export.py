@@ -1,17 +1,18 @@
 """rtsearch results in the field's interchange formats: psm_utils TSV, Percolator PIN, mzIdentML 1.2.
 
 `export` reads a results file written here (TSV or Parquet; offline, or a daemon's run file) and writes its
-matched spectra (rank 1, the file's one match a spectrum) as
+matches (every rank the file holds: `[search] ranks`; lower ranks have no q-value or PEP) as
 
 - ``psm_utils``: psm_utils' lossless TSV (`psm_utils.io.read_file(..., filetype="tsv")`): ``peptidoform``
   (ProForma with ``/charge``), ``spectrum_id``, ``run``, ``is_decoy``, ``score``, ``qvalue``, ``pep``, ``precursor_mz``,
   ``retention_time``, ``protein_list``, ``rank``, ``source``, every feature as ``rescoring:NAME`` and the
   peptide-level q-value as ``meta:peptide_qvalue``;
-- ``pin``: Percolator's input (``SpecId``, ``Label`` 1 / -1, ``ScanNr``, ``ExpMass``, ``CalcMass``, the
-  features, ``Peptide`` as ``-.PEPTIDE.-``, then the proteins, one a column), what Percolator and mokapot rescore;
+- ``pin``: Percolator's input (``SpecId`` = run_scan_charge_rank, ``Label`` 1 / -1, ``ScanNr``, ``ExpMass``,
+  ``CalcMass``, the features, ``Peptide`` as ``-.PEPTIDE.-``, then the proteins, one a column), what Percolator
+  and mokapot rescore;
 - ``mzid``: mzIdentML 1.2 through psims (its bundled controlled vocabularies: no network), one
-  SpectrumIdentificationResult a matched spectrum with the score (``search engine specific score``), the
-  q-value (``PSM-level q-value``) and the retention time (``scan start time``).
+  SpectrumIdentificationResult a matched spectrum (an item a rank) with the score (``search engine specific
+  score``), the q-value (``PSM-level q-value``) and the retention time (``scan start time``).
 
 A spectrum is named by its ``spectrum_id`` column (its native id: the mzML ``id``, the MGF ``TITLE``, else
 ``scan=N``); mzIdentML gives ``scan=N`` as its spectrumID (PSI-MS "scan number only nativeID format", which
@@ -50,6 +51,8 @@ def export(results: str | Path, out: str | Path, fmt: ExportFormat) -> int:
     cols = read_results(results, None)
     if "spectrum_id" not in cols:  # a file from before the column
         cols["spectrum_id"] = [f"scan={s}" for s in cols["scan"]]
+    if "rank" not in cols:  # a file from before ranks: one match a spectrum
+        cols["rank"] = [1] * len(cols["scan"])
     rows = [i for i, p in enumerate(cols["peptide"]) if p]
     features = [c for c in cols if c not in RESULT_COLUMNS and c not in _STRINGS and _numeric(cols[c])]
     writer = {"psm_utils": _psm_utils, "pin": _pin, "mzid": _mzid}[fmt]
@@ -89,7 +92,8 @@ def _psm_utils(cols: dict[str, list[Any]], rows: list[int], features: list[str],
             cells = [f"{cols['peptide'][i]}/{cols['charge'][i]}", cols["spectrum_id"][i], cols["run"][i],
                      str(bool(cols["is_decoy"][i])), _num(cols["score"][i]), _num(cols["q_value"][i]),
                      _num(cols["pep"][i]), _num(cols["precursor_mz"][i]), _num(cols["rt"][i]),
-                     repr(_accessions(cols["proteins"][i])), "1", "rtsearch", _num(cols["peptide_q_value"][i]),
+                     repr(_accessions(cols["proteins"][i])), str(cols["rank"][i]), "rtsearch",
+                     _num(cols["peptide_q_value"][i]),
                      *(_num(cols[f][i]) for f in features)]  # fmt: skip
             fh.write("\t".join(cells) + "\n")
 
@@ -104,7 +108,7 @@ def _pin(cols: dict[str, list[Any]], rows: list[int], features: list[str], path:
             exp = (float(cols["precursor_mz"][i]) - PROTON) * z
             calc = (float(cols["calc_mz"][i]) - PROTON) * z
             values = [_num(cols[f][i]) or "0" for f in features]  # Percolator takes no empty feature
-            cells = [f"{cols['run'][i]}_{cols['scan'][i]}_{z}", "-1" if cols["is_decoy"][i] else "1",
+            cells = [f"{cols['run'][i]}_{cols['scan'][i]}_{z}_{cols['rank'][i]}", "-1" if cols["is_decoy"][i] else "1",
                      str(cols["scan"][i]), f"{exp:.6f}", f"{calc:.6f}", *values, f"-.{cols['peptide'][i]}.-",
                      *_accessions(cols["proteins"][i])]  # fmt: skip
             fh.write("\t".join(cells) + "\n")
@@ -187,17 +191,35 @@ def _mzid(cols: dict[str, list[Any]], rows: list[int], features: list[str], path
             w.inputs(search_databases=[{"location": "rtsearch index", "id": "database", "file_format": "FASTA format",
                                         "name": "rtsearch index"}], spectra_data=spectra)  # fmt: skip
             with w.analysis_data(), w.spectrum_identification_list(id="psms"):
-                for k, i in enumerate(rows):
-                    p = cols["peptide"][i]
-                    item = {"experimental_mass_to_charge": float(cols["precursor_mz"][i]),
-                            "calculated_mass_to_charge": float(cols["calc_mz"][i]),
-                            "charge_state": int(cols["charge"][i]), "peptide_id": pep_id[p],
-                            "peptide_evidence_id": [evidence[(p, a)] for a in _accessions(cols["proteins"][i])],
-                            "score": {"search engine specific score": float(cols["score"][i])}, "id": f"sii_{k}",
-                            "params": [{"PSM-level q-value": float(cols["q_value"][i])}], "rank": 1,
-                            "pass_threshold": float(cols["q_value"][i]) <= 0.01}  # fmt: skip
+                for k, group in enumerate(_by_spectrum(cols, rows)):
+                    i = group[0]
                     w.write_spectrum_identification_result(
                         f"scan={cols['scan'][i]}", f"sir_{k}", spectra_data_id=run_id[cols["run"][i]],
-                        identifications=[item], params=[{"scan start time": float(cols["rt"][i] or 0.0),
-                                                         "unit_name": "second"},
-                                                        {"spectrum title": cols["spectrum_id"][i]}])  # fmt: skip
+                        identifications=[_item(cols, j, pep_id, evidence) for j in group],
+                        params=[{"scan start time": float(cols["rt"][i] or 0.0), "unit_name": "second"},
+                                {"spectrum title": cols["spectrum_id"][i]}])  # fmt: skip
+
+
+def _by_spectrum(cols: dict[str, list[Any]], rows: list[int]) -> list[list[int]]:
+    """``rows`` grouped by spectrum (a spectrum's ranks are consecutive rows of a results file)."""
+    groups: list[list[int]] = []
+    for i in rows:
+        if groups and (cols["run"][i], cols["scan"][i]) == (cols["run"][groups[-1][0]], cols["scan"][groups[-1][0]]):
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def _item(cols: dict[str, list[Any]], i: int, pep_id: dict[str, str], evidence: dict[tuple[str, str], str]
+          ) -> dict[str, Any]:  # fmt: skip
+    """Row ``i`` as a SpectrumIdentificationItem (its q-value only where it has one: rank 1)."""
+    p, q = cols["peptide"][i], cols["q_value"][i]
+    has_q = q is not None and not math.isnan(float(q))
+    return {"experimental_mass_to_charge": float(cols["precursor_mz"][i]),
+            "calculated_mass_to_charge": float(cols["calc_mz"][i]), "charge_state": int(cols["charge"][i]),
+            "peptide_id": pep_id[p],
+            "peptide_evidence_id": [evidence[(p, a)] for a in _accessions(cols["proteins"][i])],
+            "score": {"search engine specific score": float(cols["score"][i])}, "id": f"sii_{i}",
+            "params": [{"PSM-level q-value": float(q)}] if has_q else [], "rank": int(cols["rank"][i]),
+            "pass_threshold": has_q and float(q) <= 0.01}  # fmt: skip

@@ -146,15 +146,23 @@ class DatabaseTarget:
         out[:, _Z2] = np.abs(out[:, _SIGNED])
         return out
 
-    def fit_run(self, x: np.ndarray, decoy: np.ndarray, ids: np.ndarray, rt: np.ndarray) -> RunFit:
-        """Fit on uncalibrated features, calibrate mass and retention time on its confident targets, fit again."""
+    def fit_run(
+        self, x: np.ndarray, decoy: np.ndarray, ids: np.ndarray, rt: np.ndarray, *, train: np.ndarray | None = None
+    ) -> RunFit:
+        """Fit on uncalibrated features, calibrate mass and retention time on its confident targets, fit again;
+        fitted on the rows ``train``, every row calibrated and scored."""
         x = self.live_features(x)
-        disc = fit(x, decoy, FEATURES, start=self.primary)
-        good = confident(disc.score(x), decoy)
+        rows = np.ones(len(x), bool) if train is None else train
+        disc = fit(x[rows], decoy[rows], FEATURES, start=self.primary)
+        good = np.zeros(len(x), bool)
+        good[rows] = confident(disc.score(x[rows]), decoy[rows])
         recenter_ppm(x, good)
         x[:, _RT] = rt_error(self.index, ids, rt, good)
-        disc = fit(x, decoy, FEATURES, start=self.primary)
-        return RunFit(disc.score(x), disc, x)
+        disc = fit(x[rows], decoy[rows], FEATURES, start=self.primary)
+        score = np.empty(len(x))
+        score[rows] = disc.score(x[rows])  # apart: the same sums, to the last bit, as with no other rows
+        score[~rows] = disc.score(x[~rows])
+        return RunFit(score, disc, x)
 
     def extra_fields(self, ids: np.ndarray, features: np.ndarray) -> dict[str, np.ndarray]:
         return {}

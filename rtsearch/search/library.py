@@ -104,10 +104,13 @@ class LibraryTarget:
     def live_features(self, x: np.ndarray) -> np.ndarray:
         return x.copy()
 
-    def fit_run(self, x: np.ndarray, decoy: np.ndarray, ids: np.ndarray, rt: np.ndarray) -> RunFit:
+    def fit_run(
+        self, x: np.ndarray, decoy: np.ndarray, ids: np.ndarray, rt: np.ndarray, *, train: np.ndarray | None = None
+    ) -> RunFit:
         """One linear discriminant from the F-value on; the features are reported as scored."""
         filled = np.nan_to_num(x, nan=0.0)
-        disc = fit(filled, decoy, LIBRARY_FEATURES, start=self.primary)
+        rows = slice(None) if train is None else train
+        disc = fit(filled[rows], decoy[rows], LIBRARY_FEATURES, start=self.primary)
         return RunFit(disc.score(filled), disc, x)
 
     def extra_fields(self, ids: np.ndarray, features: np.ndarray) -> dict[str, np.ndarray]:

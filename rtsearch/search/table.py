@@ -2,10 +2,14 @@
 
 `PsmTable` keeps the scored batches of one or more runs in arrival order, for
 any `SearchTarget`. `PsmTable.finalize` fits each run's discriminant
-(`SearchTarget.fit_run`), scores every PSM with it and computes PSM- and
-peptide-level q-values (`rtsearch.search.fdr`); `PsmTable.columns` gives the
-results file's columns: `RESULT_COLUMNS`, the target's ``result_fields``, then
-its features not already among them.
+(`SearchTarget.fit_run`) on each spectrum's best match, scores every PSM with it
+and computes PSM- and peptide-level q-values (`rtsearch.search.fdr`) over the best
+matches; `PsmTable.columns` gives the results file's columns: `RESULT_COLUMNS`,
+the target's ``result_fields``, then its features not already among them. With
+`[search] ranks` > 1 a spectrum's lower-ranked matches follow its best as rows of
+their own (``rank`` 2, 3, ...), scored by the run's discriminant, without q-values
+or PEP: the error rate is controlled over each spectrum's best match, as Comet and
+Sage do; lower ranks are there for rescoring elsewhere.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from rtsearch.matches import RESULT_COLUMNS, ScoredBatch, concat_batches
+from rtsearch.matches import RESULT_COLUMNS, ScoredBatch, concat_batches, lower_ranks
 from rtsearch.search.fdr import peps, peptide_q_values, q_values
 from rtsearch.search.lda import Discriminant
 from rtsearch.search.target import SearchTarget
@@ -46,6 +50,7 @@ class PsmTable:
         self.q: np.ndarray | None = None
         self.peptide_q: np.ndarray | None = None
         self.pep: np.ndarray | None = None
+        self.lower: LowerRanks | None = None  # set by finalize: the matched lower-ranked PSMs
         self._small = 0  # small batches at the end of ``batches``
 
     def add(self, batch: ScoredBatch) -> None:
@@ -88,20 +93,26 @@ class PsmTable:
         hit = match >= 0
         decoy = np.zeros(n, dtype=bool)
         decoy[hit] = t.is_decoy(match[hit])
+        low = LowerRanks.of(self.batches, t)
         score, q, pq, pep = np.full(n, np.nan), np.ones(n), np.ones(n), np.ones(n)
         for run in dict.fromkeys(runs.tolist()):
             rows = np.flatnonzero((runs == run) & hit)
             if rows.size == 0:
                 continue
-            fitted = t.fit_run(feats[rows], decoy[rows], match[rows], rts[rows])
-            feats[rows] = fitted.features
+            more = np.flatnonzero(runs[low.row] == run)
+            ids = np.r_[match[rows], low.match[more]]
+            fitted = t.fit_run(np.r_[feats[rows], low.features[more]], np.r_[decoy[rows], low.decoy[more]], ids,
+                               np.r_[rts[rows], rts[low.row[more]]],
+                               train=np.arange(ids.shape[0]) < rows.size)  # fmt: skip
+            feats[rows], low.features[more] = fitted.features[: rows.size], fitted.features[rows.size :]
             self.discriminants[run] = fitted.discriminant
-            score[rows] = fitted.score
+            score[rows], low.score[more] = fitted.score[: rows.size], fitted.score[rows.size :]
             q[rows] = q_values(score[rows], decoy[rows])
             pq[rows] = peptide_q_values(score[rows], decoy[rows], t.peptide_keys(match[rows]))
             pep[rows] = peps(score[rows], decoy[rows])
         self.score, self.q, self.peptide_q, self.pep = score, q, pq, pep
         self.match, self.decoy, self.features = match, decoy, feats
+        self.lower = low
 
     def _finalized(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         if self.q is None:
@@ -162,4 +173,58 @@ class PsmTable:
         for k, name in enumerate(t.features):
             cols.setdefault(name, only_hits(feats[:, k]))
         cols.update(self.attached)
-        return {c: cols[c] for c in self.column_names}
+        cols["rank"] = np.ones(len(match), np.int64)
+        cols = {c: cols[c] for c in self.column_names}
+        return self.lower.interleave(cols, t) if self.lower is not None and len(self.lower.row) else cols
+
+
+class LowerRanks:
+    """The lower-ranked matches (rank 2, 3, ...) of a table's spectra that have one: per PSM its spectrum's row in
+    the table, its rank, match, decoy flag, features (calibrated once fitted) and the run's discriminant score."""
+
+    def __init__(self, row: np.ndarray, rank: np.ndarray, n_features: int) -> None:
+        self.row, self.rank = row, rank
+        self.match = np.zeros(0, np.int64)
+        self.features = np.zeros((0, n_features))
+        self.charge = self.matched_peaks = np.zeros(0, np.int64)
+        self.calc_mz = self.ppm_error = np.zeros(0)
+        self.decoy = np.zeros(0, bool)
+        self.score = np.full(row.shape[0], np.nan)
+
+    @classmethod
+    def of(cls, batches: list[ScoredBatch], target: SearchTarget) -> LowerRanks:
+        """The matched lower ranks of ``batches``, by rank, then row."""
+        ranks = lower_ranks(batches)
+        hits = [np.flatnonzero(b.match >= 0) for b in ranks]
+        out = cls(np.concatenate([np.zeros(0, np.int64), *hits]),
+                  np.concatenate([np.zeros(0, np.int64), *(np.full(h.size, r + 2) for r, h in enumerate(hits))]),
+                  len(target.features))  # fmt: skip
+        if ranks:
+            for name in ("match", "features", "charge", "matched_peaks", "calc_mz", "ppm_error"):
+                setattr(out, name, np.concatenate([getattr(b, name)[h] for b, h in zip(ranks, hits, strict=True)]))
+            out.decoy = target.is_decoy(out.match) if out.match.size else np.zeros(0, bool)
+        return out
+
+    def interleave(self, cols: dict[str, Any], target: SearchTarget) -> dict[str, Any]:
+        """``cols`` (one row a spectrum, its best match) with these PSMs' rows after their spectrum's, by rank."""
+        at, n = self.row, len(cols["run"])
+        feats = dict(zip(target.features, self.features.T, strict=True))
+        extra = target.extra_fields(self.match, self.features)
+        nan = np.full(at.shape[0], np.nan)
+        own: dict[str, Any] = {
+            "rank": self.rank, "charge": self.charge, "calc_mz": self.calc_mz, "ppm_error": self.ppm_error,
+            "peptide": target.peptides(self.match), "proteins": [";".join(p) for p in target.proteins(self.match)],
+            "is_decoy": self.decoy, "score": self.score, "q_value": nan, "peptide_q_value": nan, "pep": nan,
+            "matched_peaks": self.matched_peaks, "reason": [""] * at.shape[0], **extra, **feats}  # fmt: skip
+        order = np.lexsort((np.r_[np.ones(n, np.int64), self.rank], np.r_[np.arange(n), at]))
+        out: dict[str, Any] = {}
+        for name, values in cols.items():
+            mine = own[name] if name in own else (
+                [values[i] for i in at.tolist()] if isinstance(values, list) else np.asarray(values)[at])  # fmt: skip
+            if isinstance(values, list):
+                both = values + list(mine)
+                out[name] = [both[i] for i in order.tolist()]
+            else:
+                values = np.asarray(values)
+                out[name] = np.concatenate([values, np.asarray(mine, dtype=values.dtype)])[order]
+        return out

@@ -107,8 +107,11 @@ class SearchTarget(Protocol):
         """Features for running q-values (a new array): those that need no whole run to compute."""
         ...
 
-    def fit_run(self, x: np.ndarray, decoy: np.ndarray, ids: np.ndarray, rt: np.ndarray) -> RunFit:
-        """The discriminant of one run's matched spectra (features ``x``, decoy flags, match ids, RT)."""
+    def fit_run(
+        self, x: np.ndarray, decoy: np.ndarray, ids: np.ndarray, rt: np.ndarray, *, train: np.ndarray | None = None
+    ) -> RunFit:
+        """The discriminant of one run's matched spectra (features ``x``, decoy flags, match ids, RT), fitted on the
+        rows ``train`` (a mask; every row when None: a spectrum's lower-ranked matches are scored, not fitted on)."""
         ...
 
     def extra_fields(self, ids: np.ndarray, features: np.ndarray) -> dict[str, np.ndarray]:

@@ -147,8 +147,10 @@ class TopDownTarget:
     def live_features(self, x: np.ndarray) -> np.ndarray:
         return x.copy()
 
-    def fit_run(self, x: np.ndarray, decoy: np.ndarray, ids: np.ndarray, rt: np.ndarray) -> RunFit:
-        """The E-value ranks the run (see the module docstring)."""
+    def fit_run(
+        self, x: np.ndarray, decoy: np.ndarray, ids: np.ndarray, rt: np.ndarray, *, train: np.ndarray | None = None
+    ) -> RunFit:
+        """The E-value ranks the run (see the module docstring); nothing is fitted."""
         weights = np.zeros(len(FEATURES))
         weights[0] = 1.0
         disc = Discriminant(FEATURES, np.zeros(len(FEATURES)), np.ones(len(FEATURES)), weights)

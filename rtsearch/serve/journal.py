@@ -48,6 +48,7 @@ _MAGIC = b"RTJ1"
 _LEN = struct.Struct("<I")
 _COLUMNS = (("scan", "<i8"), ("precursor_mz", "<f8"), ("rt", "<f8"), ("match", "<i8"), ("charge", "<i8"),
             ("calc_mz", "<f8"), ("ppm_error", "<f8"), ("matched_peaks", "<i8"))  # fmt: skip
+_RANK = _COLUMNS[3:]  # a lower rank's columns (`[search] ranks`)
 
 
 def _record(payload: bytes) -> bytes:
@@ -56,12 +57,18 @@ def _record(payload: bytes) -> bytes:
 
 def _batch_payload(batch: ScoredBatch, status: np.ndarray) -> bytes:
     head = json.dumps({"n": len(batch), "reasons": batch.reason if any(batch.reason) else None,
-                       "ids": batch.native_id or None}).encode()  # native ids: none from the wire  # fmt: skip
+                       "ids": batch.native_id or None, "lower": len(batch.lower)}).encode()  # fmt: skip
     b = batch.best
     cols = [batch.scan, batch.precursor_mz, batch.rt, b.match, b.charge, b.calc_mz, b.ppm_error, b.matched_peaks]
     arrays = [np.ascontiguousarray(a, dtype=dt).tobytes() for a, (_, dt) in zip(cols, _COLUMNS, strict=True)]
     return b"".join([_LEN.pack(len(head)), head, *arrays, np.ascontiguousarray(b.features, "<f8").tobytes(),
-                     np.ascontiguousarray(status, np.uint8).tobytes()])  # fmt: skip
+                     np.ascontiguousarray(status, np.uint8).tobytes(), *map(_rank_bytes, batch.lower)])  # fmt: skip
+
+
+def _rank_bytes(b: BestMatches) -> bytes:
+    """A lower rank's matches: `_RANK` columns, then the features."""
+    cols = [np.ascontiguousarray(getattr(b, name), dtype=dt).tobytes() for name, dt in _RANK]
+    return b"".join([*cols, np.ascontiguousarray(b.features, "<f8").tobytes()])
 
 
 class RunJournal:
@@ -179,11 +186,21 @@ def read_journal(path: Path) -> tuple[dict[str, Any], list[ScoredBatch], list[li
             at += 8 * n
         feats = np.frombuffer(payload, dtype="<f8", count=n * n_features, offset=at).reshape(n, n_features)
         codes = np.frombuffer(payload, dtype=np.uint8, count=n, offset=at + 8 * n * n_features)
+        at += 8 * n * n_features + n
         best = BestMatches(cols["match"], cols["charge"], cols["calc_mz"], cols["ppm_error"], cols["matched_peaks"],
                            feats)  # fmt: skip
+        lower = []
+        for _ in range(meta.get("lower", 0)):
+            rank = {}
+            for name, dt in _RANK:
+                rank[name] = np.frombuffer(payload, dtype=dt, count=n, offset=at)
+                at += 8 * n
+            lower.append(BestMatches(**rank, features=np.frombuffer(payload, dtype="<f8", count=n * n_features,
+                                                                     offset=at).reshape(n, n_features)))  # fmt: skip
+            at += 8 * n * n_features
         reasons, ids = list(meta["reasons"] or [""] * n), list(meta.get("ids") or [])
         batches.append(ScoredBatch([head["run"]] * n, cols["scan"], cols["precursor_mz"], cols["rt"], best, reasons,
-                                   native_id=ids))  # fmt: skip
+                                   native_id=ids, lower=lower))  # fmt: skip
         statuses.append([STATUSES[s] for s in codes.tolist()])
     end = records[-1][1]
     return head, batches, statuses, len(data) - end

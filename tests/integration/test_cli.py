@@ -101,7 +101,7 @@ def test_parquet_output(tmp_path, data, bsa_index):
     assert code == 0
     table = pq.read_table(out)
     assert table.num_rows == 139
-    assert table.column_names[:17] == ["run", "scan", "spectrum_id", "charge", "precursor_mz", "rt", "calc_mz",
+    assert table.column_names[:18] == ["run", "scan", "spectrum_id", "rank", "charge", "precursor_mz", "rt", "calc_mz",
                                        "ppm_error", "peptide", "proteins", "is_decoy", "score", "q_value",
                                        "peptide_q_value", "pep", "matched_peaks", "reason"]
     q = [v for v in table.column("q_value").to_pylist() if v is not None]

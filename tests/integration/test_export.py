@@ -1,7 +1,8 @@
 """rtsearch's results read by the field's tools: the psm_utils TSV, the Percolator PIN and the mzIdentML that
 `rtsearch export` writes from a real run's results (TSV and Parquet) are read back by psm_utils (in the interop
 environment scripts/test makes: psm_utils pins pyteomics < 5) and the mzIdentML by pyteomics too; every matched
-spectrum's peptide, charge, decoy flag, score, q-value, retention time and proteins agree with the TSV."""
+spectrum's peptide, charge, decoy flag, score, q-value, retention time and proteins agree with the TSV; with
+``--ranks 3`` every rank is written and read back, and the best matches are those of a one-rank search."""
 
 from __future__ import annotations
 
@@ -31,9 +32,9 @@ def results(data, demo_index, tmp_path_factory) -> dict[str, Path]:
 
 
 def _rows(path: Path, key: str = "spectrum_id") -> dict[str, dict[str, str]]:
-    """The matched rows of a results file, by their native id (or ``scan=N``)."""
+    """The matched rows of a results file (their best matches), by their native id (or ``scan=N``)."""
     with open(path, newline="") as fh:
-        rows = [r for r in csv.DictReader(fh, delimiter="\t") if r["peptide"]]
+        rows = [r for r in csv.DictReader(fh, delimiter="\t") if r["peptide"] and r["rank"] == "1"]
     return {r["spectrum_id"] if key == "spectrum_id" else f"scan={r['scan']}": r for r in rows}
 
 
@@ -72,7 +73,7 @@ def test_a_percolator_reader_reads_the_pin(results, tmp_path) -> None:
     out = tmp_path / "r.pin"
     assert main(["export", str(results["tsv"]), "--to", "pin", "-o", str(out)]) == 0
     psms = _psm_utils("percolator", out)
-    _same(psms, _rows(results["tsv"], "scan"), spectrum_id=lambda p: "scan=" + p["spectrum_id"].split("_")[-2],
+    _same(psms, _rows(results["tsv"], "scan"), spectrum_id=lambda p: "scan=" + p["spectrum_id"].split("_")[-3],
           score="hyperscore", qvalue=False)  # fmt: skip
     header = out.read_text().split("\n", 1)[0].split("\t")
     assert header[:5] == ["SpecId", "Label", "ScanNr", "ExpMass", "CalcMass"] and header[-2:] == ["Peptide", "Proteins"]
@@ -119,3 +120,38 @@ def test_the_results_say_what_produced_them(results, demo_index, data) -> None:
     meta = pq.read_schema(results["parquet"]).metadata
     assert json.loads(meta[b"rtsearch.provenance"]) == json.loads(Path(f"{results['parquet']}.provenance.json")
                                                                    .read_text())  # fmt: skip
+
+
+def test_every_rank_is_written_and_read_back(data, demo_index, results, tmp_path) -> None:
+    ranked = tmp_path / "ranked.tsv"
+    run = data / "ecoli-small/Ecoli_MS2_small.mzML"
+    assert main(["search", str(run), "--index", str(demo_index.folder), "-o", str(ranked), "--ranks", "3"]) == 0
+    with open(ranked, newline="") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    with open(results["tsv"], newline="") as fh:
+        one = list(csv.DictReader(fh, delimiter="\t"))
+    assert [r for r in rows if r["rank"] == "1"] == one  # the best matches, their scores and q-values unchanged
+    best = {r["spectrum_id"]: r for r in one}
+    lower = [r for r in rows if r["rank"] != "1"]
+    assert {r["rank"] for r in lower} == {"2", "3"} and len(lower) > len(_rows(ranked))
+    for r in lower:
+        assert r["peptide"] and r["peptide"] != best[r["spectrum_id"]]["peptide"] and r["score"]
+        assert r["q_value"] == r["pep"] == r["peptide_q_value"] == ""  # FDR is over the best matches
+        assert float(r["hyperscore"]) <= float(best[r["spectrum_id"]]["hyperscore"])
+    # a spectrum's ranks follow it, in order
+    order = [(r["spectrum_id"], int(r["rank"])) for r in rows]
+    assert all(a[0] != b[0] or b[1] == a[1] + 1 for a, b in zip(order, order[1:], strict=False))
+    out = tmp_path / "ranked.psm_utils.tsv"
+    assert main(["export", str(ranked), "--to", "psm_utils", "-o", str(out)]) == 0
+    psms = _psm_utils("tsv", out)
+    assert sorted(p["rank"] for p in psms) == sorted(int(r["rank"]) for r in rows if r["peptide"])
+    assert all(p["qvalue"] is None for p in psms if p["rank"] > 1)
+    out = tmp_path / "ranked.mzid"
+    assert main(["export", str(ranked), "--to", "mzid", "-o", str(out)]) == 0
+    with mzid.MzIdentML(str(out), retrieve_refs=True) as reader:
+        items = {sir["spectrum title"]: sir["SpectrumIdentificationItem"] for sir in reader}
+    assert len(items) == len(best) - sum(not r["peptide"] for r in one)
+    for sid, sii in items.items():
+        assert [i["rank"] for i in sii] == list(range(1, len(sii) + 1))
+        assert sii[0]["PSM-level q-value"] == pytest.approx(float(best[sid]["q_value"]), abs=1e-15)
+        assert all("PSM-level q-value" not in i for i in sii[1:])

@@ -22,6 +22,6 @@ for p in read_file(path, filetype=filetype, **kwargs):
         "score": p.score, "qvalue": None if p.qvalue is None else float(p.qvalue),
         "pep": None if p.pep is None else float(p.pep),
         "rt": p.retention_time, "proteins": p.protein_list, "mass": p.peptidoform.theoretical_mass,
-        "features": len(p.rescoring_features or {}),
+        "features": len(p.rescoring_features or {}), "rank": p.rank,
     })
 json.dump(out, sys.stdout)

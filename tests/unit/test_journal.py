@@ -82,3 +82,25 @@ def test_a_journal_of_another_target_is_left_alone(target, tmp_path, demo_index)
     other.features = other.features[:-1]  # another kind of features: its matches would be named wrongly
     assert recover(tmp_path, other, "tsv", set()) == []
     assert len(list((tmp_path / FOLDER).glob("*.rtj"))) == 1 and not list(tmp_path.glob("*.tsv"))
+
+
+def test_lower_ranks_come_back_from_a_journal(demo_index, tmp_path):
+    ranked = DatabaseTarget(demo_index, dataclasses.replace(load_config(bundled(TOML)).search, ranks=3),
+                            get_backend("numpy"))  # fmt: skip
+    spectra = [dataclasses.replace(s, run="j/run") for s in read_spectra(bundled(RUN))]
+    live, journals = _journaled_run(ranked, tmp_path, spectra)
+    journals.shutdown()
+    (path,) = (tmp_path / FOLDER).glob("*.rtj")
+    _, batches, _, _ = read_journal(path)
+    assert [len(b.lower) for b in batches] == [2, 2, 2, 2, 0]  # the shed spectra have no match at all
+    for mine, back in zip(live.table.batches, batches, strict=True):
+        for a, b in zip(mine.lower, back.lower, strict=True):
+            for f in dataclasses.fields(a):
+                np.testing.assert_array_equal(getattr(a, f.name), getattr(b, f.name))
+    table, _ = live.finish()
+    expected = write_run_results(table, tmp_path / "memory.tsv")
+    with open(expected, newline="") as fh:
+        ranks = [int(r["rank"]) for r in csv.DictReader(fh, delimiter="\t")]
+    assert ranks.count(3) > 50 and ranks.count(1) == 102
+    (done,) = recover(tmp_path, ranked, "tsv", set())
+    assert done.path.read_text() == expected.read_text()

@@ -37,7 +37,7 @@ def test_the_protocol_documents_every_declared_field_and_no_other() -> None:
 
 def test_a_live_result_carries_the_file_columns_but_the_end_of_run_ones() -> None:
     assert RESULT_COLUMNS[:2] == ("run", "scan")
-    assert set(LIVE_FIELDS) == set(RESULT_COLUMNS) - {"peptide_q_value", "pep", "rt", "spectrum_id"}
+    assert set(LIVE_FIELDS) == set(RESULT_COLUMNS) - {"peptide_q_value", "pep", "rt", "spectrum_id", "rank"}
     assert set(LIVE_FIELDS) <= WIRE
 
 

@@ -178,11 +178,11 @@ class Engine:
         lap = Stopwatch(self.backend.synchronize if self.profile else None)
         lap.stages.update(scored.stages)
         n = len(spectra)
-        best = best_matches(
+        best, *lower = best_matches(
             self.index, scored.queries, scored.cand, scored.prelim, scored.stats, n,
             primary=self.cfg.score, precursor_tolerance=self.cfg.precursor_tolerance,
             isotope_errors=self.cfg.isotope_errors, match_probability=scored.match_probability,
-            max_fragment_charge=self.cfg.max_fragment_charge,
+            max_fragment_charge=self.cfg.max_fragment_charge, ranks=self.cfg.ranks,
         )  # fmt: skip
         reason = list(scored.reason)
         for i in np.flatnonzero(best.match < 0).tolist():
@@ -193,7 +193,8 @@ class Engine:
             for stage, seconds in lap.stages.items():
                 self.stage_seconds[stage] += seconds
         return ScoredBatch(run=list(spectra.run), scan=spectra.scan, precursor_mz=spectra.precursor_mz, rt=spectra.rt,
-                           best=best, reason=reason, stages=lap.stages, native_id=spectra.native_id)  # fmt: skip
+                           best=best, reason=reason, stages=lap.stages, native_id=spectra.native_id,
+                           lower=lower)  # fmt: skip
 
     def _score_numpy(self, peaks: PeakBatch, queries: Queries) -> tuple[np.ndarray, np.ndarray, MatchStats]:
         c = self.cfg

@@ -1,4 +1,4 @@
-"""The best candidate of each spectrum and its features.
+"""The best candidates of each spectrum (one or more ranks) and their features.
 
 Candidates of all charges of a spectrum compete on the primary score
 (hyperscore or dot product); ties go to the lower peptide index. The features
@@ -7,6 +7,7 @@ feed the run's linear discriminant (`rtsearch.search.lda`).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -75,20 +76,55 @@ def best_matches(
     isotope_errors: tuple[int, ...],
     match_probability: np.ndarray,
     max_fragment_charge: int,
-) -> BestMatches:
-    """Pick each spectrum's best (query, candidate) and compute its features."""
+    ranks: int = 1,
+) -> list[BestMatches]:
+    """Each spectrum's ``ranks`` best peptides and their features, best first.
+
+    Rank r is the best (query, candidate) once the peptides of ranks 1..r-1 are set aside, so its
+    ``delta_score`` is its lead over rank r + 1 and its ``score_z`` is against the candidates below it.
+    """
     score = np.where(cand >= 0, np.asarray(getattr(stats, primary), dtype=np.float64), -np.inf)
+    rank = functools.partial(_ranked, index, queries, cand, prelim, stats, n_spectra,
+                             precursor_tolerance=precursor_tolerance, isotope_errors=isotope_errors,
+                             match_probability=match_probability, max_fragment_charge=max_fragment_charge)  # fmt: skip
+    if len(queries) == 0:
+        return [rank(score)[0] for _ in range(ranks)]
+    out = []
+    for r in range(ranks):
+        best, group_pep = rank(score)
+        out.append(best)
+        if r + 1 < ranks:  # this rank's peptide set aside in every query of its spectrum
+            score = np.where(cand == group_pep[:, None], -np.inf, score)
+    return out
+
+
+def _ranked(
+    index: PeptideIndex,
+    queries: Queries,
+    cand: np.ndarray,
+    prelim: np.ndarray,
+    stats: MatchStats,
+    n_spectra: int,
+    score: np.ndarray,
+    *,
+    precursor_tolerance: Tolerance,
+    isotope_errors: tuple[int, ...],
+    match_probability: np.ndarray,
+    max_fragment_charge: int,
+) -> tuple[BestMatches, np.ndarray]:
+    """The best of ``score`` (-inf: not a candidate) per spectrum, its features, and per query its spectrum's
+    chosen peptide (int64 max where none)."""
     out_pep = np.full(n_spectra, -1, dtype=np.int64)
     feats = np.zeros((n_spectra, len(FEATURES)))
     charge = np.zeros(n_spectra, dtype=np.int64)
     calc_mz = np.full(n_spectra, np.nan)
     ppm = np.full(n_spectra, np.nan)
     matched = np.zeros(n_spectra, dtype=np.int64)
+    big = np.iinfo(np.int64).max
     if len(queries) == 0:
-        return BestMatches(out_pep, charge, calc_mz, ppm, matched, feats)
+        return BestMatches(out_pep, charge, calc_mz, ppm, matched, feats), np.zeros(0, np.int64)
     # No sort: row maxima, then maxima over each spectrum's consecutive queries.
     # Ties: higher score, then lower peptide index, then the earlier query.
-    big = np.iinfo(np.int64).max
     row_best = score.max(axis=1)
     row_k = np.where(score == row_best[:, None], cand, big).argmin(axis=1)
     row_pep = cand[np.arange(len(queries)), row_k]
@@ -97,6 +133,7 @@ def best_matches(
     top = np.maximum.reduceat(row_best, starts)
     at_top = row_best == top[group]
     top_pep = np.minimum.reduceat(np.where(at_top, row_pep, big), starts)
+    top_pep = np.where(np.isfinite(top), top_pep, big)
     chosen = at_top & (row_pep == top_pep[group])
     first_q = np.minimum.reduceat(np.where(chosen, np.arange(len(queries)), big), starts)
     found = np.isfinite(top)
@@ -119,8 +156,9 @@ def best_matches(
     mean_o = (sum_all - bs) / n_o
     var_o = np.maximum((sq_all - bs * bs) / n_o - mean_o**2, 0.0)
     score_z = np.where(n_in > 2, (bs - mean_o) / np.sqrt(var_o + 1e-6), 0.0)
+    group_pep = top_pep[group]
     if sp.size == 0:
-        return BestMatches(out_pep, charge, calc_mz, ppm, matched, feats)
+        return BestMatches(out_pep, charge, calc_mz, ppm, matched, feats), group_pep
 
     z = queries.charge[bq]
     mass = queries.mass[bq]
@@ -167,4 +205,4 @@ def best_matches(
     calc_mz[sp] = pmass / z + PROTON
     ppm[sp] = err
     matched[sp] = stats.matched_peaks[bq, bk].astype(np.int64)
-    return BestMatches(out_pep, charge, calc_mz, ppm, matched, feats)
+    return BestMatches(out_pep, charge, calc_mz, ppm, matched, feats), group_pep
