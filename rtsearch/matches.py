@@ -127,13 +127,14 @@ def lower_ranks(batches: Sequence[ScoredBatch]) -> list[BestMatches]:
 
 
 def unscored_batch(
-    run: str, scans: Sequence[int], precursor_mz: Sequence[float], reasons: Sequence[str], *, n_features: int
-) -> ScoredBatch:
-    """A `ScoredBatch` of spectra that were never scored (shed, invalid), with their reasons."""
+    run: str, scans: Sequence[int], precursor_mz: Sequence[float], reasons: Sequence[str], *, n_features: int,
+    ids: Sequence[str] = (),
+) -> ScoredBatch:  # fmt: skip
+    """A `ScoredBatch` of spectra that were never scored (shed, invalid), with their reasons (and native ids)."""
     n = len(scans)
     return ScoredBatch(
         run=[run] * n, scan=np.asarray(scans, np.int64), precursor_mz=np.asarray(precursor_mz, np.float64),
-        rt=np.zeros(n), best=BestMatches.none(n, n_features), reason=list(reasons),
+        rt=np.zeros(n), best=BestMatches.none(n, n_features), reason=list(reasons), native_id=list(ids),
     )  # fmt: skip
 
 

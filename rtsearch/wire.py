@@ -104,6 +104,7 @@ class RawSpectrum(NamedTuple):
     budget_ms: float
     mz: bytes  # little-endian float64
     intensity: bytes  # little-endian float32
+    native_id: str = ""  # header field ``id``: the spectrum's id in its file ("" when none came)
 
 
 Message = SpectrumMessage | RunStart | RunEnd | Invalid
@@ -260,6 +261,7 @@ def _spectrum(frames: Sequence[Any], h: dict[str, Any], run: str, raw: bool) -> 
         elif charge:
             charges = (charge,)
     pi = 0.0 if get("precursor_intensity") is None else (_num(h, "precursor_intensity") or 0.0)
+    native_id = "" if (v := get("id")) is None else _native_id(v)
     if len(frames) != 4:
         raise _Bad("frames", f"a spectrum has 4 frames, got {len(frames)}")
     mz_b, in_b = bytes(frames[2]), bytes(frames[3])
@@ -267,7 +269,7 @@ def _spectrum(frames: Sequence[Any], h: dict[str, Any], run: str, raw: bool) -> 
         raise _Bad("peaks", f"peak frames hold {len(mz_b)} and {len(in_b)} bytes, header says n={n}")
     if raw:
         return RawSpectrum(run, scan, ms_level, rt, precursor, pi, charges, sent_ns,
-                           math.nan if budget is None else budget, mz_b, in_b)  # fmt: skip
+                           math.nan if budget is None else budget, mz_b, in_b, native_id)  # fmt: skip
     # read-only views of the frames (no copy); the engine copies when it packs a batch
     mz = np.frombuffer(mz_b, dtype="<f8")
     inten = np.frombuffer(in_b, dtype="<f4")
@@ -282,8 +284,20 @@ def _spectrum(frames: Sequence[Any], h: dict[str, Any], run: str, raw: bool) -> 
             raise _Bad("peaks", PEAK_REASONS[2])
         if float(inten.min()) < 0:
             raise _Bad("peaks", PEAK_REASONS[3])
-    sp = Spectrum(run, scan, ms_level, mz, inten, precursor, charges, rt, pi)
+    sp = Spectrum(run, scan, ms_level, mz, inten, precursor, charges, rt, pi, native_id=native_id)
     return SpectrumMessage(sp, sent_ns, budget)
+
+
+def _native_id(v: Any) -> str:
+    """Header field ``id``: a string of at most `MAX_RUN_BYTES` UTF-8 bytes, as ``run``."""
+    if not isinstance(v, str):
+        raise _Bad("field", "header field 'id' must be a string")
+    try:
+        if len(v.encode()) > MAX_RUN_BYTES:
+            raise _Bad("field", f"header field 'id' is longer than {MAX_RUN_BYTES} UTF-8 bytes")
+    except UnicodeEncodeError:
+        raise _Bad("field", "header field 'id' is not valid UTF-8") from None
+    return v
 
 
 def peak_problems(mz: np.ndarray, intensity: np.ndarray, offsets: np.ndarray) -> list[tuple[int, str]]:
@@ -332,6 +346,8 @@ def encode_spectrum(
         header["charges"] = [int(z) for z in sp.charges]
     if sp.precursor_intensity:
         header["precursor_intensity"] = float(sp.precursor_intensity)
+    if sp.native_id:
+        header["id"] = sp.native_id
     if budget_ms is not None:
         header["budget_ms"] = float(budget_ms)
     header.update(extra)

@@ -10,7 +10,8 @@ topic is not prefixed by ``result``, so a subscriber to ``result`` never sees it
 Spectra message (sender → daemon), 10 frames::
 
     frame 0  b"spectra"
-    frame 1  header, UTF-8 JSON: v, run, count, sent_ns, optional budget_ms, answer ("each" | "batch")
+    frame 1  header, UTF-8 JSON: v, run, count, sent_ns, optional budget_ms, answer ("each" | "batch"),
+             ids (each spectrum's native id, a list of count strings)
     frame 2  scan          little-endian int64   × count
     frame 3  ms_level      uint8                 × count (1..255)
     frame 4  rt            little-endian float64 × count (seconds)
@@ -37,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -92,6 +93,7 @@ class SpectraBlock:
     mz: np.ndarray  # float64
     intensity: np.ndarray  # float32
     problems: list[tuple[int, InvalidCode, str]]
+    ids: list[str] = field(default_factory=list)  # [count] native ids (header ``ids``); [] when none came
 
     def __len__(self) -> int:
         return int(self.scan.shape[0])
@@ -126,6 +128,9 @@ def decode_spectra(frames: Sequence[Any]) -> SpectraBlock | Invalid:
         answer = h.get("answer", "each")
         if answer not in ANSWERS:
             raise _Bad("field", f"header field 'answer' must be 'each' or 'batch', got {answer!r}"[:200])
+        ids = h.get("ids", [])
+        if not (isinstance(ids, list) and len(ids) in (0, count) and all(isinstance(i, str) for i in ids)):
+            raise _Bad("field", "header field 'ids' must be a list of 'count' strings")
         if len(frames) != N_FRAMES:
             raise _Bad("frames", f"a spectra message has {N_FRAMES} frames, got {len(frames)}")
         cols = {}
@@ -137,11 +142,11 @@ def decode_spectra(frames: Sequence[Any]) -> SpectraBlock | Invalid:
             cols[name] = np.frombuffer(b, dtype=dtype)
     except _Bad as e:
         return Invalid(e.code, e.reason, run, scan, ms_level, sent_ns)
-    return _block(frames, run, sent_ns, budget, answer, cols)
+    return _block(frames, run, sent_ns, budget, answer, cols, ids)
 
 
 def _block(frames: Sequence[Any], run: str, sent_ns: int, budget: float | None, answer: Answer,
-           cols: dict[str, np.ndarray]) -> SpectraBlock:  # fmt: skip
+           cols: dict[str, np.ndarray], ids: list[str]) -> SpectraBlock:  # fmt: skip
     level = cols["ms_level"].astype(np.int64)
     prec = cols["precursor_mz"].astype(np.float64)
     charge = cols["charge"].astype(np.int64)
@@ -171,7 +176,8 @@ def _block(frames: Sequence[Any], run: str, sent_ns: int, budget: float | None, 
     problems = [(int(i), code, str(reason[i])) for i in np.flatnonzero(reason != "")]
     prec = np.where(ms2, prec, 0.0)
     return SpectraBlock(run, sent_ns, math.nan if budget is None else budget, answer, cols["scan"].astype(np.int64),
-                        level, cols["rt"].astype(np.float64), prec, charge, offsets, mz, inten, problems)  # fmt: skip
+                        level, cols["rt"].astype(np.float64), prec, charge, offsets, mz, inten, problems,
+                        ids)  # fmt: skip
 
 
 def encode_spectra(
@@ -185,6 +191,8 @@ def encode_spectra(
         header["budget_ms"] = float(budget_ms)
     if answer != "each":
         header["answer"] = answer
+    if any(s.native_id for s in spectra):
+        header["ids"] = [s.native_id for s in spectra]
     mz = [np.asarray(s.mz, dtype="<f8") for s in spectra]
     inten = [np.asarray(s.intensity, dtype="<f4") for s in spectra]
     columns = (

@@ -168,10 +168,11 @@ class LiveRun:
         return out
 
     def add_unscored(
-        self, status: ResultStatus, scans: Sequence[int], precursor_mz: Sequence[float], reasons: Sequence[str]
-    ) -> Results:
-        """Answers to spectra answered without scoring (``shed`` or ``invalid``)."""
-        batch = unscored_batch(self.name, scans, precursor_mz, reasons, n_features=len(self.features))
+        self, status: ResultStatus, scans: Sequence[int], precursor_mz: Sequence[float], reasons: Sequence[str],
+        ids: Sequence[str] = (),
+    ) -> Results:  # fmt: skip
+        """Answers to spectra answered without scoring (``shed`` or ``invalid``); ``ids``: their native ids, if any."""
+        batch = unscored_batch(self.name, scans, precursor_mz, reasons, n_features=len(self.features), ids=ids)
         self.table.add(batch)
         self.by_status[status.value] += len(scans)
         out = Results.unscored(self.name, scans, precursor_mz, reasons, status.value)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import orjson
@@ -74,13 +74,19 @@ class SpectraChunk:
     mz: np.ndarray  # float64, every spectrum's peaks concatenated
     intensity: np.ndarray  # float32
     offsets: np.ndarray  # int64 [n + 1]: peaks of row i are [offsets[i], offsets[i + 1])
+    ids: list[str] = field(default_factory=list)  # [n] each spectrum's native id (header ``id``); [] when none came
 
     def __len__(self) -> int:
         return int(self.ints.shape[0])
 
+    def ids_at(self, rows: Sequence[int] | np.ndarray) -> list[str]:
+        """The native ids of ``rows`` ([] when the chunk has none)."""
+        ids = self.ids
+        return [ids[i] for i in np.asarray(rows).tolist()] if ids else []
+
     def parts(self) -> list[bytes | memoryview]:
         """The chunk as the parts of one `SPECTRA` message (`pack`): JSON metadata, then the raw arrays."""
-        meta = orjson.dumps({"runs": self.runs, "charges": self.charges})
+        meta = orjson.dumps({"runs": self.runs, "charges": self.charges, **({"ids": self.ids} if self.ids else {})})
         arrays = (self.ints, self.floats, self.mz, self.intensity, self.offsets)
         return [meta, *(np.ascontiguousarray(a).reshape(-1).view(np.uint8).data for a in arrays)]
 
@@ -92,7 +98,7 @@ class SpectraChunk:
         floats = np.frombuffer(parts[2], dtype=np.float64).reshape(-1, len(FLOAT_COLUMNS))
         return cls(meta["runs"], [tuple(z) for z in meta["charges"]], ints, floats,
                    np.frombuffer(parts[3], dtype=np.float64), np.frombuffer(parts[4], dtype=np.float32),
-                   np.frombuffer(parts[5], dtype=np.int64))  # fmt: skip
+                   np.frombuffer(parts[5], dtype=np.int64), meta.get("ids", []))  # fmt: skip
 
     @classmethod
     def concat(cls, chunks: Sequence[SpectraChunk]) -> SpectraChunk:
@@ -109,14 +115,17 @@ class SpectraChunk:
         np.cumsum(n_peaks, out=offsets[1:])
         return cls(list(runs), [z for c in chunks for z in c.charges], np.concatenate(ints),
                    np.concatenate([c.floats for c in chunks]), np.concatenate([c.mz for c in chunks]),
-                   np.concatenate([c.intensity for c in chunks]), offsets)  # fmt: skip
+                   np.concatenate([c.intensity for c in chunks]), offsets,
+                   [n for c in chunks for n in (c.ids or [""] * len(c))] if any(c.ids for c in chunks) else [],
+                   )  # fmt: skip
 
     def split(self, rows: np.ndarray) -> tuple[SpectraChunk | None, SpectraChunk]:
         """The chunk without ``rows`` (``None`` when nothing is left), and ``rows`` alone, without their peaks."""
         out = np.zeros(len(self), dtype=bool)
         out[rows] = True
         taken = SpectraChunk(self.runs, [self.charges[i] for i in rows.tolist()], self.ints[rows], self.floats[rows],
-                             np.zeros(0), np.zeros(0, np.float32), np.zeros(len(rows) + 1, np.int64))  # fmt: skip
+                             np.zeros(0), np.zeros(0, np.float32), np.zeros(len(rows) + 1, np.int64),
+                             self.ids_at(rows))  # fmt: skip
         keep = ~out
         if not keep.any():
             return None, taken
@@ -126,7 +135,8 @@ class SpectraChunk:
         np.cumsum(n_peaks[keep], out=offsets[1:])
         charges = [z for z, k in zip(self.charges, keep.tolist(), strict=True) if k]
         mz, intensity = self.mz[peaks], self.intensity[peaks]
-        return SpectraChunk(self.runs, charges, self.ints[keep], self.floats[keep], mz, intensity, offsets), taken
+        return SpectraChunk(self.runs, charges, self.ints[keep], self.floats[keep], mz, intensity, offsets,
+                            self.ids_at(np.flatnonzero(keep))), taken  # fmt: skip
 
     def rows(self) -> Iterator[tuple[int, Spectrum, int, int, int, float]]:
         """Each row as ``(run index, spectrum, sent_ns, wall_ns, mono_ns, budget_ms)``, in arrival order.
@@ -135,11 +145,12 @@ class SpectraChunk:
         row would cost more than the Python. Peaks are views into this chunk's arrays.
         """
         names, charges, mz, inten, offsets = self.runs, self.charges, self.mz, self.intensity, self.offsets.tolist()
+        ids = self.ids or [""] * len(self)
         for i, ((r, scan, level, sent, wall, mono, _), (rt, prec, pi, budget)) in enumerate(
             zip(self.ints.tolist(), self.floats.tolist(), strict=True)
         ):
             a, b = offsets[i], offsets[i + 1]
-            sp = Spectrum(names[r], scan, level, mz[a:b], inten[a:b], prec, charges[i], rt, pi)
+            sp = Spectrum(names[r], scan, level, mz[a:b], inten[a:b], prec, charges[i], rt, pi, native_id=ids[i])
             yield r, sp, sent, wall, mono, budget
 
 
@@ -181,6 +192,7 @@ class ChunkBuilder:
         self._floats: list[tuple[float, ...]] = []
         self._n_peaks: list[int] = []
         self._charges: list[tuple[int, ...]] = []
+        self._ids: list[str] = []
         self._mz: list[bytes] = []
         self._inten: list[bytes] = []
         self._ms1 = False
@@ -193,6 +205,7 @@ class ChunkBuilder:
         self._ints.append((run, sp.scan, sp.ms_level, sp.sent_ns, wall_ns, mono_ns, 0))
         self._floats.append((sp.rt, sp.precursor_mz, sp.precursor_intensity, sp.budget_ms))
         self._charges.append(sp.charges)
+        self._ids.append(sp.native_id)
         self._n_peaks.append(len(sp.intensity) >> 2)
         self._mz.append(sp.mz)
         self._inten.append(sp.intensity)
@@ -207,7 +220,8 @@ class ChunkBuilder:
         floats = np.array(self._floats, dtype=np.float64).reshape(-1, len(FLOAT_COLUMNS))
         mz = np.frombuffer(b"".join(self._mz), dtype="<f8")
         inten = np.frombuffer(b"".join(self._inten), dtype="<f4")
-        chunk = SpectraChunk(list(self._runs), self._charges, ints, floats, mz, inten, offsets)
+        chunk = SpectraChunk(list(self._runs), self._charges, ints, floats, mz, inten, offsets,
+                             self._ids if any(self._ids) else [])  # fmt: skip
         problems = peak_problems(mz, inten, offsets)
         bad: list[tuple[int, InvalidCode, str]] = [(row, "peaks", why) for row, why in problems]
         ms1 = self._ms1
@@ -228,7 +242,7 @@ def block_items(block: SpectraBlock, wall_ns: int, mono_ns: int, *,
                     ("budget_ms", block.budget_ms)):  # fmt: skip
         floats[:, FLOAT_COLUMNS.index(name)] = v
     charges: list[tuple[int, ...]] = [(z,) if z else () for z in block.charge.tolist()]
-    chunk = SpectraChunk([block.run], charges, ints, floats, block.mz, block.intensity, block.offsets)
+    chunk = SpectraChunk([block.run], charges, ints, floats, block.mz, block.intensity, block.offsets, block.ids)
     bad: dict[int, tuple[InvalidCode, str]] = {
         row: ("peaks", why) for row, why in peak_problems(block.mz, block.intensity, block.offsets)
     }
@@ -257,7 +271,7 @@ def screened(
     out: list[SpectraChunk | Received] = []
     if keep.any():
         out.append(SpectraChunk(chunk.runs, charges, ints[keep], floats[keep], chunk.mz[take], chunk.intensity[take],
-                                offsets))  # fmt: skip
+                                offsets, chunk.ids_at(np.flatnonzero(keep))))  # fmt: skip
     for (_, code, reason), (run, scan, level, sent, wall, mono, batched) in zip(
         bad, ints[[row for row, _, _ in bad]].tolist(), strict=True
     ):

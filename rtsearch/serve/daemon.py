@@ -329,9 +329,9 @@ class Daemon:
         self.runs.received([(state, len(rows), 0) for state, rows in groups])
         answered: list[RunAnswered] = []
         for state, rows in groups:
-            scans = chunk.ints[rows, _SCAN]
+            scans, prec, ids = chunk.ints[rows, _SCAN], chunk.floats[rows, _PREC], chunk.ids_at(rows)
             with state.lock:
-                state.live.add_unscored(ResultStatus.SHED, scans, chunk.floats[rows, _PREC], [shed.reason] * len(rows))
+                state.live.add_unscored(ResultStatus.SHED, scans, prec, [shed.reason] * len(rows), ids)
             note_scans(state, scans)
             answered.append(RunAnswered(state.name, len(rows), 0, state.threshold))
         latency = shed.published_mono - chunk.ints[:, _MONO]

@@ -142,6 +142,7 @@ def jobs_of_chunk(chunk: SpectraChunk, states: list[RunState], default_budget_ms
     every = SpectraBatch(
         run=[names[i] for i in run.tolist()], scan=ints[:, _SCAN], precursor_mz=floats[:, _PREC], rt=floats[:, _RT],
         charges=chunk.charges, problem=[""] * len(run), mz=chunk.mz, intensity=chunk.intensity, offsets=offsets,
+        native_id=chunk.ids,
     )  # fmt: skip
     budget = budgets_ns(floats, default_budget_ms).astype(np.int64)
     stamps = Stamps(ints[:, _SENT], ints[:, _WALL], ints[:, _MONO], budget, ints[:, _BATCHED] != 0)

@@ -60,7 +60,8 @@ def unscored(jobs: Jobs, status: ResultStatus, reason: str) -> list[Answer]:
     sp = jobs.spectra
     for state, rows in jobs.by_run():
         with state.lock:
-            results = state.live.add_unscored(status, sp.scan[rows], sp.precursor_mz[rows], [reason] * len(rows))
+            results = state.live.add_unscored(status, sp.scan[rows], sp.precursor_mz[rows], [reason] * len(rows),
+                                              [sp.native_id[i] for i in rows.tolist()] if sp.native_id else [])
         answers.append((state, results, jobs.stamps.take(rows)))
     return answers
 

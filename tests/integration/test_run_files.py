@@ -191,3 +191,18 @@ async def test_each_run_file_says_what_produced_it(target, ms2, tmp_path):
     (done,) = daemon.finished
     assert json.loads(done.path.with_name(done.path.name + ".provenance.json").read_text()) == rec
     assert json.loads(pq.read_schema(done.path).metadata[b"rtsearch.provenance"]) == rec
+
+
+async def test_run_files_name_spectra_by_the_ids_they_were_sent_with(target, ms2, tmp_path):
+    from rtsearch.wire_batch import encode_spectra
+
+    block = [dataclasses.replace(s, run="block") for s in ms2[20:40]]
+    frames = [*_runs(ms2, ["each"], 20), encode_run_start("block"),
+              encode_spectra("block", block, sent_ns=time.time_ns()), encode_run_end("block", 20)]  # fmt: skip
+    async with running(target, serve_config(tmp_path)) as daemon:
+        await asyncio.to_thread(_exchange, daemon, frames, 40)
+        await _finished(daemon, 2)
+    files = {f.path.stem: _rows(f.path) for f in daemon.finished}
+    assert ms2[0].native_id.startswith("controllerType=0 controllerNumber=1 scan=")
+    for name, sent in (("each", ms2[:20]), ("block", ms2[20:40])):
+        assert {(int(r["scan"]), r["spectrum_id"]) for r in files[name]} == {(s.scan, s.native_id) for s in sent}

@@ -74,7 +74,7 @@ def test_real_run_round_trip_through_bytes(pipe, data) -> None:
     for (_, got_sp, sent, _, _, budget), want, k in zip(rows, spectra, range(len(spectra)), strict=True):
         assert (got_sp.run, got_sp.scan, got_sp.ms_level) == (want.run, want.scan, want.ms_level)
         assert got_sp.precursor_mz == want.precursor_mz and got_sp.rt == want.rt
-        assert got_sp.charges == want.charges
+        assert got_sp.charges == want.charges and got_sp.native_id == want.native_id != ""
         assert sent == 1000 + k
         assert (budget == 25.0) if k % 2 else math.isnan(budget)
         if want.ms_level >= 2:
@@ -82,6 +82,20 @@ def test_real_run_round_trip_through_bytes(pipe, data) -> None:
             np.testing.assert_array_equal(got_sp.intensity, want.intensity.astype(np.float32))
         else:
             assert got_sp.n_peaks == 0
+
+
+def test_native_ids_follow_their_rows_through_split_and_concat(pipe, data) -> None:
+    spectra = list(read_spectra(data / "ecoli-small" / "Ecoli_MS2_small.mzML"))[:30]
+    bare = dataclasses.replace(spectra[0], run="bare", native_id="")
+    (with_ids,) = _read_all(*pipe, [encode_spectrum(s) for s in spectra])
+    (without,) = _read_all(*pipe, [encode_spectrum(bare)])
+    assert with_ids.ids == [s.native_id for s in spectra] and without.ids == []
+    rest, taken = with_ids.split(np.array([3, 7]))
+    assert taken.ids == [spectra[3].native_id, spectra[7].native_id]
+    assert rest is not None and rest.ids == [s.native_id for k, s in enumerate(spectra) if k not in (3, 7)]
+    both = SpectraChunk.concat([without, taken])
+    assert both.ids == ["", spectra[3].native_id, spectra[7].native_id]
+    assert [sp.native_id for _, sp, *_ in both.rows()] == both.ids
 
 
 def _outcome(item: SpectrumMessage | Invalid | RunStart | RunEnd) -> tuple[object, ...]:

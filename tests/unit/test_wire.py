@@ -368,3 +368,21 @@ def test_huge_integer_in_number_field(sp) -> None:
         bad = _invalid(_with_header(encode_spectrum(sp, sent_ns=5), **{key: 10**400}))
         assert bad.code == "field" and key in bad.reason
         assert (bad.run, bad.scan) == ("Ecoli_MS2_small", 11461)
+
+
+def test_a_spectrum_carries_its_native_id_and_a_bad_one_is_refused() -> None:
+    import numpy as np
+
+    from rtsearch.types import Spectrum
+    from rtsearch.wire import Invalid, SpectrumMessage, decode, encode_spectrum
+
+    sp = Spectrum("r", 7, 2, np.array([100.0, 200.0]), np.array([1.0, 2.0], np.float32), 500.0, (2,), 12.0,
+                  native_id="controllerType=0 controllerNumber=1 scan=7")  # fmt: skip
+    msg = decode(encode_spectrum(sp))
+    assert isinstance(msg, SpectrumMessage) and msg.spectrum.native_id == sp.native_id
+    raw = decode(encode_spectrum(sp), peaks="raw")
+    assert raw.native_id == sp.native_id  # type: ignore[union-attr]
+    assert decode(encode_spectrum(dataclasses.replace(sp, native_id=""))).spectrum.native_id == ""  # type: ignore
+    for bad, why in ((7, "must be a string"), ("x" * 513, "longer than 512")):
+        out = decode(encode_spectrum(sp, id=bad))
+        assert isinstance(out, Invalid) and out.code == "field" and why in out.reason and out.scan == 7

@@ -64,6 +64,7 @@ def test_a_spectra_message_makes_the_chunk_of_the_same_spectra_sent_one_by_one(p
     for k in (0, 1, 3):  # rt, precursor m/z, budget (precursor intensity is not a column of the batched form)
         assert np.array_equal(block.floats[:, k], each.floats[:, k])
     assert block.charges == each.charges and block.runs == each.runs
+    assert block.ids == each.ids == [s.native_id for s in yeast] and block.ids[0]  # the mzML's own ids
     assert np.array_equal(block.offsets, each.offsets)
     assert np.array_equal(block.mz, each.mz) and np.array_equal(block.intensity, each.intensity)
     n_ms2_peaks = sum(len(s.mz) for s in yeast if s.ms_level == 2)
@@ -122,6 +123,8 @@ def test_a_broken_message_is_counted_or_every_row_refused() -> None:
     assert decode_spectra(with_header(answer="later")).reason.startswith("header field 'answer'")
     assert decode_spectra(with_header(count=2_000_000)).code == "field"
     assert decode_spectra([SPECTRA, b"{"]).code == "header"
+    for ids in (["a"], "a", [1]):  # one id for no row; not a list; not strings
+        assert decode_spectra(with_header(ids=ids)).reason == "header field 'ids' must be a list of 'count' strings"
     # a spectrum message on this topic names its scan: answered invalid, as v1 answers any malformed message
     wrong = decode_spectra([SPECTRA, *encode_spectrum(_spectrum(9), sent_ns=3)[1:]])
     assert isinstance(wrong, Invalid) and wrong.answerable and (wrong.run, wrong.scan, wrong.code) == ("r", 9, "field")
