@@ -22,7 +22,7 @@ from rtsearch.database.index import PeptideIndex
 from rtsearch.matches import ScoredBatch
 from rtsearch.scoring.backend import Backend, get_backend
 from rtsearch.scoring.database.candidates import Queries, candidates_numpy, make_queries
-from rtsearch.scoring.database.features import best_matches
+from rtsearch.scoring.database.features import array_module, best_matches
 from rtsearch.scoring.database.matching import MatchStats, match_numpy
 from rtsearch.scoring.database.partial import QueryScores
 from rtsearch.spectrum import PeakBatch, pack, pad, preprocess
@@ -133,12 +133,16 @@ class Engine:
 
     def score(self, spectra: SpectraBatch) -> ScoredBatch:
         """Best match and features of every spectrum (see the module docstring)."""
-        return self.best_of(spectra, self.score_queries(spectra))
+        return self.best_of(spectra, self.score_queries(spectra, on_device=True))
 
-    def score_queries(self, spectra: SpectraBatch, *, own: tuple[float, float] | None = None) -> QueryScores:
+    def score_queries(
+        self, spectra: SpectraBatch, *, own: tuple[float, float] | None = None, on_device: bool = False
+    ) -> QueryScores:
         """Every query of ``spectra`` scored (candidates and their statistics), before the best is chosen;
         with ``own``, only the queries of neutral mass in [own[0], own[1]) (a cluster's partition worker:
-        `rtsearch.scoring.database.partial`). Peptide numbers are the whole target's (``first`` added)."""
+        `rtsearch.scoring.database.partial`). Peptide numbers are the whole target's (``first`` added).
+        ``on_device``: on a GPU, candidates and statistics stay there (CuPy), for `best_of` alone; else on the
+        host."""
         lap = Stopwatch(self.backend.synchronize if self.profile else None)
         self.backend.begin_batch()
         n = len(spectra)
@@ -161,13 +165,14 @@ class Engine:
         if self._gpu is not None:
             # host peaks travel with the queries; fused ones are ready
             dev = peaks if on_host or not isinstance(peaks, PeakBatch) else self._gpu.on_device(peaks)
-            cand, prelim, stats = self._gpu.score(dev, queries, self.cfg, lap=lap)
+            cand, prelim, stats = self._gpu.score(dev, queries, self.cfg, lap=lap, keep=on_device)
         else:
             assert isinstance(peaks, PeakBatch)
             cand, prelim, stats = self._score_numpy(peaks, queries)
             lap("candidates+match")
         if self.first:
-            cand = np.where(cand >= 0, cand + self.first, cand)
+            xp = array_module(cand)
+            cand = xp.where(cand >= 0, cand + self.first, cand)
         return QueryScores(queries.shifted(self.first), order, cand, prelim, stats, self.match_probability(peaks),
                            reason, lap.stages)  # fmt: skip
 

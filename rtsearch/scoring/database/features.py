@@ -7,8 +7,10 @@ feed the run's linear discriminant (`rtsearch.search.lda`).
 
 from __future__ import annotations
 
-import functools
 import math
+import sys
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -66,8 +68,8 @@ def poisson_evidence(matched: np.ndarray, expected: np.ndarray, terms: int = 60)
 def best_matches(
     index: PeptideIndex,
     queries: Queries,
-    cand: np.ndarray,
-    prelim: np.ndarray,
+    cand: Any,
+    prelim: Any,
     stats: MatchStats,
     n_spectra: int,
     *,
@@ -82,107 +84,161 @@ def best_matches(
 
     Rank r is the best (query, candidate) once the peptides of ranks 1..r-1 are set aside, so its
     ``delta_score`` is its lead over rank r + 1 and its ``score_z`` is against the candidates below it.
+    ``cand``, ``prelim`` and ``stats`` may live on the GPU (CuPy): the choice over the [Q, k] candidates is made
+    where they are, and only the chosen rows come to the host for their features.
     """
-    score = np.where(cand >= 0, np.asarray(getattr(stats, primary), dtype=np.float64), -np.inf)
-    rank = functools.partial(_ranked, index, queries, cand, prelim, stats, n_spectra,
-                             precursor_tolerance=precursor_tolerance, isotope_errors=isotope_errors,
-                             match_probability=match_probability, max_fragment_charge=max_fragment_charge)  # fmt: skip
-    if len(queries) == 0:
-        return [rank(score)[0] for _ in range(ranks)]
+    xp = array_module(cand)
+    score = xp.where(cand >= 0, xp.asarray(getattr(stats, primary), dtype=xp.float64), -xp.inf)
+    groups = _Groups(xp, queries.spectrum) if len(queries) else None
     out = []
     for r in range(ranks):
-        best, group_pep = rank(score)
-        out.append(best)
+        if groups is None:
+            out.append(_unmatched(n_spectra))
+            continue
+        chosen = _choose(xp, score, cand, groups)
+        out.append(_features(index, queries, chosen, prelim, stats, n_spectra, precursor_tolerance=precursor_tolerance,
+                             isotope_errors=isotope_errors, match_probability=match_probability,
+                             max_fragment_charge=max_fragment_charge))  # fmt: skip
         if r + 1 < ranks:  # this rank's peptide set aside in every query of its spectrum
-            score = np.where(cand == group_pep[:, None], -np.inf, score)
+            score = xp.where(cand == chosen.group_pep[:, None], -xp.inf, score)
     return out
 
 
-def _ranked(
+def _unmatched(n: int) -> BestMatches:
+    """``n`` spectra without a match as the engine gives them (features 0)."""
+    return BestMatches(np.full(n, -1, np.int64), np.zeros(n, np.int64), np.full(n, np.nan), np.full(n, np.nan),
+                       np.zeros(n, np.int64), np.zeros((n, len(FEATURES))))  # fmt: skip
+
+
+def array_module(a: Any) -> Any:
+    """NumPy, or CuPy for a CuPy array (without importing CuPy on a machine that has none)."""
+    return np if isinstance(a, np.ndarray) else sys.modules["cupy"]
+
+
+class _Groups:
+    """A batch's queries as consecutive groups, one per spectrum, and a [G, C] layout of them (C: the most queries
+    a spectrum has) for reductions per spectrum that NumPy and CuPy make alike."""
+
+    def __init__(self, xp: Any, spectrum: np.ndarray) -> None:
+        n = spectrum.shape[0]
+        first = np.r_[True, spectrum[1:] != spectrum[:-1]]
+        self.starts = np.flatnonzero(first)
+        self.spectra = spectrum[self.starts]  # host: the spectrum of each group
+        group = np.cumsum(first) - 1
+        pos = np.arange(n) - self.starts[group]
+        self.width = int(pos.max()) + 1
+        self.group, self.pos = xp.asarray(group), xp.asarray(pos)
+        self.xp = xp
+
+    def reduce(self, values: Any, fill: float, how: str) -> Any:
+        """Per group, ``how`` ("max", "min", "sum") of one value per query."""
+        laid = self.xp.full((self.starts.shape[0], self.width), fill, dtype=values.dtype)
+        laid[self.group, self.pos] = values
+        return getattr(laid, how)(axis=1)
+
+
+@dataclass
+class _Chosen:
+    """One rank's choice: per spectrum that has one, its spectrum, query, candidate column, peptide, score, lead over
+    the next and z-score against the rest (host arrays); per query (where the scores are), its spectrum's peptide
+    (int64 max where none)."""
+
+    sp: np.ndarray
+    bq: np.ndarray
+    bk: np.ndarray
+    bp: np.ndarray
+    bs: np.ndarray
+    delta: np.ndarray
+    score_z: np.ndarray
+    group_pep: Any
+
+
+def _choose(xp: Any, score: Any, cand: Any, g: _Groups) -> _Chosen:
+    """Each spectrum's best (query, candidate) by ``score`` (-inf: none). No sort: row maxima, then maxima over
+    each spectrum's queries. Ties: higher score, then lower peptide index, then the earlier query."""
+    big = np.iinfo(np.int64).max
+    q = xp.arange(score.shape[0])
+    row_best = score.max(axis=1)
+    row_k = xp.where(score == row_best[:, None], cand, big).argmin(axis=1)
+    row_pep = cand[q, row_k]
+    top = g.reduce(row_best, -np.inf, "max")
+    found = xp.isfinite(top)
+    at_top = row_best == top[g.group]
+    top_pep = xp.where(found, g.reduce(xp.where(at_top, row_pep, big), big, "min"), big)
+    group_pep = top_pep[g.group]
+    chosen = at_top & (row_pep == group_pep)
+    first_q = g.reduce(xp.where(chosen, q, big), big, "min")
+    # next best entry of another peptide, and the spread of the others
+    valid = xp.isfinite(score)
+    next_s = g.reduce(xp.where(cand == group_pep[:, None], -xp.inf, score).max(axis=1), -np.inf, "max")
+    s0 = xp.where(valid, score, 0.0)
+    n_in = g.reduce(valid.sum(axis=1), 0, "sum")
+    sum_all = g.reduce(s0.sum(axis=1), 0.0, "sum")
+    sq_all = g.reduce((s0 * s0).sum(axis=1), 0.0, "sum")
+    f = xp.flatnonzero(found)
+    bq = first_q[f]
+    bs, next_s, n_in, sum_all, sq_all = top[f], next_s[f], n_in[f], sum_all[f], sq_all[f]
+    has_next = xp.isfinite(next_s)
+    delta = xp.where(has_next, bs - xp.where(has_next, next_s, 0.0), bs)
+    n_o = xp.maximum(n_in - 1, 1)
+    mean_o = (sum_all - bs) / n_o
+    var_o = xp.maximum((sq_all - bs * bs) / n_o - mean_o**2, 0.0)
+    score_z = xp.where(n_in > 2, (bs - mean_o) / xp.sqrt(var_o + 1e-6), 0.0)
+    bk = row_k[bq]
+    ints, floats = xp.stack([f, bq, bk, row_pep[bq]]), xp.stack([bs, delta, score_z])
+    if xp is not np:  # two copies to the host
+        ints, floats = ints.get(), floats.get()
+    return _Chosen(g.spectra[ints[0]], *ints[1:], *floats, group_pep=group_pep)
+
+
+def _features(
     index: PeptideIndex,
     queries: Queries,
-    cand: np.ndarray,
-    prelim: np.ndarray,
+    c: _Chosen,
+    prelim: Any,
     stats: MatchStats,
     n_spectra: int,
-    score: np.ndarray,
     *,
     precursor_tolerance: Tolerance,
     isotope_errors: tuple[int, ...],
     match_probability: np.ndarray,
     max_fragment_charge: int,
-) -> tuple[BestMatches, np.ndarray]:
-    """The best of ``score`` (-inf: not a candidate) per spectrum, its features, and per query its spectrum's
-    chosen peptide (int64 max where none)."""
-    out_pep = np.full(n_spectra, -1, dtype=np.int64)
-    feats = np.zeros((n_spectra, len(FEATURES)))
-    charge = np.zeros(n_spectra, dtype=np.int64)
-    calc_mz = np.full(n_spectra, np.nan)
-    ppm = np.full(n_spectra, np.nan)
-    matched = np.zeros(n_spectra, dtype=np.int64)
-    big = np.iinfo(np.int64).max
-    if len(queries) == 0:
-        return BestMatches(out_pep, charge, calc_mz, ppm, matched, feats), np.zeros(0, np.int64)
-    # No sort: row maxima, then maxima over each spectrum's consecutive queries.
-    # Ties: higher score, then lower peptide index, then the earlier query.
-    row_best = score.max(axis=1)
-    row_k = np.where(score == row_best[:, None], cand, big).argmin(axis=1)
-    row_pep = cand[np.arange(len(queries)), row_k]
-    spec_ids, starts = np.unique(queries.spectrum, return_index=True)
-    group = np.repeat(np.arange(spec_ids.shape[0]), np.diff(np.r_[starts, len(queries)]))
-    top = np.maximum.reduceat(row_best, starts)
-    at_top = row_best == top[group]
-    top_pep = np.minimum.reduceat(np.where(at_top, row_pep, big), starts)
-    top_pep = np.where(np.isfinite(top), top_pep, big)
-    chosen = at_top & (row_pep == top_pep[group])
-    first_q = np.minimum.reduceat(np.where(chosen, np.arange(len(queries)), big), starts)
-    found = np.isfinite(top)
-    sp = spec_ids[found]
-    bq = first_q[found]
-    bk = row_k[bq]
-    bp = row_pep[bq]
-    bs = top[found]
-    # next best entry of another peptide, and the spread of the others
-    valid = np.isfinite(score)
-    other = np.where(cand == top_pep[group][:, None], -np.inf, score).max(axis=1)
-    next_s = np.maximum.reduceat(other, starts)[found]
-    has_next = np.isfinite(next_s)
-    delta = np.where(has_next, bs - np.where(has_next, next_s, 0.0), bs)
-    s0 = np.where(valid, score, 0.0)
-    n_in = np.add.reduceat(valid.sum(axis=1), starts)[found]
-    sum_all = np.add.reduceat(s0.sum(axis=1), starts)[found]
-    sq_all = np.add.reduceat((s0 * s0).sum(axis=1), starts)[found]
-    n_o = np.maximum(n_in - 1, 1)
-    mean_o = (sum_all - bs) / n_o
-    var_o = np.maximum((sq_all - bs * bs) / n_o - mean_o**2, 0.0)
-    score_z = np.where(n_in > 2, (bs - mean_o) / np.sqrt(var_o + 1e-6), 0.0)
-    group_pep = top_pep[group]
+) -> BestMatches:
+    """The chosen matches' features (`FEATURES`), on the host."""
+    out = _unmatched(n_spectra)
+    sp, bq, bk, bp = c.sp, c.bq, c.bk, c.bp
     if sp.size == 0:
-        return BestMatches(out_pep, charge, calc_mz, ppm, matched, feats), group_pep
-
+        return out
+    xp = array_module(prelim)
+    at = (xp.asarray(bq), xp.asarray(bk))
+    names = [f.name for f in fields(MatchStats)]
+    chosen = xp.stack([xp.asarray(getattr(stats, name)[at], dtype=xp.float64) for name in names]
+                      + [prelim[at].astype(xp.float64)])  # fmt: skip
+    if xp is not np:  # one copy to the host
+        chosen = chosen.get()
+    got = dict(zip([*names, "prelim"], chosen, strict=True))
     z = queries.charge[bq]
     mass = queries.mass[bq]
     pmass = np.asarray(index.mass[bp], dtype=np.float64)
     _, iso = in_windows(mass, pmass, precursor_tolerance, isotope_errors)
     err = (mass - iso * C13_DELTA - pmass) / pmass * 1e6
     length = np.asarray(index.length(bp), dtype=np.float64)
-    n_b = stats.n_b[bq, bk]
-    n_y = stats.n_y[bq, bk]
+    n_b, n_y = got["n_b"], got["n_y"]
     n_var = (np.asarray(index.forms.mod_pos[bp]) >= 0).sum(axis=1) if index.forms.mod_pos.shape[1] else 0
     cols = {
-        "hyperscore": stats.hyperscore[bq, bk],
-        "dot": stats.dot[bq, bk],
-        "xcorr": stats.xcorr[bq, bk],
-        "delta_score": delta,
-        "score_z": score_z,
+        "hyperscore": got["hyperscore"],
+        "dot": got["dot"],
+        "xcorr": got["xcorr"],
+        "delta_score": c.delta,
+        "score_z": c.score_z,
         "matched_ions": n_b + n_y,
         "matched_b": n_b,
         "matched_y": n_y,
         "ion_fraction": (n_b + n_y) / np.maximum(2 * (length - 1), 1),
-        "matched_peaks": stats.matched_peaks[bq, bk],
-        "explained_intensity": stats.explained[bq, bk],
-        "longest_run": stats.longest_run[bq, bk],
-        "frag_error": stats.frag_error[bq, bk],
+        "matched_peaks": got["matched_peaks"],
+        "explained_intensity": got["explained"],
+        "longest_run": got["longest_run"],
+        "frag_error": got["frag_error"],
         "ppm_error_z2": np.abs(err),
         "signed_ppm_error": err,
         "isotope_error": iso,
@@ -190,7 +246,7 @@ def _ranked(
         "length": length,
         "missed_cleavages": np.asarray(index.missed_cleavages(bp), dtype=np.float64),
         "variable_mods": n_var,
-        "prelim_count": prelim[bq, bk],
+        "prelim_count": got["prelim"],
         "log_candidates": np.log1p(queries.hi[bq] - queries.lo[bq]),
         "rt_error": np.zeros(sp.shape[0]),  # filled per run by rtsearch.search.table
         "poisson": poisson_evidence(
@@ -199,10 +255,10 @@ def _ranked(
         ),
     }
     for j, name in enumerate(FEATURES):
-        feats[sp, j] = cols[name]
-    out_pep[sp] = bp
-    charge[sp] = z
-    calc_mz[sp] = pmass / z + PROTON
-    ppm[sp] = err
-    matched[sp] = stats.matched_peaks[bq, bk].astype(np.int64)
-    return BestMatches(out_pep, charge, calc_mz, ppm, matched, feats), group_pep
+        out.features[sp, j] = cols[name]
+    out.match[sp] = bp
+    out.charge[sp] = z
+    out.calc_mz[sp] = pmass / z + PROTON
+    out.ppm_error[sp] = err
+    out.matched_peaks[sp] = got["matched_peaks"].astype(np.int64)
+    return out

@@ -221,9 +221,10 @@ class GpuIndex:
 
     def score(
         self, peaks: PeakBatch | DevicePeaks, queries: Queries, cfg: SearchConfig,
-        lap: Callable[[str], None] | None = None,
-    ) -> tuple[np.ndarray, np.ndarray, MatchStats]:  # fmt: skip
-        """``(candidates [Q, k], counts [Q, k], statistics)`` on the host, as the NumPy references give them.
+        lap: Callable[[str], None] | None = None, *, keep: bool = False,
+    ) -> tuple[Any, Any, MatchStats]:  # fmt: skip
+        """``(candidates [Q, k], counts [Q, k], statistics)`` on the host, as the NumPy references give them (with
+        ``keep``, left on the device: CuPy views of one buffer, for `best_matches` to choose from there).
 
         ``peaks`` is a host `PeakBatch` (uploaded here, in the batch's one copy) or `DevicePeaks`.
         """
@@ -270,7 +271,7 @@ class GpuIndex:
                  np.float64(cfg.fragment_tolerance.value), np.int32(cfg.fragment_tolerance.unit == "ppm"), stats),
             )  # fmt: skip
             lap("gpu match")
-        host = buf.get()
+        host = buf if keep else buf.get()
         lap("device->host")
         cand = host[:at_cnt].view(np.int64).reshape(n_q, k)
         prelim = host[at_cnt : at_cnt + 4 * qk].view(np.int32).reshape(n_q, k)

@@ -28,7 +28,7 @@ class QueryScores:
 
     queries: Queries
     order: np.ndarray  # int64 [Q]: the query's place among its spectrum's queries (charges in the spectrum's order)
-    cand: np.ndarray  # int64 [Q, k]
+    cand: np.ndarray  # int64 [Q, k] (CuPy where `Engine.score_queries` was asked to keep them on the device)
     prelim: np.ndarray  # int32 [Q, k]
     stats: MatchStats  # each [Q, k]
     match_probability: np.ndarray  # float64 [S]
