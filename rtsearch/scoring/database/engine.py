@@ -38,6 +38,11 @@ NUMPY_CHUNK = 128
 # engine batch on an H100 (`bench/engine_probe.py --preprocess`): 16 spectra host 1.65 ms, kernel
 # 1.99 ms; 64: 3.26 and 2.66 ms; 128: 4.86 and 2.54 ms.
 HOST_PREPROCESS_MAX = 32
+# On the GPU, batches of at least this many queries have their best matches chosen on the device (only the chosen
+# rows are copied back), smaller ones on the host: each CuPy call costs ~30 µs of host time on the H100 machine, so
+# the device's choice (~150 calls) costs ~5 ms whatever the size. Engine alone, H100 (`bench/engine_probe.py`,
+# bench/RESULTS.md): 4,096 spectra 37–39 → 30–32 ms a batch; 1,024 about even; 1 spectrum 1.1–1.6 → 6 ms.
+DEVICE_CHOICE_MIN = 2048
 
 
 class Engine:
@@ -53,10 +58,12 @@ class Engine:
         host_preprocess_max: int = HOST_PREPROCESS_MAX,
         fused_preprocess: bool = True,
         first: int = 0,
+        device_choice_min: int = DEVICE_CHOICE_MIN,
     ) -> None:
         """``first``: the number, in the whole target, of ``index``'s first peptide (a slice: `PeptideIndex.slice`)."""
         self.index = index
         self.first = first
+        self.device_choice_min = device_choice_min
         self.host_preprocess_max = host_preprocess_max
         # device batches: one kernel (`GpuIndex.preprocess`) rather than `rtsearch.spectrum.preprocess`'s CuPy calls
         self.fused_preprocess = fused_preprocess
@@ -141,8 +148,8 @@ class Engine:
         """Every query of ``spectra`` scored (candidates and their statistics), before the best is chosen;
         with ``own``, only the queries of neutral mass in [own[0], own[1]) (a cluster's partition worker:
         `rtsearch.scoring.database.partial`). Peptide numbers are the whole target's (``first`` added).
-        ``on_device``: on a GPU, candidates and statistics stay there (CuPy), for `best_of` alone; else on the
-        host."""
+        ``on_device``: on a GPU, candidates and statistics of a batch of ``device_choice_min`` queries or more stay
+        there (CuPy), for `best_of` alone; else on the host."""
         lap = Stopwatch(self.backend.synchronize if self.profile else None)
         self.backend.begin_batch()
         n = len(spectra)
@@ -165,7 +172,8 @@ class Engine:
         if self._gpu is not None:
             # host peaks travel with the queries; fused ones are ready
             dev = peaks if on_host or not isinstance(peaks, PeakBatch) else self._gpu.on_device(peaks)
-            cand, prelim, stats = self._gpu.score(dev, queries, self.cfg, lap=lap, keep=on_device)
+            keep = on_device and len(queries) >= self.device_choice_min
+            cand, prelim, stats = self._gpu.score(dev, queries, self.cfg, lap=lap, keep=keep)
         else:
             assert isinstance(peaks, PeakBatch)
             cand, prelim, stats = self._score_numpy(peaks, queries)

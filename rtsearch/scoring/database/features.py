@@ -188,7 +188,7 @@ def _choose(xp: Any, score: Any, cand: Any, g: _Groups) -> _Chosen:
     ints, floats = xp.stack([f, bq, bk, row_pep[bq]]), xp.stack([bs, delta, score_z])
     if xp is not np:  # two copies to the host
         ints, floats = ints.get(), floats.get()
-    return _Chosen(g.spectra[ints[0]], *ints[1:], *floats, group_pep=group_pep)
+    return _Chosen(g.spectra[ints[0]], ints[1], ints[2], ints[3], floats[0], floats[1], floats[2], group_pep)
 
 
 def _features(
