@@ -17,6 +17,7 @@ import numpy as np
 from rtsearch.database.index import PeptideIndex
 from rtsearch.matches import BestMatches
 from rtsearch.scoring.database.candidates import Queries, in_windows
+from rtsearch.scoring.database.choice_kernel import choose_on_device
 from rtsearch.scoring.database.matching import MatchStats
 from rtsearch.types import C13_DELTA, PROTON, Tolerance
 
@@ -95,7 +96,8 @@ def best_matches(
         if groups is None:
             out.append(_unmatched(n_spectra))
             continue
-        chosen = _choose(xp, score, cand, groups)
+        chosen = _choose(score, cand, groups) if xp is np else _choose_on_device(xp, score, cand, prelim, stats,
+                                                                                        groups)  # fmt: skip
         out.append(_features(index, queries, chosen, prelim, stats, n_spectra, precursor_tolerance=precursor_tolerance,
                              isotope_errors=isotope_errors, match_probability=match_probability,
                              max_fragment_charge=max_fragment_charge))  # fmt: skip
@@ -151,11 +153,14 @@ class _Chosen:
     delta: np.ndarray
     score_z: np.ndarray
     group_pep: Any
+    got: dict[str, np.ndarray] | None = None  # the chosen candidates' statistics and ``prelim``, when gathered already
 
 
-def _choose(xp: Any, score: Any, cand: Any, g: _Groups) -> _Chosen:
-    """Each spectrum's best (query, candidate) by ``score`` (-inf: none). No sort: row maxima, then maxima over
-    each spectrum's queries. Ties: higher score, then lower peptide index, then the earlier query."""
+def _choose(score: np.ndarray, cand: np.ndarray, g: _Groups) -> _Chosen:
+    """Each spectrum's best (query, candidate) by ``score`` (-inf: none), on the host. No sort: row maxima, then
+    maxima over each spectrum's queries. Ties: higher score, then lower peptide index, then the earlier query.
+    The reference of `rtsearch.scoring.database.choice_kernel`."""
+    xp = np
     big = np.iinfo(np.int64).max
     q = xp.arange(score.shape[0])
     row_best = score.max(axis=1)
@@ -185,10 +190,27 @@ def _choose(xp: Any, score: Any, cand: Any, g: _Groups) -> _Chosen:
     var_o = xp.maximum((sq_all - bs * bs) / n_o - mean_o**2, 0.0)
     score_z = xp.where(n_in > 2, (bs - mean_o) / xp.sqrt(var_o + 1e-6), 0.0)
     bk = row_k[bq]
-    ints, floats = xp.stack([f, bq, bk, row_pep[bq]]), xp.stack([bs, delta, score_z])
-    if xp is not np:  # two copies to the host
-        ints, floats = ints.get(), floats.get()
-    return _Chosen(g.spectra[ints[0]], ints[1], ints[2], ints[3], floats[0], floats[1], floats[2], group_pep)
+    return _Chosen(g.spectra[f], bq, bk, row_pep[bq], bs, delta, score_z, group_pep)
+
+
+def _choose_on_device(cp: Any, score: Any, cand: Any, prelim: Any, stats: MatchStats, g: _Groups) -> _Chosen:
+    """`_choose` by one CUDA kernel (`rtsearch.scoring.database.choice_kernel`), the chosen rows' statistics
+    gathered there too."""
+    names = [f.name for f in fields(MatchStats)]
+    starts = np.r_[g.starts, g.group.shape[0]]
+    ints, floats = choose_on_device(cp, score, cand, prelim, [getattr(stats, n) for n in names], starts)
+    f = np.flatnonzero(ints[0] >= 0)
+    bq, bk, bp = ints[0, f], ints[1, f], ints[2, f]
+    bs, next_s, n_in, sum_all, sq_all = floats[:5, f]
+    has_next = np.isfinite(next_s)
+    delta = np.where(has_next, bs - np.where(has_next, next_s, 0.0), bs)
+    n_o = np.maximum(n_in - 1, 1)
+    mean_o = (sum_all - bs) / n_o
+    var_o = np.maximum((sq_all - bs * bs) / n_o - mean_o**2, 0.0)
+    score_z = np.where(n_in > 2, (bs - mean_o) / np.sqrt(var_o + 1e-6), 0.0)
+    top_pep = np.where(ints[0] >= 0, ints[2], np.iinfo(np.int64).max)
+    got = dict(zip([*names, "prelim"], floats[5:, f], strict=True))
+    return _Chosen(g.spectra[f], bq, bk, bp, bs, delta, score_z, cp.asarray(top_pep)[g.group], got)
 
 
 def _features(
@@ -209,14 +231,10 @@ def _features(
     sp, bq, bk, bp = c.sp, c.bq, c.bk, c.bp
     if sp.size == 0:
         return out
-    xp = array_module(prelim)
-    at = (xp.asarray(bq), xp.asarray(bk))
-    names = [f.name for f in fields(MatchStats)]
-    chosen = xp.stack([xp.asarray(getattr(stats, name)[at], dtype=xp.float64) for name in names]
-                      + [prelim[at].astype(xp.float64)])  # fmt: skip
-    if xp is not np:  # one copy to the host
-        chosen = chosen.get()
-    got = dict(zip([*names, "prelim"], chosen, strict=True))
+    got = c.got
+    if got is None:  # host arrays
+        got = {f.name: np.asarray(getattr(stats, f.name)[bq, bk], dtype=np.float64) for f in fields(MatchStats)}
+        got["prelim"] = prelim[bq, bk].astype(np.float64)
     z = queries.charge[bq]
     mass = queries.mass[bq]
     pmass = np.asarray(index.mass[bp], dtype=np.float64)

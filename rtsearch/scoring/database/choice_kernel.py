@@ -1,0 +1,85 @@
+"""Each spectrum's best candidate chosen on the GPU, in one kernel: what `features._choose` computes, per spectrum.
+
+The batch's queries are consecutive groups, one per spectrum (``starts``). One thread a group walks its
+queries' candidates once: the best (higher score, then the lower peptide number, then the earlier query), how
+many candidates scored and their sum and sum of squares (for ``score_z``), then again for the best score of
+another peptide (for ``delta_score``), and gathers the chosen candidate's statistics. Two small arrays come
+back to the host, instead of the [Q, k] candidates and ten [Q, k] statistics.
+
+The NumPy reference is `rtsearch.scoring.database.features._choose` (the same rules with whole-array
+operations, which also run on CuPy: ~150 calls of ~30 µs host time each, bench/RESULTS.md);
+tests/gpu/test_parity.py compares the two on the four dev runs, every rank.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rtsearch.scoring.backend import compiled_kernel
+
+SOURCE = r"""
+extern "C" __global__ void choose_best(
+    const int n_groups, const int k, const long long qk, const int n_stats,
+    const long long* __restrict__ starts,   // [G + 1]: the groups' first queries
+    const double* __restrict__ score,       // [Q, k]; -inf: no candidate, or set aside
+    const long long* __restrict__ cand,     // [Q, k]
+    const double* __restrict__ stats,       // [n_stats, Q, k]
+    const int* __restrict__ prelim,         // [Q, k]
+    long long* __restrict__ out_int,        // [3, G]: query (-1: none), column, peptide
+    double* __restrict__ out_f)             // [5 + n_stats + 1, G]: best, next, n, sum, sum of squares, stats, prelim
+{
+    const int g = blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= n_groups) return;
+    const long long q0 = starts[g], q1 = starts[g + 1];
+    double best = -INFINITY, n = 0.0, sum = 0.0, sq = 0.0;
+    long long bq = -1, bk = -1, bp = 0x7fffffffffffffffLL;
+    for (long long q = q0; q < q1; ++q) {
+        for (int j = 0; j < k; ++j) {
+            const double s = score[q * k + j];
+            if (!isfinite(s)) continue;
+            n += 1.0; sum += s; sq += s * s;
+            const long long p = cand[q * k + j];
+            if (s > best || (s == best && p < bp)) { best = s; bp = p; bq = q; bk = j; }
+        }
+    }
+    double next = -INFINITY;
+    for (long long q = q0; q < q1; ++q) {
+        for (int j = 0; j < k; ++j) {
+            const double s = score[q * k + j];
+            if (isfinite(s) && cand[q * k + j] != bp && s > next) next = s;
+        }
+    }
+    out_int[g] = bq;
+    out_int[n_groups + g] = bk;
+    out_int[2 * n_groups + g] = bq < 0 ? -1 : bp;
+    out_f[g] = best;
+    out_f[n_groups + g] = next;
+    out_f[2 * n_groups + g] = n;
+    out_f[3 * n_groups + g] = sum;
+    out_f[4 * n_groups + g] = sq;
+    const long long at = bq < 0 ? 0 : bq * k + bk;
+    for (int f = 0; f < n_stats; ++f) out_f[(5 + f) * n_groups + g] = bq < 0 ? 0.0 : stats[f * qk + at];
+    out_f[(5 + n_stats) * n_groups + g] = bq < 0 ? 0.0 : (double)prelim[at];
+}
+"""
+
+
+def choose_on_device(
+    cp: Any, score: Any, cand: Any, prelim: Any, stats: list[Any], starts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(ints [3, G], floats [5 + len(stats) + 1, G])`` on the host, as the kernel's docstring lays them out;
+    ``starts`` [G + 1] on the host."""
+    n_q, k = score.shape
+    g = starts.shape[0] - 1
+    stacked = cp.stack([cp.asarray(s, dtype=cp.float64) for s in stats])
+    out_int = cp.empty((3, g), dtype=cp.int64)
+    out_f = cp.empty((5 + len(stats) + 1, g), dtype=cp.float64)
+    if g:
+        fn = compiled_kernel(cp, SOURCE, "choose_best")
+        fn(((g + 127) // 128,), (128,),
+           (np.int32(g), np.int32(k), np.int64(n_q * k), np.int32(len(stats)), cp.asarray(starts, dtype=cp.int64),
+            cp.ascontiguousarray(score, dtype=cp.float64), cp.ascontiguousarray(cand, dtype=cp.int64), stacked,
+            cp.ascontiguousarray(prelim, dtype=cp.int32), out_int, out_f))  # fmt: skip
+    return out_int.get(), out_f.get()
