@@ -20,6 +20,10 @@ import numpy as np
 from rtsearch.scoring.backend import compiled_kernel
 
 SOURCE = r"""
+// NVRTC has no <math.h>: -inf by its bits, and "finite" as two comparisons (NaN fails both)
+#define NEG_INF __longlong_as_double(0xfff0000000000000LL)
+#define FINITE(x) ((x) >= -1.7976931348623157e308 && (x) <= 1.7976931348623157e308)
+
 extern "C" __global__ void choose_best(
     const int n_groups, const int k, const long long qk, const int n_stats,
     const long long* __restrict__ starts,   // [G + 1]: the groups' first queries
@@ -33,22 +37,22 @@ extern "C" __global__ void choose_best(
     const int g = blockIdx.x * blockDim.x + threadIdx.x;
     if (g >= n_groups) return;
     const long long q0 = starts[g], q1 = starts[g + 1];
-    double best = -INFINITY, n = 0.0, sum = 0.0, sq = 0.0;
+    double best = NEG_INF, n = 0.0, sum = 0.0, sq = 0.0;
     long long bq = -1, bk = -1, bp = 0x7fffffffffffffffLL;
     for (long long q = q0; q < q1; ++q) {
         for (int j = 0; j < k; ++j) {
             const double s = score[q * k + j];
-            if (!isfinite(s)) continue;
+            if (!FINITE(s)) continue;
             n += 1.0; sum += s; sq += s * s;
             const long long p = cand[q * k + j];
             if (s > best || (s == best && p < bp)) { best = s; bp = p; bq = q; bk = j; }
         }
     }
-    double next = -INFINITY;
+    double next = NEG_INF;
     for (long long q = q0; q < q1; ++q) {
         for (int j = 0; j < k; ++j) {
             const double s = score[q * k + j];
-            if (isfinite(s) && cand[q * k + j] != bp && s > next) next = s;
+            if (FINITE(s) && cand[q * k + j] != bp && s > next) next = s;
         }
     }
     out_int[g] = bq;
