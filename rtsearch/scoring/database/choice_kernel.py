@@ -23,11 +23,13 @@ SOURCE = r"""
 // NVRTC has no <math.h>: -inf by its bits, and "finite" as two comparisons (NaN fails both)
 #define NEG_INF __longlong_as_double(0xfff0000000000000LL)
 #define FINITE(x) ((x) >= -1.7976931348623157e308 && (x) <= 1.7976931348623157e308)
+// a candidate's score: as given, else the primary statistic where there is a candidate (features.best_matches)
+#define SCORE(i) (score ? score[i] : (cand[i] >= 0 ? stats[primary * qk + (i)] : NEG_INF))
 
 extern "C" __global__ void choose_best(
-    const int n_groups, const int k, const long long qk, const int n_stats,
+    const int n_groups, const int k, const long long qk, const int n_stats, const int primary,
     const long long* __restrict__ starts,   // [G + 1]: the groups' first queries
-    const double* __restrict__ score,       // [Q, k]; -inf: no candidate, or set aside
+    const double* __restrict__ score,       // [Q, k]; -inf: no candidate, or set aside; null: stats[primary]
     const long long* __restrict__ cand,     // [Q, k]
     const double* __restrict__ stats,       // [n_stats, Q, k]
     const int* __restrict__ prelim,         // [Q, k]
@@ -41,7 +43,7 @@ extern "C" __global__ void choose_best(
     long long bq = -1, bk = -1, bp = 0x7fffffffffffffffLL;
     for (long long q = q0; q < q1; ++q) {
         for (int j = 0; j < k; ++j) {
-            const double s = score[q * k + j];
+            const double s = SCORE(q * k + j);
             if (!FINITE(s)) continue;
             n += 1.0; sum += s; sq += s * s;
             const long long p = cand[q * k + j];
@@ -51,7 +53,7 @@ extern "C" __global__ void choose_best(
     double next = NEG_INF;
     for (long long q = q0; q < q1; ++q) {
         for (int j = 0; j < k; ++j) {
-            const double s = score[q * k + j];
+            const double s = SCORE(q * k + j);
             if (FINITE(s) && cand[q * k + j] != bp && s > next) next = s;
         }
     }
@@ -71,19 +73,31 @@ extern "C" __global__ void choose_best(
 
 
 def choose_on_device(
-    cp: Any, score: Any, cand: Any, prelim: Any, stats: list[Any], starts: np.ndarray
+    cp: Any, cand: Any, prelim: Any, stats: list[Any], starts: np.ndarray, *, score: Any = None, primary: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(ints [3, G], floats [5 + len(stats) + 1, G])`` on the host, as the kernel's docstring lays them out;
-    ``starts`` [G + 1] on the host."""
-    n_q, k = score.shape
+    """``(ints [3, G], floats [5 + len(stats) + 1, G])`` on the host, as the kernel's comments lay them out;
+    ``starts`` [G + 1] on the host; ``score`` None: ``stats[primary]`` where ``cand`` >= 0, -inf elsewhere."""
+    n_q, k = cand.shape
     g = starts.shape[0] - 1
-    stacked = cp.stack([cp.asarray(s, dtype=cp.float64) for s in stats])
     out_int = cp.empty((3, g), dtype=cp.int64)
     out_f = cp.empty((5 + len(stats) + 1, g), dtype=cp.float64)
     if g:
         fn = compiled_kernel(cp, SOURCE, "choose_best")
         fn(((g + 127) // 128,), (128,),
-           (np.int32(g), np.int32(k), np.int64(n_q * k), np.int32(len(stats)), cp.asarray(starts, dtype=cp.int64),
-            cp.ascontiguousarray(score, dtype=cp.float64), cp.ascontiguousarray(cand, dtype=cp.int64), stacked,
+           (np.int32(g), np.int32(k), np.int64(n_q * k), np.int32(len(stats)), np.int32(primary),
+            cp.asarray(starts, dtype=cp.int64),
+            np.uint64(0) if score is None else cp.ascontiguousarray(score, dtype=cp.float64),
+            cp.ascontiguousarray(cand, dtype=cp.int64), _stacked(cp, stats, n_q * k),
             cp.ascontiguousarray(prelim, dtype=cp.int32), out_int, out_f))  # fmt: skip
     return out_int.get(), out_f.get()
+
+
+def _stacked(cp: Any, stats: list[Any], qk: int) -> Any:
+    """``stats`` as one [len(stats), Q, k] float64 array: a view when they already lie so, one after the other in
+    one buffer (what `GpuIndex.score` returns), else a copy."""
+    first = stats[0]
+    laid = all(s.dtype == cp.float64 and s.flags.c_contiguous and s.data.ptr == first.data.ptr + 8 * qk * i
+               for i, s in enumerate(stats))  # fmt: skip
+    if laid:
+        return cp.ndarray((len(stats), qk), dtype=cp.float64, memptr=first.data)
+    return cp.stack([cp.ascontiguousarray(s, dtype=cp.float64).reshape(-1) for s in stats])
