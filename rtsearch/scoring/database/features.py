@@ -90,7 +90,9 @@ def best_matches(
     """
     xp = array_module(cand)
     # the candidates' scores (-inf: none); on the device the kernel reads them from the statistics at first
-    score: Any = np.where(cand >= 0, np.asarray(getattr(stats, primary), dtype=np.float64), -np.inf) if xp is np else None
+    score: Any = None
+    if xp is np:
+        score = np.where(cand >= 0, np.asarray(getattr(stats, primary), dtype=np.float64), -np.inf)
     groups = _Groups(queries.spectrum) if len(queries) else None
     out = []
     for r in range(ranks):
