@@ -39,10 +39,11 @@ NUMPY_CHUNK = 128
 # 1.99 ms; 64: 3.26 and 2.66 ms; 128: 4.86 and 2.54 ms.
 HOST_PREPROCESS_MAX = 32
 # On the GPU, batches of at least this many queries have their best matches chosen on the device by one kernel
-# (`choice_kernel`; only the chosen rows are copied back), smaller ones on the host: the device's way still makes
-# ~20 CuPy calls of ~30–50 µs host time each on the H100 machine. Engine alone, H100 (`bench/engine_probe.py
-# --device-choice-min 0`, bench/RESULTS.md): 1 spectrum 1.3 → 2.2–2.5 ms, 1,024 about even, 4,096 29–30 → 25 ms.
-DEVICE_CHOICE_MIN = 2048
+# (`choice_kernel`; only the chosen rows are copied back), smaller ones on the host: the device's way costs a
+# dozen CuPy calls of ~30–50 µs host time each on the H100 machine. Engine alone, H100, every batch on the device
+# against the host's choice (`bench/engine_probe.py --device-choice-min 0`, bench/RESULTS.md, 12:37): 1 spectrum
+# 1.55–2.03 against 1.02–1.49 ms, 256 even, 1,024 7.8–8.6 against 8.1–11.8 ms, 4,096 19–27 against 29–34 ms.
+DEVICE_CHOICE_MIN = 512
 
 
 class Engine:
