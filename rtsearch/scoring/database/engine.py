@@ -42,7 +42,8 @@ HOST_PREPROCESS_MAX = 32
 # (`choice_kernel`; only the chosen rows are copied back), smaller ones on the host: the device's way costs a
 # dozen CuPy calls of ~30–50 µs host time each on the H100 machine. Engine alone, H100, every batch on the device
 # against the host's choice (`bench/engine_probe.py --device-choice-min 0`, bench/RESULTS.md, 12:37): 1 spectrum
-# 1.55–2.03 against 1.02–1.49 ms, 256 even, 1,024 7.8–8.6 against 8.1–11.8 ms, 4,096 19–27 against 29–34 ms.
+# 1.55–2.03 against 1.02–1.49 ms, 256 even, 1,024 7.8–8.6 against 8.1–11.8 ms; 4,096 19–27 ms (3379dbc, whose
+# choice was on the host: 33–34 ms).
 DEVICE_CHOICE_MIN = 512
 
 
