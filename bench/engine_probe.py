@@ -83,6 +83,8 @@ def main() -> int:
     ap.add_argument("--paced", type=float, metavar="HZ",
                     help="only: one spectrum at a time at HZ for --seconds, in a worker thread; list slow batches")
     ap.add_argument("--seconds", type=float, default=15.0)
+    ap.add_argument("--device-choice-min", type=int, metavar="Q",
+                    help="batches of at least Q queries have their best chosen on the device (default: the engine's)")
     ap.add_argument("--sizes", default="1,4,32,128,256,1024,4096", help="batch sizes to time")
     ap.add_argument("--stages", action="store_true",
                     help="also the unsynchronized stages at 256, 1,024 and 2,048 spectra (as the daemon logs them)")
@@ -102,7 +104,8 @@ def main() -> int:
     rng.shuffle(pool)  # type: ignore[arg-type]
     while len(pool) < 2 * 4096:  # the runs cycled: every batch below is a full one (the engine ignores scans)
         pool = pool + pool
-    engine = Engine(index, SearchConfig(), backend, fused_preprocess=not args.no_fused)
+    kw = {} if args.device_choice_min is None else {"device_choice_min": args.device_choice_min}
+    engine = Engine(index, SearchConfig(), backend, fused_preprocess=not args.no_fused, **kw)
     print(f"device preprocessing: {'CuPy calls' if args.no_fused else 'fused kernel'}", flush=True)
     for size in (1, 8, 64, 512, 4096):
         engine.score(SpectraBatch.of(pool[:size]))

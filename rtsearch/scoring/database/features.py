@@ -17,6 +17,7 @@ import numpy as np
 from rtsearch.database.index import PeptideIndex
 from rtsearch.matches import BestMatches
 from rtsearch.scoring.database.candidates import Queries, in_windows
+from rtsearch.scoring.database.choice_kernel import choose_on_device
 from rtsearch.scoring.database.matching import MatchStats
 from rtsearch.types import C13_DELTA, PROTON, Tolerance
 
@@ -88,19 +89,25 @@ def best_matches(
     where they are, and only the chosen rows come to the host for their features.
     """
     xp = array_module(cand)
-    score = xp.where(cand >= 0, xp.asarray(getattr(stats, primary), dtype=xp.float64), -xp.inf)
-    groups = _Groups(xp, queries.spectrum) if len(queries) else None
+    # the candidates' scores (-inf: none); on the device the kernel reads them from the statistics at first
+    score: Any = None
+    if xp is np:
+        score = np.where(cand >= 0, np.asarray(getattr(stats, primary), dtype=np.float64), -np.inf)
+    groups = _Groups(queries.spectrum) if len(queries) else None
     out = []
     for r in range(ranks):
         if groups is None:
             out.append(_unmatched(n_spectra))
             continue
-        chosen = _choose(xp, score, cand, groups)
+        chosen = _choose(score, cand, groups) if xp is np else _choose_on_device(xp, score, cand, prelim, stats,
+                                                                                        groups, primary)  # fmt: skip
         out.append(_features(index, queries, chosen, prelim, stats, n_spectra, precursor_tolerance=precursor_tolerance,
                              isotope_errors=isotope_errors, match_probability=match_probability,
                              max_fragment_charge=max_fragment_charge))  # fmt: skip
         if r + 1 < ranks:  # this rank's peptide set aside in every query of its spectrum
-            score = xp.where(cand == chosen.group_pep[:, None], -xp.inf, score)
+            if score is None:
+                score = xp.where(cand >= 0, xp.asarray(getattr(stats, primary), dtype=xp.float64), -xp.inf)
+            score = xp.where(cand == xp.asarray(chosen.top_pep[groups.group])[:, None], -xp.inf, score)
     return out
 
 
@@ -117,9 +124,9 @@ def array_module(a: Any) -> Any:
 
 class _Groups:
     """A batch's queries as consecutive groups, one per spectrum, and a [G, C] layout of them (C: the most queries
-    a spectrum has) for reductions per spectrum that NumPy and CuPy make alike."""
+    a spectrum has) for reductions per spectrum."""
 
-    def __init__(self, xp: Any, spectrum: np.ndarray) -> None:
+    def __init__(self, spectrum: np.ndarray) -> None:
         n = spectrum.shape[0]
         first = np.r_[True, spectrum[1:] != spectrum[:-1]]
         self.starts = np.flatnonzero(first)
@@ -127,12 +134,11 @@ class _Groups:
         group = np.cumsum(first) - 1
         pos = np.arange(n) - self.starts[group]
         self.width = int(pos.max()) + 1
-        self.group, self.pos = xp.asarray(group), xp.asarray(pos)
-        self.xp = xp
+        self.group, self.pos = group, pos
 
-    def reduce(self, values: Any, fill: float, how: str) -> Any:
+    def reduce(self, values: np.ndarray, fill: float, how: str) -> np.ndarray:
         """Per group, ``how`` ("max", "min", "sum") of one value per query."""
-        laid = self.xp.full((self.starts.shape[0], self.width), fill, dtype=values.dtype)
+        laid = np.full((self.starts.shape[0], self.width), fill, dtype=values.dtype)
         laid[self.group, self.pos] = values
         return getattr(laid, how)(axis=1)
 
@@ -140,8 +146,7 @@ class _Groups:
 @dataclass
 class _Chosen:
     """One rank's choice: per spectrum that has one, its spectrum, query, candidate column, peptide, score, lead over
-    the next and z-score against the rest (host arrays); per query (where the scores are), its spectrum's peptide
-    (int64 max where none)."""
+    the next and z-score against the rest; per group, its peptide (int64 max where none). Host arrays."""
 
     sp: np.ndarray
     bq: np.ndarray
@@ -150,45 +155,67 @@ class _Chosen:
     bs: np.ndarray
     delta: np.ndarray
     score_z: np.ndarray
-    group_pep: Any
+    top_pep: np.ndarray
+    got: dict[str, np.ndarray] | None = None  # the chosen candidates' statistics and ``prelim``, when gathered already
 
 
-def _choose(xp: Any, score: Any, cand: Any, g: _Groups) -> _Chosen:
-    """Each spectrum's best (query, candidate) by ``score`` (-inf: none). No sort: row maxima, then maxima over
-    each spectrum's queries. Ties: higher score, then lower peptide index, then the earlier query."""
+def _choose(score: np.ndarray, cand: np.ndarray, g: _Groups) -> _Chosen:
+    """Each spectrum's best (query, candidate) by ``score`` (-inf: none), on the host. No sort: row maxima, then
+    maxima over each spectrum's queries. Ties: higher score, then lower peptide index, then the earlier query.
+    The reference of `rtsearch.scoring.database.choice_kernel`."""
     big = np.iinfo(np.int64).max
-    q = xp.arange(score.shape[0])
+    q = np.arange(score.shape[0])
     row_best = score.max(axis=1)
-    row_k = xp.where(score == row_best[:, None], cand, big).argmin(axis=1)
+    row_k = np.where(score == row_best[:, None], cand, big).argmin(axis=1)
     row_pep = cand[q, row_k]
     top = g.reduce(row_best, -np.inf, "max")
-    found = xp.isfinite(top)
+    found = np.isfinite(top)
     at_top = row_best == top[g.group]
-    top_pep = xp.where(found, g.reduce(xp.where(at_top, row_pep, big), big, "min"), big)
+    top_pep = np.where(found, g.reduce(np.where(at_top, row_pep, big), big, "min"), big)
     group_pep = top_pep[g.group]
     chosen = at_top & (row_pep == group_pep)
-    first_q = g.reduce(xp.where(chosen, q, big), big, "min")
+    first_q = g.reduce(np.where(chosen, q, big), big, "min")
     # next best entry of another peptide, and the spread of the others
-    valid = xp.isfinite(score)
-    next_s = g.reduce(xp.where(cand == group_pep[:, None], -xp.inf, score).max(axis=1), -np.inf, "max")
-    s0 = xp.where(valid, score, 0.0)
+    valid = np.isfinite(score)
+    next_s = g.reduce(np.where(cand == group_pep[:, None], -np.inf, score).max(axis=1), -np.inf, "max")
+    s0 = np.where(valid, score, 0.0)
     n_in = g.reduce(valid.sum(axis=1), 0, "sum")
     sum_all = g.reduce(s0.sum(axis=1), 0.0, "sum")
     sq_all = g.reduce((s0 * s0).sum(axis=1), 0.0, "sum")
-    f = xp.flatnonzero(found)
+    f = np.flatnonzero(found)
     bq = first_q[f]
     bs, next_s, n_in, sum_all, sq_all = top[f], next_s[f], n_in[f], sum_all[f], sq_all[f]
-    has_next = xp.isfinite(next_s)
-    delta = xp.where(has_next, bs - xp.where(has_next, next_s, 0.0), bs)
-    n_o = xp.maximum(n_in - 1, 1)
+    has_next = np.isfinite(next_s)
+    delta = np.where(has_next, bs - np.where(has_next, next_s, 0.0), bs)
+    n_o = np.maximum(n_in - 1, 1)
     mean_o = (sum_all - bs) / n_o
-    var_o = xp.maximum((sq_all - bs * bs) / n_o - mean_o**2, 0.0)
-    score_z = xp.where(n_in > 2, (bs - mean_o) / xp.sqrt(var_o + 1e-6), 0.0)
+    var_o = np.maximum((sq_all - bs * bs) / n_o - mean_o**2, 0.0)
+    score_z = np.where(n_in > 2, (bs - mean_o) / np.sqrt(var_o + 1e-6), 0.0)
     bk = row_k[bq]
-    ints, floats = xp.stack([f, bq, bk, row_pep[bq]]), xp.stack([bs, delta, score_z])
-    if xp is not np:  # two copies to the host
-        ints, floats = ints.get(), floats.get()
-    return _Chosen(g.spectra[ints[0]], ints[1], ints[2], ints[3], floats[0], floats[1], floats[2], group_pep)
+    return _Chosen(g.spectra[f], bq, bk, row_pep[bq], bs, delta, score_z, top_pep)
+
+
+def _choose_on_device(
+    cp: Any, score: Any, cand: Any, prelim: Any, stats: MatchStats, g: _Groups, primary: str
+) -> _Chosen:  # fmt: skip
+    """`_choose` by one CUDA kernel (`rtsearch.scoring.database.choice_kernel`), the chosen rows' statistics
+    gathered there too; ``score`` None: the ``primary`` statistic where there is a candidate."""
+    names = [f.name for f in fields(MatchStats)]
+    starts = np.r_[g.starts, g.group.shape[0]]
+    ints, floats = choose_on_device(cp, cand, prelim, [getattr(stats, n) for n in names], starts, score=score,
+                                    primary=names.index(primary))  # fmt: skip
+    f = np.flatnonzero(ints[0] >= 0)
+    bq, bk, bp = ints[0, f], ints[1, f], ints[2, f]
+    bs, next_s, n_in, sum_all, sq_all = floats[:5, f]
+    has_next = np.isfinite(next_s)
+    delta = np.where(has_next, bs - np.where(has_next, next_s, 0.0), bs)
+    n_o = np.maximum(n_in - 1, 1)
+    mean_o = (sum_all - bs) / n_o
+    var_o = np.maximum((sq_all - bs * bs) / n_o - mean_o**2, 0.0)
+    score_z = np.where(n_in > 2, (bs - mean_o) / np.sqrt(var_o + 1e-6), 0.0)
+    top_pep = np.where(ints[0] >= 0, ints[2], np.iinfo(np.int64).max)
+    got = dict(zip([*names, "prelim"], floats[5:, f], strict=True))
+    return _Chosen(g.spectra[f], bq, bk, bp, bs, delta, score_z, top_pep, got)
 
 
 def _features(
@@ -209,14 +236,10 @@ def _features(
     sp, bq, bk, bp = c.sp, c.bq, c.bk, c.bp
     if sp.size == 0:
         return out
-    xp = array_module(prelim)
-    at = (xp.asarray(bq), xp.asarray(bk))
-    names = [f.name for f in fields(MatchStats)]
-    chosen = xp.stack([xp.asarray(getattr(stats, name)[at], dtype=xp.float64) for name in names]
-                      + [prelim[at].astype(xp.float64)])  # fmt: skip
-    if xp is not np:  # one copy to the host
-        chosen = chosen.get()
-    got = dict(zip([*names, "prelim"], chosen, strict=True))
+    got = c.got
+    if got is None:  # host arrays
+        got = {f.name: np.asarray(getattr(stats, f.name)[bq, bk], dtype=np.float64) for f in fields(MatchStats)}
+        got["prelim"] = prelim[bq, bk].astype(np.float64)
     z = queries.charge[bq]
     mass = queries.mass[bq]
     pmass = np.asarray(index.mass[bp], dtype=np.float64)
