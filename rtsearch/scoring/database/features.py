@@ -184,15 +184,23 @@ def _choose(score: np.ndarray, cand: np.ndarray, g: _Groups) -> _Chosen:
     sq_all = g.reduce((s0 * s0).sum(axis=1), 0.0, "sum")
     f = np.flatnonzero(found)
     bq = first_q[f]
-    bs, next_s, n_in, sum_all, sq_all = top[f], next_s[f], n_in[f], sum_all[f], sq_all[f]
-    has_next = np.isfinite(next_s)
-    delta = np.where(has_next, bs - np.where(has_next, next_s, 0.0), bs)
-    n_o = np.maximum(n_in - 1, 1)
-    mean_o = (sum_all - bs) / n_o
-    var_o = np.maximum((sq_all - bs * bs) / n_o - mean_o**2, 0.0)
-    score_z = np.where(n_in > 2, (bs - mean_o) / np.sqrt(var_o + 1e-6), 0.0)
+    bs = top[f]
+    delta, score_z = _lead_and_z(bs, next_s[f], n_in[f], sum_all[f], sq_all[f])
     bk = row_k[bq]
     return _Chosen(g.spectra[f], bq, bk, row_pep[bq], bs, delta, score_z, top_pep)
+
+
+def _lead_and_z(
+    best: np.ndarray, next_s: np.ndarray, n_in: np.ndarray, sum_all: np.ndarray, sq_all: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """``delta_score`` (the best's lead over the next peptide's best; the best itself when alone) and ``score_z``
+    (against the other candidates' mean and spread, from their count, sum and sum of squares)."""
+    has_next = np.isfinite(next_s)
+    delta = np.where(has_next, best - np.where(has_next, next_s, 0.0), best)
+    n_o = np.maximum(n_in - 1, 1)
+    mean_o = (sum_all - best) / n_o
+    var_o = np.maximum((sq_all - best * best) / n_o - mean_o**2, 0.0)
+    return delta, np.where(n_in > 2, (best - mean_o) / np.sqrt(var_o + 1e-6), 0.0)
 
 
 def _choose_on_device(
@@ -206,13 +214,8 @@ def _choose_on_device(
                                     primary=names.index(primary))  # fmt: skip
     f = np.flatnonzero(ints[0] >= 0)
     bq, bk, bp = ints[0, f], ints[1, f], ints[2, f]
-    bs, next_s, n_in, sum_all, sq_all = floats[:5, f]
-    has_next = np.isfinite(next_s)
-    delta = np.where(has_next, bs - np.where(has_next, next_s, 0.0), bs)
-    n_o = np.maximum(n_in - 1, 1)
-    mean_o = (sum_all - bs) / n_o
-    var_o = np.maximum((sq_all - bs * bs) / n_o - mean_o**2, 0.0)
-    score_z = np.where(n_in > 2, (bs - mean_o) / np.sqrt(var_o + 1e-6), 0.0)
+    bs = floats[0, f]
+    delta, score_z = _lead_and_z(bs, *floats[1:5, f])
     top_pep = np.where(ints[0] >= 0, ints[2], np.iinfo(np.int64).max)
     got = dict(zip([*names, "prelim"], floats[5:, f], strict=True))
     return _Chosen(g.spectra[f], bq, bk, bp, bs, delta, score_z, top_pep, got)
