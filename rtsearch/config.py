@@ -281,8 +281,7 @@ def _validate(section: str, cfg: Any) -> None:
         if not 1 <= cfg.max_fragment_charge <= 4:
             raise ConfigError("[search] max_fragment_charge must be between 1 and 4")
         if not 1 <= cfg.ranks <= min(cfg.candidates, 10):
-            raise ConfigError(f"[search] ranks must be between 1 and {min(cfg.candidates, 10)} (at most [search] "
-                              "candidates, and 10)")  # fmt: skip
+            raise ConfigError(f"[search] ranks must be between 1 and {min(cfg.candidates, 10)} (≤ candidates, ≤ 10)")
     if isinstance(cfg, LibraryConfig) and not 0 < cfg.open_window_da <= 10_000:
         raise ConfigError("[library] open_window_da must be a number of Da in (0, 10000]")
     if isinstance(cfg, ServeConfig):
@@ -366,8 +365,7 @@ def parse_config(raw: dict[str, Any]) -> Config:
 
 def with_search(cfg: Config, **values: Any) -> Config:
     """``cfg`` with ``[search]`` ``values`` in place (a command's flags), checked as the file's are."""
-    search = dataclasses.replace(cfg.search, **values)
-    _validate("search", search)
+    _validate("search", search := dataclasses.replace(cfg.search, **values))
     return dataclasses.replace(cfg, search=search)
 
 
