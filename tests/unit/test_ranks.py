@@ -87,3 +87,13 @@ def test_ranks_are_checked() -> None:
             parse_config({"search": {"ranks": bad}})
     with pytest.raises(ConfigError, match="between 1 and 5"):
         parse_config({"search": {"ranks": 6, "candidates": 5}})
+
+
+def test_ranks_below_the_first_are_a_database_search_s(tmp_path, capsys) -> None:
+    from rtsearch.cli import main
+
+    run = str(bundled(RUN))
+    code = main(["search", run, "--library", str(tmp_path / "lib"), "--ranks", "2", "-o", str(tmp_path / "r.tsv")])
+    assert code == 2 and "--ranks applies to database search (--index)" in capsys.readouterr().err
+    code = main(["search", run, "--index", str(tmp_path / "idx"), "--ranks", "11", "-o", str(tmp_path / "r.tsv")])
+    assert code == 2 and "ranks must be between 1 and 10" in capsys.readouterr().err
