@@ -271,11 +271,12 @@ class GpuIndex:
                  np.float64(cfg.fragment_tolerance.value), np.int32(cfg.fragment_tolerance.unit == "ppm"), stats),
             )  # fmt: skip
             lap("gpu match")
-        host = buf if keep else buf.get()
-        lap("device->host")
-        cand = host[:at_cnt].view(np.int64).reshape(n_q, k)
-        prelim = host[at_cnt : at_cnt + 4 * qk].view(np.int32).reshape(n_q, k)
-        return cand, prelim, MatchStats(*host[at_stats:end].view(np.float64).reshape(len(STATS), n_q, k))
+        out = buf if keep else buf.get()
+        if not keep:
+            lap("device->host")
+        cand = out[:at_cnt].view(np.int64).reshape(n_q, k)
+        prelim = out[at_cnt : at_cnt + 4 * qk].view(np.int32).reshape(n_q, k)
+        return cand, prelim, MatchStats(*out[at_stats:end].view(np.float64).reshape(len(STATS), n_q, k))
 
     @staticmethod
     def _tasks(queries: Queries) -> dict[str, np.ndarray]:
