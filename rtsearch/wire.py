@@ -288,15 +288,13 @@ def _spectrum(frames: Sequence[Any], h: dict[str, Any], run: str, raw: bool) -> 
     return SpectrumMessage(sp, sent_ns, budget)
 
 
-def _native_id(v: Any) -> str:
-    """Header field ``id``: a string of at most `MAX_RUN_BYTES` UTF-8 bytes, as ``run``."""
+def _native_id(v: Any, field: str = "id") -> str:
+    """A native id (header ``id``, or one of a batched message's ``ids``): as a run's name, a UTF-8 string of at
+    most `MAX_RUN_BYTES` bytes (it goes into results files), or empty."""
     if not isinstance(v, str):
-        raise _Bad("field", "header field 'id' must be a string")
-    try:
-        if len(v.encode()) > MAX_RUN_BYTES:
-            raise _Bad("field", f"header field 'id' is longer than {MAX_RUN_BYTES} UTF-8 bytes")
-    except UnicodeEncodeError:
-        raise _Bad("field", "header field 'id' is not valid UTF-8") from None
+        raise _Bad("field", f"header field {field!r} must be a string")
+    if v and _run_name(v) is None:
+        raise _Bad("field", f"header field {field!r} is longer than {MAX_RUN_BYTES} UTF-8 bytes or not UTF-8")
     return v
 
 
@@ -346,12 +344,17 @@ def encode_spectrum(
         header["charges"] = [int(z) for z in sp.charges]
     if sp.precursor_intensity:
         header["precursor_intensity"] = float(sp.precursor_intensity)
-    if sp.native_id:
+    if sent_id(sp):
         header["id"] = sp.native_id
     if budget_ms is not None:
         header["budget_ms"] = float(budget_ms)
     header.update(extra)
     return [SPECTRUM, orjson.dumps(header, option=orjson.OPT_SERIALIZE_NUMPY), mz.tobytes(), inten.tobytes()]
+
+
+def sent_id(sp: Spectrum) -> bool:
+    """Whether ``sp``'s native id goes on the wire: not when it is the ``scan=N`` every receiver assumes."""
+    return bool(sp.native_id) and sp.native_id != f"scan={sp.scan}"
 
 
 def encode_run_start(run: str, **meta: Any) -> list[bytes]:

@@ -55,9 +55,11 @@ from rtsearch.wire import (
     _Bad,
     _header,
     _int,
+    _native_id,
     _num,
     _run_name,
     _some_int,
+    sent_id,
 )
 
 SPECTRA, BATCH_RESULTS = b"spectra", b"batch.results"
@@ -129,8 +131,10 @@ def decode_spectra(frames: Sequence[Any]) -> SpectraBlock | Invalid:
         if answer not in ANSWERS:
             raise _Bad("field", f"header field 'answer' must be 'each' or 'batch', got {answer!r}"[:200])
         ids = h.get("ids", [])
-        if not (isinstance(ids, list) and len(ids) in (0, count) and all(isinstance(i, str) for i in ids)):
+        if not (isinstance(ids, list) and len(ids) in (0, count)):
             raise _Bad("field", "header field 'ids' must be a list of 'count' strings")
+        for i in ids:
+            _native_id(i, "ids")
         if len(frames) != N_FRAMES:
             raise _Bad("frames", f"a spectra message has {N_FRAMES} frames, got {len(frames)}")
         cols = {}
@@ -191,8 +195,8 @@ def encode_spectra(
         header["budget_ms"] = float(budget_ms)
     if answer != "each":
         header["answer"] = answer
-    if any(s.native_id for s in spectra):
-        header["ids"] = [s.native_id for s in spectra]
+    if any(sent_id(s) for s in spectra):
+        header["ids"] = [s.native_id if sent_id(s) else "" for s in spectra]
     mz = [np.asarray(s.mz, dtype="<f8") for s in spectra]
     inten = [np.asarray(s.intensity, dtype="<f4") for s in spectra]
     columns = (

@@ -16,6 +16,7 @@ thread starts the next one.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from dataclasses import dataclass
 from types import ModuleType
@@ -104,6 +105,11 @@ class Backend:
 
 _staging = _Staging()
 _compiled: dict[tuple[int, str, str, tuple[str, ...]], Any] = {}
+
+
+def array_module(a: Any) -> Any:
+    """NumPy, or CuPy for a CuPy array (without importing CuPy on a machine that has none)."""
+    return np if isinstance(a, np.ndarray) else sys.modules["cupy"]
 
 
 def compiled_kernel(cp: Any, source: str, name: str, options: tuple[str, ...] = ()) -> Any:

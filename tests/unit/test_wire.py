@@ -383,6 +383,7 @@ def test_a_spectrum_carries_its_native_id_and_a_bad_one_is_refused() -> None:
     raw = decode(encode_spectrum(sp), peaks="raw")
     assert raw.native_id == sp.native_id  # type: ignore[union-attr]
     assert decode(encode_spectrum(dataclasses.replace(sp, native_id=""))).spectrum.native_id == ""  # type: ignore
+    assert b'"id"' not in encode_spectrum(dataclasses.replace(sp, native_id="scan=7"))[1]  # the default goes unsent
     for bad, why in ((7, "must be a string"), ("x" * 513, "longer than 512")):
         out = decode(encode_spectrum(sp, id=bad))
         assert isinstance(out, Invalid) and out.code == "field" and why in out.reason and out.scan == 7

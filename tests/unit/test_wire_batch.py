@@ -4,6 +4,7 @@ answers a ``result`` message would."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -134,6 +135,12 @@ def test_a_broken_message_is_counted_or_every_row_refused() -> None:
     assert isinstance(block, SpectraBlock) and [r for r, _, _ in block.problems] == [0, 1]
     assert all(code == "peaks" and "peak frames hold" in why for _, code, why in block.problems)
     assert block.offsets.tolist() == [0, 0, 0]
+    # each row's native id is checked as a spectrum message's id
+    head2 = json.loads(two[1])
+    bad_id = decode_spectra([SPECTRA, json.dumps({**head2, "ids": ["x" * 513, ""]}).encode(), *two[2:]])
+    assert isinstance(bad_id, Invalid) and "'ids' is longer than 512" in bad_id.reason
+    defaults = [dataclasses.replace(_spectrum(k), native_id=f"scan={k}") for k in (7, 8)]
+    assert "ids" not in json.loads(encode_spectra("r", defaults, sent_ns=1)[1])  # scan=N, every receiver's default
 
 
 def _spectrum(scan: int) -> Spectrum:

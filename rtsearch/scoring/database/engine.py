@@ -20,9 +20,9 @@ from rtsearch.batch import SpectraBatch
 from rtsearch.config import SearchConfig
 from rtsearch.database.index import PeptideIndex
 from rtsearch.matches import ScoredBatch
-from rtsearch.scoring.backend import Backend, get_backend
+from rtsearch.scoring.backend import Backend, array_module, get_backend
 from rtsearch.scoring.database.candidates import Queries, candidates_numpy, make_queries
-from rtsearch.scoring.database.features import array_module, best_matches
+from rtsearch.scoring.database.features import best_matches
 from rtsearch.scoring.database.matching import MatchStats, match_numpy
 from rtsearch.scoring.database.partial import QueryScores
 from rtsearch.spectrum import PeakBatch, pack, pad, preprocess
@@ -127,7 +127,7 @@ class Engine:
 
     def match_probability(self, peaks: PeakBatch | DevicePeaks) -> np.ndarray:
         """Chance that a random fragment m/z falls within tolerance of some peak, per spectrum."""
-        xp = np if isinstance(peaks.mz, np.ndarray) else self.backend.xp
+        xp = array_module(peaks.mz)
         n = peaks.n_peaks.astype(xp.int64)
         rows = xp.arange(peaks.mz.shape[0])
         lo = peaks.mz[:, 0]

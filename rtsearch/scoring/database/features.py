@@ -8,7 +8,6 @@ feed the run's linear discriminant (`rtsearch.search.lda`).
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -16,6 +15,7 @@ import numpy as np
 
 from rtsearch.database.index import PeptideIndex
 from rtsearch.matches import BestMatches
+from rtsearch.scoring.backend import array_module
 from rtsearch.scoring.database.candidates import Queries, in_windows
 from rtsearch.scoring.database.choice_kernel import choose_on_device
 from rtsearch.scoring.database.matching import MatchStats
@@ -115,11 +115,6 @@ def _unmatched(n: int) -> BestMatches:
     """``n`` spectra without a match as the engine gives them (features 0)."""
     return BestMatches(np.full(n, -1, np.int64), np.zeros(n, np.int64), np.full(n, np.nan), np.full(n, np.nan),
                        np.zeros(n, np.int64), np.zeros((n, len(FEATURES))))  # fmt: skip
-
-
-def array_module(a: Any) -> Any:
-    """NumPy, or CuPy for a CuPy array (without importing CuPy on a machine that has none)."""
-    return np if isinstance(a, np.ndarray) else sys.modules["cupy"]
 
 
 class _Groups:
