@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "simulators"))
 
-from bench.serving import Served, daemon_metrics, echo_floor, free_port, index_and_record  # noqa: E402
+from bench.serving import Served, cpu_by_thread, daemon_metrics, echo_floor, free_port, index_and_record  # noqa: E402
 from bench.serving import write_mgf as write_spectra  # noqa: E402
 from bench.stream_bench import RUNS  # noqa: E402
 from rtsearch.io.spectra import read_spectra  # noqa: E402
@@ -62,15 +62,34 @@ def daemon(code: Path, tmp: Path, phase: Any, args: argparse.Namespace, label: s
     name = code.name + (f"[{label}]" if label else "")
     with Served(args.index_cache.resolve(), tmp / f"res-{code.name}{label}", [*args.serve_args.split(),
                 *extra.split()], tmp, code=code) as served:  # fmt: skip
-        ep, port = (served.spectra, served.results), served.port
+        ep, port, pid = (served.spectra, served.results), served.port, served.proc.pid
         budget = ["--budget-ms", str(args.budget_ms)] if args.budget_ms else []
         for rate in args.rates.split(","):
             seconds = args.low_seconds if float(rate) <= 1000 else args.seconds
-            phase(f"daemon {name}", rate, seconds, *budget, ep=ep, port=port)
+            spy = py_spy(pid, seconds, args.out / f"py-spy-{code.name}{label}-{rate}.txt", args.py_spy_mode) \
+                if rate in args.py_spy.split(",") else None
+            phase(f"daemon {name}", rate, seconds, *budget, ep=ep, port=port, pid=pid)
+            if spy is not None:
+                spy.wait(60)
         if args.overload:
             tight = ["--budget-ms", str(args.overload_budget_ms)] if args.overload_budget_ms else budget
             phase(f"overload {name}", str(args.overload), args.overload_seconds, *tight, ep=ep, port=port)
             phase(f"after {name}", "200", 5.0, *budget, ep=ep, port=port)
+    if served.proc.poll() is not None:
+        time.sleep(0.5)  # its last lines read
+    (args.out / f"serve-{code.name}{label}.log").write_text("".join(served.log))
+
+
+def py_spy(pid: int, seconds: float, out: Path, mode: str = "gil") -> subprocess.Popen[bytes]:
+    """``py-spy record`` of the daemon and its child processes for ``seconds`` from now (begun 1 s into the phase),
+    as collapsed stacks in ``out``: ``mode`` "gil" samples only the thread holding each process's GIL, "idle"
+    every thread, waiting or not (where a thread waits, for the GIL among others)."""
+    places = [Path(sys.executable).parent, *(Path(d) / "bin" for d in sys.path)]  # a venv's, or pip --target's
+    found = [d / "py-spy" for d in places if (d / "py-spy").exists()]
+    cmd = [str(found[0]) if found else "py-spy", "record", "--gil" if mode == "gil" else "--idle",
+           "--subprocesses", "--threads", "--format", "raw", "--rate", "200", "-d", str(max(1, int(seconds) - 2)),
+           "-o", str(out), "-p", str(pid)]
+    return subprocess.Popen(["sh", "-c", f"sleep 1; exec {' '.join(cmd)}"])
 
 
 def main() -> int:
@@ -95,6 +114,11 @@ def main() -> int:
     p.add_argument("--serve-args", default="", help="extra arguments of rtsearch serve, e.g. '--workers 2'")
     p.add_argument("--code", type=Path, action="append",
                    help="the checkout whose daemon is measured (default this one); several: one after the other")
+    p.add_argument("--py-spy", default="", metavar="RATES",
+                   help="record the daemon with py-spy (--gil) during the phases at these rates (comma-separated)")
+    p.add_argument("--py-spy-mode", choices=("gil", "idle"), default="gil",
+                   help="gil: only the threads holding a GIL; idle: every thread, where it waits too")
+    p.add_argument("--out", type=Path, default=Path("."), help="where the py-spy recordings go")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     backend, res, index = index_and_record(args.data, args.proteins, args.index_cache)
@@ -105,12 +129,18 @@ def main() -> int:
         res["spectra"] = write_mgf(args.data, mgf)
         phases: list[dict[str, Any]] = []
 
-        def phase(tag: str, rates: str, seconds: float, *extra: str, ep: tuple[str, str], port: int = 0) -> None:
+        def phase(tag: str, rates: str, seconds: float, *extra: str, ep: tuple[str, str], port: int = 0,
+                  pid: int = 0) -> None:
+            cpu0 = cpu_by_thread(pid) if pid else {}
             for line in rt_load(args.tools, mgf, *ep, "--rates", rates, "--seconds", str(seconds), "--senders",
                                 str(args.senders), "--tag", tag.replace(" ", "-"), *extra):  # fmt: skip
                 line["phase"] = tag
                 if port:
                     line["daemon_metrics"] = daemon_metrics(port)
+                if pid:  # CPU seconds of each daemon thread over the phase (rt_load's one line a phase)
+                    cpu1 = cpu_by_thread(pid)
+                    used = {k: v - cpu0.get(k, 0.0) for k, v in cpu1.items()}
+                    line["cpu_s"] = {k: round(v, 2) for k, v in used.items() if v > 0.05}
                 phases.append(line)
                 print(json.dumps(line), flush=True)
 

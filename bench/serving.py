@@ -7,6 +7,7 @@ echo service the same way; `write_mgf` writes spectra as the MGF the shared clie
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -46,8 +47,9 @@ def code_env(code: Path = ROOT) -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": ":".join(paths)}
 
 
-def wait_ready(proc: subprocess.Popen[str], timeout: float) -> int:
-    """Wait for the daemon's ready line; its metrics port (its last lines in the error when it exits first)."""
+def wait_ready(proc: subprocess.Popen[str], timeout: float, tail: collections.deque[str] | None = None) -> int:
+    """Wait for the daemon's ready line; its metrics port (its last lines in the error when it exits first).
+    Its later lines are read on (so its stderr never fills up), the last ones kept in ``tail`` when given."""
     assert proc.stderr is not None
     end = time.monotonic() + timeout
     said: list[str] = []
@@ -55,7 +57,9 @@ def wait_ready(proc: subprocess.Popen[str], timeout: float) -> int:
         line = proc.stderr.readline()
         said = [*said[-20:], line]
         if " ready: " in line:
-            threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep its stderr from filling up
+            kept = tail if tail is not None else collections.deque(maxlen=1)
+            kept.extend(said)
+            threading.Thread(target=kept.extend, args=(proc.stderr,), daemon=True).start()
             return int(line.rsplit(":", 1)[1])
         if not line and proc.poll() is not None:
             raise RuntimeError(f"rtsearch serve exited with {proc.returncode}:\n{''.join(said)}")
@@ -134,12 +138,13 @@ class Served:
             stderr=subprocess.PIPE, text=True, env=code_env(code), cwd=cwd,  # not a checkout: PYTHONPATH decides
         )  # fmt: skip
         self.port = 0
+        self.log: collections.deque[str] = collections.deque(maxlen=400)  # its last lines of stderr
 
     def __enter__(self) -> Served:
         if self.port:  # entered already (a caller that checks the start on its own)
             return self
         try:
-            self.port = wait_ready(self.proc, 600)
+            self.port = wait_ready(self.proc, 600, self.log)
         except BaseException:
             self.stop()
             raise

@@ -172,13 +172,19 @@ class LiveRun:
         ids: Sequence[str] = (),
     ) -> Results:  # fmt: skip
         """Answers to spectra answered without scoring (``shed`` or ``invalid``); ``ids``: their native ids, if any."""
+        self.book_unscored(status, scans, precursor_mz, reasons, ids)
+        return Results.unscored(self.name, scans, precursor_mz, reasons, status.value)
+
+    def book_unscored(
+        self, status: ResultStatus, scans: Sequence[int], precursor_mz: Sequence[float], reasons: Sequence[str],
+        ids: Sequence[str] = (),
+    ) -> None:  # fmt: skip
+        """Record spectra answered without scoring elsewhere (the daemon's door answered them ``shed``)."""
         batch = unscored_batch(self.name, scans, precursor_mz, reasons, n_features=len(self.features), ids=ids)
         self.table.add(batch)
         self.by_status[status.value] += len(scans)
-        out = Results.unscored(self.name, scans, precursor_mz, reasons, status.value)
         if self.sink is not None:
-            self.sink(batch, out.status)
-        return out
+            self.sink(batch, np.full(len(scans), STATUSES.index(status.value), np.int8))
 
     def finish(self) -> tuple[PsmTable, RunSummary]:
         """Final discriminant and q-values (as offline); the table and the run's summary."""

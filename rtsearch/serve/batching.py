@@ -66,6 +66,9 @@ class BatchPolicy:
 EXPIRY_SLACK_MS = 25.0
 
 
+FORGET_BELOW = 1 / 3  # a batch under this share of the fixed cost restarts the engine-time fit (`EngineTimeModel`)
+
+
 class EngineTimeModel:
     """Seconds the engine takes for a batch of ``n``: ``fixed + per_item * n``.
 
@@ -81,8 +84,13 @@ class EngineTimeModel:
         self._w = self._x = self._y = self._xx = self._xy = 0.0
 
     def observe(self, n: int, seconds: float) -> None:
+        """Fit in a batch of ``n`` that took ``seconds``. One that took under `FORGET_BELOW` of the fixed cost
+        alone starts the fit afresh from it (what was learnt came from a stall, such as a warm-up batch on a busy
+        machine: thrown out at once, not over a half-life)."""
         if n <= 0 or not math.isfinite(seconds) or seconds < 0:
             return
+        if seconds < self.fixed_s * FORGET_BELOW:
+            self._w = self._x = self._y = self._xx = self._xy = 0.0
         d = self._decay
         self._w = self._w * d + 1.0
         self._x = self._x * d + n

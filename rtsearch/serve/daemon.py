@@ -331,7 +331,7 @@ class Daemon:
         for state, rows in groups:
             scans, prec, ids = chunk.ints[rows, _SCAN], chunk.floats[rows, _PREC], chunk.ids_at(rows)
             with state.lock:
-                state.live.add_unscored(ResultStatus.SHED, scans, prec, [shed.reason] * len(rows), ids)
+                state.live.book_unscored(ResultStatus.SHED, scans, prec, [shed.reason] * len(rows), ids)
             note_scans(state, scans)
             answered.append(RunAnswered(state.name, len(rows), 0, state.threshold))
         latency = shed.published_mono - chunk.ints[:, _MONO]

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 from rtsearch.io.results import claim_results_path, results_path, write_run_results
 from rtsearch.matches import STATUSES, BestMatches, ScoredBatch
@@ -56,8 +57,8 @@ def _record(payload: bytes) -> bytes:
 
 
 def _batch_payload(batch: ScoredBatch, status: np.ndarray) -> bytes:
-    head = json.dumps({"n": len(batch), "reasons": batch.reason if any(batch.reason) else None,
-                       "ids": batch.native_id or None, "lower": len(batch.lower)}).encode()  # fmt: skip
+    head = orjson.dumps({"n": len(batch), "reasons": batch.reason if any(batch.reason) else None,
+                         "ids": batch.native_id or None, "lower": len(batch.lower)})  # fmt: skip
     b = batch.best
     cols = [batch.scan, batch.precursor_mz, batch.rt, b.match, b.charge, b.calc_mz, b.ppm_error, b.matched_peaks]
     arrays = [np.ascontiguousarray(a, dtype=dt).tobytes() for a, (_, dt) in zip(cols, _COLUMNS, strict=True)]

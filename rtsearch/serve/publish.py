@@ -35,7 +35,7 @@ import numpy as np
 import orjson
 import zmq
 
-from rtsearch.matches import STATUSES, Results
+from rtsearch.matches import STATUSES, Results, ScoredBatch
 from rtsearch.serve.chunks import MESSAGE, pack
 from rtsearch.serve.jobs import Jobs, RunState, Stamps
 from rtsearch.serve.proxy import Forwarder
@@ -63,6 +63,19 @@ def unscored(jobs: Jobs, status: ResultStatus, reason: str) -> list[Answer]:
             results = state.live.add_unscored(status, sp.scan[rows], sp.precursor_mz[rows], [reason] * len(rows),
                                               [sp.native_id[i] for i in rows.tolist()] if sp.native_id else [])
         answers.append((state, results, jobs.stamps.take(rows)))
+    return answers
+
+
+def scored_answers(jobs: Jobs, scored: ScoredBatch) -> list[Answer]:
+    """The answers to a scored batch, run by run, each built under its run's lock (running q-values and all)."""
+    groups = jobs.by_run()
+    answers: list[Answer] = []
+    for state, rows in groups:
+        part = scored if len(groups) == 1 else scored.take(rows)
+        with state.lock:
+            results = state.live.add_scored(part)
+            state.threshold = state.live.fdr.threshold()
+        answers.append((state, results, jobs.stamps if len(groups) == 1 else jobs.stamps.take(rows)))
     return answers
 
 

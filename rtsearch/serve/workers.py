@@ -7,12 +7,13 @@ queues spectra, the workers take batches). Each engine thread binds its own CUDA
 the cluster's front door (`rtsearch.cluster`: a thread a remote worker) — warms up, then loops: wait until the
 batcher releases a batch, score it and hand it to the results thread, up to `FINISH_DEPTH` batches ahead of it;
 when that thread is idle and no spectrum waits, the engine thread answers the batch itself (a lone spectrum
-gains nothing from the hand-over). The results thread builds each batch's results with running q-values under
-each run's own lock (`LiveRun.add_scored`) and hands them to ``answer`` (the daemon's: publish, count, end
-runs); due live refits go to the refit process; Python's cyclic GC runs when it goes idle (`collect_garbage`).
-So the engine scores batch n + 1 while batch n's results are built and sent. An engine failure answers its
-batch ``unidentified`` with its error as the reason. At the shutdown bound, `abandon` hands back what waits and
-what is being scored (the daemon answers it ``shed``); a batch scored after that is dropped (it was answered)."""
+gains nothing from the hand-over). The results thread builds each batch's results (`publish.scored_answers`)
+and hands them to ``answer`` (the daemon's: publish, count, end runs); due live refits go to the refit process;
+Python's cyclic GC runs when it goes idle (`collect_garbage`). So the engine scores batch n + 1 while batch n's
+results are built and sent. An engine failure answers its batch ``unidentified`` with its error as the reason.
+Spectra that no batch could answer in time are given up (`_expire`) unless an idle engine probes (`_probing`).
+At the shutdown bound, `abandon` hands back what waits and what is being scored (the daemon answers it
+``shed``); a batch scored after that is dropped (it was answered)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from rtsearch.serve.batching import BatchPolicy, EngineTimeModel, MicroBatcher
 from rtsearch.serve.engine_process import EngineError, EngineGone, EngineProcess, Scorer, open_scorer, warm_up
 from rtsearch.serve.jobs import Jobs
 from rtsearch.serve.pending import Pending
-from rtsearch.serve.publish import Answer, unscored
+from rtsearch.serve.publish import Answer, scored_answers, unscored
 from rtsearch.serve.refits import Refitter
 from rtsearch.serve.runtime import collect_garbage, name_os_thread
 from rtsearch.serve.stats import Queue, Scored, Shed, Stat, Taken
@@ -47,6 +48,7 @@ log = logging.getLogger(__name__)
 SLOW_BATCH_S = float(os.environ.get("RTSEARCH_SLOW_BATCH_S", "0.5"))  # slower engine batches are logged
 WARM_UP_SIZES = (1, 7, 64, 512)  # batch sizes each worker scores before intake opens (and max_batch)
 FINISH_DEPTH = 2  # scored batches waiting for the results thread at most (then the engine threads wait)
+PROBE_AFTER_NS = 250_000_000  # an idle engine that scored nothing for this long scores what waits (`_probing`)
 
 Answers = Callable[[list[Answer]], None]
 Refusal = tuple[Jobs, str, str]  # spectra refused at enqueue, the shed metric's reason code, the answer's reason
@@ -85,6 +87,7 @@ class WorkerPool:
         self.cluster: ClusterScorer | None = None  # ``[serve] cluster``: remote workers score (rtsearch/cluster/)
         self.cluster_backend = cluster_backend or target.backend.name  # where the cluster (else the target) computes
         self._warmed = False  # an engine thread warmed up (with a cluster, the first one only)
+        self._scored_at = clock()  # when a batch last left an engine (`_probing`)
 
     # ---------------------------------------------------------------- the loop's side
 
@@ -264,7 +267,7 @@ class WorkerPool:
             log.exception("engine failed on a batch of %d spectra", len(jobs))
             why = str(e) if isinstance(e, EngineError) else f"{type(e).__name__}: {e}"
             if self._done(number, len(jobs), None):
-                self._unscored(jobs, f"engine error: {why}"[:300])
+                self.answer(unscored(jobs, ResultStatus.UNIDENTIFIED, f"engine error: {why}"[:300]))
             if isinstance(e, EngineGone):
                 raise
             return
@@ -297,10 +300,10 @@ class WorkerPool:
         """Answer one scored batch (a failure building its results answers it all the same)."""
         t2 = time.perf_counter()
         try:
-            answers = self._results(jobs, scored)
+            answers = scored_answers(jobs, scored)
         except Exception as e:  # a bug past scoring: the batch is still answered, the thread goes on
             log.exception("building the results of a batch of %d spectra failed", len(jobs))
-            self._unscored(jobs, f"internal error: {type(e).__name__}: {e}"[:300])
+            self.answer(unscored(jobs, ResultStatus.UNIDENTIFIED, f"internal error: {type(e).__name__}: {e}"[:300]))
             return
         t3 = time.perf_counter()
         self.answer(answers)
@@ -313,9 +316,18 @@ class WorkerPool:
         stages = {"score": t1 - t0, "lock": t2 - t1, "results": t3 - t2, "publish": t4 - t3, "gc": t5 - t4}
         self.record(Scored(t1 - t0, stages))
 
+    def _probing(self) -> bool:
+        """(Under the condition.) Whether the next batch goes to an idle engine whatever the model predicts: spectra
+        wait and no batch left an engine for `PROBE_AFTER_NS`. A model too pessimistic (a warm-up batch that
+        stalled) would otherwise give up every spectrum before an engine takes it and, scoring none, never learn
+        better: the daemon would shed everything for good (seen, bench/RESULTS.md)."""
+        return not self._busy and len(self.batcher) > 0 and self.clock() - self._scored_at > PROBE_AFTER_NS
+
     def _expire(self) -> bool:
         """(Under the condition.) Answer ``shed`` the waiting spectra that no batch could answer within their
-        budget any more (`MicroBatcher.lead_ns` before it ends); whether there were any."""
+        budget any more (`MicroBatcher.lead_ns` before it ends); whether there were any. Not while probing."""
+        if self._probing():
+            return False
         expired = self.batcher.expire(self.clock() + self.batcher.lead_ns())
         if not len(expired):
             return False
@@ -330,8 +342,7 @@ class WorkerPool:
         return True
 
     def _expiry_loop(self) -> None:
-        """The expiry thread: gives up waiting spectra in time while every engine thread is busy (they would
-        otherwise be given up only when one comes back, after their budget)."""
+        """The expiry thread: gives up waiting spectra in time while every engine thread is busy."""
         name_os_thread()
         while True:
             with self._cv:
@@ -339,7 +350,7 @@ class WorkerPool:
                     return
                 while self._expire():
                     pass
-                due = self._expiry_due = self.batcher.expire_at()
+                due = self._expiry_due = None if self._probing() else self.batcher.expire_at()
                 self._expiry_wake.clear()
             timeout = None if due is None else max(0.0, (due - self.clock()) / 1e9)
             self._expiry_wake.wait(timeout)
@@ -353,7 +364,7 @@ class WorkerPool:
                     return None
                 if self._expire():
                     continue
-                handles = self.batcher.take(workers_free=1, now=self._closing)
+                handles = self.batcher.take(workers_free=1, now=self._closing or self._probing())
                 if handles is not None:
                     jobs = self._pending.take(handles)
                     break
@@ -377,24 +388,9 @@ class WorkerPool:
         stats: list[Stat] = []
         with self._cv:
             self._in_flight -= 1
+            self._scored_at = self.clock()
             self._cv.notify()  # another worker may be waiting on the batcher
             stats.append(Queue(len(self.batcher), self._in_flight))
             mine = self._scoring.pop(number, None) is not None
         self.record(*stats)
         return mine
-
-    def _results(self, jobs: Jobs, scored: ScoredBatch) -> list[Answer]:
-        """The answers to a scored batch, run by run, each built under its run's lock."""
-        groups = jobs.by_run()
-        answers: list[Answer] = []
-        for state, rows in groups:
-            part = scored if len(groups) == 1 else scored.take(rows)
-            with state.lock:
-                results = state.live.add_scored(part)
-                state.threshold = state.live.fdr.threshold()
-            answers.append((state, results, jobs.stamps if len(groups) == 1 else jobs.stamps.take(rows)))
-        return answers
-
-    def _unscored(self, jobs: Jobs, reason: str) -> None:
-        """Answer ``jobs`` ``unidentified`` with ``reason`` (the engine failed on them)."""
-        self.answer(unscored(jobs, ResultStatus.UNIDENTIFIED, reason))

@@ -127,3 +127,51 @@ async def test_spectra_stuck_behind_a_long_batch_are_shed_before_their_budget_en
     stuck = [g for g in got if g[1] == "shed"]
     assert len(stuck) == 5 and {g[0] for g in stuck} == {"expiry"}
     assert all(ms < 200 for _, _, ms in stuck), stuck
+
+
+@pytest.mark.asyncio
+async def test_a_model_taught_by_a_stalled_warm_up_does_not_shed_everything_for_good(demo_index):
+    """A warm-up batch that stalled (seen on a busy machine) leaves a model predicting 1 s a batch, against a 100 ms
+    budget: every spectrum would be given up before an engine took it, none scored, the model never corrected (a
+    daemon that shed everything for as long as it ran: bench/RESULTS.md). An idle engine that scored nothing for
+    `PROBE_AFTER_NS` scores what waits; the model forgets the stall and later spectra are scored in time."""
+    target = SlowTarget(DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy")), 0.0)
+    spectra = list(read_spectra(bundled(RUN)))[:40]
+    got: list[tuple[str, float]] = []  # status, ms after receipt
+
+    def answer(answers) -> None:
+        now = time.monotonic_ns()
+        for _, results, stamps in answers:
+            for st, received in zip(results.messages(), stamps.received_mono.tolist(), strict=True):
+                got.append((st["status"], (now - received) / 1e6))
+
+    cfg = ServeConfig(max_batch=8, max_queue=1000, linger_ms=0.0, workers=1)
+    pool = WorkerPool(target, cfg, answer=answer, refitter=NoRefits(), record=lambda *a: None)
+    await pool.start()
+    pool.model.fixed_s, pool.model.per_item_s = 1.0, 0.0  # what the stalled warm-up taught it
+    pool.model._w = pool.model._x = pool.model._y = pool.model._xx = pool.model._xy = 0.0
+    for k, sp in enumerate(spectra):  # one every 20 ms, 100 ms budget each
+        state = RunState(LiveRun(f"stalled{k}", target))
+        pool.enqueue(_jobs(state, [sp], time.monotonic_ns(), budget_ns=100 * 10**6))
+        await asyncio.sleep(0.02)
+    while len(got) < len(spectra):
+        await asyncio.sleep(0.01)
+    pool.close()
+    assert await pool.join(10)
+    scored = [ms for status, ms in got if status != "shed"]
+    assert len(scored) >= len(spectra) // 2, got  # before the probe: none
+    assert pool.model.predict(1) < 0.5  # the stall forgotten
+    assert all(ms < 100 for status, ms in got[-10:]), got[-10:]  # and the last ones all in time
+
+
+def test_a_batch_far_faster_than_predicted_restarts_the_fit() -> None:
+    from rtsearch.serve.batching import EngineTimeModel
+
+    m = EngineTimeModel(fixed_s=0.01, per_item_s=2e-5)
+    for n in (1, 7, 64, 512):  # a warm-up stalled by 1 s at every size
+        m.observe(n, 1.0 + 1e-5 * n)
+    assert m.predict(1) > 0.9
+    m.observe(4, 0.002)  # one batch of 4 in 2 ms, under a third of the fixed cost: the fit restarts
+    assert m.predict(4) == pytest.approx(0.002, abs=1e-12)
+    m.observe(4, m.predict(4) * 0.5)  # half the fixed cost: fitted in, not restarted
+    assert 0.001 < m.predict(4) < 0.002
