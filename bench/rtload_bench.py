@@ -83,11 +83,14 @@ def daemon(code: Path, tmp: Path, phase: Any, args: argparse.Namespace, label: s
 def py_spy(pid: int, seconds: float, out: Path, mode: str = "gil") -> subprocess.Popen[bytes]:
     """``py-spy record`` of the daemon and its child processes for ``seconds`` from now (begun 1 s into the phase),
     as collapsed stacks in ``out``: ``mode`` "gil" samples only the thread holding each process's GIL, "idle"
-    every thread, waiting or not (where a thread waits, for the GIL among others)."""
+    every thread, waiting or not (where a thread waits, for the GIL among others), "native" that with C frames."""
     places = [Path(sys.executable).parent, *(Path(d) / "bin" for d in sys.path)]  # a venv's, or pip --target's
     found = [d / "py-spy" for d in places if (d / "py-spy").exists()]
-    cmd = [str(found[0]) if found else "py-spy", "record", "--gil" if mode == "gil" else "--idle",
-           "--subprocesses", "--threads", "--format", "raw", "--rate", "200", "-d", str(max(1, int(seconds) - 2)),
+    # with C frames py-spy falls behind at 200 samples a second over every process: the daemon's own, 50 a second
+    how = {"gil": ["--gil", "--subprocesses"], "idle": ["--idle", "--subprocesses"], "native": ["--idle", "--native"]}
+    rate = "50" if mode == "native" else "200"
+    cmd = [str(found[0]) if found else "py-spy", "record", *how[mode],
+           "--threads", "--format", "raw", "--rate", rate, "-d", str(max(1, int(seconds) - 2)),
            "-o", str(out), "-p", str(pid)]
     return subprocess.Popen(["sh", "-c", f"sleep 1; exec {' '.join(cmd)}"])
 
@@ -116,8 +119,8 @@ def main() -> int:
                    help="the checkout whose daemon is measured (default this one); several: one after the other")
     p.add_argument("--py-spy", default="", metavar="RATES",
                    help="record the daemon with py-spy (--gil) during the phases at these rates (comma-separated)")
-    p.add_argument("--py-spy-mode", choices=("gil", "idle"), default="gil",
-                   help="gil: only the threads holding a GIL; idle: every thread, where it waits too")
+    p.add_argument("--py-spy-mode", choices=("gil", "idle", "native"), default="gil",
+                   help="gil: threads holding a GIL; idle: every thread, waiting too; native: C frames too")
     p.add_argument("--out", type=Path, default=Path("."), help="where the py-spy recordings go")
     p.add_argument("--json", type=Path)
     args = p.parse_args()

@@ -42,7 +42,7 @@ def main() -> int:
             continue
         parts = stack.split(";")
         at = next((i for i, x in enumerate(parts) if x.startswith("thread (")), None)
-        if at is None or at == 0 or args.process not in ";".join(parts[:at]):
+        if at is None or args.process not in ";".join(parts[:at]):  # (one process, no --subprocesses: no prefix)
             continue
         procs = re.findall(r"process (\d+):", ";".join(parts[:at]))  # --subprocesses nests them: the innermost
         proc = f"process {procs[-1] if procs else '?'}"

@@ -109,6 +109,7 @@ class RunningFdr:
         self._decoys_below: np.ndarray | None = None  # decoys among elements [0, i) of _score
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []  # added since, not yet merged
         self._n_pending = 0
+        self._threshold: tuple[float, float, np.ndarray | None] = (-1.0, float("nan"), None)  # level, score, of _q
 
     def __len__(self) -> int:
         return int(self._score.shape[0]) + self._n_pending
@@ -144,12 +145,17 @@ class RunningFdr:
         return out
 
     def threshold(self, level: float = 0.01) -> float:
-        """Lowest score with q-value <= ``level`` on the last computed curve (NaN: none yet)."""
+        """Lowest score with q-value <= ``level`` on the last computed curve (NaN: none yet). Kept until the curve
+        changes: the daemon asks after every batch, and a pass over the run each time is what a stale curve saves."""
         if self._q is None:
             return float("nan")
+        if self._threshold[0] == level and self._threshold[2] is self._q:
+            return self._threshold[1]
         ok = self._q <= level  # q falls as the score rises: the first True is the threshold
         i = int(np.argmax(ok))
-        return float(self._score[i]) if ok[i] else float("nan")
+        found = float(self._score[i]) if ok[i] else float("nan")
+        self._threshold = (level, found, self._q)
+        return found
 
     def _merge(self, s: np.ndarray, d: np.ndarray) -> np.ndarray:
         """Insert PSMs into the sorted arrays; the order that sorts ``s`` (with ``d``)."""

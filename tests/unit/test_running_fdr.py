@@ -194,3 +194,20 @@ def test_threshold_is_the_lowest_score_at_the_level() -> None:
     only_decoys = RunningFdr()
     only_decoys.add(np.array([3.0]), np.array([D]))
     assert np.isnan(only_decoys.threshold(0.01))
+
+
+def test_threshold_follows_the_curve_as_it_is_recomputed() -> None:
+    """The threshold is kept between batches read off a stale curve and follows each recomputed one: always the
+    lowest score whose q on the curve last computed is <= the level (seeded)."""
+    rng = np.random.default_rng(7)
+    rf = RunningFdr(refresh=0.05)
+    for _ in range(60):
+        n = int(rng.integers(1, 40))
+        decoy = rng.random(n) < 0.3
+        rf.add(rng.normal(0, 1, n) + np.where(decoy, 0.0, 2.0), decoy)
+        for level in (0.01, 0.05):
+            assert rf._q is not None
+            ok = rf._q <= level
+            want = float(rf._score[int(np.argmax(ok))]) if ok.any() else float("nan")
+            got = rf.threshold(level)
+            assert got == want or (np.isnan(got) and np.isnan(want))
