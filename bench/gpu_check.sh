@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call (see bench/RESULTS.md):
-#   bash bench/gpu_check.sh [parity] [probe] [bench] [library] [stream] [soak] [rtload] [latency] [bulk] [wall] [reader] [peers] [topdown] [signal] [elution] [cluster] | all   (all = parity bench library stream)
+#   bash bench/gpu_check.sh [parity] [kernels] [probe] [bench] [library] [stream] [soak] [rtload] [latency] [bulk] [wall] [reader] [peers] [topdown] [signal] [elution] [cluster] | all   (all = parity bench library stream)
 # rtload: bench/rtload_bench.py with RTLOAD_ARGS (the shared client and echo floor copied to .gpudata/tools)
 # latency: bench/latency_probe.py with LATENCY_ARGS (a lone spectrum's latency, stage by stage)
 # bulk: bench/bulk_bench.py with BULK_ARGS (rtsearch-sim replay --rate max against the offline engine)
@@ -37,6 +37,14 @@ if [[ $modes == *" parity "* ]]; then
   python3 -m pytest -m gpu tests/gpu -q -s -p no:cacheprovider 2>&1 | tee "$out/pytest_gpu.log"
   rc=${PIPESTATUS[0]}
   wait
+fi
+if [[ $modes == *" kernels "* ]]; then  # the precompiled kernels rtsearch seeds CuPy's cache with (kernel_cache.py)
+  kc=$(mktemp -d)
+  CUPY_CACHE_DIR=$kc python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_index_build.py \
+    tests/gpu/test_parity.py tests/gpu/test_streaming.py tests/gpu/test_preprocess_kernel.py tests/gpu/test_upload.py \
+    tests/gpu/test_library_parity.py tests/gpu/test_topdown_parity.py tests/gpu/test_signal_parity.py 2>&1 \
+    | tee "$out/pytest_kernels.log"
+  python3 bench/kernel_archive.py "$kc" "$out" || rc=1
 fi
 if [[ $modes == *" probe "* ]]; then
   python3 bench/engine_probe.py --data "$RTSEARCH_DATA" --index-cache .benchcache/idx20k ${PROBE_ARGS:-} 2>&1 | tee "$out/engine_probe.log"

@@ -4,7 +4,7 @@ Builds the bench FASTA with entrapment (`bench/search_bench.py`'s, seeded), then
 
 1. **cold**: ``rtsearch index build --fasta F --out DIR`` as a new process, CuPy's kernel cache
    (``CUPY_CACHE_DIR``) an empty folder — the first build on a machine;
-2. **warm**: the same command again with that cache;
+2. **warm**: the same command again with that cache (with ``--baseline DIR``, that checkout's cold and warm too);
 3. **in process**: ``build_index`` called ``--repeat`` times in this process (its manifest's
    ``stage_seconds``), the last one under cProfile with the database functions' cumulative times.
 
@@ -69,6 +69,7 @@ def main() -> int:
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--proteins", type=int, default=20_000)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--baseline", type=Path, help="another checkout: its cold and warm builds too (own kernel cache)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     from rtsearch.config import DatabaseConfig
@@ -84,10 +85,12 @@ def main() -> int:
         tmp = Path(tmp_s)
         fasta = tmp / "bench.fasta"
         res["proteins"] = entrapment_fasta(args.data, args.proteins, fasta)
-        env = {**code_env(), "CUPY_CACHE_DIR": str(tmp / "cupy-cache")}
-        for run in ("cold", "warm"):
-            res[run] = cli_build(fasta, tmp / f"idx-{run}", env)
-            print(f"{run}:", json.dumps(res[run]), flush=True)
+        codes = [("", ROOT), *([("baseline ", args.baseline.resolve())] if args.baseline else [])]
+        for name, code in codes:  # each its own empty kernel cache: cold, then warm
+            env = {**code_env(code), "CUPY_CACHE_DIR": str(tmp / f"cupy-cache-{name.strip() or 'this'}")}
+            for run in ("cold", "warm"):
+                res[name + run] = cli_build(fasta, tmp / f"idx-{name.strip() or 'this'}-{run}", env)
+                print(f"{name}{run}:", json.dumps(res[name + run]), flush=True)
         res["in_process"] = []
         for _ in range(args.repeat):
             t0 = time.perf_counter()

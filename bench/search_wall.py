@@ -56,8 +56,10 @@ def main() -> int:
         print("cold:", json.dumps(res["cold"]), flush=True)
         res["warm"] = offline(folder, mgf, tmp, env)
         print("warm:", json.dumps(res["warm"]), flush=True)
-        if args.baseline:  # before/after a change, the same machine and call, warm, alternately
-            base_env = {**code_env(args.baseline.resolve()), "CUPY_CACHE_DIR": env["CUPY_CACHE_DIR"]}
+        if args.baseline:  # before/after a change, the same machine and call: cold (its own cache), warm alternately
+            base_env = {**code_env(args.baseline.resolve()), "CUPY_CACHE_DIR": str(tmp / "cupy-cache-baseline")}
+            res["baseline_cold"] = offline(folder, mgf, tmp, base_env)
+            print("baseline cold:", json.dumps(res["baseline_cold"]), flush=True)
             for r in range(args.repeat):
                 for name, e in (("baseline", base_env), ("this", env)):
                     res[f"{name}_warm_{r}"] = offline(folder, mgf, tmp, e)

@@ -26,6 +26,7 @@ import numpy as np
 
 from rtsearch.config import BackendChoice, BackendName, choices
 from rtsearch.errors import BackendError
+from rtsearch.scoring.kernel_cache import seed_for
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +140,7 @@ def get_backend(name: BackendChoice = "auto") -> Backend:
     if name in ("auto", "cupy"):
         cp = _cupy()
         if cp is not None:
+            seed_for(cp)  # precompiled kernels into CuPy's cache, before anything compiles
             props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
             dev = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
             return Backend("cupy", cp, dev)
