@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rtsearch.database.arrays import MIN_ROWS_PER_THREAD, in_threads, row_chunks, take
+from rtsearch.database.arrays import in_threads, row_chunks, take
 from rtsearch.database.mods import CODE, ModSet
 from rtsearch.types import H2O
 
@@ -144,43 +144,31 @@ def enumerate_forms(bases: Bases, mods: ModSet, max_mods: int, residue_mass: np.
     starts = np.zeros(len(bases) + 1, dtype=np.int64)
     np.cumsum(counts, out=starts[1:])
     counts = np.minimum(counts, MAX_SITES)
-
-    def forms_of(n: int, group: np.ndarray) -> Callable[[], tuple[np.ndarray, ...]]:
-        """The forms of the bases ``group``, each with ``n`` sites (one task: rows of a group split over threads
-        give, concatenated in order, what the group gives at once)."""
-
-        def run() -> tuple[np.ndarray, ...]:
-            table = _subsets(n, k)  # [S, k]
-            chosen = starts[group][:, None, None] + table[None, :, :]  # [g, S, k]
-            valid = table[None, :, :] >= 0
-            idx = np.where(valid, chosen, 0)
-            if s_pos.shape[0]:
-                pos = np.where(valid, s_pos[idx], -1)
-                mid = np.where(valid, s_mid[idx], 0)
-                slot = np.where(valid, s_slot[idx], -1)
-            else:
-                pos = np.full(idx.shape, -1, dtype=np.int64)
-                mid = np.zeros(idx.shape, dtype=np.int64)
-                slot = pos
-            ok = np.ones(chosen.shape[:2], dtype=bool)
-            for a in range(k):
-                for b in range(a + 1, k):
-                    ok &= ~((slot[..., a] == slot[..., b]) & (slot[..., a] >= 0))
-            mass = base_mass[group][:, None] + np.where(valid, deltas[mid], 0.0).sum(axis=2)
-            g_idx, s_idx = np.nonzero(ok)
-            return (group[g_idx].astype(np.uint32), pos[g_idx, s_idx].astype(np.int16),
-                    mid[g_idx, s_idx].astype(np.uint8), mass[g_idx, s_idx])  # fmt: skip
-
-        return run
-
-    tasks: list[Callable[[], tuple[np.ndarray, ...]]] = []
-    for n in np.unique(counts).tolist():
+    out_base, out_pos, out_mid, out_mass = [], [], [], []
+    for n in np.unique(counts):
         group = np.flatnonzero(counts == n)
-        # rows weighted by their subsets: a group of many sites splits sooner
-        rows = max(1, MIN_ROWS_PER_THREAD // max(1, len(_subsets(n, k))))
-        tasks.extend(forms_of(n, group[lo : lo + rows]) for lo in range(0, len(group), rows))
-    parts = in_threads(tasks)
-    out_base, out_pos, out_mid, out_mass = ([p[i] for p in parts] for i in range(4))
+        table = _subsets(int(n), k)  # [S, k]
+        chosen = starts[group][:, None, None] + table[None, :, :]  # [g, S, k]
+        valid = table[None, :, :] >= 0
+        idx = np.where(valid, chosen, 0)
+        if s_pos.shape[0]:
+            pos = np.where(valid, s_pos[idx], -1)
+            mid = np.where(valid, s_mid[idx], 0)
+            slot = np.where(valid, s_slot[idx], -1)
+        else:
+            pos = np.full(idx.shape, -1, dtype=np.int64)
+            mid = np.zeros(idx.shape, dtype=np.int64)
+            slot = pos
+        ok = np.ones(chosen.shape[:2], dtype=bool)
+        for a in range(k):
+            for b in range(a + 1, k):
+                ok &= ~((slot[..., a] == slot[..., b]) & (slot[..., a] >= 0))
+        mass = base_mass[group][:, None] + np.where(valid, deltas[mid], 0.0).sum(axis=2)
+        g_idx, s_idx = np.nonzero(ok)
+        out_base.append(group[g_idx].astype(np.uint32))
+        out_pos.append(pos[g_idx, s_idx].astype(np.int16))
+        out_mid.append(mid[g_idx, s_idx].astype(np.uint8))
+        out_mass.append(mass[g_idx, s_idx])
     if not out_base:
         return Forms(np.zeros(0, np.uint32), np.zeros((0, k), np.int16), np.zeros((0, k), np.uint8), np.zeros(0))
     return Forms(

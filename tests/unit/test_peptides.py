@@ -257,20 +257,3 @@ def test_fixed_protein_n_term_mod_is_refused() -> None:
         (0, round(pymass.fast_mass("MAEKPLR"), 4)), (0, round(pymass.fast_mass("MAEKPLR") + ACETYL, 4)),
         (1, round(pymass.fast_mass("GHIKWWR"), 4)),
     ])  # the internal peptide gets no acetyl form
-
-
-def test_forms_split_over_threads_are_the_forms_of_one_pass(monkeypatch) -> None:
-    """Each site-count group is split into row chunks scored in threads; concatenated in order they are the same
-    arrays, byte for byte, as the group in one piece (here every base its own chunk)."""
-    from rtsearch.database import peptides
-
-    seqs = ["PEPTMIDEK", "MMSTYK", "ACDEFGHIK", "MSMSMSK", "STYR", "NQMK", "GGGGK"] * 5
-    whole, mods = _forms(seqs, ("Carbamidomethyl@C",), ("Oxidation@M", "Phospho@STY", "Acetyl@Protein N-term"),
-                         3, n_term=[True, False, True, False, True, False, True] * 5)  # fmt: skip
-    monkeypatch.setattr(peptides, "MIN_ROWS_PER_THREAD", 1)
-    split, _ = _forms(seqs, ("Carbamidomethyl@C",), ("Oxidation@M", "Phospho@STY", "Acetyl@Protein N-term"),
-                      3, n_term=[True, False, True, False, True, False, True] * 5)  # fmt: skip
-    assert len(whole) > 3 * len(seqs)
-    for name in ("base", "mod_pos", "mod_id", "mass"):
-        a, b = getattr(whole, name), getattr(split, name)
-        assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), name
