@@ -13,7 +13,8 @@ A journal is a sequence of records: ``RTJ1``, the payload's length (u32, little-
 payload. The first payload is a JSON object (format, version, run, the target's kind, features
 and entries); each later one a batch: its header's length (u32), its JSON header (row count,
 reasons) and the batch's columns as raw little-endian arrays (`_COLUMNS`, the features, the
-answers' status codes of `rtsearch.matches.STATUSES`). A record cut short (a write that did not
+answers' status codes of `rtsearch.matches.STATUSES`; a batch without any match, ``"unmatched"`` in its
+header, only the first three columns and the codes). A record cut short (a write that did not
 finish) ends the journal.
 """
 
@@ -56,9 +57,24 @@ def _record(payload: bytes) -> bytes:
     return _MAGIC + _LEN.pack(len(payload)) + payload
 
 
+def _unmatched(batch: ScoredBatch) -> bool:
+    """Whether no spectrum of ``batch`` has a match (shed, invalid, an engine error): its matches are
+    `BestMatches.none`'s, written as nothing (at overload most rows are shed: 25 bytes a row instead of 265)."""
+    b = batch.best
+    return not batch.lower and bool((b.match < 0).all() and not b.charge.any() and not b.matched_peaks.any()
+                                    and np.isnan(b.calc_mz).all() and np.isnan(b.ppm_error).all()
+                                    and np.isnan(b.features).all())  # fmt: skip
+
+
 def _batch_payload(batch: ScoredBatch, status: np.ndarray) -> bytes:
+    unmatched = _unmatched(batch)
     head = orjson.dumps({"n": len(batch), "reasons": batch.reason if any(batch.reason) else None,
-                         "ids": batch.native_id or None, "lower": len(batch.lower)})  # fmt: skip
+                         "ids": batch.native_id or None, "lower": len(batch.lower),
+                         **({"unmatched": True} if unmatched else {})})  # fmt: skip
+    if unmatched:
+        cols = [batch.scan, batch.precursor_mz, batch.rt]
+        arrays = [np.ascontiguousarray(a, dtype=dt).tobytes() for a, (_, dt) in zip(cols, _COLUMNS[:3], strict=True)]
+        return b"".join([_LEN.pack(len(head)), head, *arrays, np.ascontiguousarray(status, np.uint8).tobytes()])
     b = batch.best
     cols = [batch.scan, batch.precursor_mz, batch.rt, b.match, b.charge, b.calc_mz, b.ppm_error, b.matched_peaks]
     arrays = [np.ascontiguousarray(a, dtype=dt).tobytes() for a, (_, dt) in zip(cols, _COLUMNS, strict=True)]
@@ -182,14 +198,19 @@ def read_journal(path: Path) -> tuple[dict[str, Any], list[ScoredBatch], list[li
         meta = json.loads(payload[4 : 4 + hlen])
         n, at = meta["n"], 4 + hlen
         cols = {}
-        for name, dt in _COLUMNS:
+        unmatched = meta.get("unmatched", False)  # no match in the batch: its matches are not written
+        for name, dt in _COLUMNS[:3] if unmatched else _COLUMNS:
             cols[name] = np.frombuffer(payload, dtype=dt, count=n, offset=at)
             at += 8 * n
-        feats = np.frombuffer(payload, dtype="<f8", count=n * n_features, offset=at).reshape(n, n_features)
-        codes = np.frombuffer(payload, dtype=np.uint8, count=n, offset=at + 8 * n * n_features)
-        at += 8 * n * n_features + n
-        best = BestMatches(cols["match"], cols["charge"], cols["calc_mz"], cols["ppm_error"], cols["matched_peaks"],
-                           feats)  # fmt: skip
+        if unmatched:
+            best = BestMatches.none(n, n_features)
+        else:
+            feats = np.frombuffer(payload, dtype="<f8", count=n * n_features, offset=at).reshape(n, n_features)
+            at += 8 * n * n_features
+            best = BestMatches(cols["match"], cols["charge"], cols["calc_mz"], cols["ppm_error"],
+                               cols["matched_peaks"], feats)  # fmt: skip
+        codes = np.frombuffer(payload, dtype=np.uint8, count=n, offset=at)
+        at += n
         lower = []
         for _ in range(meta.get("lower", 0)):
             rank = {}
