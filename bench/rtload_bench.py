@@ -75,8 +75,7 @@ def daemon(code: Path, tmp: Path, phase: Any, args: argparse.Namespace, label: s
             tight = ["--budget-ms", str(args.overload_budget_ms)] if args.overload_budget_ms else budget
             phase(f"overload {name}", str(args.overload), args.overload_seconds, *tight, ep=ep, port=port)
             phase(f"after {name}", "200", 5.0, *budget, ep=ep, port=port)
-    if served.proc.poll() is not None:
-        time.sleep(0.5)  # its last lines read
+    time.sleep(0.5)  # the stopped daemon's last lines read by `Served`'s reader thread
     (args.out / f"serve-{code.name}{label}.log").write_text("".join(served.log))
 
 
@@ -118,7 +117,7 @@ def main() -> int:
     p.add_argument("--code", type=Path, action="append",
                    help="the checkout whose daemon is measured (default this one); several: one after the other")
     p.add_argument("--py-spy", default="", metavar="RATES",
-                   help="record the daemon with py-spy (--gil) during the phases at these rates (comma-separated)")
+                   help="record the daemon with py-spy during the phases at these rates (comma-separated)")
     p.add_argument("--py-spy-mode", choices=("gil", "idle", "native"), default="gil",
                    help="gil: threads holding a GIL; idle: every thread, waiting too; native: C frames too")
     p.add_argument("--out", type=Path, default=Path("."), help="where the py-spy recordings go")

@@ -22,6 +22,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
+_seeded: set[tuple[Path, str]] = set()  # (cache, tag) seeded by this process: each backend start asks again
 
 
 def archive_tag(arch: str, cupy_version: str) -> str:
@@ -65,7 +66,11 @@ def seed_for(cp: object) -> int:
     except Exception as e:  # a CuPy without these: compile as before
         log.debug("kernel cache not seeded: %s", e)
         return 0
-    n = seed(cache, archive_tag(str(arch), str(version)))
+    tag = archive_tag(str(arch), str(version))
+    if (cache, tag) in _seeded:
+        return 0
+    _seeded.add((cache, tag))
+    n = seed(cache, tag)
     if n:
         log.info("%d precompiled kernels copied into CuPy's kernel cache %s", n, cache)
     return n

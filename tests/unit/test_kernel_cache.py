@@ -53,3 +53,14 @@ def test_seed_for_reads_the_machine_from_cupy(tmp_path: Path, monkeypatch) -> No
     assert seed_for(fake) > 50 and any((tmp_path / "env-cache").iterdir())
     other = SimpleNamespace(__version__="13.6.0", cuda=fake.cuda)
     assert seed_for(other) == 0
+
+
+def test_seed_for_seeds_once_a_process(tmp_path: Path, monkeypatch) -> None:
+    """Every backend start asks; the archive is read once a process and cache."""
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path / "once"))
+    fake = SimpleNamespace(__version__="14.2.0", cuda=SimpleNamespace(Device=lambda: SimpleNamespace(
+        compute_capability="90"), compiler=SimpleNamespace()))  # fmt: skip
+    assert seed_for(fake) > 50
+    for f in (tmp_path / "once").iterdir():
+        f.unlink()
+    assert seed_for(fake) == 0 and not any((tmp_path / "once").iterdir())  # not read again
