@@ -32,8 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "simulators"))
 
+from bench.rtload_bench import py_spy  # noqa: E402
 from bench.search_bench import time_engine  # noqa: E402
-from bench.serving import Served, code_env, daemon_metrics, index_and_record  # noqa: E402
+from bench.serving import Served, code_env, cpu_by_thread, daemon_metrics, index_and_record  # noqa: E402
 from bench.stream_bench import RUNS  # noqa: E402
 from rtsearch.config import SearchConfig  # noqa: E402
 from rtsearch.io.spectra import read_spectra  # noqa: E402
@@ -116,10 +117,13 @@ def psms_at(results: Path, fdr: float) -> tuple[int, int]:
 
 
 def bulk(index: Path, mgf: Path, tmp: Path, env: dict[str, str], batches: list[int], serve_args: list[str],
-         window: int) -> list[dict[str, Any]]:  # fmt: skip
+         window: int, spy: tuple[Path, float] | None = None, code: Path = ROOT) -> list[dict[str, Any]]:  # fmt: skip
+    """One daemon (of the checkout ``code``), one replay a batch size (this checkout's simulator); ``spy``:
+    (folder, seconds) — the daemon recorded by py-spy (GIL holders) from the replay's start for that long (it
+    reads the MGF first: give it the reading too)."""
     out: list[dict[str, Any]] = []
     try:
-        served = Served(index, tmp / "res", serve_args, tmp).__enter__()
+        served = Served(index, tmp / f"res-{code.name}", serve_args, tmp, code=code).__enter__()
     except RuntimeError as e:
         print(f"rtsearch serve {' '.join(serve_args)}: {e}", file=sys.stderr)
         return out
@@ -127,18 +131,26 @@ def bulk(index: Path, mgf: Path, tmp: Path, env: dict[str, str], batches: list[i
         for batch in batches:
             report = tmp / f"bulk{batch}.json"
             t0 = time.perf_counter()
+            cpu0 = cpu_by_thread(served.proc.pid)
+            label = "-".join([code.name, *(a.strip("-").replace("=", "") for a in serve_args)])
+            rec = py_spy(served.proc.pid, spy[1], spy[0] / f"py-spy-bulk-{label}-{batch}.txt") if spy else None
             proc = subprocess.run(
                 [sys.executable, "-m", "rtsearch_sim.cli", "replay", str(mgf), "--mode", "push", "--endpoint",
                  served.spectra, "--rate", "max", "--batch", str(batch), "--window", str(window), "--collect",
                  served.results, "--json", str(report)], capture_output=True, text=True, env=env, cwd=tmp,
             )  # fmt: skip
-            line: dict[str, Any] = {"batch": batch, "window": window, "serve_args": serve_args, "rc": proc.returncode,
+            line: dict[str, Any] = {"code": code.name, "batch": batch, "window": window, "serve_args": serve_args,
+                                    "rc": proc.returncode,
                                     "wall_seconds_with_reading": round(time.perf_counter() - t0, 2)}  # fmt: skip
             if report.is_file():
                 line.update(json.loads(report.read_text()))
             else:
                 line["stderr_tail"] = proc.stderr[-1500:]
             line["daemon_metrics"] = daemon_metrics(served.port)
+            cpu1 = cpu_by_thread(served.proc.pid)
+            line["cpu_s"] = {k: round(v - cpu0.get(k, 0.0), 2) for k, v in cpu1.items() if v - cpu0.get(k, 0.0) >= 0.01}
+            if rec is not None:
+                rec.wait()
             print(json.dumps(line), flush=True)
             out.append(line)
     return out
@@ -154,7 +166,14 @@ def main() -> int:
     p.add_argument("--window", type=int, default=16_384, help="spectra in flight (rtsearch-sim --window)")
     p.add_argument("--engine-batches", default="1024,4096")
     p.add_argument("--serve-args", action="append", default=None,
-                   help="extra rtsearch serve arguments; repeated: one daemon after the other")
+                   help="extra rtsearch serve arguments (spaces or commas between them); repeated: one daemon "
+                        "after the other")
+    p.add_argument("--py-spy", type=float, default=0.0, metavar="SECONDS",
+                   help="record each replay's daemon with py-spy (GIL holders) for this long, into --out")
+    p.add_argument("--out", type=Path, default=Path("."), help="where the py-spy recordings go")
+    p.add_argument("--code", type=Path, action="append",
+                   help="the checkout whose daemon is measured (default this one); several: one after the other, "
+                        "each with every --serve-args")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     backend, res, index = index_and_record(args.data, args.proteins, args.index_cache)
@@ -175,15 +194,16 @@ def main() -> int:
         res["mgf_bytes"] = mgf.stat().st_size
         res["offline"] = offline(args.index_cache.resolve(), mgf, tmp, env)
         print("offline rtsearch search:", json.dumps(res["offline"]), flush=True)
-        res["bulk"] = [line for extra in args.serve_args or [""] for line in
+        res["bulk"] = [line for code in args.code or [ROOT] for extra in args.serve_args or [""] for line in
                        bulk(args.index_cache.resolve(), mgf, tmp, env, [int(b) for b in args.batches.split(",")],
-                            extra.split(), args.window)]  # fmt: skip
+                            extra.replace(",", " ").split(), args.window,
+                            (args.out, args.py_spy) if args.py_spy else None, code.resolve())]  # fmt: skip
     best_engine = max(v for k, v in res.items() if k.startswith("engine_batch"))
     for line in res["bulk"]:
         rate = line.get("throughput", 0.0)
         line["over_engine"] = round(rate / best_engine, 3)
         line["over_offline_search"] = round(rate / max(res["offline"]["spectra_per_second"], 1e-9), 3)
-        label = " ".join(line["serve_args"]) or "defaults"
+        label = " ".join([line["code"], *line["serve_args"]])
         print(f"bulk {label}, batch {line['batch']}: {rate:,.0f} answered/s, lost {line.get('lost')}, "
               f"{line.get('by_status')}; {line['over_engine']}x the engine alone, "
               f"{line['over_offline_search']}x rtsearch search", flush=True)

@@ -7,7 +7,6 @@ copies them whole.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -87,56 +86,83 @@ class PeptideIndex:
         return pre + "".join(parts) + post
 
     def proformas(self, ids: np.ndarray) -> list[str]:
-        """`proforma` of each peptide of ``ids`` (all >= 0), as one vectorized lookup.
+        """`proforma` of each peptide of ``ids`` (all >= 0), the whole batch in a few array operations.
 
-        Every residue code of the batch is gathered and decoded once; unmodified forms (most)
-        are their codes run through one `str.translate` (code -> residue with its fixed
-        modification), modified ones are translated in stretches between their modifications
-        (`proforma`'s rules). The daemon calls this for every scored spectrum.
+        The daemon's engine names every scored spectrum's match, so this is on the scoring path (~2 µs a
+        peptide one by one). Every residue code of the batch is gathered once; a residue carrying a variable
+        modification gets a code of its own (`_residue_mod_tokens`); the codes, as one string, go through one
+        `str.translate` (code -> residue with its fixed and variable modifications) and the result is cut at
+        each peptide's bounds, worked out from the tokens' lengths. Peptides the codes cannot write (a
+        terminal modification, two on one residue, fixed terminal labels) are written by `proforma`.
         """
         ids = np.asarray(ids, dtype=np.int64)
         if not len(ids):
             return []
         _, n_fixed, c_fixed = self._tokens()
-        table, plain_ok = self._translate()
-        labels, where = self._variable_labels()
-        tags = [f"[{lab}]" for lab in labels]
+        table, lengths, single = self._residue_mod_tokens()
+        _, where = self._variable_labels()
         base = self.forms.base[ids]
         codes, bounds = _gather(self.bases.residues, self.bases.offsets[base], self.bases.offsets[base + 1])
-        text = codes.tobytes().decode("latin-1")
+        codes = codes.astype(np.uint32)
+        starts = np.asarray(bounds[:-1], dtype=np.int64)
         mod_pos = np.asarray(self.forms.mod_pos[ids])
-        modified = (mod_pos >= 0).any(axis=1)
-        rows = np.asarray(modified if plain_ok else np.ones(len(ids), dtype=bool), dtype=bool)
-        pos_rows, id_rows = iter(mod_pos[rows].tolist()), iter(np.asarray(self.forms.mod_id[ids[rows]]).tolist())
-        out = []
-        slow: list[bool] = rows.tolist()
-        for a, b, m in zip(bounds[:-1], bounds[1:], slow, strict=True):
-            seq = text[a:b]
-            if not m:
-                out.append(seq.translate(table))
-                continue
-            # residue modifications go right after their residue: translate the stretches between them
-            mods = [(pos, mid) for pos, mid in zip(next(pos_rows), next(id_rows), strict=True) if pos >= 0]
-            if len(mods) > 1:
-                mods.sort(key=_first)
-            n_term, c_term, pieces, prev = list(n_fixed), list(c_fixed), [], 0
-            for pos, mid in mods:
-                if where[mid] == 1:
-                    n_term.append(labels[mid])
-                elif where[mid] == 2:
-                    c_term.append(labels[mid])
-                else:
-                    pieces.append(seq[prev : pos + 1].translate(table))
-                    pieces.append(tags[mid])
-                    prev = pos + 1
-            pieces.append(seq[prev:].translate(table))
-            if n_term or c_term:
-                pre = "".join(f"[{lab}]" for lab in n_term) + ("-" if n_term else "")
-                post = ("-" if c_term else "") + "".join(f"[{lab}]" for lab in c_term)
-                out.append(pre + "".join(pieces) + post)
-            else:
-                out.append("".join(pieces))
+        row, slot = np.nonzero(mod_pos >= 0)
+        mid = np.asarray(self.forms.mod_id[ids])[row, slot].astype(np.int64)
+        at = starts[row] + mod_pos[row, slot]
+        slow = np.zeros(len(ids), dtype=bool)
+        if n_fixed or c_fixed:
+            slow[:] = True
+        slow[row[np.asarray(where, dtype=np.int64)[mid] != 0]] = True  # a terminal modification
+        _, first = np.unique(at, return_index=True)
+        if len(first) < len(at):  # two modifications on one residue
+            again = np.ones(len(at), dtype=bool)
+            again[first] = False
+            slow[row[again]] = True
+        residue = np.asarray(where, dtype=np.int64)[mid] == 0
+        codes[at[residue]] = _MOD_CODE * (mid[residue] + 1) + codes[at[residue]]
+        ends = np.zeros(len(codes) + 1, dtype=np.int64)
+        np.cumsum(lengths[codes], out=ends[1:])
+        long = lengths[codes] != 1
+        kinds = np.unique(codes[long])
+        if single is not None and len(kinds) <= 128:  # ASCII tokens (the usual): no Python a character
+            # one character a code, a placeholder (0x80 + k) for each longer token, replaced as a whole
+            chars = single[codes]
+            chars[long] = 0x80 + np.searchsorted(kinds, codes[long])
+            text = chars.tobytes().decode("latin-1")
+            for k, code in enumerate(kinds.tolist()):
+                text = text.replace(chr(0x80 + k), table[code])
+        else:
+            text = codes.astype("<u4").tobytes().decode("utf-32-le").translate(table)
+        cut = ends[bounds].tolist()
+        out = [text[a:b] for a, b in zip(cut[:-1], cut[1:], strict=True)]
+        for r in np.flatnonzero(slow).tolist():
+            out[r] = self.proforma(int(ids[r]))
         return out
+
+    def _residue_mod_tokens(self) -> tuple[dict[int, str], np.ndarray, np.ndarray | None]:
+        """The tokens of `proformas`' codes: residue code c -> its token (with its fixed modification), code
+        ``_MOD_CODE * (m + 1) + c`` -> that token and variable modification m's tag. A `str.translate` table,
+        each code's token length, and (every token ASCII) each one-character token's byte (``None``: some
+        token is not ASCII)."""
+        cached = self.__dict__.get("_residue_mod_cache")
+        if cached is None:
+            tokens, _, _ = self._tokens()
+            labels, _ = self._variable_labels()
+            table: dict[int, str] = {}
+            for m, tag in enumerate(["", *(f"[{lab}]" for lab in labels)]):
+                for c, tok in enumerate(tokens):
+                    if c:
+                        table[_MOD_CODE * m + c] = tok + tag
+            size = _MOD_CODE * (len(labels) + 1)
+            lengths = np.zeros(size, dtype=np.int64)
+            single = np.zeros(size, dtype=np.uint8)
+            for code, tok in table.items():
+                lengths[code] = len(tok)
+                if len(tok) == 1:
+                    single[code] = ord(tok) if tok.isascii() else 0
+            ascii_only = all(tok.isascii() for tok in table.values())
+            cached = self.__dict__["_residue_mod_cache"] = (table, lengths, single if ascii_only else None)
+        return cached
 
     def accessions(self, ids: np.ndarray) -> list[list[str]]:
         """`protein_accessions` of each peptide of ``ids`` (all >= 0), as one gather."""
@@ -146,13 +172,20 @@ class PeptideIndex:
         base = self.forms.base[ids]
         links, bounds = _gather(self.base_proteins, self.base_protein_offsets[base],
                                 self.base_protein_offsets[base + 1])  # fmt: skip
-        names, prefix = self.proteins, self.params.decoy_prefix
-        flat = [names[k] for k in links.tolist()]
-        decoy = np.asarray(self.bases.is_decoy[base]).tolist()
-        return [
-            [prefix + name for name in flat[a:b]] if d else flat[a:b]
-            for a, b, d in zip(bounds[:-1], bounds[1:], decoy, strict=True)
-        ]
+        # a decoy's proteins are the names after the targets' (`_protein_names`): one gather names every link
+        decoy = np.asarray(self.bases.is_decoy[base], dtype=bool)
+        shift = np.repeat(np.where(decoy, len(self.proteins), 0), np.diff(bounds))
+        flat = self._protein_names()[links.astype(np.int64) + shift].tolist()
+        return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+    def _protein_names(self) -> np.ndarray:
+        """The proteins' names, then the same with the decoy prefix (objects: `accessions` gathers them)."""
+        cached = self.__dict__.get("_protein_names_cache")
+        if cached is None:
+            prefix = self.params.decoy_prefix
+            cached = np.array([*self.proteins, *(prefix + name for name in self.proteins)] or [""], dtype=object)
+            self.__dict__["_protein_names_cache"] = cached
+        return cached
 
     def _variable_labels(self) -> tuple[list[str], list[int]]:
         """Per variable modification id: its label, and where it goes (0 residue, 1 N-term, 2 C-term)."""
@@ -161,15 +194,6 @@ class PeptideIndex:
             var = self.mods.variable
             where = [1 if "n-term" in m.kind else 2 if "c-term" in m.kind else 0 for m in var]
             cached = self.__dict__["_variable_labels_cache"] = ([m.label for m in var], where)
-        return cached
-
-    def _translate(self) -> tuple[dict[int, str], bool]:
-        """`str.translate` table from residue code to ProForma token; whether it is enough unmodified."""
-        cached = self.__dict__.get("_proforma_table")
-        if cached is None:
-            tokens, n_fixed, c_fixed = self._tokens()
-            table = {code: tok for code, tok in enumerate(tokens) if code}
-            cached = self.__dict__["_proforma_table"] = (table, not n_fixed and not c_fixed)
         return cached
 
     def _tokens(self) -> tuple[list[str], tuple[str, ...], tuple[str, ...]]:
@@ -221,4 +245,4 @@ def _gather(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndar
     return np.asarray(values[idx]), bounds.tolist()
 
 
-_first = itemgetter(0)
+_MOD_CODE = 256  # `proformas`: residue codes are below this; a modified residue's code is above

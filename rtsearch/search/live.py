@@ -198,7 +198,11 @@ def named(target: SearchTarget, batch: ScoredBatch) -> ScoredBatch:
     if batch.names is not None:
         return batch
     match = batch.best.match
-    rows = np.flatnonzero(match >= 0)
+    scored = match >= 0
+    if scored.all():  # the usual batch: no row to fill in
+        batch.names = Names(target.peptides(match), target.proteins(match))
+        return batch
+    rows = np.flatnonzero(scored)
     peptides, proteins = [""] * len(match), [list[str]() for _ in range(len(match))]
     for i, pep, prot in zip(rows.tolist(), target.peptides(match[rows]), target.proteins(match[rows]), strict=True):
         peptides[i], proteins[i] = pep, prot

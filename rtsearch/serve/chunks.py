@@ -286,22 +286,40 @@ def pack(kind: int, parts: Sequence[bytes | memoryview] = ()) -> bytes:
     return b"".join([_HEAD.pack(rest, kind, len(parts)), lens.tobytes(), *parts])
 
 
+READ_BYTES = 64 << 10  # `Unpacker.wanted`: a read asks for this much unless a message begun needs more
+
+
 class Unpacker:
-    """Messages out of a byte stream fed in arbitrary pieces (`feed` returns the complete ones)."""
+    """Messages out of a byte stream fed in arbitrary pieces (`feed` returns the complete ones).
+
+    A message's parts are views of the bytes it arrived in (or, when it spanned reads, of those reads joined
+    once): no copy a message, none a part."""
 
     def __init__(self) -> None:
-        self._buf = bytearray()
+        self._pieces: list[bytes | memoryview] = []  # what came and is not a whole message yet
+        self._have = 0  # their bytes
+        self._need = 8  # bytes needed before a message can be complete (its length word, or it whole)
+
+    def wanted(self, most: int) -> int:
+        """How many bytes to ask the next read for: what the message begun needs to be whole (at most ``most``),
+        at least `READ_BYTES`. A read's buffer is allocated at the size asked (a 4 MB ``recv`` of a 2 kB message
+        cost 15 µs more than a 64 kB one on the development machine)."""
+        return min(most, max(READ_BYTES, self._need - self._have))
 
     def feed(self, data: bytes) -> list[tuple[int, list[memoryview]]]:
-        buf = self._buf
-        buf += data
+        self._pieces.append(data)
+        self._have += len(data)
+        if self._have < self._need:
+            return []
+        blob = memoryview(self._pieces[0] if len(self._pieces) == 1 else b"".join(self._pieces))
         out = []
-        pos = 0
-        while len(buf) - pos >= 8:
-            (rest,) = struct.unpack_from("<Q", buf, pos)
-            if len(buf) - pos - 8 < rest:
+        pos, end, self._need = 0, len(blob), 8
+        while end - pos >= 8:
+            (rest,) = struct.unpack_from("<Q", blob, pos)
+            if end - pos - 8 < rest:
+                self._need = 8 + rest
                 break
-            msg = memoryview(bytes(buf[pos + 8 : pos + 8 + rest]))  # one copy; parts are views of it
+            msg = blob[pos + 8 : pos + 8 + rest]
             kind, n = msg[0], struct.unpack_from("<I", msg, 1)[0]
             lens = np.frombuffer(msg, dtype="<u8", count=n, offset=5).tolist()
             at = 5 + 8 * n
@@ -311,5 +329,6 @@ class Unpacker:
                 at += k
             out.append((kind, parts))
             pos += 8 + rest
-        del buf[:pos]
+        self._pieces = [blob[pos:]] if pos < end else []
+        self._have = end - pos
         return out

@@ -8,9 +8,10 @@ the target is opened again (`SearchTarget.reopen`, on the daemon's backend) in a
 worker thread hands it each `SpectraBatch` over a pipe and waits, the GIL released, for the
 `ScoredBatch`::
 
-    engine thread ──pickle(SpectraBatch)──▶ pipe ──▶ engine process: target.score, named ──pickle(ScoredBatch)──▶ back
+    engine thread ──SpectraBatch──▶ pipe ──▶ engine process: target.score, named ──ScoredBatch──▶ back
 
-Both are columns (arrays pickle as their bytes): a batch of 300 spectra is ~0.6 MB out, ~50 kB back, with
+Both are columns, their arrays sent out of band (`rtsearch.serve.pipes`: no copy into or out of a pickle): a
+batch of 300 spectra is ~0.6 MB out, ~50 kB back, with
 the matches' names (`rtsearch.search.live.named`: ProForma and proteins), worked out here rather than by the
 daemon's results thread, which shares the daemon's GIL.
 An exception in the child comes back as `EngineError` with its text (the batch is answered with it, as in a
@@ -23,7 +24,6 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-import pickle
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -34,6 +34,7 @@ from rtsearch.config import EngineHost
 from rtsearch.matches import ScoredBatch
 from rtsearch.search.live import named
 from rtsearch.search.target import Reopen, SearchTarget
+from rtsearch.serve.pipes import recv_object, send_object
 from rtsearch.serve.runtime import as_child, stop_child
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ class EngineProcess:
         if self._conn is None:
             raise EngineGone(f"{self.name}: not started")
         try:
-            self._conn.send_bytes(pickle.dumps(spectra, protocol=pickle.HIGHEST_PROTOCOL))
+            send_object(self._conn, spectra)
         except OSError as e:
             raise EngineGone(f"{self.name}: the engine process is gone ({e})") from None
         kind, payload = self._receive()
@@ -107,7 +108,7 @@ class EngineProcess:
     def _receive(self) -> tuple[str, Any]:
         assert self._conn is not None
         try:
-            result: tuple[str, Any] = pickle.loads(self._conn.recv_bytes())
+            result: tuple[str, Any] = recv_object(self._conn)
         except (EOFError, OSError) as e:
             code = self._proc.exitcode if self._proc is not None else None
             why = f"exit code {code}; {type(e).__name__}"
@@ -121,22 +122,20 @@ def serve(conn: Connection, reopen: Reopen, parent: int, name: str) -> None:
     try:
         target = reopen()
     except Exception as e:  # the daemon says why and stops
-        conn.send_bytes(pickle.dumps(("failed", f"{type(e).__name__}: {e}")))
+        send_object(conn, ("failed", f"{type(e).__name__}: {e}"))
         return
-    conn.send_bytes(pickle.dumps(("ready", target.backend.name)))
-    dumps = pickle.dumps
+    send_object(conn, ("ready", target.backend.name))
     while True:
         try:
-            data = conn.recv_bytes()
+            batch: SpectraBatch = recv_object(conn)
         except (EOFError, OSError):
             return  # the daemon closed the pipe (or is gone)
-        batch: SpectraBatch = pickle.loads(data)
         try:
             reply: tuple[str, Any] = ("scored", named(target, target.score(batch)))  # named here, not in the daemon
         except Exception as e:  # answered by the daemon with this reason, as a thread's failure would be
             log.exception("engine failed on a batch of %d spectra", len(batch))
             reply = ("error", f"{type(e).__name__}: {e}")
-        conn.send_bytes(dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))
+        send_object(conn, reply)
 
 
 def open_scorer(target: SearchTarget, host: EngineHost, name: str,

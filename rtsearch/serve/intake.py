@@ -169,7 +169,7 @@ class Intake:
     def _on_readable(self, child: _Child) -> None:
         """The event loop's reader: whatever arrived, unpacked into the queue; wakes the iterator."""
         try:
-            data = child.sock.recv(PIPE_BYTES)
+            data = child.sock.recv(child.unpacker.wanted(PIPE_BYTES))
         except (BlockingIOError, InterruptedError):
             return
         except OSError:

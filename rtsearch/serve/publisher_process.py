@@ -83,7 +83,7 @@ def serve(conn: socket.socket, endpoint: str, parent: int) -> None:
     conn.setblocking(True)
     try:
         while True:
-            data = conn.recv(4 << 20)
+            data = conn.recv(unpacker.wanted(4 << 20))
             if not data:
                 break
             done = False
