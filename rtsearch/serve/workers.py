@@ -1,19 +1,18 @@
 """The daemon's engine workers: threads that take micro-batches, score them and hand on the results.
 
 The `WorkerPool` owns the `MicroBatcher` and the count of batches in flight, under its own condition (the loop
-queues spectra, the workers take batches). Each engine thread binds its own CUDA stream
-(`Backend.bind_worker`) or, on a GPU by default, starts its own engine process
-(`rtsearch.serve.engine_process`: scoring off the daemon's GIL) — or, with ``[serve] cluster``, scores through
-the cluster's front door (`rtsearch.cluster`: a thread a remote worker) — warms up, then loops: wait until the
-batcher releases a batch, score it and hand it to the results thread, up to `FINISH_DEPTH` batches ahead of it;
-when that thread is idle and no spectrum waits, the engine thread answers the batch itself (a lone spectrum
-gains nothing from the hand-over). The results thread builds each batch's results (`publish.scored_answers`)
-and hands them to ``answer`` (the daemon's: publish, count, end runs); due live refits go to the refit process;
-Python's cyclic GC runs when it goes idle (`collect_garbage`). So the engine scores batch n + 1 while batch n's
-results are built and sent. An engine failure answers its batch ``unidentified`` with its error as the reason.
-Spectra that no batch could answer in time are given up (`_expire`) unless an idle engine probes (`_probing`).
-At the shutdown bound, `abandon` hands back what waits and what is being scored (the daemon answers it
-``shed``); a batch scored after that is dropped (it was answered)."""
+queues spectra, the workers take batches). Each engine thread binds its own CUDA stream (`Backend.bind_worker`)
+or, on a GPU by default, starts its own engine process (`rtsearch.serve.engine_process`: scoring off the daemon's
+GIL) — or, with ``[serve] cluster``, scores through the cluster's front door (`rtsearch.cluster`: a thread a
+remote worker) — warms up, then loops: wait until the batcher releases a batch (threads after the first: a large
+one, `OVERLAP_MIN`), score it and hand it to the results thread, up to `FINISH_DEPTH` batches ahead of it; when
+that thread is idle and no spectrum waits, the engine thread answers the batch itself. The results thread builds
+each batch's results (`publish.scored_answers`) and hands them to ``answer`` (the daemon's: publish, count, end
+runs); due live refits go to the refit process; Python's cyclic GC runs when it goes idle (`collect_garbage`).
+An engine failure answers its batch ``unidentified`` with its error as the reason. Spectra that no batch could
+answer in time are given up (`_expire`) unless an idle engine probes (`_probing`). At the shutdown bound,
+`abandon` hands back what waits and what is being scored (the daemon answers it ``shed``); a batch scored
+after that is dropped (it was answered)."""
 
 from __future__ import annotations
 
@@ -49,6 +48,7 @@ SLOW_BATCH_S = float(os.environ.get("RTSEARCH_SLOW_BATCH_S", "0.5"))  # slower e
 WARM_UP_SIZES = (1, 7, 64, 512)  # batch sizes each worker scores before intake opens (and max_batch)
 FINISH_DEPTH = 2  # scored batches waiting for the results thread at most (then the engine threads wait)
 PROBE_AFTER_NS = 250_000_000  # an idle engine that scored nothing for this long scores what waits (`_probing`)
+OVERLAP_MIN = 1024  # spectra waiting before an engine thread other than the first takes a batch (`_take`)
 
 Answers = Callable[[list[Answer]], None]
 Refusal = tuple[Jobs, str, str]  # spectra refused at enqueue, the shed metric's reason code, the answer's reason
@@ -104,7 +104,7 @@ class WorkerPool:
         self._expiry.start()
         for k in range(threads):
             done: concurrent.futures.Future[None] = concurrent.futures.Future()
-            w = threading.Thread(target=self._worker, args=(done,), name=f"engine_{k}", daemon=True)
+            w = threading.Thread(target=self._worker, args=(done, k), name=f"engine_{k}", daemon=True)
             self._threads.append(w)
             w.start()
             warm.append(asyncio.wrap_future(done))
@@ -133,7 +133,7 @@ class WorkerPool:
                                 f"overload: {len(self.batcher)} spectra already waiting"))  # fmt: skip
             waiting, in_flight = len(self.batcher), self._in_flight
             self._advise()
-            self._cv.notify()
+            self._cv.notify_all()  # the first engine thread must wake, whichever else waits
             # the expiry thread looks again only when a newcomer is due before what it waits for (usually only
             # the first spectrum into an empty queue: the others have later deadlines)
             due = self.batcher.expire_at()
@@ -158,8 +158,10 @@ class WorkerPool:
         self.advice.set_wait(wait, int((model.per_item_s + model.fixed_s / self.cfg.max_batch) * 1e9))
 
     def _busy_until(self) -> int:
-        """When the next engine thread is free (clock ns; now if one is)."""
-        if len(self._busy) < len(self._threads) or not self._busy:
+        """When the next engine thread is free (clock ns; now if one is; those after the first count with
+        `OVERLAP_MIN` waiting only)."""
+        engines = len(self._threads) if self.cluster is not None or len(self.batcher) >= OVERLAP_MIN else 1
+        if len(self._busy) < engines or not self._busy:
             return self.clock()
         return min(self._busy.values())
 
@@ -173,8 +175,7 @@ class WorkerPool:
         with self._cv:
             return self._in_flight
 
-    def close(self) -> None:
-        """Intake is closed: score what waits, then stop."""
+    def close(self) -> None:  # intake is closed: score what waits, then stop
         with self._cv:
             self._closing = True
             self._cv.notify_all()
@@ -192,9 +193,8 @@ class WorkerPool:
     def failed(self) -> int:
         """Threads that stopped while the pool was serving (0 while all run, or when it was closed)."""
         with self._cv:
-            if self._closing:
-                return 0
-        return sum(not w.is_alive() for w in (*self._threads, self._finisher, self._expiry))
+            closing = self._closing
+        return 0 if closing else sum(not w.is_alive() for w in (*self._threads, self._finisher, self._expiry))
 
     def abandon(self) -> Jobs | None:
         """Stop now: what waits and what is being scored comes back, to be answered unscored (``None``: nothing)."""
@@ -214,8 +214,8 @@ class WorkerPool:
         with self._cv:
             self.model.observe(size, seconds)
 
-    def _worker(self, warm: concurrent.futures.Future[None]) -> None:
-        """An engine thread: warm up, then take batches, score them and hand on their results."""
+    def _worker(self, warm: concurrent.futures.Future[None], k: int) -> None:
+        """Engine thread ``k``: warm up, then take batches, score them and hand on their results."""
         name_os_thread()
         engine = None
         try:
@@ -232,7 +232,9 @@ class WorkerPool:
             return
         warm.set_result(None)
         try:
-            while (taken := self._take()) is not None:
+            # beside the first, an engine thread of its own process overlaps large batches only (`_take`)
+            overlap_only = k > 0 and self.cluster is None
+            while (taken := self._take(overlap_only)) is not None:
                 number, jobs = taken
                 try:
                     self._run_batch(number, jobs, score)
@@ -272,15 +274,13 @@ class WorkerPool:
                 raise
             return
         t1 = time.perf_counter()
-        seconds = t1 - t0
-        if not self._done(number, len(jobs), seconds):
+        if not self._done(number, len(jobs), t1 - t0):
             return  # abandoned at the shutdown bound: the daemon answered it
-        if seconds > SLOW_BATCH_S:
-            log.warning("slow engine batch: %d spectra in %.1f ms (model predicted %.1f ms); stages %s",
-                        len(jobs), seconds * 1e3, self.model.predict(len(jobs)) * 1e3,
+        if t1 - t0 > SLOW_BATCH_S:
+            log.warning("slow engine batch: %d spectra in %.1f ms (model predicted %.1f ms); stages %s", len(jobs),
+                        (t1 - t0) * 1e3, self.model.predict(len(jobs)) * 1e3,
                         {k: round(v * 1e3, 2) for k, v in scored.stages.items()})  # fmt: skip
-        # with nothing else to score and the results thread idle, the batch is answered here: a hand-over
-        # between threads costs a lone spectrum more than an overlap with nothing would gain it
+        # nothing else to score, the results thread idle: answered here (a hand-over costs a lone spectrum more)
         if not self.waiting and self._scored.empty() and self._finishing.acquire(blocking=False):
             try:
                 self._finish(jobs, scored, t0, t1)
@@ -317,10 +317,8 @@ class WorkerPool:
         self.record(Scored(t1 - t0, stages))
 
     def _probing(self) -> bool:
-        """(Under the condition.) Whether the next batch goes to an idle engine whatever the model predicts: spectra
-        wait and no batch left an engine for `PROBE_AFTER_NS`. A model too pessimistic (a warm-up batch that
-        stalled) would otherwise give up every spectrum before an engine takes it and, scoring none, never learn
-        better: the daemon would shed everything for good (seen, bench/RESULTS.md)."""
+        """(Under the condition.) Whether an idle engine takes the next batch whatever the model predicts: spectra
+        wait and none left an engine for `PROBE_AFTER_NS` (a model too pessimistic would shed all for good)."""
         return not self._busy and len(self.batcher) > 0 and self.clock() - self._scored_at > PROBE_AFTER_NS
 
     def _expire(self) -> bool:
@@ -355,14 +353,20 @@ class WorkerPool:
             timeout = None if due is None else max(0.0, (due - self.clock()) / 1e9)
             self._expiry_wake.wait(timeout)
 
-    def _take(self) -> tuple[int, Jobs] | None:
+    def _take(self, overlap_only: bool = False) -> tuple[int, Jobs] | None:
         """Wait for the next batch and its number (``None``: shutting down and nothing is left); spectra that
-        cannot be answered within their budget any more are answered ``shed`` on the way."""
+        cannot be answered within their budget any more are answered ``shed`` on the way.
+
+        ``overlap_only`` (engine threads after the first): only while `OVERLAP_MIN` spectra wait. Engines overlapping
+        pay for large batches (bulk replay); under lone spectra they made more, smaller batches (bench/RESULTS.md)."""
         with self._cv:
             while True:
                 if self._abandoned:
                     return None
                 if self._expire():
+                    continue
+                if overlap_only and not self._closing and len(self.batcher) < OVERLAP_MIN:
+                    self._cv.wait(0.05)  # woken by `enqueue`, or looks again
                     continue
                 handles = self.batcher.take(workers_free=1, now=self._closing or self._probing())
                 if handles is not None:

@@ -175,3 +175,52 @@ def test_a_batch_far_faster_than_predicted_restarts_the_fit() -> None:
     assert m.predict(4) == pytest.approx(0.002, abs=1e-12)
     m.observe(4, m.predict(4) * 0.5)  # half the fixed cost: fitted in, not restarted
     assert 0.001 < m.predict(4) < 0.002
+
+
+class ThreadsOfTarget(SlowTarget):
+    """A `SlowTarget` that notes which engine thread scored each batch, and its size."""
+
+    def __init__(self, target: DatabaseTarget, stage_s: float) -> None:
+        super().__init__(target, stage_s)
+        self.scored_by: list[tuple[str, int]] = []
+
+    def score(self, spectra: SpectraBatch):
+        self.scored_by.append((threading.current_thread().name, len(spectra)))
+        return super().score(spectra)
+
+
+@pytest.mark.asyncio
+async def test_a_second_engine_thread_takes_only_large_batches(demo_index):
+    """With two engine threads, lone spectra go to the first only (a second one splitting them into smaller batches
+    raised p99 on the GPU machine); a queue of `OVERLAP_MIN` or more is shared."""
+    from rtsearch.serve.workers import OVERLAP_MIN
+
+    target = ThreadsOfTarget(DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy")),
+                             stage_s=0.02)  # fmt: skip
+    spectra = list(read_spectra(bundled(RUN)))
+    answered = [0]
+
+    def answer(answers) -> None:
+        answered[0] += sum(len(results) for _, results, _ in answers)
+
+    cfg = ServeConfig(max_batch=512, max_queue=100_000, linger_ms=0.0, workers=2)
+    pool = WorkerPool(target, cfg, answer=answer, refitter=NoRefits(), record=lambda *a: None)
+    await pool.start()
+    target.scored_by.clear()  # the warm-up's batches
+    state = RunState(LiveRun("gate", target))
+    for k in range(20):  # a stream of lone spectra
+        assert pool.enqueue(_jobs(state, spectra[k : k + 1], time.monotonic_ns())) == []
+        await asyncio.sleep(0.03)
+    while answered[0] < 20:
+        await asyncio.sleep(0.005)
+    assert {name for name, _ in target.scored_by} == {"engine_0"}, target.scored_by
+    target.scored_by.clear()
+    many = (spectra * (OVERLAP_MIN * 3 // len(spectra) + 1))[: OVERLAP_MIN * 3]
+    assert pool.enqueue(_jobs(state, many, time.monotonic_ns())) == []
+    while answered[0] < 20 + len(many):
+        await asyncio.sleep(0.01)
+    names = {name for name, _ in target.scored_by}
+    assert names == {"engine_0", "engine_1"}, target.scored_by
+    assert sum(n for _, n in target.scored_by) == len(many)
+    pool.close()
+    assert await pool.join(10)
