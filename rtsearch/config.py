@@ -122,7 +122,7 @@ class ServeConfig:
     max_batch: int = 4096
     max_queue: int = 32768
     linger_ms: float = 0.0
-    workers: int = 1  # engine threads; 2+ overlap copies with scoring, but contend for the GIL (bench/RESULTS.md)
+    workers: int = 1  # engine threads; those after the first overlap large batches only (workers.py OVERLAP_MIN)
     engine: EngineHost = "auto"  # each worker's scoring in its own process or in the daemon's (serve/engine_process.py)
     publishers: int = 0  # processes that encode and send results; 0: the engine workers do (`rtsearch.serve.publish`)
     intakes: int = 0  # processes decoding spectra (0: one per 4 cores, at most 4); 2+: behind a C proxy (serve/door.py)
