@@ -4,7 +4,8 @@
 for the 4,096 spectra of a bulk batch (~13 MB of peaks) that is two copies of 13 MB in each process on top of
 the pipe's own. With pickle protocol 5 (PEP 574) the arrays leave the pickle as buffers: `send_object` sends
 the pickle's head (with the buffers' sizes) and then each buffer as it is, and `recv_object` reads each into
-a `bytearray` of its size (one copy, from the kernel; the arrays are writable views of it)::
+a `bytearray` of its size (one copy, from the kernel; the arrays are writable views of it). Small objects (a
+lone spectrum's batch) go in band, in one message::
 
     [u32 n][u64 size] * n [pickle head]   then n messages, one buffer each
 """
@@ -17,13 +18,18 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 _COUNT = struct.Struct("<I")
+OUT_OF_BAND_MIN = 256 << 10  # array bytes from which they travel out of band (`send_object`)
 
 
 def send_object(conn: Connection, obj: Any) -> None:
-    """Send ``obj`` (raises what `Connection.send_bytes` raises: the other end is gone)."""
+    """Send ``obj`` (raises what `Connection.send_bytes` raises: the other end is gone). Its arrays go out of band
+    only when they hold `OUT_OF_BAND_MIN` bytes or more: a message a buffer costs the receiver a wake-up each,
+    more than copying a few kB (a lone spectrum's batch has ~10 arrays)."""
     buffers: list[pickle.PickleBuffer] = []
     head = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
     views = [b.raw() for b in buffers]
+    if sum(v.nbytes for v in views) < OUT_OF_BAND_MIN:
+        views, head = [], pickle.dumps(obj, protocol=5)
     sizes = struct.pack(f"<{len(views)}Q", *(v.nbytes for v in views))
     conn.send_bytes(_COUNT.pack(len(views)) + sizes + head)
     for view in views:

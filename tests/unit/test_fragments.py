@@ -243,8 +243,11 @@ def test_real_bsa_peptide(bsa_small_buckets: PeptideIndex) -> None:
      (("Oxidation@M", "Amidated@C-term"), ("Carbamidomethyl@C", "TMT6plex@N-term"))],
 )  # fmt: skip
 def test_batched_names_equal_one_by_one(tmp_path: Path, mods: tuple[str, ...], fixed: tuple[str, ...] | None) -> None:
+    from rtsearch.database.index import ONE_BY_ONE_BELOW
+
     index = _tiny_index(tmp_path, mods, fixed)
     ids = np.arange(len(index))[::-1]  # any order, modified and unmodified, targets and decoys
+    ids = np.tile(ids, ONE_BY_ONE_BELOW // len(ids) + 1)  # enough for the batched way (fewer are named one by one)
     assert index.proformas(ids) == [index.proforma(int(i)) for i in ids]
     assert index.accessions(ids) == [index.protein_accessions(int(i)) for i in ids]
     assert index.proformas(ids[:0]) == [] and index.accessions(ids[:0]) == []

@@ -48,3 +48,21 @@ def test_empty_strided_and_plain_objects() -> None:
     assert got["empty"].shape == (0,) and got["empty"].dtype == np.int64
     assert np.array_equal(got["strided"], grid[:, ::2]) and np.array_equal(got["fortran"], grid)
     assert got["text"] == obj["text"] and got["none"] is None
+
+
+def test_a_small_object_is_one_message_a_large_one_several() -> None:
+    ours, theirs = multiprocessing.Pipe()
+    small = {"scan": np.arange(10), "mz": np.linspace(100.0, 2000.0, 200)}
+    send_object(ours, small)
+    theirs.recv_bytes()
+    assert not theirs.poll(0.1)  # all of it came in that one message
+    large = {"mz": np.zeros(1 << 16), "scan": np.arange(3)}  # 512 kB of m/z: out of band
+    sender = threading.Thread(target=send_object, args=(ours, large))
+    sender.start()
+    theirs.recv_bytes()
+    assert theirs.poll(1.0)  # the buffers follow as messages of their own
+    while theirs.poll(0.1):
+        theirs.recv_bytes()
+    sender.join()
+    ours.close()
+    theirs.close()
