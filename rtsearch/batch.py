@@ -80,7 +80,14 @@ class SpectraBatch:
         n = hi - lo
         offsets = np.zeros(len(idx) + 1, dtype=np.int64)
         np.cumsum(n, out=offsets[1:])
-        peaks = np.repeat(lo - offsets[:-1], n) + np.arange(int(offsets[-1]))  # each kept peak's old position
+        if len(idx) > 1 and bool((idx[1:] > idx[:-1]).all()):
+            # rows ascending (the usual: a part of a chunk): a mask over the peaks, not an index a peak
+            # (5.6x faster for 3,000 of 4,096 spectra, bench/RESULTS.md)
+            keep = np.zeros(len(self), dtype=bool)
+            keep[idx] = True
+            peaks: np.ndarray = np.repeat(keep, np.diff(self.offsets))
+        else:
+            peaks = np.repeat(lo - offsets[:-1], n) + np.arange(int(offsets[-1]))  # each kept peak's old position
         rows_ = idx.tolist()
         return SpectraBatch([self.run[i] for i in rows_], self.scan[idx], self.precursor_mz[idx], self.rt[idx],
                             [self.charges[i] for i in rows_], [self.problem[i] for i in rows_], self.mz[peaks],

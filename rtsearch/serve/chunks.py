@@ -301,9 +301,9 @@ class Unpacker:
         self._need = 8  # bytes needed before a message can be complete (its length word, or it whole)
 
     def wanted(self, most: int) -> int:
-        """How many bytes to ask the next read for: what the message begun needs to be whole (at most ``most``),
-        at least `READ_BYTES`. A read's buffer is allocated at the size asked (a 4 MB ``recv`` of a 2 kB message
-        cost 15 µs more than a 64 kB one on the development machine)."""
+        """How many bytes a blocking reader asks the next read for: what the message begun needs to be whole (at
+        most ``most``), at least `READ_BYTES`. A read's buffer is allocated at the size asked (a 4 MB ``recv`` of a
+        2 kB message cost 15 µs more than a 64 kB one on the development machine)."""
         return min(most, max(READ_BYTES, self._need - self._have))
 
     def feed(self, data: bytes) -> list[tuple[int, list[memoryview]]]:

@@ -79,6 +79,7 @@ class _Child:
         self.proc = proc
         self.sock = sock
         self.unpacker = Unpacker()
+        self.buffer = bytearray(PIPE_BYTES)  # read into, then copied out (a new 4 MB bytes a read cost 15 µs)
         self.eof = False  # its end is closed (it exited)
         self.closed = False  # it said it read its last message
         self.stopping = False
@@ -169,7 +170,8 @@ class Intake:
     def _on_readable(self, child: _Child) -> None:
         """The event loop's reader: whatever arrived, unpacked into the queue; wakes the iterator."""
         try:
-            data = child.sock.recv(child.unpacker.wanted(PIPE_BYTES))
+            n = child.sock.recv_into(child.buffer)  # whatever waits, up to 4 MB: one wake-up drains a burst
+            data = bytes(memoryview(child.buffer)[:n])
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
