@@ -90,10 +90,12 @@ class PeptideIndex:
 
         The daemon's engine names every scored spectrum's match, so this is on the scoring path (~2 µs a
         peptide one by one). Every residue code of the batch is gathered once; a residue carrying a variable
-        modification gets a code of its own (`_residue_mod_tokens`); the codes, as one string, go through one
-        `str.translate` (code -> residue with its fixed and variable modifications) and the result is cut at
-        each peptide's bounds, worked out from the tokens' lengths. Peptides the codes cannot write (a
-        terminal modification, two on one residue, fixed terminal labels) are written by `proforma`.
+        modification gets a code of its own (`_residue_mod_tokens`); the codes become one string, a character
+        each — a placeholder for each token longer than one character (``C[Carbamidomethyl]``, ``M[Oxidation]``),
+        which one `str.replace` a token writes out (a `str.translate` when a token is not ASCII) — cut at each
+        peptide's bounds, worked out from the tokens' lengths. Peptides the codes cannot write (a terminal
+        modification, two on one residue, fixed terminal labels) are written by `proforma`; fewer than
+        `ONE_BY_ONE_BELOW` peptides are too.
         """
         ids = np.asarray(ids, dtype=np.int64)
         if len(ids) < ONE_BY_ONE_BELOW:  # a lone spectrum's batch: the array operations' fixed cost is more
