@@ -44,13 +44,17 @@ def test_a_slice_of_the_fragment_index_is_the_index_of_its_peptides(demo_index) 
     keep = (frag.peptide >= a) & (frag.peptide < b)
     assert part.mz.shape[0] == int(keep.sum()) and part.peptide.max() == b - a - 1
     # the same (m/z, peptide) pairs, bucketed as the build buckets: m/z ascending between buckets, peptide within
-    got = sorted(zip(part.mz.tolist(), (part.peptide + a).tolist(), strict=True))
-    assert got == sorted(zip(frag.mz[keep].tolist(), frag.peptide[keep].tolist(), strict=True))
+    # (arrays sorted and compared whole: the same check over Python tuples took 19 s of CI's machine)
+    mine, theirs = np.lexsort((part.peptide + a, part.mz)), np.lexsort((frag.peptide[keep], frag.mz[keep]))
+    assert np.array_equal(part.mz[mine], frag.mz[keep][theirs])
+    assert np.array_equal((part.peptide + a)[mine], frag.peptide[keep][theirs])
     B = part.bucket_size
-    assert part.bucket_min_mz.tolist() == [part.mz[k:k + B].min() for k in range(0, len(part.mz), B)]
-    for k in range(0, len(part.mz) - B, B):
-        assert part.mz[k:k + B].max() <= part.mz[k + B:k + 2 * B].min()
-        assert np.all(np.diff(part.peptide[k:k + B].astype(np.int64)) >= 0)
+    starts = np.arange(0, len(part.mz), B)
+    lows, highs = np.minimum.reduceat(part.mz, starts), np.maximum.reduceat(part.mz, starts)
+    assert part.bucket_min_mz.tolist() == lows.tolist()
+    assert np.all(highs[:-1] <= lows[1:])
+    within = np.arange(1, len(part.mz)) % B != 0  # neighbours in one bucket
+    assert np.all(np.diff(part.peptide.astype(np.int64))[within] >= 0)
 
 
 def test_three_slices_answer_as_one_engine(whole: DatabaseTarget, batch: SpectraBatch) -> None:
