@@ -35,7 +35,7 @@ from rtsearch.serve.admission import Advice
 from rtsearch.serve.batching import BatchPolicy, EngineTimeModel, MicroBatcher
 from rtsearch.serve.engine_process import EngineError, EngineGone, EngineProcess, Scorer, open_scorer, warm_up
 from rtsearch.serve.jobs import Jobs
-from rtsearch.serve.pending import Pending
+from rtsearch.serve.pending import Claim, Pending
 from rtsearch.serve.publish import Answer, scored_answers, unscored
 from rtsearch.serve.refits import Refitter
 from rtsearch.serve.runtime import collect_garbage, name_os_thread
@@ -71,7 +71,7 @@ class WorkerPool:
         self.batcher = MicroBatcher(policy, self.model, clock)
         self._pending = Pending()  # the jobs the batcher's handles stand for
         self._in_flight = 0
-        self._scoring: dict[int, Jobs] = {}  # batches taken and not yet claimed back, by number
+        self._scoring: dict[int, Claim] = {}  # batches taken and not yet claimed back, by number
         self._taken, self._busy = 0, dict[int, int]()  # batches taken; those being scored: when each is due (ns)
         self.advice: Advice | None = None  # the wait told to the intake processes (`rtsearch.serve.admission`)
         self._closing = False  # intake closed: workers drain the batcher, then stop
@@ -204,7 +204,7 @@ class WorkerPool:
             self._cv.notify_all()
             waiting = self.batcher.drain()
             left = [self._pending.take(waiting)] if len(waiting) else []
-            left.extend(self._scoring.values())
+            left.extend(claim.jobs() for claim in self._scoring.values())
             self._scoring.clear()
             return Jobs.concat(left) if left else None
 
@@ -370,7 +370,7 @@ class WorkerPool:
                     continue
                 handles = self.batcher.take(workers_free=1, now=self._closing or self._probing())
                 if handles is not None:
-                    jobs = self._pending.take(handles)
+                    claim = self._pending.claim(handles)  # gathered below, outside the lock the loop queues under
                     break
                 if self._closing:
                     return None
@@ -379,10 +379,11 @@ class WorkerPool:
             self._in_flight += 1
             self._taken += 1
             number = self._taken
-            self._scoring[number] = jobs
-            self._busy[number] = self.clock() + int(self.model.predict(len(jobs)) * 1e9)
+            self._scoring[number] = claim
+            self._busy[number] = self.clock() + int(self.model.predict(len(claim)) * 1e9)
             self._advise()
             queue = Queue(len(self.batcher), self._in_flight)
+        jobs = claim.jobs()
         self.record(Taken(len(jobs), (self.clock() - jobs.stamps.received_mono) / 1e9), queue)
         return number, jobs
 

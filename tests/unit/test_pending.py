@@ -60,3 +60,20 @@ def test_any_handles_come_back_segment_by_segment_in_their_order_each_once(sizes
         expect = sorted(pick, key=lambda h: segment[h])  # stable: the handles' order within a segment
         _check(pending.take(np.array(pick, dtype=np.int64)), [scan_of[h] for h in expect])
     assert len(pending) == 0
+
+
+def test_a_claim_forgets_its_handles_at_once_and_gathers_them_later_once():
+    """What the engine thread does under the pool's lock (`claim`) and after it (`Claim.jobs`): the queue is free
+    of the claimed spectra before their columns are gathered, and a second thread asking gets the same jobs."""
+    pending = Pending()
+    a, b, c = _jobs(0, 4), _jobs(100, 3), _jobs(200, 2)
+    ha, hb, hc = pending.add(a), pending.add(b), pending.add(c)
+    claim = pending.claim(np.r_[ha, hb[[2, 0]]])
+    assert len(claim) == 6 and len(pending) == 3  # b's middle spectrum and c wait
+    _check(pending.take(np.r_[hb[[1]], hc]), [101, 200, 201])  # taken before the claim is gathered
+    assert len(pending) == 0 and pending.add(_jobs(300, 1)).tolist() == [9]  # a's and b's segments freed
+    first = claim.jobs()
+    _check(first, [0, 1, 2, 3, 102, 100])
+    assert claim.jobs() is first
+    whole = pending.claim(np.array([9]))
+    assert whole.jobs().spectra.scan.tolist() == [300]
