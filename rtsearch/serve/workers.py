@@ -69,8 +69,7 @@ class WorkerPool:
         policy = BatchPolicy(max_batch=cfg.max_batch, max_queue=cfg.max_queue, linger_ms=cfg.linger_ms)
         self._cv = threading.Condition()  # guards the batcher, the model and the counts below
         self.batcher = MicroBatcher(policy, self.model, clock)
-        self._pending = Pending()  # the jobs the batcher's handles stand for
-        self._in_flight = 0
+        self._pending, self._in_flight = Pending(), 0  # the jobs the batcher's handles stand for; batches scoring
         self._scoring: dict[int, Claim] = {}  # batches taken and not yet claimed back, by number
         self._taken, self._busy = 0, dict[int, int]()  # batches taken; those being scored: when each is due (ns)
         self.advice: Advice | None = None  # the wait told to the intake processes (`rtsearch.serve.admission`)

@@ -65,7 +65,7 @@ def test_bad_top_down_input_is_one_clear_line(ecoli_pf, config, data, tmp_path) 
     cut = tmp_path / "cut_ms2.msalign"
     cut.write_text(whole[: whole.index("END IONS", 5000)])  # ends inside an entry
     # the entries before the cut are searched first: whole N-terminal forms keep that to seconds (truncations, the
-    # default, took 85 s of CI's 2-core machine for the same line)
+    # default, took 90 s of the 2-core development machine for the same line)
     line = one_line_error(run_cli("search", str(cut), "--proteoforms", str(ecoli_pf), "--config", str(config), "-o",
                                   str(tmp_path / "o.tsv")))  # fmt: skip
     assert str(cut) in line and "line" in line

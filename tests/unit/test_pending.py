@@ -64,7 +64,7 @@ def test_any_handles_come_back_segment_by_segment_in_their_order_each_once(sizes
 
 def test_a_claim_forgets_its_handles_at_once_and_gathers_them_later_once():
     """What the engine thread does under the pool's lock (`claim`) and after it (`Claim.jobs`): the queue is free
-    of the claimed spectra before their columns are gathered, and a second thread asking gets the same jobs."""
+    of the claimed spectra before their columns are gathered, and asking again gives the same jobs, not a copy."""
     pending = Pending()
     a, b, c = _jobs(0, 4), _jobs(100, 3), _jobs(200, 2)
     ha, hb, hc = pending.add(a), pending.add(b), pending.add(c)
