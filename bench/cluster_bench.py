@@ -27,9 +27,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import signal
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +89,11 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
         for r in rt_load(args.tools, mgf, sp, rp, "--rates", "200", "--seconds", "10", "--tag", "floor"):
             rows.append({"phase": "floor", **r})
             print(json.dumps(rows[-1]), flush=True)
-    configs = [("one engine", [])] + [
+    one = [] if not args.search_toml else ["--config", str(_toml(tmp, "one", args.search_toml))]
+    configs = [("one engine", one)] + [
         (c, ["--cluster", c.split(":")[0], "--cluster-mode", c.split(":")[1], "--placement", args.placement,
-             "--config", str(_cluster_toml(tmp, c, args.gpus_per_worker, _room((c.split(":") + ["0"])[2], target_gb)))])
+             "--config", str(_toml(tmp, c, args.search_toml, args.gpus_per_worker,
+                                   _room((c.split(":") + ["0"])[2], target_gb)))])
         for c in args.configs.split(",") if c
     ]  # fmt: skip
     for label, extra in configs:
@@ -94,6 +101,8 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
         with Served(args.index_cache.resolve(), tmp / f"res-{len(rows)}", [*args.serve_args.split(), *extra],
                     tmp) as served:  # fmt: skip
             ready_s = time.perf_counter() - t0
+            pids = {m[0]: int(m[1]) for m in re.findall(r"cluster: (w\d+) up \(pid (\d+)", "".join(served.log))}
+            gpus = dict(re.findall(r"cluster: (w\d+) up \(pid \d+, piece -?\d+, \w+ on GPU (\d+)", "".join(served.log)))
             for rate in args.rates.split(","):
                 for r in rt_load(args.tools, mgf, served.spectra, served.results, "--rates", rate, "--seconds",
                                  str(args.seconds), "--senders", str(args.senders), "--budget-ms",
@@ -103,7 +112,81 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
                     rows.append({"phase": "serve", "config": label, "ready_s": round(ready_s, 1),
                                  "scored_per_s": round(scored, 1), **r})  # fmt: skip
                     print(json.dumps(rows[-1]), flush=True)
+            if pids:
+                per = worker_spectra(served.port)
+                rows.append({"phase": "workers", "config": label, "gpu_of": gpus, "spectra": per,
+                             "max_over_mean": round(balance(np.array(list(per.values()), float)), 4) if per else None,
+                             "gpu_memory_mib": gpu_memory()})  # fmt: skip
+                print(json.dumps(rows[-1]), flush=True)
+                if args.kill_rate and len(pids) > 1:  # one worker's piece would wait for its restart
+                    rows.append(killed(args, mgf, served, label, pids))
+                    print(json.dumps(rows[-1]), flush=True)
+    rows += capacities(rows, args)
     return rows
+
+
+def worker_spectra(port: int) -> dict[str, int]:
+    """``rtsearch_cluster_spectra_total`` by worker, from the daemon's metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    found = re.findall(r'^rtsearch_cluster_spectra_total\{worker="(w\d+)"\} ([\d.e+]+)$', text, re.M)
+    return {w: int(float(v)) for w, v in found}
+
+
+def gpu_memory() -> list[int]:
+    """Memory used on each GPU of the host now (MiB; empty without nvidia-smi)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [int(x) for x in out.split()]
+
+
+def killed(args: argparse.Namespace, mgf: Path, served: Served, label: str, pids: dict[str, int]) -> dict[str, Any]:
+    """``rt_load.py`` at ``--kill-rate`` with worker w0 SIGKILLed a third of the way in: what was answered, and
+    whether w0 came back (a second "up" line with another pid)."""
+    load = subprocess.Popen(
+        [sys.executable, str(args.tools / "rt_load.py"), str(mgf), "--spectra", served.spectra, "--results",
+         served.results, "--rates", str(args.kill_rate), "--seconds", str(args.seconds), "--senders",
+         str(args.senders), "--budget-ms", str(args.budget_ms), "--drain", "30", "--tag", f"killed {label}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(args.seconds / 3)
+    os.kill(pids["w0"], signal.SIGKILL)
+    killed_at = time.perf_counter()
+    out, err = load.communicate(timeout=args.seconds + 120)
+    back = None
+    while back is None and time.perf_counter() - killed_at < 60:
+        ups = re.findall(r"cluster: w0 up \(pid (\d+)", "".join(served.log))
+        back = round(time.perf_counter() - killed_at, 1) if len(ups) >= 2 and int(ups[-1]) != pids["w0"] else None
+        time.sleep(0.2)
+    (r,) = [json.loads(x) for x in out.splitlines() if '"offered_hz"' in x] or [{"error": err[-1000:]}]
+    return {"phase": "killed", "config": label, "killed": f"w0 (pid {pids['w0']})", "back_within_s": back, **r}
+
+
+def capacities(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Each configuration's capacity: the most scored spectra a second among its rates with 0 lost, 0 duplicates
+    and p99 <= ``--p99-ms`` (0 where no rate qualified), and the most at any p99 (saturated: the rest shed); the
+    efficiency of N workers, both ways, against the first one-worker configuration."""
+    caps: dict[str, list[float]] = {}
+    for r in rows:
+        if r["phase"] != "serve":
+            continue
+        cap = caps.setdefault(r["config"], [0.0, 0.0])
+        if r["lost"] == 0 and r["duplicates"] == 0 and r["latency_ms"]["p99"] <= args.p99_ms:
+            cap[0] = max(cap[0], r["scored_per_s"])
+        cap[1] = max(cap[1], r["scored_per_s"])
+    single = next((caps[c] for c in caps if c.split(":")[0] == "1"), None)
+    out = []
+    for c, (cap, most) in caps.items():
+        n = int(c.split(":")[0]) if c[0].isdigit() else 1
+        pairs = zip((cap, most), single or (0.0, 0.0), strict=True)
+        eff = [round(x / (n * one), 3) if one and n > 1 else None for x, one in pairs]
+        out.append({"phase": "capacity", "config": c, "p99_ms_at_most": args.p99_ms, "scored_per_s": cap,
+                    "efficiency": eff[0], "saturated_per_s": most, "saturated_efficiency": eff[1]})  # fmt: skip
+        print(json.dumps(out[-1]), flush=True)
+    return out
 
 
 def _room(text: str, target_gb: float) -> float:
@@ -111,9 +194,11 @@ def _room(text: str, target_gb: float) -> float:
     return float(text[:-1]) * target_gb if text.endswith("x") else float(text)
 
 
-def _cluster_toml(tmp: Path, label: str, gpus: float, memory_gb: float) -> Path:
-    path = tmp / f"cluster-{label.replace(':', '-')}.toml"
-    path.write_text(f"[serve]\ngpus_per_worker = {gpus}\nworker_memory_gb = {memory_gb}\n")
+def _toml(tmp: Path, label: str, search: str, gpus: float = 0.0, memory_gb: float = 0.0) -> Path:
+    """A configuration file: ``search`` as its [search] section; [serve] with the workers' GPUs and memory."""
+    path = tmp / f"config-{label.replace(':', '-')}.toml"
+    path.write_text((f"[search]\n{search}\n" if search else "")
+                    + f"[serve]\ngpus_per_worker = {gpus}\nworker_memory_gb = {memory_gb}\n")  # fmt: skip
     return path
 
 
@@ -132,6 +217,11 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--senders", type=int, default=2)
     ap.add_argument("--budget-ms", type=float, default=100.0)
+    ap.add_argument("--p99-ms", type=float, default=50.0, help="a rate counts towards capacity at this p99 or less")
+    ap.add_argument("--kill-rate", type=float, default=0.0,
+                    help="per cluster configuration: rt_load at this rate, worker w0 SIGKILLed mid-run")  # fmt: skip
+    ap.add_argument("--search-toml", default="",
+                    help='[search] lines for each config, e.g. \'precursor_tolerance = "500 ppm"\'')  # fmt: skip
     ap.add_argument("--balance-only", action="store_true")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call (see bench/RESULTS.md):
-#   bash bench/gpu_check.sh [parity] [kernels] [probe] [bench] [library] [stream] [soak] [rtload] [latency] [bulk] [wall] [reader] [peers] [topdown] [signal] [elution] [cluster] | all   (all = parity bench library stream)
+#   bash bench/gpu_check.sh [parity] [kernels] [probe] [bench] [library] [stream] [soak] [rtload] [latency] [bulk] [wall] [reader] [peers] [topdown] [signal] [elution] [cluster] [tdcluster] | all   (all = parity bench library stream)
 # rtload: bench/rtload_bench.py with RTLOAD_ARGS (the shared client and echo floor copied to .gpudata/tools)
 # latency: bench/latency_probe.py with LATENCY_ARGS (a lone spectrum's latency, stage by stage)
 # bulk: bench/bulk_bench.py with BULK_ARGS (rtsearch-sim replay --rate max against the offline engine)
@@ -14,7 +14,9 @@
 # cluster: the GPU cluster tests (CLUSTER_TESTS=0: not), then bench/cluster_bench.py with CLUSTER_ARGS (balance; one
 #   engine against N workers under rt_load.py); on a
 #   machine with several GPUs (issue 21): CLUSTER_ARGS='--gpus-per-worker 1 --serve-args "--backend cupy"
-#   --configs 2:replicate,2:partition' (local placement: worker k on GPU k mod GPUs)
+#   --configs 2:replicate,2:partition' (local placement: worker k on GPU k mod GPUs); CLUSTER_ARGS2: a second run
+# tdcluster: bench/topdown_daemon.py with TDCLUSTER_ARGS (e.g. "--configs 1,2 --gpus-per-worker 1"); TD_DATA: a
+#   folder holding topdown-flashapp-ecoli (kept out of .gpudata/data, whose FASTAs make the cluster bench's database)
 # peers: bench/peers.py with PEERS_ARGS (Comet and Sage on the same FASTA and MGF; .deb/.whl in .gpudata/peers)
 # Expects the wheels in .whl/ (../shared/tools/device-wheels.sh) and the real data copied
 # to .gpudata/data/ (both git-ignored, carried by the device tool); writes logs under $OUT.
@@ -26,6 +28,8 @@ out=${OUT:-/tmp/rtsearch-out}
 mkdir -p "$out"
 python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD:$PWD/simulators PYTHONUNBUFFERED=1 RTSEARCH_DATA=$PWD/.gpudata/data
+# NVLink multicast stays off on the shared multi-GPU hosts (the device tool's KINDS.md), in every child too
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 python3 -c 'import cupy, numpy; print("cupy", cupy.__version__, "numpy", numpy.__version__)' | tee -a "$out/gpu.txt"
 rc=0
@@ -110,9 +114,20 @@ if [[ $modes == *" cluster "* ]]; then
     python3 -m pytest -m gpu tests/gpu/test_cluster_gpu.py -q -s -p no:cacheprovider 2>&1 | tee "$out/pytest_cluster.log"
     [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
   fi
-  eval "args=(${CLUSTER_ARGS:-})"
-  python3 bench/cluster_bench.py --data "$RTSEARCH_DATA" --tools .gpudata/tools --index-cache .benchcache/idx20k \
-    "${args[@]}" --json "$out/cluster.json" 2>&1 | tee "$out/cluster.log"
+  # CLUSTER_ARGS2 (optional): a second bench run in the same call (e.g. another [search] window), as cluster2.*
+  for k in "" 2; do
+    v=CLUSTER_ARGS$k
+    [[ -z $k || -n ${!v:-} ]] || continue
+    eval "args=(${!v:-})"
+    python3 bench/cluster_bench.py --data "$RTSEARCH_DATA" --tools .gpudata/tools --index-cache .benchcache/idx20k \
+      "${args[@]}" --json "$out/cluster$k.json" 2>&1 | tee "$out/cluster$k.log"
+    [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
+  done
+fi
+if [[ $modes == *" tdcluster "* ]]; then  # issue 21: the top-down daemon (GPU-bound) through 1 and N cluster workers
+  eval "args=(${TDCLUSTER_ARGS:-})"
+  python3 bench/topdown_daemon.py --data "${TD_DATA:-$RTSEARCH_DATA}" --tools .gpudata/tools "${args[@]}" \
+    --json "$out/tdcluster.json" 2>&1 | tee "$out/tdcluster.log"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if [[ $modes == *" peers "* ]]; then

@@ -55,7 +55,7 @@ def wait_ready(proc: subprocess.Popen[str], timeout: float, tail: collections.de
     said: list[str] = []
     while time.monotonic() < end:
         line = proc.stderr.readline()
-        said = [*said[-20:], line]
+        said = [*said[-20:], line] if line else said  # at its end "" comes back until it is seen to exit
         if " ready: " in line:
             kept = tail if tail is not None else collections.deque(maxlen=1)
             kept.extend(said)

@@ -63,6 +63,7 @@ class _Worker:
     last_beat: float = 0.0
     outstanding: int = 0  # spectra sent and not answered
     seconds_per_spectrum: float = 0.0  # measured, smoothed
+    slowest: float = 0.0  # the most seconds a spectrum of one of its answered batches took (top-down varies 10x)
     inflight: set[int] = field(default_factory=set)
     busy_s: float = 0.0  # how long its batch in hand has taken, as its last heartbeat said
     hung: bool = False  # called hung: out until a heartbeat says it is idle again
@@ -219,8 +220,10 @@ class ClusterScorer:
                 self._requeue(w)
             w.pid, w.alive, w.last_beat, w.since_up = int(hello["pid"]), True, now, 0
             self.record(Cluster(w.name, w.piece, up=True))
-            log.info("cluster: %s up (pid %d, piece %d, %s; %d entries, %.3f GB on its device)", w.name, w.pid, w.piece,
-                     hello["backend"], hello.get("entries", 0), hello.get("device_bytes", 0) / 1e9)  # fmt: skip
+            gpu = f" on GPU {hello['gpu']}" if hello.get("gpu") else ""
+            log.info("cluster: %s up (pid %d, piece %d, %s%s; %d entries, %.3f GB on its device)", w.name, w.pid,
+                     w.piece, hello["backend"], gpu, hello.get("entries", 0),
+                     hello.get("device_bytes", 0) / 1e9)  # fmt: skip
             if all(x.alive for x in self.workers.values()):
                 self._all_ready.set()
             return
@@ -236,6 +239,7 @@ class ClusterScorer:
         w.last_beat = now
         took = (now - req.sent) / max(req.size, 1)
         w.seconds_per_spectrum = took if w.batches == 0 else 0.8 * w.seconds_per_spectrum + 0.2 * took
+        w.slowest = max(w.slowest, took)
         w.batches, w.spectra, w.since_up = w.batches + 1, w.spectra + req.size, w.since_up + req.size
         self.record(Cluster(w.name, w.piece, up=True, spectra=req.size))
         with self._lock:
@@ -243,15 +247,18 @@ class ClusterScorer:
         req.future.set_result(frames[3])
 
     def _hang_s(self, w: _Worker) -> float:
-        """How long a worker may hold a batch: `HANG_FACTOR` × its measured time for what it holds, at least
-        `HANG_FLOOR_S` (`HANG_FIRST_S` before it answered anything)."""
+        """How long a worker may hold a batch: `HANG_FACTOR` × its slowest measured time a spectrum × what it
+        holds, at least `HANG_FLOOR_S` (`HANG_FIRST_S` before it answered anything)."""
         if not w.batches:
             return HANG_FIRST_S
-        return max(HANG_FLOOR_S, HANG_FACTOR * w.seconds_per_spectrum * max(w.outstanding, 1))
+        return max(HANG_FLOOR_S, HANG_FACTOR * max(w.slowest, w.seconds_per_spectrum) * max(w.outstanding, 1))
 
     def _check(self, now: float) -> None:
         for w in self.workers.values():
-            if w.alive and w.inflight and w.busy_s > self._hang_s(w):
+            # a worker is called hung only where another live one could take its batches: the last one is slow, and
+            # calling it hung would fail its batches (a dead one is still noticed by its silence)
+            spare = any(x.alive for x in self.workers.values() if x is not w)
+            if w.alive and w.inflight and spare and w.busy_s > self._hang_s(w):
                 w.alive, w.hung = False, True
                 self.deaths += 1
                 log.warning("cluster: %s busy for %.1f s with %d spectra: hung; %d batches sent again", w.name,

@@ -70,7 +70,8 @@ def run_worker(spec: WorkerSpec, stop: threading.Event | None = None) -> None:
     beat = threading.Thread(target=_beats, args=(ctx, spec, busy, stop), name="beats", daemon=True)
     beat.start()
     hello = {"name": spec.name, "piece": spec.piece, "pid": os.getpid(), "backend": target.backend.name,
-             "entries": target.entries, "device_bytes": target.device_bytes()}
+             "entries": target.entries, "device_bytes": target.device_bytes(),
+             "gpu": os.environ.get("CUDA_VISIBLE_DEVICES", "")}  # a local worker's GPU (`process_main`)  # fmt: skip
     sock.send_multipart([b"hello", pickle.dumps(hello)])
     dumps = pickle.dumps
     try:

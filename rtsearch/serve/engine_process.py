@@ -168,7 +168,7 @@ WARM_UP_BATCH_S = 5.0  # a warm-up batch slower than this at the last one's pace
 
 
 def warm_up(target: SearchTarget, score: Scorer, sizes: list[int], observe: Callable[[int, float], None], *,
-            backend: str | None = None) -> None:
+            backend: str | None = None, remote: bool = False) -> None:
     """Run every scoring path through ``score`` before intake opens; ``observe(size, seconds)`` seeds the
     engine-time model.
 
@@ -178,7 +178,9 @@ def warm_up(target: SearchTarget, score: Scorer, sizes: list[int], observe: Call
     nothing: one pass). A size whose batch would take more than `WARM_UP_BATCH_S` at the pace of the
     last one is left out (top-down search costs ~0.1 s a spectrum: 512 of them would hold intake
     closed for minutes); the model extrapolates from the sizes it saw. ``backend``: where ``score`` computes
-    (default: ``target``'s; a cluster's workers may compile where the front door does not).
+    (default: ``target``'s; a cluster's workers may compile where the front door does not). ``remote``: ``score``
+    is a cluster's, whose workers warmed up themselves: a batch it could not answer in time (`EngineError`) ends
+    the warm-up, not the daemon.
     """
     spectra = target.warm_up_spectra(64)
     for observing in (True,) if (backend or target.backend.name) == "numpy" else (False, True):
@@ -188,7 +190,13 @@ def warm_up(target: SearchTarget, score: Scorer, sizes: list[int], observe: Call
                 break
             batch = (spectra * (size // len(spectra) + 1))[:size]
             t0 = time.perf_counter()
-            score(SpectraBatch.of(batch))
+            try:
+                score(SpectraBatch.of(batch))
+            except EngineError as e:  # a cluster's batch unanswered in time (its workers warmed up themselves)
+                if not remote:
+                    raise
+                log.warning("warm-up: a batch of %d was not answered (%s): the model learns from real batches", size, e)
+                return
             took = time.perf_counter() - t0
             pace = took / size if k or observing else 0.0
             if observing:

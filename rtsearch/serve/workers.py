@@ -224,7 +224,7 @@ class WorkerPool:
                 warming, self._warmed = self.cluster is None or not self._warmed, True
             if warming:
                 warm_up(self.target, score, sorted({*WARM_UP_SIZES, self.cfg.max_batch}), self._observe,
-                        backend=self.cluster_backend)
+                        backend=self.cluster_backend, remote=self.cluster is not None)
         except BaseException as e:
             warm.set_exception(e)
             self._engine_out(engine)

@@ -22,10 +22,13 @@ from rtsearch.cluster.worker import WorkerSpec
 from rtsearch.matches import ScoredBatch, concat_batches, unscored_batch
 from rtsearch.types import Spectrum
 
+SLOW_S = 1.6  # a "slow" worker's time a batch: past `_hang_s`'s 1 s floor
+
 
 class Scripted:
     """A placement whose workers are threads: ``behaviour[name]`` is "ok", "hang" (holds its first batch, beats
-    busy) or "die" (its first batch ends it: no answer, no more heartbeats)."""
+    busy), "slow" (holds each batch `SLOW_S`, beating busy, then answers) or "die" (its first batch ends it: no
+    answer, no more heartbeats)."""
 
     def __init__(self, behaviour: dict[str, str]) -> None:
         self.behaviour, self.stop, self.threads = behaviour, threading.Event(), []
@@ -52,18 +55,25 @@ class Scripted:
         sock.send_multipart([b"hello", pickle.dumps({"name": spec.name, "piece": spec.piece, "pid": os.getpid(),
                                                      "backend": "numpy"})])  # fmt: skip
         mode, since, last = self.behaviour[spec.name], 0, 0.0
+        held: list[bytes] = []  # "slow": the batch in hand
         while not self.stop.is_set():
             if time.monotonic() - last > 0.1 and mode != "dead":
                 beats.send_multipart([spec.name.encode(), str(time.monotonic_ns() - since if since else 0).encode()])
                 last = time.monotonic()
-            if not sock.poll(20):
+            released = bool(held) and time.monotonic_ns() - since >= SLOW_S * 1e9
+            if released:
+                frames, held, since = held, [], 0
+            elif held or not sock.poll(20):
+                time.sleep(0.01 if held else 0)
                 continue
-            frames = sock.recv_multipart()
+            else:
+                frames = sock.recv_multipart()
             if frames[0] != b"batch":
                 continue
             batch, own = pickle.loads(frames[2])
-            if mode == "hang":
+            if mode in ("hang", "slow") and not since and not released:
                 since = time.monotonic_ns()  # holds it; beats say busy
+                held = frames if mode == "slow" else []
                 continue
             if mode == "die":
                 mode = "dead"
@@ -113,6 +123,19 @@ def test_a_batch_held_by_a_failed_worker_is_answered_by_another(fault: str) -> N
         took = time.monotonic() - t0
     assert got.reason == ["w1", "w1"] and got.scan.tolist() == [0, 1] and placement.answered == {"w0": [], "w1": [2]}
     assert door.resent == 1 and door.deaths == 1 and 0.9 < took < 3.0, took
+
+
+def test_a_lone_slow_worker_is_waited_for_not_called_hung() -> None:
+    # top-down batches vary 10x in time a spectrum: a lone worker past its hang time has no one to hand over to
+    placement = Scripted({"w0": "slow"})
+    with ClusterScorer(None, placement, workers=1) as door:  # type: ignore[arg-type]
+        w0 = door.workers["w0"]
+        w0.batches, w0.seconds_per_spectrum = 1, 0.001  # as if it had answered fast: past its hang time after 1 s
+        t0 = time.monotonic()
+        got = door.score(_batch([1000.0, 1001.0]))
+        took = time.monotonic() - t0
+    assert got.reason == ["w0", "w0"] and placement.answered == {"w0": [2]}
+    assert door.deaths == 0 and door.resent == 0 and SLOW_S - 0.1 < took < SLOW_S + 1.5, took
 
 
 def test_partition_sends_each_spectrum_to_its_pieces_owner_and_puts_them_back_in_order() -> None:

@@ -77,3 +77,28 @@ def test_warm_up_leaves_out_batches_too_slow_at_the_last_ones_pace(monkeypatch) 
 
         engine_process.warm_up(target, score, [1, 7, 64, 512], lambda size, secs, seen=seen: seen.append(size))
         assert seen == want
+
+
+def test_a_clusters_unanswered_warm_up_batch_ends_the_warm_up_not_the_daemon() -> None:
+    """A cluster's batch no worker answered in time (seen with top-down workers on the H200 machine: the daemon
+    exited before it was ready) ends a remote warm-up with what it measured; a local engine's failure still raises."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import pytest
+
+    from rtsearch.serve import engine_process
+    from rtsearch.types import Spectrum
+
+    spectra = [Spectrum("w", k, 2, np.array([100.0]), np.ones(1, np.float32), 500.0, (2,)) for k in range(8)]
+    target = SimpleNamespace(warm_up_spectra=lambda n: spectra, backend=SimpleNamespace(name="numpy"))
+
+    def score(batch):
+        if len(batch) > 1:
+            raise engine_process.EngineError("no live cluster worker took it within 0.1 s")
+
+    seen: list[int] = []
+    engine_process.warm_up(target, score, [1, 7, 64], lambda size, secs: seen.append(size), remote=True)
+    assert seen == [1]
+    with pytest.raises(engine_process.EngineError):
+        engine_process.warm_up(target, score, [1, 7, 64], lambda size, secs: None)
