@@ -90,7 +90,7 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
             rows.append({"phase": "floor", **r})
             print(json.dumps(rows[-1]), flush=True)
     one = [] if not args.search_toml else ["--config", str(_toml(tmp, "one", args.search_toml))]
-    configs = [("one engine", one)] + [
+    configs = [("one engine", one)] * (not args.skip_engine) + [
         (c, ["--cluster", c.split(":")[0], "--cluster-mode", c.split(":")[1], "--placement", args.placement,
              "--config", str(_toml(tmp, c, args.search_toml, args.gpus_per_worker,
                                    _room((c.split(":") + ["0"])[2], target_gb)))])
@@ -222,6 +222,7 @@ def main() -> int:
                     help="per cluster configuration: rt_load at this rate, worker w0 SIGKILLed mid-run")  # fmt: skip
     ap.add_argument("--search-toml", default="",
                     help='[search] lines for each config, e.g. \'precursor_tolerance = "500 ppm"\'')  # fmt: skip
+    ap.add_argument("--skip-engine", action="store_true", help="serve through the --configs only")
     ap.add_argument("--balance-only", action="store_true")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
