@@ -19,16 +19,18 @@ Sage's own q-values of its LDA discriminant ((decoys + 1) / targets: below 100 t
 ``sage-lda-tdc``, the same discriminant competed as rtsearch competes its scores (decoys / targets,
 `rtsearch.search.fdr.q_values`); ``sage-hyperscore``, the hyperscore competed that way.
 
-    python bench/entrapment.py --data ../shared/data [--runs BSA1,demo] [--work DIR] [--search-args ...]
+    python bench/entrapment.py --data ../shared/data [--runs BSA1,demo] [--work DIR] [--search-args ...] [--jobs N]
     python bench/entrapment.py --data ../shared/data --engine sage --peers-dir DIR [--threads N] [--work DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import csv
 import dataclasses
 import json
+import multiprocessing
 import os
 import random
 import sys
@@ -104,14 +106,19 @@ def combined_fasta(dev: DevRun, data: Path, work: Path) -> tuple[str, Path]:
     return key, combined
 
 
+def index_of(dev: DevRun, data: Path, work: Path) -> Path:
+    """The index of the run's database and its entrapment, in ``work`` (built unless there)."""
+    key, combined = combined_fasta(dev, data, work)
+    folder = work / f"idx-{key}"
+    if not folder.is_dir() and rtsearch(["index", "build", "--fasta", str(combined), "--out", str(folder)]) != 0:
+        raise SystemExit(f"index build failed for {dev.fastas}")
+    return folder
+
+
 def check(dev: DevRun, data: Path, work: Path, indexes: dict[tuple[str, ...], Path], extra: list[str]) -> dict:
     run = dev.paths(data)[1]
     if dev.fastas not in indexes:
-        key, combined = combined_fasta(dev, data, work)
-        folder = work / f"idx-{key}"
-        if not folder.is_dir() and rtsearch(["index", "build", "--fasta", str(combined), "--out", str(folder)]) != 0:
-            raise SystemExit(f"index build failed for {dev.fastas}")
-        indexes[dev.fastas] = folder
+        indexes[dev.fastas] = index_of(dev, data, work)
     toml = work / f"{dev.name}.toml"
     toml.write_text(f'[search]\nprecursor_tolerance = "{dev.precursor}"\nfragment_tolerance = "{dev.fragment}"\n')
     out = work / f"{dev.name}.tsv"
@@ -120,6 +127,20 @@ def check(dev: DevRun, data: Path, work: Path, indexes: dict[tuple[str, ...], Pa
     if code != 0:
         raise SystemExit(f"search failed for {dev.name}")
     return {"run": dev.name, **count(out)}
+
+
+def check_all(runs: list[DevRun], data: Path, work: Path, extra: list[str], jobs: int) -> list[dict]:
+    """`check` of each run, ``jobs`` processes side by side: the distinct indexes first (runs sharing a database
+    share its index), then the searches; lines in the order of ``runs``."""
+    first = list({d.fastas: d for d in runs}.values())
+    if jobs <= 1:
+        indexes: dict[tuple[str, ...], Path] = {}
+        return [check(d, data, work, indexes, extra) for d in runs]
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        builds = {d.fastas: pool.submit(index_of, d, data, work) for d in first}
+        built = {k: f.result() for k, f in builds.items()}
+        searches = [pool.submit(check, d, data, work, built, extra) for d in runs]
+        return [f.result() for f in searches]
 
 
 def check_sage(dev: DevRun, data: Path, work: Path, peers_dir: Path, threads: int) -> list[dict[str, Any]]:
@@ -162,6 +183,8 @@ def main() -> int:
     ap.add_argument("--engine", choices=["rtsearch", "sage"], default="rtsearch")
     ap.add_argument("--peers-dir", type=Path, default=ROOT / ".gpudata/peers", help="sagepy's wheels (bench/peers.py)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="Sage's threads")
+    ap.add_argument("--jobs", type=int, default=min(os.cpu_count() or 1, 4),
+                    help="rtsearch: index builds and searches side by side (processes)")  # fmt: skip
     args = ap.parse_args()
     if args.engine == "sage" and args.search_args:
         ap.error("--search-args is for --engine rtsearch")
@@ -169,11 +192,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = (args.work or Path(tmp)).resolve()
         work.mkdir(parents=True, exist_ok=True)
-        indexes: dict[tuple[str, ...], Path] = {}
         if args.engine == "sage":
             lines = [x for d in runs for x in check_sage(d, args.data, work, args.peers_dir.resolve(), args.threads)]
         else:
-            lines = [check(d, args.data, work, indexes, args.search_args.split()) for d in runs]
+            lines = check_all(runs, args.data.resolve(), work, args.search_args.split(), args.jobs)
     for line in [*lines, *pooled(lines)]:
         print(json.dumps(line), flush=True)
     return 0
