@@ -43,16 +43,21 @@ def demo_index(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def dev_indexes(tmp_path_factory, data):
-    """One index per distinct dev-run database, built through the CLI once per session."""
+    """One index per distinct dev-run database, built through the CLI once per session, two at a time (processes:
+    the builds are NumPy and mostly one core each)."""
+    import concurrent.futures
+    import multiprocessing
+
     from rtsearch.cli import main
     from tests.devruns import DEV_RUNS
 
-    out = {}
-    for dev in DEV_RUNS:
-        if dev.fastas in out:
-            continue
-        folder = tmp_path_factory.mktemp("index") / "idx"
-        fastas, _ = dev.paths(data)
-        assert main(["index", "build", "--fasta", *map(str, fastas), "--out", str(folder)]) == 0
-        out[dev.fastas] = folder
+    out, builds = {}, []
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for dev in DEV_RUNS:
+            if dev.fastas in out:
+                continue
+            out[dev.fastas] = folder = tmp_path_factory.mktemp("index") / "idx"
+            fastas, _ = dev.paths(data)
+            builds.append(pool.submit(main, ["index", "build", "--fasta", *map(str, fastas), "--out", str(folder)]))
+        assert [f.result() for f in builds] == [0] * len(builds)
     return out
