@@ -14,7 +14,7 @@
 # cluster: the GPU cluster tests (CLUSTER_TESTS=0: not), then bench/cluster_bench.py with CLUSTER_ARGS (balance; one
 #   engine against N workers under rt_load.py); on a
 #   machine with several GPUs (issue 21): CLUSTER_ARGS='--gpus-per-worker 1 --serve-args "--backend cupy"
-#   --configs 2:replicate,2:partition' (local placement: worker k on GPU k mod GPUs); CLUSTER_ARGS2: a second run
+#   --configs 2:replicate,2:partition' (local placement: worker k on GPU k mod GPUs)
 # tdcluster: bench/topdown_daemon.py with TDCLUSTER_ARGS (e.g. "--configs 1,2 --gpus-per-worker 1"); TD_DATA: a
 #   folder holding topdown-flashapp-ecoli (kept out of .gpudata/data, whose FASTAs make the cluster bench's database)
 # peers: bench/peers.py with PEERS_ARGS (Comet and Sage on the same FASTA and MGF; .deb/.whl in .gpudata/peers)
@@ -114,15 +114,10 @@ if [[ $modes == *" cluster "* ]]; then
     python3 -m pytest -m gpu tests/gpu/test_cluster_gpu.py -q -s -p no:cacheprovider 2>&1 | tee "$out/pytest_cluster.log"
     [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
   fi
-  # CLUSTER_ARGS2 (optional): a second bench run in the same call (e.g. another [search] window), as cluster2.*
-  for k in "" 2; do
-    v=CLUSTER_ARGS$k
-    [[ -z $k || -n ${!v:-} ]] || continue
-    eval "args=(${!v:-})"
-    python3 bench/cluster_bench.py --data "$RTSEARCH_DATA" --tools .gpudata/tools --index-cache .benchcache/idx20k \
-      "${args[@]}" --json "$out/cluster$k.json" 2>&1 | tee "$out/cluster$k.log"
-    [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
-  done
+  eval "args=(${CLUSTER_ARGS:-})"
+  python3 bench/cluster_bench.py --data "$RTSEARCH_DATA" --tools .gpudata/tools --index-cache .benchcache/idx20k \
+    "${args[@]}" --json "$out/cluster.json" 2>&1 | tee "$out/cluster.log"
+  [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if [[ $modes == *" tdcluster "* ]]; then  # issue 21: the top-down daemon (GPU-bound) through 1 and N cluster workers
   eval "args=(${TDCLUSTER_ARGS:-})"

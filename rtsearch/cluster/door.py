@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 DEAD_AFTER_S = 1.0  # a worker silent this long is dead: its batches go elsewhere
 HANG_FACTOR, HANG_FLOOR_S, HANG_FIRST_S = 10.0, 1.0, 30.0  # a batch held longer than this is hung (`_hang_s`)
+SLOWEST_DECAY = 0.9  # each answered batch not slower shrinks a worker's slowest time a spectrum by this
 FAILOVER_S = 2.0  # partition: a dead owner's spectra wait this long for it, then go to any live worker
 START_TIMEOUT_S = 600.0  # every worker opened its target and said hello (a large index on a fresh machine)
 
@@ -63,7 +64,7 @@ class _Worker:
     last_beat: float = 0.0
     outstanding: int = 0  # spectra sent and not answered
     seconds_per_spectrum: float = 0.0  # measured, smoothed
-    slowest: float = 0.0  # the most seconds a spectrum of one of its answered batches took (top-down varies 10x)
+    slowest: float = 0.0  # seconds a spectrum of its slowest recent batch (top-down varies 10x; `SLOWEST_DECAY`)
     inflight: set[int] = field(default_factory=set)
     busy_s: float = 0.0  # how long its batch in hand has taken, as its last heartbeat said
     hung: bool = False  # called hung: out until a heartbeat says it is idle again
@@ -218,7 +219,7 @@ class ClusterScorer:
                 self.deaths += 1
                 self.record(Cluster(w.name, w.piece, up=False, died=True, resent=len(w.inflight)))
                 self._requeue(w)
-            w.pid, w.alive, w.last_beat, w.since_up = int(hello["pid"]), True, now, 0
+            w.pid, w.alive, w.last_beat, w.since_up, w.slowest = int(hello["pid"]), True, now, 0, 0.0
             self.record(Cluster(w.name, w.piece, up=True))
             gpu = f" on GPU {hello['gpu']}" if hello.get("gpu") else ""
             log.info("cluster: %s up (pid %d, piece %d, %s%s; %d entries, %.3f GB on its device)", w.name, w.pid,
@@ -239,7 +240,7 @@ class ClusterScorer:
         w.last_beat = now
         took = (now - req.sent) / max(req.size, 1)
         w.seconds_per_spectrum = took if w.batches == 0 else 0.8 * w.seconds_per_spectrum + 0.2 * took
-        w.slowest = max(w.slowest, took)
+        w.slowest = max(took, SLOWEST_DECAY * w.slowest)  # an outlier (a batch queued behind others) fades
         w.batches, w.spectra, w.since_up = w.batches + 1, w.spectra + req.size, w.since_up + req.size
         self.record(Cluster(w.name, w.piece, up=True, spectra=req.size))
         with self._lock:

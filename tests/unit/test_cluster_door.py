@@ -183,3 +183,33 @@ def test_an_address_the_door_cannot_bind_is_a_clear_error() -> None:
 
     with pytest.raises(EndpointError, match="cluster_host '203.0.113.7'"):
         ClusterScorer(None, Scripted({}), workers=1, host="203.0.113.7")  # type: ignore[arg-type]
+
+
+def test_one_slow_batch_widens_the_hang_time_for_a_while_only() -> None:
+    """A worker's hang time rests on its slowest recent time a spectrum: one slow batch (a top-down spectrum, or
+    one queued behind others) widens it, later ones at the usual pace bring it back (`SLOWEST_DECAY`)."""
+    import concurrent.futures
+
+    from rtsearch.cluster.door import HANG_FACTOR, SLOWEST_DECAY, _Request
+
+    placement = Scripted({"w0": "ok"})
+    with ClusterScorer(None, placement, workers=1) as door:  # type: ignore[arg-type]
+        w0 = door.workers["w0"]
+
+        def answered(rid: int, size: int, seconds: float) -> None:
+            now = time.monotonic()
+            req = _Request(rid, size, b"", -1, None, concurrent.futures.Future(), now, "w0", now - seconds)
+            door._requests[rid] = req
+            w0.inflight.add(rid)
+            w0.outstanding += size
+            door._from_worker([b"w0", b"scored", rid.to_bytes(8, "little"), b""], now)
+
+        answered(1001, 10, 0.01)  # 1 ms a spectrum
+        answered(1002, 1, 0.5)  # one slow spectrum: 0.5 s
+        w0.outstanding = 100
+        assert door._hang_s(w0) == pytest.approx(HANG_FACTOR * 0.5 * 100, rel=0.01)
+        for k in range(40):
+            answered(2000 + k, 10, 0.01)
+        w0.outstanding = 100
+        assert door._hang_s(w0) == pytest.approx(HANG_FACTOR * 0.5 * SLOWEST_DECAY**40 * 100, rel=0.05)
+        assert door._hang_s(w0) < 0.02 * HANG_FACTOR * 0.5 * 100
