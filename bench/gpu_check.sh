@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call (see bench/RESULTS.md):
-#   bash bench/gpu_check.sh [parity] [kernels] [probe] [bench] [library] [stream] [soak] [rtload] [latency] [bulk] [wall] [reader] [peers] [topdown] [signal] [elution] [cluster] [tdcluster] | all   (all = parity bench library stream)
+#   bash bench/gpu_check.sh [parity] [kernels] [probe] [bench] [library] [stream] [soak] [rtload] [shards] [latency] [bulk] [wall] [reader] [peers] [topdown] [signal] [elution] [cluster] [tdcluster] | all   (all = parity bench library stream)
 # rtload: bench/rtload_bench.py with RTLOAD_ARGS (the shared client and echo floor copied to .gpudata/tools)
+# shards: bench/shards_probe.py with SHARDS_ARGS (K daemons side by side, K clients: would runs spread over
+#   processes pay?)
 # latency: bench/latency_probe.py with LATENCY_ARGS (a lone spectrum's latency, stage by stage)
 # bulk: bench/bulk_bench.py with BULK_ARGS (rtsearch-sim replay --rate max against the offline engine)
 # wall: bench/search_wall.py (rtsearch search's whole process on the 50,000-spectrum MGF, cold and warm kernel cache)
@@ -71,6 +73,12 @@ fi
 if [[ $modes == *" soak "* ]]; then
   python3 bench/stream_bench.py --data "$RTSEARCH_DATA" --index-cache .benchcache/idx20k --phases soak ${STREAM_ARGS:-} \
     --json "$out/stream_soak.json" 2>&1 | tee "$out/stream_soak.log"
+  [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
+fi
+if [[ $modes == *" shards "* ]]; then  # K whole daemons side by side, each fed its own runs (bench/shards_probe.py)
+  # shellcheck disable=SC2086
+  python3 bench/shards_probe.py --data "$RTSEARCH_DATA" --tools .gpudata/tools --index-cache .benchcache/idx20k \
+    ${SHARDS_ARGS:-} --json "$out/shards.json" 2>&1 | tee "$out/shards.log"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if [[ $modes == *" rtload "* ]]; then

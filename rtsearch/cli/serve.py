@@ -60,6 +60,13 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--elution", action="store_true", default=None,
                    help="follow each identified precursor through the MS1 scans and publish its elution's apex and "
                    "end (topic 'elution' on the results socket, <base>/<run>/elution on MQTT)")
+    d.add_argument("--lanes", type=int, metavar="N",
+                   help="spread the runs over N daemon processes behind this one (each opens the target, scores on "
+                   "its own engine and owns the runs it is given; for many runs at once: one run stays on one "
+                   "lane); default 1")
+    d.add_argument("--routers", type=int, metavar="N",
+                   help="with --lanes: processes routing each message to its run's lane (default: one per lane)")
+    d.add_argument("--lane", type=int, help=argparse.SUPPRESS)  # set by the lanes' front for each lane it starts
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,12 +86,15 @@ def run(args: argparse.Namespace) -> int:
         "budget_ms": args.budget_ms, "results_dir": args.results_dir, "workers": args.workers,
         "max_batch": args.max_batch, "intakes": args.intakes, "publishers": args.publishers, "engine": args.engine,
         "elution": args.elution, "cluster": args.cluster, "cluster_mode": args.cluster_mode,
-        "cluster_placement": args.placement, "ray_address": args.ray_address,
+        "cluster_placement": args.placement, "ray_address": args.ray_address, "lanes": args.lanes,
+        "routers": args.routers,
     }  # fmt: skip
     serve = dataclasses.replace(cfg.serve, **{k: v for k, v in flags.items() if v is not None})
     if serve.max_queue < serve.max_batch:
         serve = dataclasses.replace(serve, max_queue=8 * serve.max_batch)
     validate_serve(serve)
+    if serve.lanes > 1:
+        return _front(args.argv[1:], serve)
     backend = backend_of(args, cfg)
     log.info("backend %s (%s); serve settings %s", backend.name, backend.device, resolved_dict(serve))
     metrics = DaemonMetrics()  # /metrics, /healthz, /readyz (503 "loading the target") before the target loads
@@ -93,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         # a cluster's workers score on the backend; its front door only routes and names: the target stays here
         target = open_target(args, cfg, get_backend("numpy") if serve.cluster else backend)
         metrics.health.set(state="starting")
-        daemon = Daemon(target, serve, metrics=metrics, cluster_backend=backend.name)
+        daemon = Daemon(target, serve, metrics=metrics, cluster_backend=backend.name, lane=args.lane)
         # what writes each run file, beside it (and in Parquet's metadata): rtsearch.io.provenance
         daemon.ends.provenance = provenance.record(command=args.argv, config=resolved_dict(
             dataclasses.replace(cfg, serve=serve)), target=args.index or args.library or args.proteoforms)  # fmt: skip
@@ -122,3 +132,43 @@ async def _serve(daemon: Any) -> None:
         notify("STOPPING=1", "STATUS=stopping: answering what was received, writing results")
     ready.cancel()
     await serving
+
+
+def _front(argv: list[str], serve: Any) -> int:
+    """``--lanes N``: the front of N lane daemons (`rtsearch.serve.lanes`), until SIGINT or SIGTERM."""
+    import signal
+    import threading
+
+    from prometheus_client import CollectorRegistry
+
+    from rtsearch.errors import EndpointError
+    from rtsearch.serve.http import MetricsServer
+    from rtsearch.serve.lanes import Front
+    from rtsearch.serve.systemd import notify
+
+    front = Front(serve, argv)
+    registry = CollectorRegistry()
+    registry.register(front.metrics)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        http = MetricsServer(registry, front.health, port=serve.metrics_port, host=serve.metrics_host)
+    except OSError as e:
+        raise EndpointError(f"metrics port {serve.metrics_host}:{serve.metrics_port}: {e.strerror or e}") from None
+
+    def tell_systemd() -> None:
+        while not front.ready.wait(0.5):
+            if stop.is_set():
+                return
+        e = front.endpoints
+        notify("READY=1", f"STATUS=serving: spectra {e['spectra']}, results {e['results']}, metrics :{http.port}")
+
+    with http:
+        front.metrics_port = http.port
+        threading.Thread(target=tell_systemd, name="notify", daemon=True).start()
+        try:
+            front.run(stop)
+        finally:
+            notify("STOPPING=1")
+    return 0

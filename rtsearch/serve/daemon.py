@@ -86,11 +86,11 @@ class Daemon:
     def __init__(
         self, target: SearchTarget, cfg: ServeConfig, *, metrics: DaemonMetrics | None = None,
         on_run_finished: Callable[[Finished], None] | None = None, clock: Callable[[], int] = time.monotonic_ns,
-        cluster_backend: BackendName | None = None,
+        cluster_backend: BackendName | None = None, lane: int | None = None,
     ) -> None:  # fmt: skip
-        """``cluster_backend``: where ``[serve] cluster`` workers score (default: ``target``'s backend)."""
-        self.target = target
-        self.cfg = cfg
+        """``cluster_backend``: where ``[serve] cluster`` workers score (default: ``target``'s backend). ``lane``: that
+        lane of a front (`rtsearch.serve.lanes`): input out of order; earlier journals left to lane 0."""
+        self.target, self.cfg = target, cfg
         self.metrics = metrics or DaemonMetrics()
         self.on_run_finished = on_run_finished
         self.clock = clock
@@ -99,10 +99,11 @@ class Daemon:
         self.mqtt: MqttPublisher | None = None
         self.refitter = Refitter()
         self.intakes = cfg.intakes or default_intakes()
+        self.lane = lane
         self.ends = RunEnds(target, cfg, refitter=self.refitter, record=self.metrics.record,
-                            on_finished=self._on_finished)  # fmt: skip
+                            on_finished=self._on_finished, recover_journals=not lane)  # fmt: skip
         self.runs = RunBook(self.ends.new_run, max_open=cfg.max_open_runs, idle_s=cfg.run_idle_s,
-                            settle_s=SETTLE_S if self.intakes > 1 else 0.0, clock=clock)  # fmt: skip
+                            settle_s=0.0 if self.intakes == 1 and lane is None else SETTLE_S, clock=clock)  # fmt: skip
         self.ends.runs = self.runs
         self.pool = WorkerPool(target, cfg, answer=self._answer, refitter=self.refitter, record=self.metrics.record,
                                clock=clock, cluster_backend=cluster_backend)  # fmt: skip
@@ -115,8 +116,7 @@ class Daemon:
         self._failed = asyncio.Event()
 
     @property
-    def finished(self) -> list[Finished]:
-        """The runs finished so far (results file written), in order."""
+    def finished(self) -> list[Finished]:  # the runs finished so far (results file written), in order
         return self.ends.finished
 
     def _on_finished(self, done: Finished) -> None:
@@ -176,9 +176,9 @@ class Daemon:
                 supervise = asyncio.create_task(self._supervise(), name="supervise")
                 self.metrics.record(Ready(True))
                 self.ready.set()
-                log.info("ready: spectra %s (%s, %d intake processes), results %s, metrics :%s",
-                         intake.endpoint, cfg.spectra_mode, self.intakes, self.publisher.endpoint,
-                         self.endpoints.metrics_port)  # fmt: skip
+                log.info("%s: spectra %s (%s, %d intake processes), results %s, metrics :%s",
+                         "ready" if self.lane is None else f"lane {self.lane} up", intake.endpoint, cfg.spectra_mode,
+                         self.intakes, self.publisher.endpoint, self.endpoints.metrics_port)  # fmt: skip
                 stopper, failed = asyncio.create_task(stop.wait()), asyncio.create_task(self._failed.wait())
                 await asyncio.wait({stopper, failed, ingest}, return_when=asyncio.FIRST_COMPLETED)
                 for task in (stopper, failed, idle, supervise):
@@ -397,4 +397,3 @@ class Daemon:
         if self.mqtt is not None:
             for run, payload in psms:
                 self.mqtt.psm(run, payload)
-

@@ -52,8 +52,10 @@ class RunEnds:
 
     def __init__(
         self, target: SearchTarget, cfg: ServeConfig, *, refitter: Refitter, record: Callable[..., None],
-        on_finished: Callable[[Finished], None],
+        on_finished: Callable[[Finished], None], recover_journals: bool = True,
     ) -> None:  # fmt: skip
+        """``recover_journals``: `open` finishes the journals an earlier daemon left (lanes but 0: not theirs)."""
+        self.recover_journals = recover_journals
         self.target = target
         self.cfg = cfg
         self.refitter = refitter
@@ -71,8 +73,9 @@ class RunEnds:
         """Check the results folder, finish an earlier daemon's journals there, start journaling."""
         cfg = self.cfg
         check_writable(cfg.results_dir)
-        for done in await asyncio.to_thread(recover, cfg.results_dir, self.target, cfg.results_format, self._claimed,
-                                            self.provenance):  # fmt: skip
+        left = [] if not self.recover_journals else await asyncio.to_thread(
+            recover, cfg.results_dir, self.target, cfg.results_format, self._claimed, self.provenance)  # fmt: skip
+        for done in left:
             self._done(Finished(done.summary, done.path))
         self.journals = Journals(cfg.results_dir, self.target)
 
@@ -160,4 +163,3 @@ class RunEnds:
     def _done(self, done: Finished) -> None:
         self.finished.append(done)
         self.on_finished(done)
-

@@ -1,0 +1,112 @@
+"""Runs spread over lane daemons (``rtsearch serve --lanes 2``): every spectrum answered once through the front,
+each run on one lane, the lanes' metrics merged, and each run's results file what one daemon writes for it.
+
+The front runs as deployed (``rtsearch serve`` in a process of its own, two lanes each a process, two routers);
+the reference is one daemon in this test's event loop on the same target and settings. Four runs of the E. coli
+dev run (MS1 and MS2): two sent one message a spectrum, two in batched ``spectra`` messages (both topics routed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from rtsearch.cli.demo import TOML, bundled
+from rtsearch_sim.collector import Collector
+from rtsearch_sim.replay import Sender, Sent, replay
+from tests.streaming import ServeProcess, free_port, running, scrape, serve_config
+
+RUNS = ("lane-a", "lane-b", "lane-c", "lane-d")
+
+
+def _send(spectra: str, results: str, run: list) -> tuple[Sent, Collector]:  # type: ignore[type-arg]
+    """The four runs: two a message a spectrum, two in batched messages; every answer collected."""
+    col = Collector(results).start()
+    sent = Sent()
+    with Sender(spectra, mode="push", wait_s=20) as s:
+        replay(s, [(RUNS[0], run), (RUNS[1], run)], speed=None, rate=4000, sent=sent)
+        replay(s, [(RUNS[2], run), (RUNS[3], run)], speed=None, rate=4000, batch=16, sent=sent)
+    col.wait(len(sent.ms2), idle_s=30, timeout_s=300)
+    col.stop()
+    return sent, col
+
+
+def _psms(folder: Path, run: str) -> dict[tuple[str, str], tuple[str, str, str]]:
+    """A results file's rows by (scan, rank): peptide, proteins, q-value."""
+    with open(folder / f"{run}.tsv", newline="") as fh:
+        return {(r["scan"], r["rank"]): (r["peptide"], r["proteins"], r["q_value"])
+                for r in csv.DictReader(fh, delimiter="\t")}  # fmt: skip
+
+
+@pytest.mark.asyncio
+async def test_runs_spread_over_two_lanes(demo_index, ecoli_run, engine, tmp_path):
+    sp, rp, port = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}", free_port()
+    front = ServeProcess(["--index", str(demo_index.folder), "--config", str(bundled(TOML)), "--backend", "numpy",
+                          "--spectra", sp, "--spectra-mode", "pull", "--results", rp, "--metrics-port", str(port),
+                          "--results-dir", str(tmp_path / "lanes"), "--lanes", "2", "--intakes", "1"])  # fmt: skip
+    try:
+        assert front.wait_for(" ready: ", 180), front.log
+        assert "2 lanes, 2 routers" in front.log
+        sent, col = await asyncio.to_thread(_send, sp, rp, ecoli_run)
+        report = col.report(sent.ms2)
+        assert report.lost == 0 and report.duplicates == 0, report
+        assert report.by_status.get("shed", 0) == 0 and report.by_status.get("identified", 0) > 0, report
+        metrics = scrape(port)
+        # the registry gave each lane two runs, and what the lanes published adds up to every answer
+        assert metrics['rtsearch_lane_runs_total{lane="0"}'] == metrics['rtsearch_lane_runs_total{lane="1"}'] == 2
+        published = {lane: sum(v for k, v in metrics.items() if k.startswith("rtsearch_results_total{")
+                               and f'lane="{lane}"' in k) for lane in "01"}  # fmt: skip
+        assert published["0"] > 0 and published["1"] > 0
+        assert published["0"] + published["1"] == len(sent.ms2)
+        assert 'process_cpu_seconds_total{lane="front"}' in metrics
+    finally:
+        front.proc.send_signal(signal.SIGTERM)
+        code = front.proc.wait(120)
+    assert code == 0, front.log[-3000:]
+    # the reference: one daemon, the same runs
+    async with running(engine, serve_config(tmp_path, results_dir=str(tmp_path / "one"))) as daemon:
+        ref_sent, ref_col = await asyncio.to_thread(_send, daemon.endpoints.spectra, daemon.endpoints.results,
+                                                    ecoli_run)  # fmt: skip
+    assert ref_col.report(ref_sent.ms2).lost == 0
+    for run in RUNS:
+        lanes, one = _psms(tmp_path / "lanes", run), _psms(tmp_path / "one", run)
+        assert lanes == one, run
+        assert sum(1 for _, _, q in lanes.values() if q and float(q) <= 0.01) > 50, run
+
+
+def _lane_pid(front_pid: int, lane: int) -> int | None:
+    """The process of lane ``lane`` started by the front ``front_pid`` (from /proc)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == front_pid and argv[-3:-1] == [b"--lane", str(lane).encode()]:
+            return int(proc.name)
+    return None
+
+
+def test_a_lane_that_dies_stops_the_front_with_a_clear_error(demo_index, tmp_path):
+    front = ServeProcess(["--index", str(demo_index.folder), "--config", str(bundled(TOML)), "--backend", "numpy",
+                          "--spectra", f"tcp://127.0.0.1:{free_port()}", "--spectra-mode", "pull", "--results",
+                          f"tcp://127.0.0.1:{free_port()}", "--metrics-port", "0", "--results-dir", str(tmp_path),
+                          "--lanes", "2", "--intakes", "1"])  # fmt: skip
+    try:
+        assert front.wait_for(" ready: ", 180), front.log
+        pid = _lane_pid(front.proc.pid, 1)
+        assert pid is not None, front.log
+        os.kill(pid, signal.SIGKILL)
+        code = front.proc.wait(120)
+    finally:
+        front.kill()
+    assert code != 0
+    assert "lane(s) [1] exited" in front.log, front.log[-3000:]
+    assert _lane_pid(front.proc.pid, 0) is None  # the other lane was stopped, not left behind
