@@ -6,9 +6,10 @@ batched topics names one run), and pushes the frames, untouched, to that run's l
 A run's lane is asked once of the front's registry (a REQ/REP pair: every router gets the same answer) and kept.
 A message whose run cannot be read goes to lane 0, which answers or counts it as malformed as a lone daemon
 would. Nothing is decoded beyond the run's name, and the frames go on as ZeroMQ's own (no copy): 6-12 µs a
-message of four frames on the development machine, so a router carries tens of thousands a second. On the GPU
-machine four routers used ~1.8 cores at 100,000 messages a second (bench/RESULTS.md): the hop is worth removing
-(the intake processes could route the chunks they decode) where cores are short.
+message of four frames on the development machine (`bench/router_cost.py`), so a router carries tens of
+thousands a second. On the GPU machine four routers used ~1.8 cores at 100,000 messages a second
+(bench/RESULTS.md): the hop is worth removing (the intake processes could route the chunks they decode) where
+cores are short.
 
 Stopping: the front writes to the control pipe (or closes it); the router then forwards what reaches it until
 `QUIET_S` pass without a message, and closes its lane sockets lingering until they delivered everything.
