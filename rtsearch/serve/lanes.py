@@ -13,8 +13,8 @@ target opened by each).
 
 - The **door** (`rtsearch.serve.door`) binds (or connects) the spectra socket and spreads its messages over the
   **routers** (`rtsearch.serve.router`, processes): each reads a message's run and pushes it, untouched, to the
-  run's lane. A run's lane is decided once by the **registry** (a thread here: the lane holding the fewest runs)
-  and kept; every router asks it, so all agree.
+  run's lane. A run's lane is decided once by the **registry** (a thread here: the lane holding the fewest open
+  runs) and kept; every router asks it, so all agree.
 - Each **lane** is ``rtsearch serve`` in a process of its own, run with this command's arguments on private
   ``ipc://`` endpoints (``--lane k``): its own intake, batcher, engine process, run book and journals; several
   routers may hand it a run's messages out of order, so it waits for ``run.end``'s ``n_spectra`` as behind
@@ -52,7 +52,7 @@ from rtsearch.serve.door import Door, default_intakes
 from rtsearch.serve.http import Health
 from rtsearch.serve.lane_metrics import LaneMetrics
 from rtsearch.serve.proxy import Forwarder
-from rtsearch.serve.router import route
+from rtsearch.serve.router import Registry, route
 
 log = logging.getLogger(__name__)
 
@@ -60,36 +60,6 @@ START_S = 900.0  # a lane may take this long to open its target and become ready
 SUPERVISE_S = 0.2
 ROUTER_STOP_S = 15.0  # routers pass on what they hold within this (their quiet time and linger)
 DRAIN_S = 0.5  # after the lanes exit, the results proxy forwards their last answers for this long
-
-
-class Registry:
-    """Run → lane, the same for every router: a REP socket answered by a thread (the lane with fewest runs)."""
-
-    def __init__(self, ctx: zmq.Context[Any], endpoint: str, lanes: int) -> None:
-        self._rep = ctx.socket(zmq.REP)
-        self._rep.bind(endpoint)
-        self.endpoint = endpoint
-        self.runs = [0] * lanes  # runs given to each lane
-        self._lane_of: dict[str, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="registry", daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            if not self._rep.poll(100):
-                continue
-            run = self._rep.recv_string()
-            lane = self._lane_of.get(run)
-            if lane is None:
-                lane = self._lane_of[run] = self.runs.index(min(self.runs))
-                self.runs[lane] += 1
-            self._rep.send_string(str(lane))
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self._rep.close(0)
 
 
 def _free_port() -> int:

@@ -17,8 +17,10 @@ Stopping: the front writes to the control pipe (or closes it); the router then f
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import signal
+import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -43,8 +45,67 @@ def run_of(header: bytes) -> str | None:
     return run if isinstance(run, str) else None
 
 
+MAX_RUNS_KNOWN = 100_000  # run names the registry and each router remember (a client inventing names gains nothing)
+END = b"run.end"
+
+
+class Registry:
+    """Run → lane for every router: a REP socket answered by a thread (`run_lane`). A new run goes to the lane with
+    the fewest open runs (a run's ``run.end``, told by the router that passed it on, closes it); a run keeps its
+    lane while remembered (the last `MAX_RUNS_KNOWN` names)."""
+
+    def __init__(self, ctx: zmq.Context[Any], endpoint: str, lanes: int) -> None:
+        self._rep = ctx.socket(zmq.REP)
+        self._rep.bind(endpoint)
+        self.endpoint = endpoint
+        self.runs = [0] * lanes  # runs given to each lane (`rtsearch_lane_runs_total`)
+        self.open = [0] * lanes  # of them, not ended
+        self._lane_of: collections.OrderedDict[str, int] = collections.OrderedDict()
+        self._ended: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="registry", daemon=True)
+        self._thread.start()
+
+    def run_lane(self, run: str) -> int:
+        """``run``'s lane, given now if it has none (the lane with the fewest open runs)."""
+        lane = self._lane_of.get(run)
+        if lane is None:
+            lane = self._lane_of[run] = self.open.index(min(self.open))
+            self.runs[lane] += 1
+            self.open[lane] += 1
+            if len(self._lane_of) > MAX_RUNS_KNOWN:
+                old, old_lane = self._lane_of.popitem(last=False)
+                if old not in self._ended:
+                    self.open[old_lane] -= 1
+                self._ended.discard(old)
+        return lane
+
+    def ended(self, run: str) -> None:
+        """``run``'s ``run.end`` passed: it no longer counts as open on its lane."""
+        lane = self._lane_of.get(run)
+        if lane is not None and run not in self._ended:
+            self._ended.add(run)
+            self.open[lane] -= 1
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            if not self._rep.poll(100):
+                continue
+            kind, run = self._rep.recv_multipart()
+            if kind == b"end":
+                self.ended(run.decode())
+                self._rep.send(b"")
+            else:
+                self._rep.send_string(str(self.run_lane(run.decode())))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._rep.close(0)
+
+
 class LaneOf:
-    """Run name → lane, asked of the registry once a run (`Registry` in `rtsearch.serve.lanes`)."""
+    """Run name → lane, asked of the `Registry` once a run (and told of its ``run.end``)."""
 
     def __init__(self, req: zmq.Socket[Any]) -> None:
         self._req = req
@@ -57,9 +118,17 @@ class LaneOf:
             return 0
         lane = self._known.get(run)
         if lane is None:
-            self._req.send_string(run)
-            lane = self._known[run] = int(self._req.recv())
+            if len(self._known) >= MAX_RUNS_KNOWN:
+                self._known.clear()
+            lane = self._known[run] = int(self._ask(b"lane", run))
+        topic = frames[0].bytes if isinstance(frames[0], zmq.Frame) else frames[0]
+        if topic == END:
+            self._ask(b"end", run)
         return lane
+
+    def _ask(self, kind: bytes, run: str) -> bytes:
+        self._req.send_multipart([kind, run.encode()])
+        return bytes(self._req.recv())
 
 
 def route(inner: str, lanes: list[str], registry: str, control: Connection, index: int) -> None:

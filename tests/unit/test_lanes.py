@@ -10,9 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rtsearch.config import ConfigError, ServeConfig, validate_serve
 from rtsearch.serve.lane_metrics import LaneMetrics
-from rtsearch.serve.lanes import Registry
 from rtsearch.serve.metrics import DaemonMetrics
-from rtsearch.serve.router import LaneOf, run_of
+from rtsearch.serve.router import LaneOf, Registry, run_of
 from rtsearch.serve.stats import Shed
 
 
@@ -23,7 +22,7 @@ def test_the_run_is_read_from_any_header_and_none_from_a_malformed_one():
         assert run_of(bad) is None
 
 
-def test_every_router_is_told_the_same_lane_a_run_and_runs_spread_evenly(tmp_path):
+def test_every_router_is_told_the_same_lane_a_run_and_runs_spread_over_open_lanes(tmp_path):
     ctx: zmq.Context = zmq.Context()
     registry = Registry(ctx, f"ipc://{tmp_path / 'reg'}", 3)
     try:
@@ -36,7 +35,13 @@ def test_every_router_is_told_the_same_lane_a_run_and_runs_spread_evenly(tmp_pat
         first = [routers[k % 2]([b"spectrum", f'{{"v":1,"run":"{r}"}}'.encode()]) for k, r in enumerate(runs)]
         again = [routers[(k + 1) % 2]([b"spectrum", f'{{"run":"{r}","v":1}}'.encode()]) for k, r in enumerate(runs)]
         assert first == again == [0, 1, 2, 0, 1, 2]
-        assert registry.runs == [2, 2, 2]
+        assert registry.runs == registry.open == [2, 2, 2]
+        # runs ended on lanes 1 and 2 (told by whichever router passed the run.end on): new runs go there
+        for r in ("run1", "run4", "run2"):
+            assert routers[1]([b"run.end", f'{{"v":1,"run":"{r}","n_spectra":5}}'.encode()]) in (1, 2)
+        assert registry.open == [2, 0, 1] and registry.runs == [2, 2, 2]
+        assert [routers[0]([b"spectrum", f'{{"run":"new{k}"}}'.encode()]) for k in range(3)] == [1, 1, 2]
+        assert routers[1]([b"spectrum", b'{"run":"run1"}']) == 1  # an ended run's late spectrum: the same lane
         assert routers[0]([b"spectrum", b"{broken"]) == 0  # no run: lane 0 answers it as malformed
         assert routers[0]([b"run.end"]) == 0
     finally:
