@@ -51,8 +51,9 @@ END = b"run.end"
 
 class Registry:
     """Run → lane for every router: a REP socket answered by a thread (`run_lane`). A new run goes to the lane with
-    the fewest open runs (a run's ``run.end``, told by the router that passed it on, closes it); a run keeps its
-    lane while remembered (the last `MAX_RUNS_KNOWN` names)."""
+    the fewest open runs (a run's ``run.end``, told by the router that passed it on, closes it), of those the one
+    given the fewest runs (runs one after another take turns); a run keeps its lane while remembered (the last
+    `MAX_RUNS_KNOWN` names)."""
 
     def __init__(self, ctx: zmq.Context[Any], endpoint: str, lanes: int) -> None:
         self._rep = ctx.socket(zmq.REP)
@@ -67,10 +68,10 @@ class Registry:
         self._thread.start()
 
     def run_lane(self, run: str) -> int:
-        """``run``'s lane, given now if it has none (the lane with the fewest open runs)."""
+        """``run``'s lane, given now if it has none (see the class docstring)."""
         lane = self._lane_of.get(run)
         if lane is None:
-            lane = self._lane_of[run] = self.open.index(min(self.open))
+            lane = self._lane_of[run] = min(range(len(self.open)), key=lambda k: (self.open[k], self.runs[k]))
             self.runs[lane] += 1
             self.open[lane] += 1
             if len(self._lane_of) > MAX_RUNS_KNOWN:

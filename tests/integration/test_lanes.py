@@ -1,5 +1,6 @@
 """Runs spread over lane daemons (``rtsearch serve --lanes 2``): every spectrum answered once through the front,
-each run on one lane, the lanes' metrics merged, and each run's results file what one daemon writes for it.
+each run on one lane, the lanes' metrics merged, each run's summary on MQTT (each lane its own client of a private
+Mosquitto), and each run's results file what one daemon writes for it.
 
 The front runs as deployed (``rtsearch serve`` in a process of its own, two lanes each a process, two routers);
 the reference is one daemon in this test's event loop on the same target and settings. Four runs of the E. coli
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import json
 import os
 import signal
 from pathlib import Path
@@ -19,7 +21,8 @@ import pytest
 from rtsearch.cli.demo import TOML, bundled
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, replay
-from tests.streaming import ServeProcess, free_port, running, scrape, serve_config
+from tests.integration.test_mqtt import Listener, _wait
+from tests.streaming import ServeProcess, free_port, mosquitto, running, scrape, serve_config
 
 RUNS = ("lane-a", "lane-b", "lane-c", "lane-d")
 
@@ -46,9 +49,13 @@ def _psms(folder: Path, run: str) -> dict[tuple[str, str], tuple[str, str, str]]
 @pytest.mark.asyncio
 async def test_runs_spread_over_two_lanes(demo_index, ecoli_run, engine, tmp_path):
     sp, rp, port = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}", free_port()
+    broker = mosquitto(tmp_path)
+    mqtt = broker.__enter__()
+    listener = Listener(mqtt.port, "lab2")
     front = ServeProcess(["--index", str(demo_index.folder), "--config", str(bundled(TOML)), "--backend", "numpy",
                           "--spectra", sp, "--spectra-mode", "pull", "--results", rp, "--metrics-port", str(port),
-                          "--results-dir", str(tmp_path / "lanes"), "--lanes", "2", "--intakes", "1"])  # fmt: skip
+                          "--results-dir", str(tmp_path / "lanes"), "--lanes", "2", "--intakes", "1", "--mqtt",
+                          f"127.0.0.1:{mqtt.port}", "--instrument", "lab2"])  # fmt: skip
     try:
         assert front.wait_for(" ready: ", 180), front.log
         assert "2 lanes, 2 routers" in front.log
@@ -64,9 +71,18 @@ async def test_runs_spread_over_two_lanes(demo_index, ecoli_run, engine, tmp_pat
         assert published["0"] > 0 and published["1"] > 0
         assert published["0"] + published["1"] == len(sent.ms2)
         assert 'process_cpu_seconds_total{lane="front"}' in metrics
+        # each run's summary from its lane's MQTT client, with every MS2 spectrum of the run counted
+        summaries = [f"rtsearch/lab2/{run}/summary" for run in RUNS]
+        assert await asyncio.to_thread(_wait, lambda: all(listener.on(t) for t in summaries), 60), listener.messages
+        for run, topic in zip(RUNS, summaries, strict=True):
+            (summary,) = [json.loads(p) for p in listener.on(topic)]
+            assert summary["run"] == run and summary["spectra"] == sum(1 for r, _ in sent.ms2 if r == run)
+            assert listener.on(f"rtsearch/lab2/{run}/psm"), run
     finally:
         front.proc.send_signal(signal.SIGTERM)
         code = front.proc.wait(120)
+        listener.stop()
+        broker.__exit__(None, None, None)
     assert code == 0, front.log[-3000:]
     # the reference: one daemon, the same runs
     async with running(engine, serve_config(tmp_path, results_dir=str(tmp_path / "one"))) as daemon:

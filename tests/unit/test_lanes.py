@@ -40,7 +40,10 @@ def test_every_router_is_told_the_same_lane_a_run_and_runs_spread_over_open_lane
         for r in ("run1", "run4", "run2"):
             assert routers[1]([b"run.end", f'{{"v":1,"run":"{r}","n_spectra":5}}'.encode()]) in (1, 2)
         assert registry.open == [2, 0, 1] and registry.runs == [2, 2, 2]
-        assert [routers[0]([b"spectrum", f'{{"run":"new{k}"}}'.encode()]) for k in range(3)] == [1, 1, 2]
+        assert [routers[0]([b"spectrum", f'{{"run":"new{k}"}}'.encode()]) for k in range(3)] == [1, 2, 1]
+        for r in ("run0", "run3", "run5", "new0", "new1", "new2"):  # every run ended: runs one after another take turns
+            routers[0]([b"run.end", f'{{"v":1,"run":"{r}"}}'.encode()])
+        assert [routers[1]([b"spectrum", f'{{"run":"seq{k}"}}'.encode()]) for k in range(3)] == [0, 2, 1]
         assert routers[1]([b"spectrum", b'{"run":"run1"}']) == 1  # an ended run's late spectrum: the same lane
         assert routers[0]([b"spectrum", b"{broken"]) == 0  # no run: lane 0 answers it as malformed
         assert routers[0]([b"run.end"]) == 0
