@@ -100,6 +100,9 @@ def main() -> int:
     p.add_argument("--budget-ms", type=float, default=0.0)
     p.add_argument("--serve-args", default="", help="extra arguments of each rtsearch serve")
     p.add_argument("--intakes", type=int, default=4, help="intake processes in all: each daemon gets intakes / K")
+    p.add_argument("--lanes", action="store_true",
+                   help="instead of K daemons, one `rtsearch serve --lanes K` (its routers in front), the K clients "
+                   "all sending to it: what the routing hop costs against K daemons side by side")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     _, res, index = index_and_record(args.data, args.proteins, args.index_cache)
@@ -113,8 +116,12 @@ def main() -> int:
         for k in map(int, args.shards.split(",")):
             with contextlib.ExitStack() as stack:
                 serve = [*args.serve_args.split(), "--intakes", str(max(1, args.intakes // k))]
-                served = [Served(args.index_cache.resolve(), tmp / f"res-k{k}-{i}", serve, tmp) for i in range(k)]
-                for s in served:  # started together, waited for one by one
+                if args.lanes:
+                    front = Served(args.index_cache.resolve(), tmp / f"res-l{k}", [*serve, "--lanes", str(k)], tmp)
+                    served = [front] * k
+                else:
+                    served = [Served(args.index_cache.resolve(), tmp / f"res-k{k}-{i}", serve, tmp) for i in range(k)]
+                for s in dict.fromkeys(served):  # started together, waited for one by one
                     stack.enter_context(s)
                 for rate in map(float, args.rates.split(",")):
                     cpu0 = [sum(cpu_by_thread(s.proc.pid).values()) for s in served]
@@ -122,7 +129,8 @@ def main() -> int:
                     cpu = [
                         round(sum(cpu_by_thread(s.proc.pid).values()) - c, 1) for s, c in zip(served, cpu0, strict=True)
                     ]
-                    row = {"shards": k, "offered_hz": rate, **pooled(lines), "daemon_cpu_s": cpu, "clients": lines}
+                    row = {"shards": k, "lanes": args.lanes, "offered_hz": rate, **pooled(lines), "daemon_cpu_s": cpu,
+                           "clients": lines}
                     rows.append(row)
                     print(json.dumps({x: v for x, v in row.items() if x != "clients"}), flush=True)
     res["rows"] = rows

@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure(logging.DEBUG if args.verbose else quiet, args.log_format)
     try:
         rc = COMMANDS[args.command].run(args)
-        if argv is None and args.command == "search":
+        if argv is None and args.command in ("search", "index"):
             _exit_now(rc)
         return rc
     except RtsearchError as e:
@@ -82,8 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _exit_now(rc: int) -> None:
     """End the process without the interpreter's teardown (CuPy's, the GPU context's, every object's): a search's
     results are written and closed and its reader processes told to stop, and the process took 0.21-0.37 s
-    more to exit after its summary, of a 3-4 s search (bench/RESULTS.md). Only for the command run as the
-    process (``argv`` None)."""
+    more to exit after its summary, of a 3-4 s search (bench/RESULTS.md); an index build's folder is written
+    and renamed into place. Only for the command run as the process (``argv`` None)."""
     sys.stdout.flush()
     sys.stderr.flush()
     logging.shutdown()
