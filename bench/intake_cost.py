@@ -28,7 +28,8 @@ import zmq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rtsearch.io.spectra import read_spectra  # noqa: E402
-from rtsearch.serve.intake_process import Reader, send_items  # noqa: E402
+from rtsearch.serve.intake_process import send_items  # noqa: E402
+from rtsearch.serve.reader import Reader  # noqa: E402
 
 
 def messages(data: Path, n: int) -> list[list[bytes]]:

@@ -101,8 +101,8 @@ def main() -> int:
     p.add_argument("--serve-args", default="", help="extra arguments of each rtsearch serve")
     p.add_argument("--intakes", type=int, default=4, help="intake processes in all: each daemon gets intakes / K")
     p.add_argument("--lanes", action="store_true",
-                   help="instead of K daemons, one `rtsearch serve --lanes K` (its routers in front), the K clients "
-                   "all sending to it: what the routing hop costs against K daemons side by side")
+                   help="instead of K daemons, one `rtsearch serve --lanes K` (--intakes intake processes in front), "
+                   "the K clients all sending to it: what the front costs against K daemons side by side")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     _, res, index = index_and_record(args.data, args.proteins, args.index_cache)
@@ -115,8 +115,9 @@ def main() -> int:
         res["spectra"] = write_mgf(args.data, mgf)
         for k in map(int, args.shards.split(",")):
             with contextlib.ExitStack() as stack:
-                serve = [*args.serve_args.split(), "--intakes", str(max(1, args.intakes // k))]
-                if args.lanes:
+                serve = [*args.serve_args.split(), "--intakes", str(args.intakes if args.lanes else
+                                                                    max(1, args.intakes // k))]  # fmt: skip
+                if args.lanes:  # the front's intake processes hand every lane its runs
                     front = Served(args.index_cache.resolve(), tmp / f"res-l{k}", [*serve, "--lanes", str(k)], tmp)
                     served = [front] * k
                 else:

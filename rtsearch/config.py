@@ -139,7 +139,6 @@ class ServeConfig:
     cluster_host: str = "127.0.0.1"  # where workers reach this daemon (several hosts: its address on their network)
     worker_memory_gb: float = 0.0  # a cluster worker's room for the target (0: its share of its GPU; CPU: no limit)
     lanes: int = 1  # daemon processes the runs are spread over, behind one front (serve/lanes.py); 1: this one
-    routers: int = 0  # lanes > 1: processes routing each message to its run's lane (0: one per lane)
 
 
 @dataclass(frozen=True)
@@ -322,7 +321,7 @@ SERVE_RANGES: dict[str, tuple[float, float]] = {
     "max_batch": (1, 1_000_000), "max_queue": (1, 100_000_000), "workers": (1, 8), "publishers": (0, 16),
     "intakes": (0, 32), "cluster": (0, 256), "gpus_per_worker": (0.0, 8.0), "worker_memory_gb": (0.0, 1e6),
     "metrics_port": (0, 65535), "mqtt_queue": (1, 10_000_000), "max_open_runs": (1, 100_000),
-    "run_idle_s": (1.0, 7 * 86_400.0), "lanes": (1, 64), "routers": (0, 64),
+    "run_idle_s": (1.0, 7 * 86_400.0), "lanes": (1, 64),
 }  # fmt: skip
 
 

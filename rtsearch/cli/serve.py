@@ -64,12 +64,10 @@ def add_parser(sub: Any) -> None:
                    help="spread the runs over N daemon processes behind this one (each opens the target, scores on "
                    "its own engine and owns the runs it is given; for many runs at once: one run stays on one "
                    "lane); default 1")
-    d.add_argument("--routers", type=int, metavar="N",
-                   help="with --lanes: processes routing each message to its run's lane (default: one per lane)")
-    d.add_argument("--lane", type=int, help=argparse.SUPPRESS)  # set by the lanes' front for each lane it starts
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, lane: Any = None) -> int:
+    """``rtsearch serve``; ``lane``: run as that lane of the lanes' front (`lane_main`)."""
     import asyncio
     import dataclasses
 
@@ -87,13 +85,12 @@ def run(args: argparse.Namespace) -> int:
         "max_batch": args.max_batch, "intakes": args.intakes, "publishers": args.publishers, "engine": args.engine,
         "elution": args.elution, "cluster": args.cluster, "cluster_mode": args.cluster_mode,
         "cluster_placement": args.placement, "ray_address": args.ray_address, "lanes": args.lanes,
-        "routers": args.routers,
     }  # fmt: skip
     serve = dataclasses.replace(cfg.serve, **{k: v for k, v in flags.items() if v is not None})
     if serve.max_queue < serve.max_batch:
         serve = dataclasses.replace(serve, max_queue=8 * serve.max_batch)
     validate_serve(serve)
-    if serve.lanes > 1:
+    if serve.lanes > 1 and lane is None:
         return _front(args.argv[1:], serve)
     backend = backend_of(args, cfg)
     log.info("backend %s (%s); serve settings %s", backend.name, backend.device, resolved_dict(serve))
@@ -103,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         # a cluster's workers score on the backend; its front door only routes and names: the target stays here
         target = open_target(args, cfg, get_backend("numpy") if serve.cluster else backend)
         metrics.health.set(state="starting")
-        daemon = Daemon(target, serve, metrics=metrics, cluster_backend=backend.name, lane=args.lane)
+        daemon = Daemon(target, serve, metrics=metrics, cluster_backend=backend.name, lane=lane)
         # what writes each run file, beside it (and in Parquet's metadata): rtsearch.io.provenance
         daemon.ends.provenance = provenance.record(command=args.argv, config=resolved_dict(
             dataclasses.replace(cfg, serve=serve)), target=args.index or args.library or args.proteoforms)  # fmt: skip
@@ -120,8 +117,8 @@ async def _serve(daemon: Any) -> None:
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # a lane: the front decides when it stops (it ends its intake)
+        loop.add_signal_handler(sig, stop.set) if daemon.lane is None else signal.signal(sig, signal.SIG_IGN)
     serving = asyncio.create_task(daemon.run(stop))
     ready = asyncio.create_task(daemon.ready.wait())
     await asyncio.wait({serving, ready}, return_when=asyncio.FIRST_COMPLETED)
@@ -172,3 +169,23 @@ def _front(argv: list[str], serve: Any) -> int:
         finally:
             notify("STOPPING=1")
     return 0
+
+
+def lane_main(argv: list[str], lane: Any) -> None:
+    """A lane's process (spawned by the lanes' front, `rtsearch.serve.lanes`): ``rtsearch ARGV`` as that lane."""
+    import os
+
+    from rtsearch.cli import logs, parser
+    from rtsearch.errors import RtsearchError
+    from rtsearch.serve.runtime import name_os_thread
+
+    name_os_thread(f"lane_{lane.index}")  # what ps and /proc/PID/comm say
+    os.environ.pop("NOTIFY_SOCKET", None)  # the front tells systemd, not a lane
+    args = parser().parse_args(argv)
+    args.argv = ["rtsearch", *argv]
+    logs.configure(logging.DEBUG if args.verbose else logging.INFO, args.log_format)
+    try:
+        run(args, lane)
+    except RtsearchError as e:
+        log.error("lane %d: %s", lane.index, e)
+        raise SystemExit(e.exit_code) from None

@@ -127,8 +127,10 @@ class SpectraChunk:
                              np.zeros(0), np.zeros(0, np.float32), np.zeros(len(rows) + 1, np.int64),
                              self.ids_at(rows))  # fmt: skip
         keep = ~out
-        if not keep.any():
-            return None, taken
+        return (self.select(keep) if keep.any() else None), taken
+
+    def select(self, keep: np.ndarray) -> SpectraChunk:
+        """The rows where ``keep`` (a mask) is true, with their peaks, in order."""
         n_peaks = np.diff(self.offsets)
         peaks = np.repeat(keep, n_peaks)
         offsets = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
@@ -136,7 +138,15 @@ class SpectraChunk:
         charges = [z for z, k in zip(self.charges, keep.tolist(), strict=True) if k]
         mz, intensity = self.mz[peaks], self.intensity[peaks]
         return SpectraChunk(self.runs, charges, self.ints[keep], self.floats[keep], mz, intensity, offsets,
-                            self.ids_at(np.flatnonzero(keep))), taken  # fmt: skip
+                            self.ids_at(np.flatnonzero(keep)))  # fmt: skip
+
+    def own_runs(self) -> SpectraChunk:
+        """This chunk with only the runs its rows name (in their order), the run column renumbered."""
+        ints = self.ints.copy()
+        present, inverse = np.unique(ints[:, _RUN_COLUMN], return_inverse=True)
+        ints[:, _RUN_COLUMN] = inverse.reshape(-1)
+        return SpectraChunk([self.runs[r] for r in present.tolist()], self.charges, ints, self.floats, self.mz,
+                            self.intensity, self.offsets, self.ids)  # fmt: skip
 
     def rows(self) -> Iterator[tuple[int, Spectrum, int, int, int, float]]:
         """Each row as ``(run index, spectrum, sent_ns, wall_ns, mono_ns, budget_ms)``, in arrival order.

@@ -47,7 +47,7 @@ from rtsearch.serve.door import default_intakes
 from rtsearch.serve.elution import ElutionService
 from rtsearch.serve.engine_process import scores_in_process
 from rtsearch.serve.finish import Finished, RunEnds
-from rtsearch.serve.intake import Intake
+from rtsearch.serve.intake import Intake, Lane
 from rtsearch.serve.intake_process import Shedding
 from rtsearch.serve.jobs import INT_COLUMNS, Jobs, Stamps, jobs_of_chunk
 from rtsearch.serve.metrics import DaemonMetrics
@@ -86,10 +86,10 @@ class Daemon:
     def __init__(
         self, target: SearchTarget, cfg: ServeConfig, *, metrics: DaemonMetrics | None = None,
         on_run_finished: Callable[[Finished], None] | None = None, clock: Callable[[], int] = time.monotonic_ns,
-        cluster_backend: BackendName | None = None, lane: int | None = None,
+        cluster_backend: BackendName | None = None, lane: Lane | None = None,
     ) -> None:  # fmt: skip
-        """``cluster_backend``: where ``[serve] cluster`` workers score (default: ``target``'s backend). ``lane``: that
-        lane of a front (`rtsearch.serve.lanes`): input out of order; earlier journals left to lane 0."""
+        """``cluster_backend``: where ``[serve] cluster`` workers score (default: ``target``'s backend). ``lane``: this
+        daemon is a lane of the lanes' front (`rtsearch.serve.lanes`): fed by its intake processes, in no order."""
         self.target, self.cfg = target, cfg
         self.metrics = metrics or DaemonMetrics()
         self.on_run_finished = on_run_finished
@@ -98,10 +98,10 @@ class Daemon:
         self.ready = asyncio.Event()
         self.mqtt: MqttPublisher | None = None
         self.refitter = Refitter()
-        self.intakes = cfg.intakes or default_intakes()
-        self.lane = lane
+        self.intakes = len(lane.pipes) if lane else cfg.intakes or default_intakes()
+        self.lane = lane  # earlier journals are lane 0's to finish
         self.ends = RunEnds(target, cfg, refitter=self.refitter, record=self.metrics.record,
-                            on_finished=self._on_finished, recover_journals=not lane)  # fmt: skip
+                            on_finished=self._on_finished, recover_journals=not lane or lane.index == 0)  # fmt: skip
         self.runs = RunBook(self.ends.new_run, max_open=cfg.max_open_runs, idle_s=cfg.run_idle_s,
                             settle_s=0.0 if self.intakes == 1 and lane is None else SETTLE_S, clock=clock)  # fmt: skip
         self.ends.runs = self.runs
@@ -148,7 +148,8 @@ class Daemon:
                 gpu_bytes=backend.memory_used_bytes, searching=self.target.kind,
             )  # fmt: skip
             try:
-                self.publisher = Publisher(sync_ctx, cfg.results, publishers=cfg.publishers, clock=self.clock)
+                self.publisher = Publisher(sync_ctx, cfg.results, publishers=cfg.publishers, clock=self.clock,
+                                           inner=self.lane.results if self.lane else None)  # fmt: skip
                 self.publisher.encode_psms = bool(cfg.mqtt)
             except zmq.ZMQError as e:
                 raise EndpointError(f"results endpoint {cfg.results}: {e}") from None
@@ -162,28 +163,28 @@ class Daemon:
                         on_drop=lambda n: record(Mqtt(dropped=n)), on_connected=lambda up: record(Mqtt(connected=up)),
                     ))  # fmt: skip
                 # raises EndpointError when the endpoint cannot be used
-                self.pool.advice = Advice(intakes=self.intakes)
+                self.pool.advice = Advice(self.lane.advice if self.lane else None, intakes=self.intakes)
                 shedding = Shedding(self.publisher.inner, self.pool.advice.shared, cfg.budget_ms)
                 if cfg.elution:
                     self.elution = await asyncio.to_thread(  # starts the tracker's process: not on the loop
                         ElutionService, self.publisher.inner, backend=backend.name, record=self.metrics.record,
                         mqtt=self._mqtt_elution if cfg.mqtt else None)  # fmt: skip
-                intake = self.intake = await stack.enter_async_context(Intake(
-                    cfg.spectra, mode=cfg.spectra_mode, intakes=self.intakes, shedding=shedding, keep_ms1=cfg.elution))
+                intake = self.intake = await stack.enter_async_context(Intake(cfg.spectra, mode=cfg.spectra_mode,
+                    intakes=self.intakes, shedding=shedding, keep_ms1=cfg.elution, lane=self.lane))  # fmt: skip
                 self.endpoints.spectra = intake.endpoint
                 ingest = asyncio.create_task(self._ingest(intake), name="ingest")
                 idle = asyncio.create_task(self._end_idle_runs(), name="idle runs")
                 supervise = asyncio.create_task(self._supervise(), name="supervise")
                 self.metrics.record(Ready(True))
                 self.ready.set()
-                log.info("%s: spectra %s (%s, %d intake processes), results %s, metrics :%s",
-                         "ready" if self.lane is None else f"lane {self.lane} up", intake.endpoint, cfg.spectra_mode,
-                         self.intakes, self.publisher.endpoint, self.endpoints.metrics_port)  # fmt: skip
+                log.info("%s: spectra %s (%s, %d intake processes), results %s, metrics :%s", "ready" if not self.lane
+                         else f"lane {self.lane.index} up", intake.endpoint, cfg.spectra_mode, self.intakes,
+                         self.publisher.endpoint, self.endpoints.metrics_port)  # fmt: skip
                 stopper, failed = asyncio.create_task(stop.wait()), asyncio.create_task(self._failed.wait())
                 await asyncio.wait({stopper, failed, ingest}, return_when=asyncio.FIRST_COMPLETED)
                 for task in (stopper, failed, idle, supervise):
                     task.cancel()
-                if ingest.done() and not stop.is_set():
+                if ingest.done() and not stop.is_set() and (self.lane is None or ingest.exception()):
                     error = ingest.exception()
                     self._fail(f"intake stopped: {type(error).__name__}: {error}" if error else "intake stopped")
                 await self._shutdown(intake, ingest)

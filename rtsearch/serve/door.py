@@ -39,8 +39,10 @@ def default_intakes(cpus: int | None = None) -> int:
 class Door:
     """The spectra socket and the proxy thread behind it; `inner` is where the intake processes connect."""
 
-    def __init__(self, endpoint: str, *, mode: SpectraMode, hwm: int = 0) -> None:
-        self._ctx: zmq.Context[Any] = zmq.Context()
+    def __init__(self, endpoint: str, *, mode: SpectraMode, hwm: int = 0, io_threads: int = 1) -> None:
+        """``io_threads``: ZeroMQ's I/O threads for the two sockets and their connections (the lanes' front, which
+        carries every spectrum of every lane, gives it two)."""
+        self._ctx: zmq.Context[Any] = zmq.Context(io_threads=io_threads)
         self._front = self._ctx.socket(zmq.SUB if mode == "sub" else zmq.PULL)
         self._front.setsockopt(zmq.RCVHWM, hwm)
         self._front.setsockopt(zmq.LINGER, 0)

@@ -28,6 +28,9 @@ held, arrives before the iteration ends, so nothing received is lost.
 ``intakes`` > 1 starts that many intake processes behind a `rtsearch.serve.door.Door` (ZeroMQ's C
 proxy on the spectra socket): decoding then runs on as many cores. Their items interleave chunk by
 chunk; each process keeps its own messages in order.
+
+A lane of the lanes' front (`rtsearch.serve.lanes`, a `Lane`) starts none: the front's intake processes hand it
+its runs' items over the socket pairs it was given, and the front, not the lane, stops them (`stop` does nothing).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import multiprocessing
 import pickle
 import socket
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from rtsearch.config import SpectraMode
@@ -72,8 +76,20 @@ Items = list[SpectraChunk | Received | ShedChunk]
 _MONO = INT_COLUMNS.index("mono_ns")
 
 
+@dataclass(frozen=True)
+class Lane:
+    """This daemon is lane ``index`` of the lanes' front (`rtsearch.serve.lanes`): ``pipes``, its ends of the socket
+    pairs with the front's intake processes; ``advice``, its `Advice` words shared with them; ``results``, where
+    they send the answers they give at its door (its publisher's ``inner``)."""
+
+    index: int
+    pipes: list[socket.socket]
+    advice: Any
+    results: str
+
+
 class _Child:
-    """One intake process and the daemon's end of its socket pair."""
+    """One intake process (``None``: one of the lanes' front's) and the daemon's end of its socket pair."""
 
     def __init__(self, proc: Any, sock: socket.socket, index: int) -> None:
         self.proc = proc
@@ -92,7 +108,7 @@ class Intake:
 
     def __init__(
         self, endpoint: str, *, mode: SpectraMode = "sub", hwm: int = 0, intakes: int = 1,
-        shedding: Shedding | None = None, keep_ms1: bool = False,
+        shedding: Shedding | None = None, keep_ms1: bool = False, lane: Lane | None = None,
     ) -> None:  # fmt: skip
         if mode not in ("sub", "pull"):
             raise ValueError(f"spectra mode must be 'sub' or 'pull', got {mode!r}")
@@ -105,6 +121,7 @@ class Intake:
         self.intakes = intakes
         self.shedding = shedding  # answering at the door (`rtsearch.serve.admission`); None: never
         self.keep_ms1 = keep_ms1  # MS1 spectra keep their peaks (elution events)
+        self.lane = lane  # a lane's intake: the front's processes, attached (see the module docstring)
         self.received = 0
         self.door: Door | None = None
         self._children: list[_Child] = []
@@ -121,6 +138,12 @@ class Intake:
         """
 
         self._loop = asyncio.get_running_loop()
+        if self.lane is not None:
+            for k, sock in enumerate(self.lane.pipes):
+                sock.setblocking(False)
+                self._children.append(child := _Child(None, sock, k))
+                self._loop.add_reader(sock.fileno(), self._on_readable, child)
+            return self
         where, mode = self.requested, str(self.mode)
         if self.intakes > 1:
             self.door = Door(self.requested, mode=self.mode, hwm=self.hwm)  # raises EndpointError
@@ -196,6 +219,8 @@ class Intake:
         while not self._queue:
             for child in self._children:
                 if child.eof and not child.closed:
+                    if child.proc is None:
+                        raise RuntimeError(f"intake process {child.index} of the lanes' front exited")
                     code = child.proc.exitcode
                     raise RuntimeError(f"the intake process {child.proc.name} exited (exit code {code})")
             assert self._loop is not None
@@ -206,12 +231,12 @@ class Intake:
     @property
     def pid(self) -> int | None:
         """The (first) intake process's id (``None`` before `open` and after `aclose`)."""
-        return self._children[0].proc.pid if self._children else None
+        return self._children[0].proc.pid if self._children and self._children[0].proc else None
 
     @property
     def pids(self) -> list[int]:
         """Every intake process's id."""
-        return [c.proc.pid for c in self._children]
+        return [c.proc.pid for c in self._children if c.proc is not None]
 
     @property
     def items_by_process(self) -> list[int]:
@@ -220,7 +245,8 @@ class Intake:
 
     def alive(self) -> bool:
         """Whether every intake process runs and the door (if any) forwards."""
-        return all(c.proc.is_alive() for c in self._children) and (self.door is None or self.door.alive())
+        return all(c.proc.is_alive() if c.proc is not None else c.closed or not c.eof for c in self._children) and (
+            self.door is None or self.door.alive())  # fmt: skip
 
     def __aiter__(self) -> AsyncIterator[Items]:
         return self._items()
@@ -265,7 +291,10 @@ class Intake:
                     self._advice.processed(child, mono)
 
     def stop(self) -> None:
-        """Stop reading the spectra socket; the iteration ends after what the children read and still held."""
+        """Stop reading the spectra socket; the iteration ends after what the children read and still held (a lane:
+        nothing to do, its front stops the intake processes)."""
+        if self.lane is not None:
+            return
         if self.door is not None:
             self.door.stop()  # nothing more comes in; what it pushed stays queued for the children
         for child in self._children:
@@ -280,13 +309,14 @@ class Intake:
         for child in self._children:
             if child.sock.fileno() < 0:
                 continue  # closed already
-            for _ in range(100):
+            for _ in range(100 if child.proc is not None else 0):
                 if not child.proc.is_alive():
                     break
                 await asyncio.sleep(0.02)
-            if child.proc.is_alive():
-                child.proc.kill()  # it ignores SIGTERM (see rtsearch.serve.intake_process)
-            child.proc.join(5)
+            if child.proc is not None:
+                if child.proc.is_alive():
+                    child.proc.kill()  # it ignores SIGTERM (see rtsearch.serve.intake_process)
+                child.proc.join(5)
             if not child.eof and self._loop is not None:
                 self._loop.remove_reader(child.sock.fileno())
             child.sock.close()

@@ -45,96 +45,22 @@ from rtsearch.serve.chunks import (
     READY,
     SHED,
     SPECTRA,
-    ChunkBuilder,
     Received,
     ShedChunk,
     SpectraChunk,
-    block_items,
     pack,
 )  # fmt: skip
 from rtsearch.serve.publisher_process import send_results
+from rtsearch.serve.reader import CHUNK_MAX, Reader
+from rtsearch.serve.routing import LaneOf, split
 from rtsearch.serve.runtime import name_os_thread
-from rtsearch.wire import RawSpectrum, decode
-from rtsearch.wire_batch import SPECTRA as SPECTRA_TOPIC
-from rtsearch.wire_batch import SpectraBlock, decode_spectra
 
-CHUNK_MAX = 512  # messages per chunk at most: bounds the daemon's lock hold per chunk
-FLUSH_S = 0.001  # a chunk goes at most this long after its first message was read
-COALESCE_HZ = 4000.0  # above this arrival rate a chunk waits (up to FLUSH_S) for more messages
-RATE_WINDOW = 32  # arrivals the rate is measured over
 DRAIN_QUIET_S = 0.02  # at STOP, the socket counts as drained once it stayed empty this long
 DRAIN_MAX_S = 1.0  # ... or after this long (a sender that keeps sending is not read forever)
 SHED_REPORT_NS = 20_000_000  # spectra answered at the door are reported to the daemon at most this late
 HOLD_NS = 5_000_000  # the daemon this far behind its pipe: what is read waits here, where it can still be shed
 HOLD_POLL_MS = 1  # how often what waits here is looked at again
 SHED_REASON = "overload: the daemon's queue would answer it after its budget (answered at the door)"
-
-_EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)  # plain ints: no enum per call
-
-
-class Reader:
-    """Reads the spectra socket in chunks, sized by the arrival rate.
-
-    A chunk costs the same few dozen NumPy calls here and in the daemon whether it holds
-    one spectrum or hundreds. At a few hundred spectra a second each spectrum goes alone,
-    at once (its latency is what counts); above `COALESCE_HZ` a chunk that found the socket
-    empty waits up to `FLUSH_S` from its first message for more, so at 20,000 a second
-    chunks hold ~20 spectra instead of one or two, for at most a millisecond of latency.
-
-    Behind the door each of ``share`` processes sees ``1/share`` of the arrivals: it coalesces above
-    ``COALESCE_HZ / share`` and waits up to ``FLUSH_S * share``, so the daemon gets as many chunks a
-    second, each as large, as from one intake process — its cost is per chunk, not per spectrum.
-    """
-
-    def __init__(self, sock: zmq.Socket[bytes], *, share: int = 1, keep_ms1: bool = False) -> None:
-        self.sock = sock
-        self.flush_ns = int(FLUSH_S * share * 1e9)
-        self.coalesce_hz = COALESCE_HZ / share
-        self.keep_ms1 = keep_ms1
-        self.builder = ChunkBuilder(keep_ms1=keep_ms1)
-        self._arrivals: collections.deque[int] = collections.deque(maxlen=RATE_WINDOW)
-
-    def rate_hz(self) -> float:
-        """Arrivals per second over the last `RATE_WINDOW` messages (0 until there are two)."""
-        a = self._arrivals
-        return (len(a) - 1) / max(a[-1] - a[0], 1) * 1e9 if len(a) > 1 else 0.0
-
-    def read(self) -> list[SpectraChunk | Received]:
-        """What is queued (and, at high rates, what comes within `FLUSH_S`), decoded, in order.
-
-        Peaks are checked per chunk (`ChunkBuilder.build`), not per message.
-        """
-        sock, builder, arrivals = self.sock, self.builder, self._arrivals
-        recv, events, wall, mono = sock.recv, sock.get, time.time_ns, time.monotonic_ns
-        items: list[SpectraChunk | Received] = []
-        flush_at = mono() + self.flush_ns
-        coalesce = self.rate_hz() > self.coalesce_hz
-        for _ in range(CHUNK_MAX):
-            # the EVENTS check is cheaper than the exception of an empty recv; poll waits 1 ms at most
-            if not int(events(_EVENTS)) & _POLLIN and (not coalesce or mono() >= flush_at or not sock.poll(1)):
-                break
-            # frame objects carry `more`: half the cost of recv_multipart's option lookups per frame
-            frame = recv(_NOBLOCK, copy=False)
-            frames = [frame]
-            while frame.more:
-                frame = recv(_NOBLOCK, copy=False)
-                frames.append(frame)
-            w, m = wall(), mono()
-            arrivals.append(m)
-            msg = decode_spectra(frames) if frames[0].bytes == SPECTRA_TOPIC else decode(frames, peaks="raw")
-            if isinstance(msg, RawSpectrum):
-                builder.add(msg, w, m)
-            else:
-                if len(builder):
-                    items.extend(builder.build())
-                items.extend(block_items(msg, w, m, keep_ms1=self.keep_ms1) if isinstance(msg, SpectraBlock)
-                             else [Received(msg, w, m)])  # fmt: skip
-            if m >= flush_at:
-                break
-        if len(builder):
-            items.extend(builder.build())
-        return items
-
 
 Item = SpectraChunk | Received | ShedChunk
 _RUN, _SCAN, _SENT, _WALL, _BATCHED = (INT_COLUMNS.index(c) for c in ("run", "scan", "sent_ns", "wall_ns", "batched"))
@@ -282,13 +208,6 @@ def send_items(conn: socket.socket, items: Sequence[Item]) -> None:
             conn.sendall(pack(SPECTRA, item.parts()))
 
 
-def drain(sock: zmq.Socket[bytes], reader: Reader, conn: socket.socket, screen: Any) -> None:
-    """Read and send what ``sock`` still holds, until it stays empty `DRAIN_QUIET_S` (at most `DRAIN_MAX_S`)."""
-    end = time.monotonic() + DRAIN_MAX_S
-    while time.monotonic() < end and sock.poll(int(DRAIN_QUIET_S * 1e3)):
-        send_items(conn, screen(reader.read()))
-
-
 @dataclass(frozen=True)
 class Shedding:
     """What an intake process needs to answer at the door: where results go, the daemon's advice, the budget of
@@ -299,15 +218,67 @@ class Shedding:
     budget_ms: float
 
 
+class Out:
+    """A daemon this process hands over to (a lone daemon, or one lane of the lanes' front): its socket pair, its
+    door (`Door`, when it answers at the door) and what waits here while it lags (`Door.holding`)."""
+
+    def __init__(self, ctx: zmq.Context[Any], conn: socket.socket, shedding: Shedding | None, index: int,
+                 share: int) -> None:  # fmt: skip
+        self.conn = conn
+        self.door = Door(ctx, shedding.results, Advice(shedding.advice), shedding.budget_ms, index, share) \
+            if shedding else None  # fmt: skip
+        self.held: list[SpectraChunk | Received] = []
+
+    def due_ms(self) -> int | None:
+        due = self.door.due_in_ms() if self.door is not None else None
+        return (HOLD_POLL_MS if due is None else min(due, HOLD_POLL_MS)) if self.held else due
+
+    def hand(self, items: list[SpectraChunk | Received]) -> None:
+        """``items`` just read: handed over (screened at the door), or held while the daemon lags."""
+        if self.door is None:
+            if items:
+                send_items(self.conn, items)
+            return
+        self.held.extend(items)
+        if self.held and not self.door.holding():
+            send_items(self.conn, self.door.apply(self.held))
+            self.held = []
+        else:
+            self.held = self.door.screen(self.held)  # what became late while held is answered now
+            send_items(self.conn, self.door.report())
+
+    def flush(self, items: Sequence[SpectraChunk | Received] = ()) -> None:
+        """What is held and ``items``, handed over now (stopping)."""
+        both, self.held = [*self.held, *items], []
+        if both:
+            send_items(self.conn, self.door.apply(both) if self.door is not None else both)
+
+    def close(self) -> None:
+        if self.door is not None:
+            send_items(self.conn, list(self.door.report(now=True)))
+
+    def release(self) -> None:
+        if self.door is not None:
+            self.door.close()
+        self.conn.close()
+
+
 def serve(
-    conn: socket.socket, endpoint: str, mode: str, hwm: int, share: int = 1, shedding: Shedding | None = None,
-    index: int = 0, keep_ms1: bool = False,
-) -> None:
-    """The process's main function (see the module docstring)."""
+    conns: socket.socket | list[socket.socket], endpoint: str, mode: str, hwm: int, share: int = 1,
+    shedding: Shedding | list[Shedding | None] | None = None, index: int = 0, keep_ms1: bool = False,
+    registry: str = "", control: socket.socket | None = None,
+) -> None:  # fmt: skip
+    """The process's main function (see the module docstring). ``conns``: the daemon's socket pair, or, behind the
+    lanes' front, one a lane (``shedding`` then one a lane, ``registry`` the front's run registry, ``control`` the
+    front's socket pair: READY, STOP and end of file come and go there)."""
     name_os_thread(f"intake_{index}")
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    conn.setblocking(True)
+    conns = conns if isinstance(conns, list) else [conns]
+    sheddings = shedding if isinstance(shedding, list) else [shedding] * len(conns)
+    control = control or conns[0]
+    for conn in {*conns, control}:
+        conn.setblocking(True)
     ctx = zmq.Context()
     sock = ctx.socket(zmq.SUB if mode == "sub" else zmq.PULL)  # "door": a PULL connected to the door
     sock.setsockopt(zmq.RCVHWM, hwm)  # 0: unbounded in ZeroMQ; the daemon's batcher bounds memory
@@ -326,50 +297,61 @@ def serve(
             bound = sock.getsockopt_string(zmq.LAST_ENDPOINT)
     except zmq.ZMQError as e:
         with contextlib.suppress(OSError):
-            conn.sendall(pack(ERROR, [str(e).encode()]))
+            control.sendall(pack(ERROR, [str(e).encode()]))
         sock.close(0)
         ctx.term()
         return
     reader = Reader(sock, share=share, keep_ms1=keep_ms1)
-    door = Door(ctx, shedding.results, Advice(shedding.advice), shedding.budget_ms, index, share) if shedding else None
-    screen = door.apply if door is not None else list
+    outs = [Out(ctx, conn, sh, index, share) for conn, sh in zip(conns, sheddings, strict=True)]
+    req = ctx.socket(zmq.REQ) if len(outs) > 1 else None
+    lane_of = None
+    if req is not None:
+        req.connect(registry)
+        lane_of = LaneOf(req)
+
+    def shares(items: list[SpectraChunk | Received]) -> list[list[SpectraChunk | Received]]:
+        return split(items, lane_of, len(outs)) if lane_of is not None else [items]
+
     poller = zmq.Poller()
     poller.register(sock, zmq.POLLIN)
-    poller.register(conn.fileno(), zmq.POLLIN)
-    held: list[SpectraChunk | Received] = []  # read while the daemon lagged (`Door.holding`), in order
+    poller.register(control.fileno(), zmq.POLLIN)
     try:
-        conn.sendall(pack(READY, [bound.encode()]))
+        control.sendall(pack(READY, [bound.encode()]))
         while True:
-            due = door.due_in_ms() if door is not None else None
-            if held:
-                due = HOLD_POLL_MS if due is None else min(due, HOLD_POLL_MS)
-            events = dict(poller.poll(due))
-            if door is None:
-                if sock in events:
-                    send_items(conn, reader.read())
-            else:
-                if sock in events:
-                    held.extend(reader.read())
-                if held and not door.holding():
-                    send_items(conn, door.apply(held))
-                    held = []
-                else:
-                    held = door.screen(held)  # what became late while held is answered now
-                    send_items(conn, door.report())
-            if conn.fileno() in events:
-                if held:
-                    send_items(conn, screen(held))
-                if conn.recv(1):  # STOP: what the socket holds is read first (end of file: the daemon is gone)
-                    drain(sock, reader, conn, screen)
-                if door is not None:
-                    send_items(conn, list(door.report(now=True)))
+            dues = [d for d in (out.due_ms() for out in outs) if d is not None]
+            events = dict(poller.poll(min(dues) if dues else None))
+            read = shares(reader.read()) if sock in events else [[] for _ in outs]
+            for out, items in zip(outs, read, strict=True):
+                out.hand(items)
+            if control.fileno() in events:
+                left: list[list[SpectraChunk | Received]] = [[] for _ in outs]
+                if control.recv(1):  # STOP: what the socket holds is read first (end of file: the daemon is gone)
+                    left = drain(sock, reader, shares, len(outs))
+                for out, items in zip(outs, left, strict=True):
+                    out.flush(items)
+                    out.close()
                 break
-        conn.sendall(pack(CLOSED))
-    except OSError:  # the daemon is gone: nobody to hand anything to
+        for out in outs:
+            out.conn.sendall(pack(CLOSED))
+    except OSError:  # the daemon (or a lane) is gone: nobody to hand anything to
         pass
     finally:
-        if door is not None:
-            door.close()
+        for out in outs:
+            out.release()
+        if req is not None:
+            req.close(0)
         sock.close(0)
         ctx.term()
-        conn.close()
+        if control not in conns:
+            control.close()
+
+
+def drain(sock: zmq.Socket[bytes], reader: Reader, shares: Any, n: int) -> list[list[SpectraChunk | Received]]:
+    """What ``sock`` still holds, read until it stays empty `DRAIN_QUIET_S` (at most `DRAIN_MAX_S`), as each
+    daemon's share."""
+    out: list[list[SpectraChunk | Received]] = [[] for _ in range(n)]
+    end = time.monotonic() + DRAIN_MAX_S
+    while time.monotonic() < end and sock.poll(int(DRAIN_QUIET_S * 1e3)):
+        for mine, items in zip(out, shares(reader.read()), strict=True):
+            mine.extend(items)
+    return out

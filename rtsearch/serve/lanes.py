@@ -1,31 +1,37 @@
 """Runs spread over daemon processes: K lanes behind one front (``rtsearch serve --lanes K``).
 
 One daemon process answers ~20,000 spectra a second whatever the GPU does: its event loop, engine thread and
-results thread share one GIL (bench/RESULTS.md, "Runs spread over processes"). Runs are independent — each has
-its own running q-values, journal, results file and MQTT topics — so K whole daemons ("lanes"), each owning the
-runs it is given, multiply what the shell can do; they share the machine's GPU (one engine process each, the
-target opened by each).
+results thread share one GIL (bench/RESULTS.md, "Runs spread over daemon processes"). Runs are independent — each
+has its own running q-values, journal, results file and MQTT topics — so K whole daemons ("lanes"), each owning the
+runs it is given, multiply what the shell can do; they share the machine's GPU (one engine process each, the target
+opened by each).
 
 ::
 
-    instrument ──▶ door (C proxy) ──▶ router_0..R-1 ──run──▶ lane_0 … lane_K-1 ──▶ results proxy (C) ──▶ clients
-                   spectra socket      (processes)    └─ registry: run → lane       (rtsearch serve, each)  results PUB
+                                          ┌─ registry: run → lane (a thread here) ─┐
+    instrument ──▶ door (C proxy) ──▶ intake_0..N-1 ══chunks by run══▶ lane_0 … lane_K-1 ──▶ results fan-in (C) ──▶
+                   spectra socket     (processes: read, decode,         (daemons, one a      results socket
+                                       answer shed at each lane's door)  process)
 
-- The **door** (`rtsearch.serve.door`) binds (or connects) the spectra socket and spreads its messages over the
-  **routers** (`rtsearch.serve.router`, processes): each reads a message's run and pushes it, untouched, to the
-  run's lane. A run's lane is decided once by the **registry** (a thread here: the lane holding the fewest open
-  runs) and kept; every router asks it, so all agree.
-- Each **lane** is ``rtsearch serve`` in a process of its own, run with this command's arguments on private
-  ``ipc://`` endpoints (``--lane k``): its own intake, batcher, engine process, run book and journals; several
-  routers may hand it a run's messages out of order, so it waits for ``run.end``'s ``n_spectra`` as behind
-  several intakes. Only lane 0 finishes the journals an earlier daemon left (before any lane is fed).
-- The **results proxy** (XSUB → XPUB, ZeroMQ's C proxy) fans the lanes' answers in to the one results socket.
-- ``/metrics`` here is every lane's, scraped when asked and labelled ``lane``, with ``rtsearch_lane_runs_total``;
-  ``/readyz`` is ready once every lane is; a lane, router or the door that stops stops the front (it exits
-  non-zero after the others answered what they had), as a lone daemon's part does.
+- The **door** (`rtsearch.serve.door`) binds (or connects) the spectra socket and spreads its messages over N
+  **intake processes** (`rtsearch.serve.intake_process`, as behind a lone daemon's door), each of which decodes
+  what it reads and hands each lane, over a socket pair of its own, the rows of that lane's runs
+  (`rtsearch.serve.routing.split`), answering ``shed`` at that lane's door what its advice says would be late.
+  A run's lane is decided once by the **registry** (the lane with the fewest open runs) and kept; every intake
+  process asks it, so all agree.
+- Each **lane** is a `rtsearch.serve.daemon.Daemon` in a process of its own (`rtsearch.cli.serve.lane_main`, this
+  command's arguments; its `rtsearch.serve.intake.Lane` holds its socket pairs, advice words and door-answers
+  endpoint): batcher, engine process, run book, journals, MQTT client. Several intake processes hand it a run's
+  messages in no set order, so it waits for ``run.end``'s ``n_spectra`` as behind several intakes. Only lane 0
+  finishes the journals an earlier daemon left (before any lane is fed).
+- The **results fan-in** (XSUB → XPUB, ZeroMQ's C proxy) carries the lanes' answers to the one results socket.
+- ``/metrics`` here is every lane's, scraped when asked and labelled ``lane`` (`rtsearch.serve.lane_metrics`), with
+  ``rtsearch_lane_runs_total``; ``/readyz`` is ready once every lane is; a lane, an intake process or the door that
+  stops stops the front (it exits non-zero after the others answered what they had), as a lone daemon's part does.
 
-Stopping: the door stops reading, the routers pass on what they hold, then each lane stops as a lone daemon
-does (answering what it received, writing its runs' files), then the results proxy closes.
+Stopping: the door stops reading, each intake process reads what it still holds, hands it over and closes its
+socket pairs; each lane, its intake closed, stops as a lone daemon does (answering what it received, writing its
+runs' files); then the results fan-in closes.
 """
 
 from __future__ import annotations
@@ -33,9 +39,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
-import os
-import subprocess
-import sys
+import socket
 import tempfile
 import threading
 import time
@@ -48,45 +52,50 @@ import zmq
 
 from rtsearch.config import ServeConfig
 from rtsearch.errors import EndpointError, ServiceError
+from rtsearch.serve.admission import Advice
+from rtsearch.serve.chunks import ERROR, READY, STOP, Unpacker
 from rtsearch.serve.door import Door, default_intakes
 from rtsearch.serve.http import Health
+from rtsearch.serve.intake import PIPE_BYTES, Lane
+from rtsearch.serve.intake_process import Shedding, serve
 from rtsearch.serve.lane_metrics import LaneMetrics
 from rtsearch.serve.proxy import Forwarder
-from rtsearch.serve.router import Registry, route
+from rtsearch.serve.routing import Registry
 
 log = logging.getLogger(__name__)
 
 START_S = 900.0  # a lane may take this long to open its target and become ready
+INTAKE_START_S = 60.0
 SUPERVISE_S = 0.2
-ROUTER_STOP_S = 15.0  # routers pass on what they hold within this (their quiet time and linger)
-DRAIN_S = 0.5  # after the lanes exit, the results proxy forwards their last answers for this long
+INTAKE_STOP_S = 10.0  # intake processes hand over what they hold within this (their drain is at most 1 s)
+DRAIN_S = 0.5  # after the lanes exit, the results fan-in forwards their last answers for this long
+IO_THREADS = 2  # ZeroMQ I/O threads of the door and of the results fan-in: each carries every lane's messages
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
+def _pair() -> tuple[socket.socket, socket.socket]:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    for s in (ours, theirs):
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PIPE_BYTES)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, PIPE_BYTES)
+    return ours, theirs
+
+
 class _Lane:
-    """One lane daemon: its process and where it listens."""
+    """One lane daemon: its process, where it listens, its door's advice words."""
 
-    def __init__(self, index: int, folder: Path) -> None:
+    def __init__(self, index: int, folder: Path, intakes: int) -> None:
         self.index = index
-        self.spectra = f"ipc://{folder / f'lane{index}-spectra'}"
         self.results = f"ipc://{folder / f'lane{index}-results'}"
+        self.answers = f"ipc://{folder / f'lane{index}-answers'}"  # its door's answers, from the intake processes
         self.metrics_port = _free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, argv: Sequence[str], cfg: ServeConfig) -> None:
-        intakes = cfg.intakes or max(1, default_intakes() // cfg.lanes)
-        cmd = [sys.executable, "-m", "rtsearch.cli", *argv, "--spectra", self.spectra, "--spectra-mode", "pull",
-               "--results", self.results, "--metrics-port", str(self.metrics_port), "--lanes", "1",
-               "--intakes", str(intakes), "--lane", str(self.index)]  # fmt: skip
-        env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}  # the front tells systemd, not a lane
-        self.proc = subprocess.Popen(cmd, env=env)
+        self.advice = Advice(intakes=intakes).shared
+        self.proc: Any = None
 
     def ready(self) -> bool:
         try:
@@ -95,37 +104,37 @@ class _Lane:
         except OSError:
             return False
 
-    def exited(self) -> int | None:
-        return None if self.proc is None else self.proc.poll()
-
 
 class Front:
     """``Front(cfg, argv).run(stop)``: the lanes' front until ``stop`` is set; see the module docstring.
 
-    ``argv``: the ``rtsearch`` arguments each lane runs with (``serve`` and the target's; each lane's endpoints,
-    ports and ``--lane`` are added after them)."""
+    ``argv``: the ``rtsearch`` arguments each lane runs with (``serve`` and the target's; each lane's results
+    endpoint and metrics port are added after them)."""
 
     def __init__(self, cfg: ServeConfig, argv: Sequence[str], *, health: Health | None = None) -> None:
         self.cfg, self.argv = cfg, list(argv)
         self.health = health or Health()
         self.folder = Path(tempfile.mkdtemp(prefix="rtsearch-lanes-"))
-        self.lanes = [_Lane(k, self.folder) for k in range(cfg.lanes)]
+        self.intakes = cfg.intakes or default_intakes()
+        self.lanes = [_Lane(k, self.folder, self.intakes) for k in range(cfg.lanes)]
         self.metrics = LaneMetrics([lane.metrics_port for lane in self.lanes])
         self.endpoints: dict[str, str] = {}
         self.metrics_port = cfg.metrics_port  # where the front's /metrics listens (its caller's server)
         self.ready = threading.Event()
         self._failure: str | None = None
+        self._spawn = multiprocessing.get_context("spawn")
 
     def run(self, stop: threading.Event) -> None:
         """Serve until ``stop`` is set; raises `ServiceError` when a part stopped on its own (after shutting down),
         `EndpointError` when an endpoint cannot be used."""
         cfg = self.cfg
-        ctx: zmq.Context[Any] = zmq.Context()
+        ctx: zmq.Context[Any] = zmq.Context(io_threads=IO_THREADS)
         xsub, xpub = ctx.socket(zmq.XSUB), ctx.socket(zmq.XPUB)
         door: Door | None = None
         forwarder: Forwarder | None = None
         registry: Registry | None = None
-        routers: list[tuple[Any, Any]] = []
+        intakes: list[tuple[Any, socket.socket]] = []
+        pipes: list[list[tuple[socket.socket, socket.socket]]] = []
         try:
             xsub.setsockopt(zmq.RCVHWM, 0)
             xpub.setsockopt(zmq.SNDHWM, 0)  # the results socket never drops (as a lone daemon's)
@@ -138,26 +147,29 @@ class Front:
                 xsub.connect(lane.results)
             forwarder = Forwarder(ctx, xsub, xpub, name="results-fan-in").start()
             self.health.set(state=f"starting {len(self.lanes)} lanes")
-            for lane in self.lanes:
-                lane.start(self.argv, cfg)
+            pipes = [[_pair() for _ in self.lanes] for _ in range(self.intakes)]  # [intake][lane]: (lane's, intake's)
+            self._start_lanes(pipes)
             self._wait_lanes(stop)
             if stop.is_set() or self._failure:
                 return
             registry = Registry(ctx, f"ipc://{self.folder / 'registry'}", len(self.lanes))
             self.metrics.runs = registry.runs
-            door = Door(cfg.spectra, mode=cfg.spectra_mode)
-            routers = self._start_routers(door.inner, registry.endpoint)
+            door = Door(cfg.spectra, mode=cfg.spectra_mode, io_threads=IO_THREADS)
+            intakes = self._start_intakes(door.inner, registry.endpoint, [[p[1] for p in row] for row in pipes])
             door.start()
             self.endpoints["spectra"] = door.endpoint
             self.health.set(ready=True)
             self.ready.set()
-            log.info("ready: spectra %s (%s, %d lanes, %d routers), results %s, metrics :%s", door.endpoint,
-                     cfg.spectra_mode, len(self.lanes), len(routers), self.endpoints["results"],
+            log.info("ready: spectra %s (%s, %d lanes, %d intake processes), results %s, metrics :%s", door.endpoint,
+                     cfg.spectra_mode, len(self.lanes), len(intakes), self.endpoints["results"],
                      self.metrics_port)  # fmt: skip
-            self._supervise(stop, door, routers)
+            self._supervise(stop, door, intakes)
         finally:
             self.health.set(ready=False)
-            self._shutdown(door, routers)
+            for row in pipes:  # not handed to intake processes (a lane failed to start): the lanes see the end
+                for _, theirs in row:
+                    theirs.close()
+            self._shutdown(door, intakes)
             if forwarder is not None:
                 time.sleep(DRAIN_S)
                 forwarder.stop()
@@ -179,13 +191,24 @@ class Front:
             self._failure = why
             self.health.set(failure=why)
 
+    def _start_lanes(self, pipes: list[list[tuple[socket.socket, socket.socket]]]) -> None:
+        from rtsearch.cli.serve import lane_main
+
+        for lane in self.lanes:
+            argv = [*self.argv, "--results", lane.results, "--metrics-port", str(lane.metrics_port), "--lanes", "1"]
+            mine = Lane(lane.index, [row[lane.index][0] for row in pipes], lane.advice, lane.answers)
+            lane.proc = self._spawn.Process(target=lane_main, args=(argv, mine), name=f"rtsearch-lane-{lane.index}")
+            lane.proc.start()
+            for row in pipes:
+                row[lane.index][0].close()  # the lane has its own copy: its exit is the intake's end of file
+
     def _wait_lanes(self, stop: threading.Event) -> None:
         deadline = time.monotonic() + START_S
         waiting = list(self.lanes)
         while waiting and not stop.is_set():
             for lane in list(waiting):
-                if (code := lane.exited()) is not None:
-                    self._fail(f"lane {lane.index} exited with {code} while starting")
+                if not lane.proc.is_alive():
+                    self._fail(f"lane {lane.index} exited with {lane.proc.exitcode} while starting")
                     return
                 if lane.ready():
                     waiting.remove(lane)
@@ -194,56 +217,61 @@ class Front:
                 return
             time.sleep(SUPERVISE_S)
 
-    def _start_routers(self, inner: str, registry: str) -> list[tuple[Any, Any]]:
-        spawn = multiprocessing.get_context("spawn")
-        routers = []
-        for k in range(self.cfg.routers or len(self.lanes)):
-            ours, theirs = spawn.Pipe()
-            proc = spawn.Process(target=route, args=(inner, [lane.spectra for lane in self.lanes], registry, theirs,
-                                                     k), name=f"rtsearch-router-{k}", daemon=True)  # fmt: skip
+    def _start_intakes(self, inner: str, registry: str,
+                       pipes: list[list[socket.socket]]) -> list[tuple[Any, socket.socket]]:  # fmt: skip
+        """The intake processes behind the door, each handing over to every lane; started when each said ready."""
+        sheddings = [Shedding(lane.answers, lane.advice, self.cfg.budget_ms) for lane in self.lanes]
+        intakes = []
+        for k, conns in enumerate(pipes):
+            ours, theirs = _pair()
+            args = (conns, inner, "door", 0, self.intakes, sheddings, k, self.cfg.elution, registry, theirs)
+            proc = self._spawn.Process(target=serve, args=args, name=f"rtsearch-intake-{k}", daemon=True)
             proc.start()
-            theirs.close()
-            routers.append((proc, ours))
-        for proc, conn in routers:
-            if not conn.poll(60) or conn.recv() != "ready":
-                raise ServiceError(f"router {proc.name} did not start")
-        return routers
+            for sock in (*conns, theirs):
+                sock.close()
+            intakes.append((proc, ours))
+        for proc, ours in intakes:
+            ours.settimeout(INTAKE_START_S)
+            try:
+                kinds = Unpacker().feed(ours.recv(1 << 16))
+            except OSError:
+                kinds = []
+            if not kinds or kinds[0][0] != READY:
+                why = bytes(kinds[0][1][0]).decode() if kinds and kinds[0][0] == ERROR else "no answer"
+                raise ServiceError(f"{proc.name} did not start: {why}")
+        return intakes
 
-    def _supervise(self, stop: threading.Event, door: Door, routers: list[tuple[Any, Any]]) -> None:
+    def _supervise(self, stop: threading.Event, door: Door, intakes: list[tuple[Any, socket.socket]]) -> None:
         while not stop.wait(SUPERVISE_S):
-            if gone := [lane.index for lane in self.lanes if lane.exited() is not None]:
+            if gone := [lane.index for lane in self.lanes if not lane.proc.is_alive()]:
                 self._fail(f"lane(s) {gone} exited")
-            elif any(not proc.is_alive() for proc, _ in routers):
-                self._fail("a router process stopped")
+            elif any(not proc.is_alive() for proc, _ in intakes):
+                self._fail("an intake process stopped")
             elif not door.alive():
                 self._fail("the door (the spectra socket's proxy) stopped")
             if self._failure:
                 return
 
-    def _shutdown(self, door: Door | None, routers: list[tuple[Any, Any]]) -> None:
-        """The door stops, the routers pass on what they hold, then the lanes stop as lone daemons do."""
+    def _shutdown(self, door: Door | None, intakes: list[tuple[Any, socket.socket]]) -> None:
+        """The door stops, the intake processes hand over what they hold and close; the lanes then stop."""
         if door is not None:
             door.stop()
-        for _, conn in routers:
+        for _, conn in intakes:
             with contextlib.suppress(OSError):
-                conn.send("stop")
-        for proc, conn in routers:
-            proc.join(ROUTER_STOP_S)
+                conn.sendall(STOP)
+        for proc, conn in intakes:
+            proc.join(INTAKE_STOP_S)
             if proc.is_alive():
                 proc.kill()
             conn.close()
         if door is not None:
             door.close()
-        for lane in self.lanes:
-            if lane.proc is not None and lane.proc.poll() is None:
-                lane.proc.terminate()
         bound = self.cfg.shutdown_timeout_s + 60.0
         for lane in self.lanes:
             if lane.proc is None:
                 continue
-            try:
-                lane.proc.wait(bound)
-            except subprocess.TimeoutExpired:
+            lane.proc.join(bound)
+            if lane.proc.is_alive():
                 log.error("lane %d did not stop within %.0f s: killed", lane.index, bound)
                 lane.proc.kill()
-                lane.proc.wait(10)
+                lane.proc.join(10)

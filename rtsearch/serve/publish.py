@@ -93,8 +93,9 @@ class Publisher:
 
     def __init__(
         self, ctx: zmq.Context[Any], endpoint: str, *, publishers: int = 0, hwm: int = 1_000_000,
-        clock: Callable[[], int] = time.monotonic_ns,
+        clock: Callable[[], int] = time.monotonic_ns, inner: str | None = None,
     ) -> None:  # fmt: skip
+        """``inner``: the ``ipc://`` endpoint others send answers to (default: a new temporary path)."""
         self.clock = clock
         self.encode_psms = False  # set when MQTT wants the identified ones
         self._pub = ctx.socket(zmq.PUB)
@@ -112,7 +113,7 @@ class Publisher:
         self._dir = tempfile.mkdtemp(prefix="rtsearch-results-")
         self._pull = ctx.socket(zmq.PULL)
         self._pull.setsockopt(zmq.RCVHWM, 0)
-        self.inner = f"ipc://{Path(self._dir) / 'results'}"
+        self.inner = inner or f"ipc://{Path(self._dir) / 'results'}"
         self._pull.bind(self.inner)
         here = f"inproc://results-here-{id(self)}"
         self._pull.bind(here)

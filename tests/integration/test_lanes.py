@@ -58,7 +58,7 @@ async def test_runs_spread_over_two_lanes(demo_index, ecoli_run, engine, tmp_pat
                           f"127.0.0.1:{mqtt.port}", "--instrument", "lab2"])  # fmt: skip
     try:
         assert front.wait_for(" ready: ", 180), front.log
-        assert "2 lanes, 2 routers" in front.log
+        assert "2 lanes, 1 intake processes" in front.log
         sent, col = await asyncio.to_thread(_send, sp, rp, ecoli_run)
         report = col.report(sent.ms2)
         assert report.lost == 0 and report.duplicates == 0, report
@@ -96,16 +96,16 @@ async def test_runs_spread_over_two_lanes(demo_index, ecoli_run, engine, tmp_pat
 
 
 def _lane_pid(front_pid: int, lane: int) -> int | None:
-    """The process of lane ``lane`` started by the front ``front_pid`` (from /proc)."""
+    """The process of lane ``lane`` started by the front ``front_pid`` (from /proc: its name is ``lane_K``)."""
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            comm = (proc / "comm").read_text().strip()
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == front_pid and argv[-3:-1] == [b"--lane", str(lane).encode()]:
+        if ppid == front_pid and comm == f"lane_{lane}":
             return int(proc.name)
     return None
 

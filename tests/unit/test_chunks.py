@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from rtsearch.io.spectra import read_spectra
 from rtsearch.serve.chunks import MESSAGE, SPECTRA, Received, SpectraChunk, Unpacker, pack
-from rtsearch.serve.intake_process import Reader
+from rtsearch.serve.reader import Reader
 from rtsearch.types import Spectrum
 from rtsearch.wire import Invalid, RunEnd, RunStart, SpectrumMessage, decode, encode_spectrum
 from tests.wire_cases import _base_messages, _mutated_message

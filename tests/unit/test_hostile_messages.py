@@ -20,7 +20,7 @@ import zmq
 from rtsearch.io.spectra import read_spectra
 from rtsearch.matches import unscored_batch
 from rtsearch.serve.chunks import Received, SpectraChunk
-from rtsearch.serve.intake_process import Reader
+from rtsearch.serve.reader import Reader
 from rtsearch.types import Spectrum
 from rtsearch.wire import MAX_BUDGET_MS, MAX_RUN_BYTES, Invalid, RawSpectrum, decode, encode_spectrum, result_body
 from tests.wire_cases import _with_header

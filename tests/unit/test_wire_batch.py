@@ -16,8 +16,8 @@ import zmq
 from rtsearch.io.spectra import read_spectra
 from rtsearch.matches import Results
 from rtsearch.serve.chunks import INT_COLUMNS, Received, SpectraChunk
-from rtsearch.serve.intake_process import Reader
 from rtsearch.serve.publisher_process import send_results
+from rtsearch.serve.reader import Reader
 from rtsearch.types import Spectrum
 from rtsearch.wire import PEAK_REASONS, Invalid, encode_spectrum
 from rtsearch.wire_batch import (
