@@ -140,13 +140,6 @@ class SpectraChunk:
         return SpectraChunk(self.runs, charges, self.ints[keep], self.floats[keep], mz, intensity, offsets,
                             self.ids_at(np.flatnonzero(keep)))  # fmt: skip
 
-    def own_runs(self) -> SpectraChunk:
-        """This chunk with only the runs its rows name (in their order), the run column renumbered."""
-        ints = self.ints.copy()
-        present, inverse = np.unique(ints[:, _RUN_COLUMN], return_inverse=True)
-        ints[:, _RUN_COLUMN] = inverse.reshape(-1)
-        return SpectraChunk([self.runs[r] for r in present.tolist()], self.charges, ints, self.floats, self.mz,
-                            self.intensity, self.offsets, self.ids)  # fmt: skip
 
     def rows(self) -> Iterator[tuple[int, Spectrum, int, int, int, float]]:
         """Each row as ``(run index, spectrum, sent_ns, wall_ns, mono_ns, budget_ms)``, in arrival order.

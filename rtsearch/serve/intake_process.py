@@ -52,7 +52,7 @@ from rtsearch.serve.chunks import (
 )  # fmt: skip
 from rtsearch.serve.publisher_process import send_results
 from rtsearch.serve.reader import CHUNK_MAX, Reader
-from rtsearch.serve.routing import LaneOf, split
+from rtsearch.serve.routing import LaneOf
 from rtsearch.serve.runtime import name_os_thread
 
 DRAIN_QUIET_S = 0.02  # at STOP, the socket counts as drained once it stayed empty this long
@@ -301,16 +301,11 @@ def serve(
         sock.close(0)
         ctx.term()
         return
-    reader = Reader(sock, share=share, keep_ms1=keep_ms1)
     outs = [Out(ctx, conn, sh, index, share) for conn, sh in zip(conns, sheddings, strict=True)]
     req = ctx.socket(zmq.REQ) if len(outs) > 1 else None
-    lane_of = None
     if req is not None:
         req.connect(registry)
-        lane_of = LaneOf(req)
-
-    def shares(items: list[SpectraChunk | Received]) -> list[list[SpectraChunk | Received]]:
-        return split(items, lane_of, len(outs)) if lane_of is not None else [items]
+    reader = Reader(sock, share=share, keep_ms1=keep_ms1, lanes=LaneOf(req) if req else None, n_lanes=len(outs))
 
     poller = zmq.Poller()
     poller.register(sock, zmq.POLLIN)
@@ -320,13 +315,13 @@ def serve(
         while True:
             dues = [d for d in (out.due_ms() for out in outs) if d is not None]
             events = dict(poller.poll(min(dues) if dues else None))
-            read = shares(reader.read()) if sock in events else [[] for _ in outs]
+            read = reader.read_lanes() if sock in events else [[] for _ in outs]
             for out, items in zip(outs, read, strict=True):
                 out.hand(items)
             if control.fileno() in events:
                 left: list[list[SpectraChunk | Received]] = [[] for _ in outs]
                 if control.recv(1):  # STOP: what the socket holds is read first (end of file: the daemon is gone)
-                    left = drain(sock, reader, shares, len(outs))
+                    left = drain(sock, reader, len(outs))
                 for out, items in zip(outs, left, strict=True):
                     out.flush(items)
                     out.close()
@@ -346,12 +341,12 @@ def serve(
             control.close()
 
 
-def drain(sock: zmq.Socket[bytes], reader: Reader, shares: Any, n: int) -> list[list[SpectraChunk | Received]]:
+def drain(sock: zmq.Socket[bytes], reader: Reader, n: int) -> list[list[SpectraChunk | Received]]:
     """What ``sock`` still holds, read until it stays empty `DRAIN_QUIET_S` (at most `DRAIN_MAX_S`), as each
     daemon's share."""
     out: list[list[SpectraChunk | Received]] = [[] for _ in range(n)]
     end = time.monotonic() + DRAIN_MAX_S
     while time.monotonic() < end and sock.poll(int(DRAIN_QUIET_S * 1e3)):
-        for mine, items in zip(out, shares(reader.read()), strict=True):
+        for mine, items in zip(out, reader.read_lanes(), strict=True):
             mine.extend(items)
     return out

@@ -11,7 +11,8 @@ import time
 import zmq
 
 from rtsearch.serve.chunks import ChunkBuilder, Received, SpectraChunk, block_items
-from rtsearch.wire import RawSpectrum, decode
+from rtsearch.serve.routing import LaneOf
+from rtsearch.wire import RawSpectrum, RunEnd, decode
 from rtsearch.wire_batch import SPECTRA as SPECTRA_TOPIC
 from rtsearch.wire_batch import SpectraBlock, decode_spectra
 
@@ -37,12 +38,16 @@ class Reader:
     second, each as large, as from one intake process — its cost is per chunk, not per spectrum.
     """
 
-    def __init__(self, sock: zmq.Socket[bytes], *, share: int = 1, keep_ms1: bool = False) -> None:
+    def __init__(self, sock: zmq.Socket[bytes], *, share: int = 1, keep_ms1: bool = False,
+                 lanes: LaneOf | None = None, n_lanes: int = 1) -> None:  # fmt: skip
+        """``lanes`` (behind the lanes' front, `rtsearch.serve.lanes`): each message goes to its run's lane, one
+        chunk builder a lane (`read_lanes`); ``n_lanes`` of them."""
         self.sock = sock
         self.flush_ns = int(FLUSH_S * share * 1e9)
         self.coalesce_hz = COALESCE_HZ / share
         self.keep_ms1 = keep_ms1
-        self.builder = ChunkBuilder(keep_ms1=keep_ms1)
+        self.lanes = lanes
+        self.builders = [ChunkBuilder(keep_ms1=keep_ms1) for _ in range(n_lanes if lanes is not None else 1)]
         self._arrivals: collections.deque[int] = collections.deque(maxlen=RATE_WINDOW)
 
     def rate_hz(self) -> float:
@@ -55,9 +60,14 @@ class Reader:
 
         Peaks are checked per chunk (`ChunkBuilder.build`), not per message.
         """
-        sock, builder, arrivals = self.sock, self.builder, self._arrivals
+        return [item for share in self.read_lanes() for item in share]
+
+    def read_lanes(self) -> list[list[SpectraChunk | Received]]:
+        """`read`, as each lane's share (one list without ``lanes``): a message goes to its run's lane (lane 0 when
+        it names none), in order within each lane; a ``run.end`` is told to the registry."""
+        sock, builders, arrivals, lanes = self.sock, self.builders, self._arrivals, self.lanes
         recv, events, wall, mono = sock.recv, sock.get, time.time_ns, time.monotonic_ns
-        items: list[SpectraChunk | Received] = []
+        out: list[list[SpectraChunk | Received]] = [[] for _ in builders]
         flush_at = mono() + self.flush_ns
         coalesce = self.rate_hz() > self.coalesce_hz
         for _ in range(CHUNK_MAX):
@@ -73,15 +83,21 @@ class Reader:
             w, m = wall(), mono()
             arrivals.append(m)
             msg = decode_spectra(frames) if frames[0].bytes == SPECTRA_TOPIC else decode(frames, peaks="raw")
+            k = 0
+            if lanes is not None and isinstance(run := getattr(msg, "run", None), str):
+                k = lanes(run)
             if isinstance(msg, RawSpectrum):
-                builder.add(msg, w, m)
+                builders[k].add(msg, w, m)
             else:
-                if len(builder):
-                    items.extend(builder.build())
-                items.extend(block_items(msg, w, m, keep_ms1=self.keep_ms1) if isinstance(msg, SpectraBlock)
-                             else [Received(msg, w, m)])  # fmt: skip
+                if len(builders[k]):
+                    out[k].extend(builders[k].build())
+                out[k].extend(block_items(msg, w, m, keep_ms1=self.keep_ms1) if isinstance(msg, SpectraBlock)
+                              else [Received(msg, w, m)])  # fmt: skip
+                if lanes is not None and isinstance(msg, RunEnd):
+                    lanes.end(msg.run)
             if m >= flush_at:
                 break
-        if len(builder):
-            items.extend(builder.build())
-        return items
+        for k, builder in enumerate(builders):
+            if len(builder):
+                out[k].extend(builder.build())
+        return out

@@ -1,12 +1,11 @@
 """Which lane a run goes to (`rtsearch.serve.lanes`): the front's registry, and the intake processes' side of it.
 
 Behind the lanes' front the intake processes read and decode every message (as behind a lone daemon's door) and
-hand each lane the rows of its runs. A run's lane is decided once by the front's `Registry` (a REP socket answered
-by a thread) and kept, so every intake process sends a run's messages to the same lane; each intake process asks
-through a `LaneOf` (a REQ socket), once a run, and tells the registry of each ``run.end`` it passes on, so that new
-runs go to the lanes with the fewest open runs. `split` cuts what a process read into each lane's share: a chunk of
-one lane's runs goes whole, a chunk holding several lanes' runs is cut by rows (peaks and all), a control or
-malformed message goes with its run (lane 0 when it names none).
+build each lane's chunks of the messages of its runs (`rtsearch.serve.reader.Reader.read_lanes`; a message naming
+no run goes to lane 0). A run's lane is decided once by the front's `Registry` (a REP socket answered by a thread)
+and kept, so every intake process sends a run's messages to the same lane; each intake process asks through a
+`LaneOf` (a REQ socket), once a run, and tells the registry of each ``run.end`` it passes on, so that new runs go
+to the lanes with the fewest open runs.
 """
 
 from __future__ import annotations
@@ -15,14 +14,9 @@ import collections
 import threading
 from typing import Any
 
-import numpy as np
 import zmq
 
-from rtsearch import wire
-from rtsearch.serve.chunks import INT_COLUMNS, Received, SpectraChunk
-
 MAX_RUNS_KNOWN = 100_000  # run names the registry and each intake process remember (invented names gain nothing)
-_RUN = INT_COLUMNS.index("run")
 
 
 class Registry:
@@ -101,24 +95,3 @@ class LaneOf:
     def _ask(self, kind: bytes, run: str) -> bytes:
         self._req.send_multipart([kind, run.encode("utf-8", "surrogatepass")])
         return bytes(self._req.recv())
-
-
-def split(items: list[SpectraChunk | Received], lane_of: LaneOf, lanes: int) -> list[list[SpectraChunk | Received]]:
-    """``items`` (in order) as each lane's share (see the module docstring); ``run.end``\\ s told to the registry."""
-    out: list[list[SpectraChunk | Received]] = [[] for _ in range(lanes)]
-    for item in items:
-        if isinstance(item, Received):
-            run = getattr(item.message, "run", None)
-            lane = lane_of(run) if isinstance(run, str) else 0
-            out[lane].append(item)
-            if isinstance(item.message, wire.RunEnd):
-                lane_of.end(item.message.run)
-            continue
-        of_run = np.array([lane_of(name) for name in item.runs], dtype=np.int64)
-        if (of_run == of_run[0]).all():
-            out[int(of_run[0])].append(item)
-            continue
-        row_lane = of_run[item.ints[:, _RUN]]
-        for lane in np.unique(row_lane).tolist():
-            out[lane].append(item.select(row_lane == lane).own_runs())
-    return out

@@ -1,10 +1,11 @@
-"""The lanes' front's parts (`rtsearch.serve.routing`, `rtsearch.serve.lane_metrics`): one lane a run for every
-intake process, runs spread over the open lanes, what an intake process read cut into each lane's share, the
-lanes' metrics merged."""
+"""The lanes' front's parts (`rtsearch.serve.routing`, `rtsearch.serve.reader`, `rtsearch.serve.lane_metrics`): one
+lane a run for every intake process, runs spread over the open lanes, an intake process building each lane's chunks
+of its runs, the lanes' metrics merged."""
 
 from __future__ import annotations
 
-import numpy as np
+import dataclasses
+
 import pytest
 import zmq
 from prometheus_client import CollectorRegistry, generate_latest
@@ -12,13 +13,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rtsearch import wire
 from rtsearch.config import ConfigError, ServeConfig, validate_serve
-from rtsearch.serve.chunks import FLOAT_COLUMNS, INT_COLUMNS, Received, SpectraChunk
+from rtsearch.io.spectra import read_spectra
+from rtsearch.serve.chunks import INT_COLUMNS, Received, SpectraChunk
 from rtsearch.serve.lane_metrics import LaneMetrics
 from rtsearch.serve.metrics import DaemonMetrics
-from rtsearch.serve.routing import LaneOf, Registry, split
+from rtsearch.serve.reader import Reader
+from rtsearch.serve.routing import LaneOf, Registry
 from rtsearch.serve.stats import Shed
 
-_RUN, _SCAN = INT_COLUMNS.index("run"), INT_COLUMNS.index("scan")
+_SCAN = INT_COLUMNS.index("scan")
 
 
 @pytest.fixture()
@@ -55,31 +58,43 @@ def test_every_intake_process_is_told_the_same_lane_a_run_and_runs_spread_over_o
     assert b("run1") == 1  # an ended run's late spectrum: the same lane
 
 
-def _chunk(runs: list[str], run_col: list[int], n_peaks: list[int]) -> SpectraChunk:
-    ints = np.zeros((len(run_col), len(INT_COLUMNS)), np.int64)
-    ints[:, _RUN], ints[:, _SCAN] = run_col, np.arange(len(run_col)) + 1
-    offsets = np.concatenate([[0], np.cumsum(n_peaks)]).astype(np.int64)
-    mz = 100.0 + np.arange(offsets[-1], dtype=np.float64)
-    return SpectraChunk(runs, [(2,)] * len(run_col), ints, np.zeros((len(run_col), len(FLOAT_COLUMNS))), mz,
-                        mz.astype(np.float32), offsets)  # fmt: skip
-
-
-def test_what_an_intake_process_read_is_cut_into_each_lanes_share(lanes3):
+def test_an_intake_process_builds_each_lanes_chunks_of_its_runs(lanes3, data, tmp_path):
     registry, (a, _) = lanes3
     assert [a(r) for r in ("x", "y", "z")] == [0, 1, 2]
-    whole = _chunk(["x"], [0, 0], [1, 2])
-    mixed = _chunk(["x", "y", "z"], [1, 0, 2, 1], [1, 2, 0, 3])  # rows of y, x, z, y
-    end_y = Received(wire.RunEnd("y", 2), 0, 0)
-    broken = Received(wire.Invalid("header", "not JSON"), 0, 0)
-    shares = split([whole, mixed, end_y, broken], a, 3)
-    assert shares[0][0] is whole  # a chunk of one lane's runs goes whole
-    x_part, y_part, z_part = shares[0][1], shares[1][0], shares[2][0]
-    assert x_part.runs == ["x"] and x_part.ints[:, _SCAN].tolist() == [2] and x_part.mz.tolist() == [101.0, 102.0]
-    assert y_part.runs == ["y"] and y_part.ints[:, _SCAN].tolist() == [1, 4] and y_part.ints[:, _RUN].tolist() == [0, 0]
-    assert y_part.mz.tolist() == [100.0, 103.0, 104.0, 105.0] and y_part.offsets.tolist() == [0, 1, 4]
-    assert z_part.runs == ["z"] and len(z_part.mz) == 0
-    assert shares[1][1] is end_y and registry.open == [1, 0, 1]  # the run.end told the registry
-    assert shares[0][2] is broken  # naming no run: lane 0 answers it as malformed
+    spectra = [s for s in read_spectra(data / "ecoli-small/Ecoli_MS2_small.mzML") if s.ms_level == 2][:9]
+    runs = ["y", "x", "z"] * 3  # interleaved, as the door spreads several senders' messages
+    messages = [wire.encode_spectrum(dataclasses.replace(sp, run=run, scan=k + 1))
+                for k, (sp, run) in enumerate(zip(spectra, runs, strict=True))]  # fmt: skip
+    messages[4:4] = [wire.encode_run_end("y", 4), [b"spectrum", b"{not json"]]
+    ctx: zmq.Context = zmq.Context()
+    push, pull = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
+    pull.bind(f"ipc://{tmp_path / 'door'}")
+    push.connect(f"ipc://{tmp_path / 'door'}")
+    try:
+        for frames in messages:
+            push.send_multipart(frames)
+        reader = Reader(pull, lanes=a, n_lanes=3)
+        shares: list[list] = [[], [], []]
+        while sum(len(i) if isinstance(i, SpectraChunk) else 1 for s in shares for i in s) < len(messages):
+            assert pull.poll(2000), "messages did not arrive"
+            for mine, got in zip(shares, reader.read_lanes(), strict=True):
+                mine.extend(got)
+    finally:
+        push.close(0)
+        pull.close(0)
+        ctx.term()
+    for lane, run in enumerate(("x", "y", "z")):
+        chunks = [i for i in shares[lane] if isinstance(i, SpectraChunk)]
+        assert {r for c in chunks for r in c.runs} == {run}  # only its runs, each chunk built for it
+        scans = [s for c in chunks for s in c.ints[:, _SCAN].tolist()]
+        assert scans == [k + 1 for k, r in enumerate(runs) if r == run]
+        for c in chunks:  # peaks and all, in order
+            for row, scan in enumerate(c.ints[:, _SCAN].tolist()):
+                assert c.mz[c.offsets[row]:c.offsets[row + 1]].tolist() == spectra[scan - 1].mz.tolist()
+    (end,) = [i for i in shares[1] if isinstance(i, Received)]
+    assert isinstance(end.message, wire.RunEnd) and registry.open == [1, 0, 1]  # the run.end told the registry
+    (broken,) = [i for i in shares[0] if isinstance(i, Received)]
+    assert isinstance(broken.message, wire.Invalid)  # naming no run: lane 0 answers it as malformed
 
 
 def test_the_lanes_metrics_come_merged_with_a_lane_label():
