@@ -1,4 +1,7 @@
-"""What a lanes' router costs a message (`rtsearch.serve.router`): ways of forwarding four-frame spectrum messages.
+"""What a router process costs a message: ways of forwarding four-frame spectrum messages by their run.
+
+Measured for the lanes' first front (router processes between the door and the lanes, commits 714b5a3–2708537;
+bench/RESULTS.md), since replaced by intake processes that route what they decode (`rtsearch.serve.routing`).
 
 100,000 wire-v1 spectrum messages (150 peaks) are queued on an ``ipc://`` PULL, then forwarded to four PUSH
 sockets by run, three ways: ``recv_multipart``/``send_multipart`` (bytes), ZeroMQ's frames passed on as they are
@@ -19,11 +22,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import zmq
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rtsearch.serve.router import run_of  # noqa: E402
+def run_of(header: bytes) -> str | None:
+    """The ``run`` of a wire header (``None``: none as a string), as the routers read it."""
+    try:
+        head = orjson.loads(header)
+    except orjson.JSONDecodeError:
+        return None
+    run = head.get("run") if isinstance(head, dict) else None
+    return run if isinstance(run, str) else None
 
 
 def main() -> int:
