@@ -14,6 +14,8 @@ import csv
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from rtsearch.cli.demo import TOML, bundled
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, replay
 from tests.integration.test_mqtt import Listener, _wait
+from tests.integration.test_overload_client import _mgf
 from tests.streaming import ServeProcess, free_port, mosquitto, running, scrape, serve_config
 
 RUNS = ("lane-a", "lane-b", "lane-c", "lane-d")
@@ -126,3 +129,40 @@ def test_a_lane_that_dies_stops_the_front_with_a_clear_error(demo_index, tmp_pat
     assert code != 0
     assert "lane(s) [1] exited" in front.log, front.log[-3000:]
     assert _lane_pid(front.proc.pid, 0) is None  # the other lane was stopped, not left behind
+
+
+def test_lanes_under_overload_answer_every_spectrum_once_and_book_it(demo_index, shared_tools, tmp_path):
+    """The shared client at many times what two NumPy lanes score, with a 20 ms budget: most spectra are answered
+    ``shed`` at the lanes' doors by the front's intake processes, every one exactly once, and each run's results
+    file still holds a row for every spectrum its lane was sent."""
+    mgf = tmp_path / "run.mgf"
+    _mgf(mgf)
+    sp, rp = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+    front = ServeProcess(["--index", str(demo_index.folder), "--config", str(bundled(TOML)), "--backend", "numpy",
+                          "--spectra", sp, "--spectra-mode", "pull", "--results", rp, "--metrics-port", "0",
+                          "--results-dir", str(tmp_path / "res"), "--lanes", "2", "--intakes", "1",
+                          "--budget-ms", "20"])  # fmt: skip
+    try:
+        assert front.wait_for(" ready: ", 180), front.log
+        proc = subprocess.run(
+            [sys.executable, str(shared_tools / "rt_load.py"), str(mgf), "--spectra", sp, "--results", rp, "--rates",
+             "20000", "--seconds", "1.5", "--senders", "2", "--budget-ms", "20", "--drain", "30", "--tag", "over"],
+            capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+    finally:
+        front.proc.send_signal(signal.SIGTERM)
+        code = front.proc.wait(120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (load,) = [json.loads(x) for x in proc.stdout.splitlines() if '"offered_hz"' in x]
+    print(f"\n2 lanes at 20,000/s: {load}")
+    assert load["lost"] == 0 and load["duplicates"] == 0, load
+    assert load["statuses"].get("shed", 0) > load["sent"] // 2, load  # most were shed, at the doors or later
+    assert code == 0, front.log[-3000:]
+    runs = {f"over-r20000-s{k}" for k in range(2)}
+    files = {p.stem: p for p in (tmp_path / "res").glob("*.tsv")}
+    assert set(files) == runs, files
+    scans = {}
+    for run in runs:
+        with open(files[run], newline="") as fh:
+            scans[run] = {r["scan"] for r in csv.DictReader(fh, delimiter="\t")}
+    assert sum(map(len, scans.values())) == load["sent"], scans  # every spectrum booked in its run's file, shed too
