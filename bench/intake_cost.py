@@ -27,6 +27,7 @@ import zmq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.serving import ipc_pipe  # noqa: E402
 from rtsearch.io.spectra import read_spectra  # noqa: E402
 from rtsearch.serve.intake_process import send_items  # noqa: E402
 from rtsearch.serve.reader import Reader  # noqa: E402
@@ -53,11 +54,7 @@ def main() -> int:
     msgs = messages(args.data, args.messages)
     folder = Path(tempfile.mkdtemp(prefix="intake-cost-"))
     ctx: zmq.Context[Any] = zmq.Context()
-    src, sock = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
-    src.setsockopt(zmq.SNDHWM, 0)
-    sock.setsockopt(zmq.RCVHWM, 0)
-    src.bind(f"ipc://{folder / 'spectra'}")
-    sock.connect(f"ipc://{folder / 'spectra'}")
+    src, sock = ipc_pipe(ctx, folder / "spectra")
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     drained = threading.Thread(target=lambda: [None for _ in iter(lambda: theirs.recv(1 << 20), b"")], daemon=True)
     drained.start()

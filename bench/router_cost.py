@@ -25,6 +25,10 @@ import numpy as np
 import orjson
 import zmq
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.serving import ipc_pipe  # noqa: E402
+
 
 def run_of(header: bytes) -> str | None:
     """The ``run`` of a wire header (``None``: none as a string), as the routers read it."""
@@ -42,20 +46,8 @@ def main() -> int:
     n = ap.parse_args().messages
     folder = Path(tempfile.mkdtemp(prefix="router-cost-"))
     ctx: zmq.Context[Any] = zmq.Context()
-    src, rin = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
-    src.setsockopt(zmq.SNDHWM, 0)
-    rin.setsockopt(zmq.RCVHWM, 0)
-    src.bind(f"ipc://{folder / 'in'}")
-    rin.connect(f"ipc://{folder / 'in'}")
-    outs, sinks = [], []
-    for k in range(4):
-        out, sink = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
-        out.setsockopt(zmq.SNDHWM, 0)
-        sink.setsockopt(zmq.RCVHWM, 0)
-        out.bind(f"ipc://{folder / f'out{k}'}")
-        sink.connect(f"ipc://{folder / f'out{k}'}")
-        outs.append(out)
-        sinks.append(sink)
+    src, rin = ipc_pipe(ctx, folder / "in")
+    outs, sinks = map(list, zip(*(ipc_pipe(ctx, folder / f"out{k}") for k in range(4)), strict=True))
     rng = np.random.default_rng(0)
     mz, it = rng.random(150).astype("<f8").tobytes(), rng.random(150).astype("<f4").tobytes()
     messages = [[b"spectrum", b'{"v":1,"run":"load-s%d","scan":%d,"ms_level":2,"rt":12.5,"precursor_mz":512.3,'

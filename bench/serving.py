@@ -34,6 +34,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def ipc_pipe(ctx: Any, path: Path) -> tuple[Any, Any]:
+    """A PUSH bound and a PULL connected at ``ipc://path``, no high-water mark on either: a queue to fill and read."""
+    import zmq
+
+    push, pull = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
+    push.setsockopt(zmq.SNDHWM, 0)
+    pull.setsockopt(zmq.RCVHWM, 0)
+    push.bind(f"ipc://{path}")
+    pull.connect(f"ipc://{path}")
+    return push, pull
+
+
 def emit(res: dict[str, Any], path: Path | None) -> None:
     """A benchmark's record: one JSON line on stdout, and indented into ``path`` when given."""
     print(json.dumps(res), flush=True)
