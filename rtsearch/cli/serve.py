@@ -91,7 +91,7 @@ def run(args: argparse.Namespace, lane: Any = None) -> int:
         serve = dataclasses.replace(serve, max_queue=8 * serve.max_batch)
     validate_serve(serve)
     if serve.lanes > 1 and lane is None:
-        return _front(args.argv[1:], serve)
+        return _front(LaneMain(args), serve)
     backend = backend_of(args, cfg)
     log.info("backend %s (%s); serve settings %s", backend.name, backend.device, resolved_dict(serve))
     metrics = DaemonMetrics()  # /metrics, /healthz, /readyz (503 "loading the target") before the target loads
@@ -131,7 +131,7 @@ async def _serve(daemon: Any) -> None:
     await serving
 
 
-def _front(argv: list[str], serve: Any) -> int:
+def _front(lane_main: LaneMain, serve: Any) -> int:
     """``--lanes N``: the front of N lane daemons (`rtsearch.serve.lanes`), until SIGINT or SIGTERM."""
     import signal
     import threading
@@ -143,7 +143,7 @@ def _front(argv: list[str], serve: Any) -> int:
     from rtsearch.serve.lanes import Front
     from rtsearch.serve.systemd import notify
 
-    front = Front(serve, argv)
+    front = Front(serve, lane_main)
     registry = CollectorRegistry()
     registry.register(front.metrics)
     stop = threading.Event()
@@ -171,21 +171,28 @@ def _front(argv: list[str], serve: Any) -> int:
     return 0
 
 
-def lane_main(argv: list[str], lane: Any) -> None:
-    """A lane's process (spawned by the lanes' front, `rtsearch.serve.lanes`): ``rtsearch ARGV`` as that lane."""
-    import os
+class LaneMain:
+    """A lane's process main (`rtsearch.serve.lanes` spawns it): this command's arguments, with the lane's own results
+    endpoint and metrics port, run as that lane. Picklable: the parsed arguments travel, nothing is parsed again."""
 
-    from rtsearch.cli import logs, parser
-    from rtsearch.errors import RtsearchError
-    from rtsearch.serve.runtime import name_os_thread
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
 
-    name_os_thread(f"lane_{lane.index}")  # what ps and /proc/PID/comm say
-    os.environ.pop("NOTIFY_SOCKET", None)  # the front tells systemd, not a lane
-    args = parser().parse_args(argv)
-    args.argv = ["rtsearch", *argv]
-    logs.configure(logging.DEBUG if args.verbose else logging.INFO, args.log_format)
-    try:
-        run(args, lane)
-    except RtsearchError as e:
-        log.error("lane %d: %s", lane.index, e)
-        raise SystemExit(e.exit_code) from None
+    def __call__(self, results: str, metrics_port: int, lane: Any) -> None:
+        import copy
+        import os
+
+        from rtsearch.cli.logs import configure
+        from rtsearch.errors import RtsearchError
+        from rtsearch.serve.runtime import name_os_thread
+
+        name_os_thread(f"lane_{lane.index}")  # what ps and /proc/PID/comm say
+        os.environ.pop("NOTIFY_SOCKET", None)  # the front tells systemd, not a lane
+        args = copy.copy(self.args)
+        args.results, args.metrics_port, args.lanes = results, metrics_port, 1
+        configure(logging.DEBUG if args.verbose else logging.INFO, args.log_format)
+        try:
+            run(args, lane)
+        except RtsearchError as e:
+            log.error("lane %d: %s", lane.index, e)
+            raise SystemExit(e.exit_code) from None

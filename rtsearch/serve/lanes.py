@@ -19,7 +19,7 @@ opened by each).
   (`rtsearch.serve.routing.split`), answering ``shed`` at that lane's door what its advice says would be late.
   A run's lane is decided once by the **registry** (the lane with the fewest open runs) and kept; every intake
   process asks it, so all agree.
-- Each **lane** is a `rtsearch.serve.daemon.Daemon` in a process of its own (`rtsearch.cli.serve.lane_main`, this
+- Each **lane** is a `rtsearch.serve.daemon.Daemon` in a process of its own (the command's ``lane_main``: this
   command's arguments; its `rtsearch.serve.intake.Lane` holds its socket pairs, advice words and door-answers
   endpoint): batcher, engine process, run book, journals, MQTT client. Several intake processes hand it a run's
   messages in no set order, so it waits for ``run.end``'s ``n_spectra`` as behind several intakes. Only lane 0
@@ -44,7 +44,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -106,13 +106,13 @@ class _Lane:
 
 
 class Front:
-    """``Front(cfg, argv).run(stop)``: the lanes' front until ``stop`` is set; see the module docstring.
+    """``Front(cfg, lane_main).run(stop)``: the lanes' front until ``stop`` is set; see the module docstring."""
 
-    ``argv``: the ``rtsearch`` arguments each lane runs with (``serve`` and the target's; each lane's results
-    endpoint and metrics port are added after them)."""
-
-    def __init__(self, cfg: ServeConfig, argv: Sequence[str], *, health: Health | None = None) -> None:
-        self.cfg, self.argv = cfg, list(argv)
+    def __init__(self, cfg: ServeConfig, lane_main: Callable[[str, int, Lane], None], *,
+                 health: Health | None = None) -> None:  # fmt: skip
+        """``lane_main(results, metrics_port, lane)``: a lane process's main, picklable (`rtsearch.cli.serve.LaneMain`:
+        the command's own arguments, that results endpoint and metrics port)."""
+        self.cfg, self.lane_main = cfg, lane_main
         self.health = health or Health()
         self.folder = Path(tempfile.mkdtemp(prefix="rtsearch-lanes-"))
         self.intakes = cfg.intakes or default_intakes()
@@ -192,12 +192,10 @@ class Front:
             self.health.set(failure=why)
 
     def _start_lanes(self, pipes: list[list[tuple[socket.socket, socket.socket]]]) -> None:
-        from rtsearch.cli.serve import lane_main
-
         for lane in self.lanes:
-            argv = [*self.argv, "--results", lane.results, "--metrics-port", str(lane.metrics_port), "--lanes", "1"]
             mine = Lane(lane.index, [row[lane.index][0] for row in pipes], lane.advice, lane.answers)
-            lane.proc = self._spawn.Process(target=lane_main, args=(argv, mine), name=f"rtsearch-lane-{lane.index}")
+            lane.proc = self._spawn.Process(target=self.lane_main, args=(lane.results, lane.metrics_port, mine),
+                                            name=f"rtsearch-lane-{lane.index}")  # fmt: skip
             lane.proc.start()
             for row in pipes:
                 row[lane.index][0].close()  # the lane has its own copy: its exit is the intake's end of file
