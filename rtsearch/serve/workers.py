@@ -110,16 +110,16 @@ class WorkerPool:
         await asyncio.gather(*warm)
 
     def enqueue(self, jobs: Jobs) -> list[Refusal]:
-        """Queue ``jobs`` for scoring; those refused, to be answered ``shed``: predicted to miss their deadline
-        (`MicroBatcher.predicted_done`), or beyond ``max_queue``."""
+        """Queue ``jobs``; those refused, to answer ``shed``: predicted late (`MicroBatcher`), beyond ``max_queue``."""
         refused: list[Refusal] = []
-        stamps = jobs.stamps
+        deadline = jobs.stamps.received_mono + jobs.stamps.budget_ns
         with self._cv:
-            done = self.batcher.predicted_done(len(jobs), busy_until_ns=self._busy_until())
-            late = done + self.batcher.headroom_ns() > stamps.received_mono + stamps.budget_ns
-            # an idle engine takes what comes whatever the model says: its answers are what corrects the model
-            # (a model that predicted too much once would otherwise shed everything from then on)
-            if late.any() and (self._busy or len(self.batcher)):
+            busy, headroom = self._busy_until(), self.batcher.headroom_ns()
+            late = None  # none late when the last newcomer (the latest) is in time for the earliest deadline
+            if len(jobs) and self.batcher.predicted_last(len(jobs), busy_until_ns=busy) + headroom > deadline.min():
+                late = (done := self.batcher.predicted_done(len(jobs), busy_until_ns=busy)) + headroom > deadline
+            # an idle engine takes what comes whatever the model says (a model too pessimistic once would shed all)
+            if late is not None and late.any() and (self._busy or len(self.batcher)):
                 wait_ms = (int(done[0]) - self.clock()) / 1e6
                 refused.append((jobs.take(np.flatnonzero(late)), "predicted_late",
                                 f"overload: answering it would take {wait_ms:.0f} ms, beyond its budget"))  # fmt: skip
@@ -151,8 +151,8 @@ class WorkerPool:
             return
         wait = 0
         if self._busy or len(self.batcher):
-            done = int(self.batcher.predicted_done(1, busy_until_ns=self._busy_until())[0])
-            wait = done + self.batcher.headroom_ns() - self.clock()
+            wait = self.batcher.predicted_last(1, busy_until_ns=self._busy_until()) + self.batcher.headroom_ns()
+            wait -= self.clock()
         model = self.model  # each spectrum queued after: its share of a full batch
         self.advice.set_wait(wait, int((model.per_item_s + model.fixed_s / self.cfg.max_batch) * 1e9))
 

@@ -357,6 +357,9 @@ def test_predicted_done_counts_the_batch_in_flight_the_waiting_and_those_ahead()
     # newcomers are spectra 3..6: batches through them 1, 2, 2, 2 -> 10 + 4*b + 1*through ms
     assert (done / MS).tolist() == [10 + 4 + 3, 10 + 8 + 4, 10 + 8 + 5, 10 + 8 + 6]
     assert (b.b.predicted_done(1, busy_until_ns=0) / MS).tolist() == [2 + 4 + 3]  # engine free: from now
+    # the last newcomer's alone, in plain arithmetic, is the array's last (what the admission asks first)
+    for n, busy in ((4, 10 * MS), (1, 0), (7, 3 * MS)):
+        assert b.b.predicted_last(n, busy_until_ns=busy) == int(b.b.predicted_done(n, busy_until_ns=busy)[-1])
 
 
 def test_expire_takes_out_only_those_past_their_deadline() -> None:
