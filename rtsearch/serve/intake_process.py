@@ -15,6 +15,11 @@ Its socket is the daemon's spectra socket (``sub``: connected to the instrument;
 behind the door (`rtsearch.serve.door`, several intake processes), a PULL connected to the door's
 ``ipc://`` endpoint (``door``).
 
+Behind the lanes' front (`rtsearch.serve.lanes`, started by it) a process has one socket pair a lane and hands
+each lane the chunks of its runs (`rtsearch.serve.reader.Reader.read_lanes`), answering at each lane's door with
+that lane's advice (`Out`); READY, STOP and end of file then come and go on the front's own socket pair, and
+``CLOSED`` goes to every lane.
+
 It ignores SIGINT and SIGTERM: a terminal's Ctrl-C or a service manager reaches the
 whole process group, and the daemon decides when intake closes.
 """
