@@ -150,20 +150,19 @@ class Front:
             pipes = [[_pair() for _ in self.lanes] for _ in range(self.intakes)]  # [intake][lane]: (lane's, intake's)
             self._start_lanes(pipes)
             self._wait_lanes(stop)
-            if stop.is_set() or self._failure:
-                return
-            registry = Registry(ctx, f"ipc://{self.folder / 'registry'}", len(self.lanes))
-            self.metrics.runs = registry.runs
-            door = Door(cfg.spectra, mode=cfg.spectra_mode, io_threads=IO_THREADS)
-            intakes = self._start_intakes(door.inner, registry.endpoint, [[p[1] for p in row] for row in pipes])
-            door.start()
-            self.endpoints["spectra"] = door.endpoint
-            self.health.set(ready=True)
-            self.ready.set()
-            log.info("ready: spectra %s (%s, %d lanes, %d intake processes), results %s, metrics :%s", door.endpoint,
-                     cfg.spectra_mode, len(self.lanes), len(intakes), self.endpoints["results"],
-                     self.metrics_port)  # fmt: skip
-            self._supervise(stop, door, intakes)
+            if not stop.is_set() and not self._failure:  # (a lane that failed to start: shut down, raise below)
+                registry = Registry(ctx, f"ipc://{self.folder / 'registry'}", len(self.lanes))
+                self.metrics.runs = registry.runs
+                door = Door(cfg.spectra, mode=cfg.spectra_mode, io_threads=IO_THREADS)
+                intakes = self._start_intakes(door.inner, registry.endpoint, [[p[1] for p in row] for row in pipes])
+                door.start()
+                self.endpoints["spectra"] = door.endpoint
+                self.health.set(ready=True)
+                self.ready.set()
+                log.info("ready: spectra %s (%s, %d lanes, %d intake processes), results %s, metrics :%s",
+                         door.endpoint, cfg.spectra_mode, len(self.lanes), len(intakes), self.endpoints["results"],
+                         self.metrics_port)  # fmt: skip
+                self._supervise(stop, door, intakes)
         finally:
             self.health.set(ready=False)
             for row in pipes:  # not handed to intake processes (a lane failed to start): the lanes see the end

@@ -166,3 +166,16 @@ def test_lanes_under_overload_answer_every_spectrum_once_and_book_it(demo_index,
         with open(files[run], newline="") as fh:
             scans[run] = {r["scan"] for r in csv.DictReader(fh, delimiter="\t")}
     assert sum(map(len, scans.values())) == load["sent"], scans  # every spectrum booked in its run's file, shed too
+
+
+def test_lanes_that_cannot_open_their_target_stop_the_front_with_a_clear_error(tmp_path):
+    front = ServeProcess(["--index", str(tmp_path / "no-such-index"), "--backend", "numpy", "--spectra",
+                          f"tcp://127.0.0.1:{free_port()}", "--spectra-mode", "pull", "--results",
+                          f"tcp://127.0.0.1:{free_port()}", "--metrics-port", "0", "--results-dir", str(tmp_path),
+                          "--lanes", "2"])  # fmt: skip
+    try:
+        code = front.proc.wait(120)
+    finally:
+        front.kill()
+    assert code != 0, front.log[-3000:]
+    assert "not an rtsearch index" in front.log and "exited with 2 while starting" in front.log, front.log[-3000:]
