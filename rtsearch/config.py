@@ -328,14 +328,12 @@ SERVE_RANGES: dict[str, tuple[float, float]] = {
 def validate_serve(cfg: ServeConfig) -> None:
     """Check a `ServeConfig` (also after command-line flags replaced some of its values)."""
     for key, (lo, hi) in SERVE_RANGES.items():
-        value = getattr(cfg, key)
-        if not (math.isfinite(value) and lo <= value <= hi):
+        if not (math.isfinite(value := getattr(cfg, key)) and lo <= value <= hi):
             raise ConfigError(f"[serve] {key} must be between {lo:g} and {hi:g}, got {value!r}")
     if cfg.max_batch > cfg.max_queue:
         raise ConfigError("[serve] need max_batch <= max_queue")
-    for key in ("spectra", "results"):
-        if "://" not in getattr(cfg, key):
-            raise ConfigError(f"[serve] {key} must be a ZeroMQ endpoint like tcp://127.0.0.1:5555")
+    if bad := [key for key in ("spectra", "results") if "://" not in getattr(cfg, key)]:
+        raise ConfigError(f"[serve] {bad[0]} must be a ZeroMQ endpoint like tcp://127.0.0.1:5555")
     if cfg.mqtt:
         mqtt_address(cfg.mqtt)
     if cfg.lanes > 1 and cfg.cluster:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -151,21 +152,20 @@ class MicroBatcher:
         batches of at most ``max_batch``, each costing the model's ``fixed + per_item * n``: newcomer ``i``
         is answered after ``b`` batches holding the ``waiting + i + 1`` spectra through it.
         """
-        cap = self.policy.max_batch
         through = self._n + np.arange(1, n_new + 1, dtype=np.int64)
-        batches = (through + cap - 1) // cap
-        start = max(self.clock(), busy_until_ns)
-        return start + ((batches * self.model.fixed_s + through * self.model.per_item_s) * 1e9).astype(np.int64)
+        return max(self.clock(), busy_until_ns) + self._engine_ns(through).astype(np.int64)
 
     def predicted_last(self, n_new: int, *, busy_until_ns: int) -> int:
         """`predicted_done` of the last of ``n_new`` newcomers (the latest of them), in plain arithmetic: the
         admission asks this first and the whole array only when that one would be late (the array's dozen NumPy
         calls were 12-18 % of a busy lane's event loop, bench/RESULTS.md)."""
-        cap = self.policy.max_batch
-        through = self._n + n_new
-        batches = (through + cap - 1) // cap
-        start = max(self.clock(), busy_until_ns)
-        return start + int((batches * self.model.fixed_s + through * self.model.per_item_s) * 1e9)
+        return max(self.clock(), busy_until_ns) + int(self._engine_ns(self._n + n_new))
+
+    def _engine_ns(self, through: Any) -> Any:
+        """Engine ns until the spectrum ``through`` (1-based, waiting ones first; an int or an array) is answered:
+        the batches through it, each the model's fixed cost, plus its cost a spectrum."""
+        batches = (through + self.policy.max_batch - 1) // self.policy.max_batch
+        return (batches * self.model.fixed_s + through * self.model.per_item_s) * 1e9
 
     def headroom_ns(self) -> int:
         """How long before its deadline a newcomer must be predicted answered to be queued: the margin and

@@ -140,7 +140,6 @@ class SpectraChunk:
         return SpectraChunk(self.runs, charges, self.ints[keep], self.floats[keep], mz, intensity, offsets,
                             self.ids_at(np.flatnonzero(keep)))  # fmt: skip
 
-
     def rows(self) -> Iterator[tuple[int, Spectrum, int, int, int, float]]:
         """Each row as ``(run index, spectrum, sent_ns, wall_ns, mono_ns, budget_ms)``, in arrival order.
 

@@ -76,6 +76,15 @@ Items = list[SpectraChunk | Received | ShedChunk]
 _MONO = INT_COLUMNS.index("mono_ns")
 
 
+def socket_pair() -> tuple[socket.socket, socket.socket]:
+    """A Unix socket pair with `PIPE_BYTES` buffers both ways: a daemon's (or lane's) end and an intake process's."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    for s in (ours, theirs):
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PIPE_BYTES)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, PIPE_BYTES)
+    return ours, theirs
+
+
 @dataclass(frozen=True)
 class Lane:
     """This daemon is lane ``index`` of the lanes' front (`rtsearch.serve.lanes`): ``pipes``, its ends of the socket
@@ -151,10 +160,7 @@ class Intake:
         mp = multiprocessing.get_context("spawn")
         try:
             for k in range(self.intakes):
-                ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-                for s in (ours, theirs):
-                    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PIPE_BYTES)
-                    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, PIPE_BYTES)
+                ours, theirs = socket_pair()
                 ours.setblocking(False)
                 args = (theirs, where, mode, self.hwm, self.intakes, self.shedding, k, self.keep_ms1)
                 proc = mp.Process(target=serve, args=args, name=f"rtsearch-intake-{k}", daemon=True)

@@ -56,11 +56,12 @@ from rtsearch.serve.admission import Advice
 from rtsearch.serve.chunks import ERROR, READY, STOP, Unpacker
 from rtsearch.serve.door import Door, default_intakes
 from rtsearch.serve.http import Health
-from rtsearch.serve.intake import PIPE_BYTES, Lane
+from rtsearch.serve.intake import Lane, socket_pair
 from rtsearch.serve.intake_process import Shedding, serve
 from rtsearch.serve.lane_metrics import LaneMetrics
 from rtsearch.serve.proxy import Forwarder
 from rtsearch.serve.routing import Registry
+from rtsearch.serve.runtime import stop_child
 
 log = logging.getLogger(__name__)
 
@@ -76,14 +77,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _pair() -> tuple[socket.socket, socket.socket]:
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    for s in (ours, theirs):
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PIPE_BYTES)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, PIPE_BYTES)
-    return ours, theirs
 
 
 class _Lane:
@@ -147,7 +140,7 @@ class Front:
                 xsub.connect(lane.results)
             forwarder = Forwarder(ctx, xsub, xpub, name="results-fan-in").start()
             self.health.set(state=f"starting {len(self.lanes)} lanes")
-            pipes = [[_pair() for _ in self.lanes] for _ in range(self.intakes)]  # [intake][lane]: (lane's, intake's)
+            pipes = [[socket_pair() for _ in self.lanes] for _ in range(self.intakes)]  # [intake][lane]: (lane, intake)
             self._start_lanes(pipes)
             self._wait_lanes(stop)
             if not stop.is_set() and not self._failure:  # (a lane that failed to start: shut down, raise below)
@@ -220,7 +213,7 @@ class Front:
         sheddings = [Shedding(lane.answers, lane.advice, self.cfg.budget_ms) for lane in self.lanes]
         intakes = []
         for k, conns in enumerate(pipes):
-            ours, theirs = _pair()
+            ours, theirs = socket_pair()
             args = (conns, inner, "door", 0, self.intakes, sheddings, k, self.cfg.elution, registry, theirs)
             proc = self._spawn.Process(target=serve, args=args, name=f"rtsearch-intake-{k}", daemon=True)
             proc.start()
@@ -257,10 +250,7 @@ class Front:
             with contextlib.suppress(OSError):
                 conn.sendall(STOP)
         for proc, conn in intakes:
-            proc.join(INTAKE_STOP_S)
-            if proc.is_alive():
-                proc.kill()
-            conn.close()
+            stop_child(conn, proc, INTAKE_STOP_S)  # STOP was read: its pipe's end no longer matters
         if door is not None:
             door.close()
         bound = self.cfg.shutdown_timeout_s + 60.0
