@@ -252,15 +252,13 @@ class Out:
             self.held = self.door.screen(self.held)  # what became late while held is answered now
             send_items(self.conn, self.door.report())
 
-    def flush(self, items: Sequence[SpectraChunk | Received] = ()) -> None:
-        """What is held and ``items``, handed over now (stopping)."""
+    def finish(self, items: Sequence[SpectraChunk | Received]) -> None:
+        """Stopping: what is held and ``items`` (the socket's drain) handed over now, then the door's last report."""
         both, self.held = [*self.held, *items], []
         if both:
             send_items(self.conn, self.door.apply(both) if self.door is not None else both)
-
-    def close(self) -> None:
         if self.door is not None:
-            send_items(self.conn, list(self.door.report(now=True)))
+            send_items(self.conn, self.door.report(now=True))
 
     def release(self) -> None:
         if self.door is not None:
@@ -328,8 +326,7 @@ def serve(
                 if control.recv(1):  # STOP: what the socket holds is read first (end of file: the daemon is gone)
                     left = drain(sock, reader, len(outs))
                 for out, items in zip(outs, left, strict=True):
-                    out.flush(items)
-                    out.close()
+                    out.finish(items)
                 break
         for out in outs:
             out.conn.sendall(pack(CLOSED))
