@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call (see bench/RESULTS.md):
 #   bash bench/gpu_check.sh [parity] [kernels] [probe] [bench] [library] [stream] [soak] [rtload] [shards] [latency] [bulk] [wall] [reader] [peers] [topdown] [signal] [elution] [cluster] [tdcluster] | all   (all = parity bench library stream)
-# rtload: bench/rtload_bench.py with RTLOAD_ARGS (the shared client and echo floor copied to .gpudata/tools)
+# rtload: bench/rtload_bench.py with RTLOAD_ARGS (the shared client and echo floor copied to .gpudata/tools), then
+#   with RTLOAD2_ARGS if set; nvidia-smi's GPU use logged beside (gpu_use.csv)
 # shards: bench/shards_probe.py with SHARDS_ARGS (K daemons side by side, K clients: would runs spread over
 #   processes pay?)
 # latency: bench/latency_probe.py with LATENCY_ARGS (a lone spectrum's latency, stage by stage)
@@ -82,10 +83,20 @@ if [[ $modes == *" shards "* ]]; then  # K whole daemons side by side, each fed 
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if [[ $modes == *" rtload "* ]]; then
+  # each GPU's use twice a second, timestamped (the phases' "wall" spans say which phase)
+  nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used --format=csv -lms 500 > "$out/gpu_use.csv" &
+  smi=$!
   # shellcheck disable=SC2086
   python3 bench/rtload_bench.py --data "$RTSEARCH_DATA" --tools .gpudata/tools --index-cache .benchcache/idx20k \
     ${RTLOAD_ARGS:-} --json "$out/rtload.json" 2>&1 | tee "$out/rtload.log"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
+  if [[ -n ${RTLOAD2_ARGS:-} ]]; then  # a second pass, other senders or variants (rtload2.json)
+    # shellcheck disable=SC2086
+    python3 bench/rtload_bench.py --data "$RTSEARCH_DATA" --tools .gpudata/tools --index-cache .benchcache/idx20k \
+      $RTLOAD2_ARGS --json "$out/rtload2.json" 2>&1 | tee "$out/rtload2.log"
+    [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
+  fi
+  kill $smi
 fi
 if [[ $modes == *" latency "* ]]; then
   # shellcheck disable=SC2086

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,9 +61,15 @@ def daemon(code: Path, tmp: Path, phase: Any, args: argparse.Namespace, label: s
     """The phases against ``rtsearch serve`` of the checkout ``code`` (with ``extra`` arguments), tagged with its
     folder's name and ``label``."""
     name = code.name + (f"[{label}]" if label else "")
-    with Served(args.index_cache.resolve(), tmp / f"res-{code.name}{label}", [*args.serve_args.split(),
-                *extra.split()], tmp, code=code) as served:  # fmt: skip
+    env = dict(w.split("=", 1) for w in extra.split() if w[:1].isupper() and "=" in w)  # VAR=value: the daemon's
+    serve = [w for w in extra.split() if not (w[:1].isupper() and "=" in w)]
+    with Served(args.index_cache.resolve(), tmp / f"res-{code.name}{label}", [*args.serve_args.split(), *serve],
+                tmp, code=code, env=env) as served:  # fmt: skip
         ep, port, pid = (served.spectra, served.results), served.port, served.proc.pid
+        if shutil.which("nvidia-smi"):  # where its engines are: each GPU's memory in use once it is ready
+            smi = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader"],
+                                 capture_output=True, text=True, check=False)  # fmt: skip
+            print(f"GPU memory with {name} ready: {'; '.join(smi.stdout.split(chr(10))[:-1])}", flush=True)
         budget = ["--budget-ms", str(args.budget_ms)] if args.budget_ms else []
         for rate in args.rates.split(","):
             seconds = args.low_seconds if float(rate) <= 1000 else args.seconds
@@ -101,7 +108,7 @@ def main() -> int:
     p.add_argument("--index-cache", type=Path, required=True)
     p.add_argument("--proteins", type=int, default=20_000)
     p.add_argument("--rates", default="200,10000,20000,40000")
-    p.add_argument("--floor-rates", default="200,20000")
+    p.add_argument("--floor-rates", default="200,20000", help="the echo floor's rates ('': none)")
     p.add_argument("--wide-rates", default="", help="rates for bench/wide_echo.py (none by default)")
     p.add_argument("--wide-workers", type=int, default=8)
     p.add_argument("--senders", type=int, default=4)
@@ -112,7 +119,8 @@ def main() -> int:
     p.add_argument("--overload-seconds", type=float, default=10.0)
     p.add_argument("--overload-budget-ms", type=float, default=50.0, help="budget_ms of the overload phase")
     p.add_argument("--variant", action="append", default=[], metavar="LABEL=ARGS",
-                   help="measure this checkout with these rtsearch serve arguments, comma-separated (repeatable)")
+                   help="measure this checkout with these rtsearch serve arguments, comma-separated (repeatable); "
+                   "words VAR=value are the daemon's environment (CUDA_VISIBLE_DEVICES=0: one GPU of several)")
     p.add_argument("--serve-args", default="", help="extra arguments of rtsearch serve, e.g. '--workers 2'")
     p.add_argument("--code", type=Path, action="append",
                    help="the checkout whose daemon is measured (default this one); several: one after the other")
@@ -134,9 +142,10 @@ def main() -> int:
         def phase(tag: str, rates: str, seconds: float, *extra: str, ep: tuple[str, str], port: int = 0,
                   pid: int = 0) -> None:
             cpu0 = cpu_by_thread(pid) if pid else {}
+            t0 = time.time()
             for line in rt_load(args.tools, mgf, *ep, "--rates", rates, "--seconds", str(seconds), "--senders",
                                 str(args.senders), "--tag", tag.replace(" ", "-"), *extra):  # fmt: skip
-                line["phase"] = tag
+                line["phase"], line["wall"] = tag, [round(t0, 2), round(time.time(), 2)]  # beside nvidia-smi's log
                 if port:
                     line["daemon_metrics"] = daemon_metrics(port)
                 if pid:  # CPU seconds of each daemon thread over the phase (rt_load's one line a phase)
@@ -147,7 +156,7 @@ def main() -> int:
                 print(json.dumps(line), flush=True)
 
         with echo_floor(args.tools) as ep:
-            for rate in args.floor_rates.split(","):
+            for rate in filter(None, args.floor_rates.split(",")):
                 seconds = args.low_seconds if float(rate) <= 1000 else args.seconds
                 phase("floor", rate, seconds, ep=ep)
         if args.wide_rates:

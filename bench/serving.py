@@ -140,14 +140,16 @@ class Served:
     """``with Served(index, results_dir, args, tmp) as s:`` — ``s.spectra``, ``s.results``, ``s.port``."""
 
     def __init__(self, index: Path, results_dir: Path, args: list[str], cwd: Path, *, code: Path = ROOT,
-                 kind: str = "--index") -> None:  # fmt: skip
-        """``index``: the target's folder, given as ``kind`` (``--index``, ``--library``, ``--proteoforms``)."""
+                 kind: str = "--index", env: dict[str, str] | None = None) -> None:  # fmt: skip
+        """``index``: the target's folder, given as ``kind`` (``--index``, ``--library``, ``--proteoforms``); ``env``:
+        variables set for the daemon beside this environment's (``CUDA_VISIBLE_DEVICES``, say)."""
         self.spectra, self.results = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "rtsearch.cli", "serve", kind, str(index), "--spectra", self.spectra,
              "--spectra-mode", "pull", "--results", self.results, "--metrics-port", "0", "--results-dir",
              str(results_dir), *args],
-            stderr=subprocess.PIPE, text=True, env=code_env(code), cwd=cwd,  # not a checkout: PYTHONPATH decides
+            stderr=subprocess.PIPE, text=True, env={**code_env(code), **(env or {})},
+            cwd=cwd,  # not a checkout: PYTHONPATH decides
         )  # fmt: skip
         self.port = 0
         self.log: collections.deque[str] = collections.deque(maxlen=400)  # its last lines of stderr

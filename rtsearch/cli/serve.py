@@ -62,8 +62,8 @@ def add_parser(sub: Any) -> None:
                    "end (topic 'elution' on the results socket, <base>/<run>/elution on MQTT)")
     d.add_argument("--lanes", type=int, metavar="N",
                    help="spread the runs over N daemon processes behind this one (each opens the target, scores on "
-                   "its own engine and owns the runs it is given; for many runs at once: one run stays on one "
-                   "lane); default 1")
+                   "its own engine, lane k on GPU k mod the host's GPUs, and owns the runs it is given; for many "
+                   "runs at once: one run stays on one lane); default 1")
 
 
 def run(args: argparse.Namespace, lane: Any = None) -> int:
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace, lane: Any = None) -> int:
         serve = dataclasses.replace(serve, max_queue=8 * serve.max_batch)
     validate_serve(serve)
     if serve.lanes > 1 and lane is None:
-        return _front(LaneMain(args), serve)
+        return _front(LaneMain(args), serve, gpu=(args.backend or cfg.search.backend) != "numpy")
     backend = backend_of(args, cfg)
     log.info("backend %s (%s); serve settings %s", backend.name, backend.device, resolved_dict(serve))
     metrics = DaemonMetrics()  # /metrics, /healthz, /readyz (503 "loading the target") before the target loads
@@ -131,8 +131,9 @@ async def _serve(daemon: Any) -> None:
     await serving
 
 
-def _front(lane_main: LaneMain, serve: Any) -> int:
-    """``--lanes N``: the front of N lane daemons (`rtsearch.serve.lanes`), until SIGINT or SIGTERM."""
+def _front(lane_main: LaneMain, serve: Any, *, gpu: bool) -> int:
+    """``--lanes N``: the front of N lane daemons (`rtsearch.serve.lanes`), until SIGINT or SIGTERM; ``gpu``: the
+    backend may be CuPy (the lanes spread over this host's GPUs)."""
     import signal
     import threading
 
@@ -141,9 +142,10 @@ def _front(lane_main: LaneMain, serve: Any) -> int:
     from rtsearch.errors import EndpointError
     from rtsearch.serve.http import MetricsServer
     from rtsearch.serve.lanes import Front
+    from rtsearch.serve.runtime import host_gpus
     from rtsearch.serve.systemd import notify
 
-    front = Front(serve, lane_main)
+    front = Front(serve, lane_main, gpus=host_gpus() if gpu else 0)
     registry = CollectorRegistry()
     registry.register(front.metrics)
     stop = threading.Event()
@@ -188,6 +190,8 @@ class LaneMain:
 
         name_os_thread(f"lane_{lane.index}")  # what ps and /proc/PID/comm say
         os.environ.pop("NOTIFY_SOCKET", None)  # the front tells systemd, not a lane
+        if lane.device:  # before CuPy is imported (the target's open)
+            os.environ["CUDA_VISIBLE_DEVICES"] = lane.device
         args = copy.copy(self.args)
         args.results, args.metrics_port, args.lanes = results, metrics_port, 1
         configure(logging.DEBUG if args.verbose else logging.INFO, args.log_format)

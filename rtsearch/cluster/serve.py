@@ -22,6 +22,7 @@ from rtsearch.cluster.placement import LocalPlacement, Placement, RayPlacement
 from rtsearch.config import BackendName, ServeConfig
 from rtsearch.errors import ConfigError
 from rtsearch.search.target import SearchTarget
+from rtsearch.serve.runtime import host_gpus
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def open_cluster(target: SearchTarget, cfg: ServeConfig, backend: BackendName,
     if cfg.cluster_placement == "ray":
         placement = RayPlacement(address=cfg.ray_address, gpus_per_worker=cfg.gpus_per_worker)
     else:
-        placement = LocalPlacement(gpus=_gpus() if cfg.gpus_per_worker > 0 else 0)
+        placement = LocalPlacement(gpus=host_gpus() if cfg.gpus_per_worker > 0 else 0)
     return ClusterScorer(reopen, placement, workers=cfg.cluster, pieces=pieces, host=cfg.cluster_host,
                          timeout_s=cfg.budget_ms / 1e3, record=record).__enter__()  # fmt: skip
 
@@ -76,7 +77,7 @@ def worker_memory(cfg: ServeConfig, backend: BackendName) -> float:
         return cfg.worker_memory_gb * 1e9
     if backend != "cupy":
         return math.inf
-    per_gpu, gpus = _gpu_memory(), max(_gpus(), 1)
+    per_gpu, gpus = _gpu_memory(), max(host_gpus(), 1)
     share = min(cfg.gpus_per_worker, 1.0) if cfg.cluster_placement == "ray" and cfg.gpus_per_worker > 0 else \
         1.0 / math.ceil(cfg.cluster / gpus)  # fmt: skip
     return TARGET_SHARE * per_gpu * share
@@ -115,16 +116,6 @@ def target_bytes(target: SearchTarget) -> int:
         return 0
     per_peptide, shared = sizes()
     return int(per_peptide.sum()) + shared
-
-
-def _gpus() -> int:
-    """CUDA devices of this host (0 when CuPy or a GPU is missing)."""
-    try:
-        import cupy
-
-        return int(cupy.cuda.runtime.getDeviceCount())
-    except Exception:  # no CuPy, no driver, no device
-        return 0
 
 
 def _gpu_memory() -> float:

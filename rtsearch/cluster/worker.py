@@ -116,9 +116,9 @@ def _beats(ctx: zmq.Context[Any], spec: WorkerSpec, busy: list[int], stop: threa
 
 def process_main(spec: WorkerSpec, parent: int) -> None:
     """A local worker process's main (`rtsearch.cluster.placement.LocalPlacement`): ends with its parent."""
-    from rtsearch.serve.runtime import as_child
+    from rtsearch.serve.runtime import as_child, gpu_of
 
     if spec.device >= 0:  # before CuPy is imported (the target's reopen)
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(spec.device)
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu_of(spec.device)
     as_child(parent, spec.name, keep_sigterm=True)  # `LocalPlacement.close` terminates it
     run_worker(spec)

@@ -89,12 +89,13 @@ def socket_pair() -> tuple[socket.socket, socket.socket]:
 class Lane:
     """This daemon is lane ``index`` of the lanes' front (`rtsearch.serve.lanes`): ``pipes``, its ends of the socket
     pairs with the front's intake processes; ``advice``, its `Advice` words shared with them; ``results``, where
-    they send the answers they give at its door (its publisher's ``inner``)."""
+    they send the answers they give at its door (its publisher's ``inner``); ``device``, the GPU it scores on."""
 
     index: int
     pipes: list[socket.socket]
     advice: Any
     results: str
+    device: str = ""  # its CUDA_VISIBLE_DEVICES (`rtsearch.serve.runtime.gpu_of`); "": as inherited
 
 
 class _Child:

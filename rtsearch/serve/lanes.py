@@ -21,9 +21,10 @@ opened by each).
   process asks it, so all agree.
 - Each **lane** is a `rtsearch.serve.daemon.Daemon` in a process of its own (the command's ``lane_main``: this
   command's arguments; its `rtsearch.serve.intake.Lane` holds its socket pairs, advice words and door-answers
-  endpoint): batcher, engine process, run book, journals, MQTT client. Several intake processes hand it a run's
-  messages in no set order, so it waits for ``run.end``'s ``n_spectra`` as behind several intakes. Only lane 0
-  finishes the journals an earlier daemon left (before any lane is fed).
+  endpoint): batcher, engine process, run book, journals, MQTT client; on a host with several GPUs lane k scores on
+  GPU k mod G (``CUDA_VISIBLE_DEVICES`` set in its process, the list given to the front kept). Several intake
+  processes hand it a run's messages in no set order, so it waits for ``run.end``'s ``n_spectra`` as behind several
+  intakes. Only lane 0 finishes the journals an earlier daemon left (before any lane is fed).
 - The **results fan-in** (XSUB → XPUB, ZeroMQ's C proxy) carries the lanes' answers to the one results socket.
 - ``/metrics`` here is every lane's, scraped when asked and labelled ``lane`` (`rtsearch.serve.lane_metrics`), with
   ``rtsearch_lane_runs_total``; ``/readyz`` is ready once every lane is; a lane, an intake process or the door that
@@ -61,7 +62,7 @@ from rtsearch.serve.intake_process import Shedding, serve
 from rtsearch.serve.lane_metrics import LaneMetrics
 from rtsearch.serve.proxy import Forwarder
 from rtsearch.serve.routing import Registry
-from rtsearch.serve.runtime import stop_child
+from rtsearch.serve.runtime import gpu_of, stop_child
 
 log = logging.getLogger(__name__)
 
@@ -102,10 +103,11 @@ class Front:
     """``Front(cfg, lane_main).run(stop)``: the lanes' front until ``stop`` is set; see the module docstring."""
 
     def __init__(self, cfg: ServeConfig, lane_main: Callable[[str, int, Lane], None], *,
-                 health: Health | None = None) -> None:  # fmt: skip
+                 health: Health | None = None, gpus: int = 0) -> None:  # fmt: skip
         """``lane_main(results, metrics_port, lane)``: a lane process's main, picklable (`rtsearch.cli.serve.LaneMain`:
-        the command's own arguments, that results endpoint and metrics port)."""
-        self.cfg, self.lane_main = cfg, lane_main
+        the command's own arguments, that results endpoint and metrics port); ``gpus``: the GPUs to spread the lanes
+        over (lane k on `gpu_of` (k)); 0: each as inherited."""
+        self.cfg, self.lane_main, self.gpus = cfg, lane_main, gpus
         self.health = health or Health()
         self.folder = Path(tempfile.mkdtemp(prefix="rtsearch-lanes-"))
         self.intakes = cfg.intakes or default_intakes()
@@ -185,7 +187,8 @@ class Front:
 
     def _start_lanes(self, pipes: list[list[tuple[socket.socket, socket.socket]]]) -> None:
         for lane in self.lanes:
-            mine = Lane(lane.index, [row[lane.index][0] for row in pipes], lane.advice, lane.answers)
+            mine = Lane(lane.index, [row[lane.index][0] for row in pipes], lane.advice, lane.answers,
+                        device=gpu_of(lane.index) if self.gpus else "")
             lane.proc = self._spawn.Process(target=self.lane_main, args=(lane.results, lane.metrics_port, mine),
                                             name=f"rtsearch-lane-{lane.index}")  # fmt: skip
             lane.proc.start()

@@ -132,3 +132,24 @@ def name_os_thread(name: str | None = None) -> None:
 def _libc() -> ctypes.CDLL:
     """The C library, loaded once."""
     return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def host_gpus() -> int:
+    """CUDA devices this process may use (``CUDA_VISIBLE_DEVICES`` counted where it is set; 0 without CuPy or a
+    device): what local children — lanes, cluster workers — are spread over, child k on `gpu_of` (k)."""
+    try:
+        import cupy
+
+        return int(cupy.cuda.runtime.getDeviceCount())
+    except Exception:  # no CuPy, no driver, no device
+        return 0
+
+
+def gpu_of(k: int) -> str:
+    """The ``CUDA_VISIBLE_DEVICES`` a child numbered ``k`` of this process is given, set before it imports CuPy:
+    the k-th (mod their number) of the devices this process sees — of the list it was given, if it was given one
+    (``CUDA_VISIBLE_DEVICES=2,3``: children on 2 and 3, not on 0 and 1)."""
+    given = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    if given:
+        return given[k % len(given)]
+    return str(k % max(host_gpus(), 1))
