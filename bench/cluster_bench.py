@@ -9,7 +9,8 @@ front door of N cluster workers, under the shared client, the echo floor beside.
 2. **Serving**: ``echo_floor.py`` under ``rt_load.py`` at 200/s (the floor), then ``rtsearch serve`` with
    ``--serve-args`` alone ("one engine") and with each ``--configs`` entry (``N:MODE[:GB]``, e.g. ``2:replicate``;
    ``2:partition:1.5``: each worker with room for 1.5 GB of the target, ``[serve] worker_memory_gb``: a slice;
-   ``2:auto:0.6x``: room for 0.6 of the target),
+   ``2:auto:0.6x``: room for 0.6 of the target; ``4:lanes:2``: ``--lanes 4`` on the host's first 2 GPUs, lane k on
+   GPU k mod 2, its efficiency against ``4:lanes:1``),
    each under ``rt_load.py --senders S`` at ``--rates``: answered, lost, duplicates, shed and latency per rate;
    the scored spectra a second at each rate ((answered − shed) / seconds) gives the capacity, and the efficiency
    of N workers is capacity(N) / (N × capacity(1)).
@@ -91,15 +92,18 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
             print(json.dumps(rows[-1]), flush=True)
     one = [] if not args.search_toml else ["--config", str(_toml(tmp, "one", args.search_toml))]
     configs = [("one engine", one)] * (not args.skip_engine) + [
-        (c, ["--cluster", c.split(":")[0], "--cluster-mode", c.split(":")[1], "--placement", args.placement,
+        (c, ["--lanes", c.split(":")[0], *one] if c.split(":")[1] == "lanes" else
+            ["--cluster", c.split(":")[0], "--cluster-mode", c.split(":")[1], "--placement", args.placement,
              "--config", str(_toml(tmp, c, args.search_toml, args.gpus_per_worker,
                                    _room((c.split(":") + ["0"])[2], target_gb)))])
         for c in args.configs.split(",") if c
     ]  # fmt: skip
     for label, extra in configs:
         t0 = time.perf_counter()
+        parts = label.split(":")  # K:lanes:G — K lanes on the first G GPUs (lane k on GPU k mod G)
+        env = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(int(parts[2]))))} if parts[1:2] == ["lanes"] else None
         with Served(args.index_cache.resolve(), tmp / f"res-{len(rows)}", [*args.serve_args.split(), *extra],
-                    tmp) as served:  # fmt: skip
+                    tmp, env=env) as served:  # fmt: skip
             ready_s = time.perf_counter() - t0
             pids = {m[0]: int(m[1]) for m in re.findall(r"cluster: (w\d+) up \(pid (\d+)", "".join(served.log))}
             gpus = dict(re.findall(r"cluster: (w\d+) up \(pid \d+, piece -?\d+, \w+ on GPU (\d+)", "".join(served.log)))
@@ -112,6 +116,9 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
                     rows.append({"phase": "serve", "config": label, "ready_s": round(ready_s, 1),
                                  "scored_per_s": round(scored, 1), **r})  # fmt: skip
                     print(json.dumps(rows[-1]), flush=True)
+            if env:
+                rows.append({"phase": "workers", "config": label, "gpu_memory_mib": gpu_memory()})
+                print(json.dumps(rows[-1]), flush=True)
             if pids:
                 per = worker_spectra(served.port)
                 rows.append({"phase": "workers", "config": label, "gpu_of": gpus, "spectra": per,
@@ -181,7 +188,10 @@ def capacities(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dic
     out = []
     for c, (cap, most) in caps.items():
         n = int(c.split(":")[0]) if c[0].isdigit() else 1
-        pairs = zip((cap, most), single or (0.0, 0.0), strict=True)
+        one_gpu = single
+        if c.split(":")[1:2] == ["lanes"]:  # K lanes on G GPUs against the same K lanes on one GPU
+            n, one_gpu = int(c.split(":")[2]), caps.get(":".join([*c.split(":")[:2], "1"]))
+        pairs = zip((cap, most), one_gpu or (0.0, 0.0), strict=True)
         eff = [round(x / (n * one), 3) if one and n > 1 else None for x, one in pairs]
         out.append({"phase": "capacity", "config": c, "p99_ms_at_most": args.p99_ms, "scored_per_s": cap,
                     "efficiency": eff[0], "saturated_per_s": most, "saturated_efficiency": eff[1]})  # fmt: skip

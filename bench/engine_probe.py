@@ -9,6 +9,7 @@ Separates the engine's own cost from the daemon's (GIL, scheduling): compare wit
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import multiprocessing
 import sys
 import threading
@@ -23,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "simulators"))
 
 from bench.stream_bench import RUNS, get_index  # noqa: E402
 from rtsearch.batch import SpectraBatch  # noqa: E402
-from rtsearch.config import SearchConfig  # noqa: E402
+from rtsearch.config import SearchConfig, Tolerance  # noqa: E402
 from rtsearch.scoring.backend import get_backend  # noqa: E402
 from rtsearch.scoring.database.engine import Engine  # noqa: E402
 from rtsearch_sim.replay import load_run  # noqa: E402
@@ -86,6 +87,9 @@ def main() -> int:
     ap.add_argument("--device-choice-min", type=int, metavar="Q",
                     help="batches of at least Q queries have their best chosen on the device (default: the engine's)")
     ap.add_argument("--sizes", default="1,4,32,128,256,1024,4096", help="batch sizes to time")
+    ap.add_argument("--precursor-tolerance", default="", metavar="TOL",
+                    help="the search's precursor window, e.g. '20 Da' (default [search]'s: 20 ppm): how the work "
+                    "grows with the window (a wider one makes the GPU, not the daemon, the limit)")
     ap.add_argument("--stages", action="store_true",
                     help="also the unsynchronized stages at 256, 1,024 and 2,048 spectra (as the daemon logs them)")
     ap.add_argument("--cprofile", type=int, default=0, metavar="SIZE",
@@ -105,7 +109,11 @@ def main() -> int:
     while len(pool) < 2 * 4096:  # the runs cycled: every batch below is a full one (the engine ignores scans)
         pool = pool + pool
     kw = {} if args.device_choice_min is None else {"device_choice_min": args.device_choice_min}
-    engine = Engine(index, SearchConfig(), backend, fused_preprocess=not args.no_fused, **kw)
+    search = SearchConfig()
+    if args.precursor_tolerance:
+        search = dataclasses.replace(search, precursor_tolerance=Tolerance.parse(args.precursor_tolerance))
+        print(f"precursor tolerance {search.precursor_tolerance}", flush=True)
+    engine = Engine(index, search, backend, fused_preprocess=not args.no_fused, **kw)
     print(f"device preprocessing: {'CuPy calls' if args.no_fused else 'fused kernel'}", flush=True)
     for size in (1, 8, 64, 512, 4096):
         engine.score(SpectraBatch.of(pool[:size]))
