@@ -117,7 +117,8 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
                                  "scored_per_s": round(scored, 1), **r})  # fmt: skip
                     print(json.dumps(rows[-1]), flush=True)
             if env:
-                rows.append({"phase": "workers", "config": label, "gpu_memory_mib": gpu_memory()})
+                rows.append({"phase": "workers", "config": label, "gpu_memory_mib": gpu_memory(),
+                             "gpu_processes": gpu_processes()})  # fmt: skip
                 print(json.dumps(rows[-1]), flush=True)
             if pids:
                 per = worker_spectra(served.port)
@@ -148,6 +149,27 @@ def gpu_memory() -> list[int]:
     except (OSError, subprocess.SubprocessError):
         return []
     return [int(x) for x in out.split()]
+
+
+def gpu_processes() -> list[str]:
+    """``pid, process name, GPU, MiB`` of each process holding GPU memory now (empty without nvidia-smi)."""
+    try:
+        apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,process_name,gpu_bus_id,used_memory",
+                               "--format=csv,noheader"], capture_output=True, text=True, timeout=20, check=True).stdout
+        buses = subprocess.run(["nvidia-smi", "--query-gpu=pci.bus_id,index", "--format=csv,noheader"],
+                               capture_output=True, text=True, timeout=20, check=True).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return []
+    index = dict(line.split(", ") for line in buses.splitlines() if ", " in line)
+    rows = [line.split(", ") for line in apps.splitlines() if line.count(", ") == 3]
+
+    def comm(pid: str, name: str) -> str:  # what the process named itself (lane_0, engine_0, ...)
+        try:
+            return Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            return Path(name).name
+
+    return [f"{pid} {comm(pid, name)} GPU {index.get(bus, bus)} {mib}" for pid, name, bus, mib in rows]
 
 
 def killed(args: argparse.Namespace, mgf: Path, served: Served, label: str, pids: dict[str, int]) -> dict[str, Any]:

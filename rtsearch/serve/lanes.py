@@ -106,7 +106,7 @@ class Front:
                  health: Health | None = None, gpus: int = 0) -> None:  # fmt: skip
         """``lane_main(results, metrics_port, lane)``: a lane process's main, picklable (`rtsearch.cli.serve.LaneMain`:
         the command's own arguments, that results endpoint and metrics port); ``gpus``: the GPUs to spread the lanes
-        over (lane k on `gpu_of` (k)); 0: each as inherited."""
+        over (lane k on `gpu_of` (k mod gpus)); 0: each as inherited."""
         self.cfg, self.lane_main, self.gpus = cfg, lane_main, gpus
         self.health = health or Health()
         self.folder = Path(tempfile.mkdtemp(prefix="rtsearch-lanes-"))
@@ -188,7 +188,7 @@ class Front:
     def _start_lanes(self, pipes: list[list[tuple[socket.socket, socket.socket]]]) -> None:
         for lane in self.lanes:
             mine = Lane(lane.index, [row[lane.index][0] for row in pipes], lane.advice, lane.answers,
-                        device=gpu_of(lane.index) if self.gpus else "")
+                        device=gpu_of(lane.index % self.gpus) if self.gpus else "")
             lane.proc = self._spawn.Process(target=self.lane_main, args=(lane.results, lane.metrics_port, mine),
                                             name=f"rtsearch-lane-{lane.index}")  # fmt: skip
             lane.proc.start()

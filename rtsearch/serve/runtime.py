@@ -136,7 +136,7 @@ def _libc() -> ctypes.CDLL:
 
 def host_gpus() -> int:
     """CUDA devices this process may use (``CUDA_VISIBLE_DEVICES`` counted where it is set; 0 without CuPy or a
-    device): what local children — lanes, cluster workers — are spread over, child k on `gpu_of` (k)."""
+    device): what local children — lanes, cluster workers — are spread over, child k on `gpu_of` (k mod that)."""
     try:
         import cupy
 
@@ -146,10 +146,8 @@ def host_gpus() -> int:
 
 
 def gpu_of(k: int) -> str:
-    """The ``CUDA_VISIBLE_DEVICES`` a child numbered ``k`` of this process is given, set before it imports CuPy:
-    the k-th (mod their number) of the devices this process sees — of the list it was given, if it was given one
-    (``CUDA_VISIBLE_DEVICES=2,3``: children on 2 and 3, not on 0 and 1)."""
+    """The ``CUDA_VISIBLE_DEVICES`` a child on this process's GPU ``k`` (0 ≤ k < `host_gpus`) is given, set before it
+    imports CuPy: ``k`` itself, or the k-th of the list this process was given (``CUDA_VISIBLE_DEVICES=2,3``: its
+    GPUs 0 and 1 are 2 and 3). Asks no driver: a child that asked would see every GPU, whatever it sets after."""
     given = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    if given:
-        return given[k % len(given)]
-    return str(k % max(host_gpus(), 1))
+    return given[k % len(given)] if given else str(k)
