@@ -149,15 +149,24 @@ def _num(h: dict[str, Any], key: str, *, required: bool = True, positive: bool =
     return float(v)
 
 
+_NAMES_OK: set[str] = set()  # run names found valid (at most 4,096): each of a run's messages pays one lookup
+
+
 def _run_name(v: Any) -> str | None:
     """``v`` if it can name a run: a non-empty string of at most `MAX_RUN_BYTES` UTF-8 bytes."""
+    if v.__class__ is str and v in _NAMES_OK:
+        return str(v)
     if not isinstance(v, str) or not v:
         return None
     try:
         size = len(v.encode("utf-8"))  # a lone surrogate (JSON "\ud800") cannot be encoded
     except UnicodeEncodeError:
         return None
-    return v if size <= MAX_RUN_BYTES else None
+    if size > MAX_RUN_BYTES:
+        return None
+    if len(_NAMES_OK) < 4096:
+        _NAMES_OK.add(v)
+    return v
 
 
 _INT_TEXT = re.compile(r"\s*[+-]?[0-9]{1,20}\s*\Z")
@@ -203,16 +212,10 @@ def decode(frames: Sequence[Any], *, peaks: Literal["checked", "raw"] = "checked
         return Invalid("frames", f"expected a topic and a header frame, got {len(frames) if frames else 0} frame(s)")
     topic = bytes(frames[0])
     run: str | None = None
-    scan: int | None = None
-    ms_level: int | None = None
-    sent_ns: int | None = None
+    h: dict[str, Any] = {}
     try:
         h = _header(bytes(frames[1]))
-        # what names the message, read leniently, so that even a malformed one can be answered
         run = _run_name(h.get("run"))
-        scan = _some_int(h.get("scan"))
-        ms_level = _some_int(h.get("ms_level"))
-        sent_ns = _some_int(h.get("sent_ns"), 0)
         if topic not in TOPICS:
             raise _Bad("topic", f"unknown topic {topic[:40]!r}")
         if h.get("v") != VERSION:
@@ -226,7 +229,11 @@ def decode(frames: Sequence[Any], *, peaks: Literal["checked", "raw"] = "checked
             return RunEnd(run, _int(h, "n_spectra", required=False, minimum=0))
         return _spectrum(frames, h, run, peaks == "raw")
     except _Bad as e:
-        return Invalid(e.code, e.reason, run, scan, ms_level, sent_ns)
+        # what names the message, read leniently (only now: a valid one pays nothing), so that even a malformed
+        # one can be answered
+        get = h.get
+        return Invalid(e.code, e.reason, run, _some_int(get("scan")), _some_int(get("ms_level")),
+                       _some_int(get("sent_ns"), 0))  # fmt: skip
 
 
 def _spectrum(frames: Sequence[Any], h: dict[str, Any], run: str, raw: bool) -> SpectrumMessage | RawSpectrum:
@@ -298,6 +305,17 @@ def _native_id(v: Any, field: str = "id") -> str:
     return v
 
 
+def _all_good(mz: np.ndarray, intensity: np.ndarray, hi: np.ndarray) -> bool:
+    """Whether no spectrum of a chunk has a peak problem: every m/z finite and ascending within its spectrum, every
+    intensity finite and not negative (NaN fails each comparison: it is never good)."""
+    if not (np.isfinite(mz).all() and bool(intensity.min() >= 0) and bool(intensity.max() < np.inf)):
+        return False
+    falls = mz[1:] < mz[:-1]  # finite: "<" is "not >=" here
+    # a fall counts only inside a spectrum; from one spectrum's last peak to the next one's first it is allowed
+    falls[hi[(hi > 0) & (hi < len(mz))] - 1] = False
+    return not falls.any()
+
+
 def peak_problems(mz: np.ndarray, intensity: np.ndarray, offsets: np.ndarray) -> list[tuple[int, str]]:
     """The spectra whose peaks `decode` refuses, for many at once: ``(row, reason)`` pairs.
 
@@ -306,11 +324,18 @@ def peak_problems(mz: np.ndarray, intensity: np.ndarray, offsets: np.ndarray) ->
     chunk this way answers exactly as checking message by message.
     """
     offsets = np.asarray(offsets, dtype=np.int64)
+    if len(offsets) < 2 or int(offsets[-1]) == 0:
+        return []
+    if _all_good(mz, intensity, offsets[1:]):  # the usual chunk: a dozen NumPy calls, not the reasons' forty
+        return []
+    return _reasons(mz, intensity, offsets)
+
+
+def _reasons(mz: np.ndarray, intensity: np.ndarray, offsets: np.ndarray) -> list[tuple[int, str]]:
+    """`peak_problems` of a chunk with at least one: each bad row's reason, in decode's order of checks."""
     lo, hi = offsets[:-1], offsets[1:]
     n = hi - lo
-    total = int(offsets[-1]) if len(offsets) else 0
-    if total == 0:
-        return []
+    total = int(offsets[-1])
 
     def rows(flags: np.ndarray) -> np.ndarray:  # whether any flag falls in each row's peaks (flags are rare)
         hit = np.zeros(len(n), dtype=bool)

@@ -188,3 +188,41 @@ def test_unpacker_splits_any_stream() -> None:
         for at in range(0, len(stream), step):
             out.extend(u.feed(stream[at : at + step]))
         assert [(k, [bytes(x) for x in p]) for k, p in out] == msgs
+
+
+def test_the_good_chunk_shortcut_agrees_with_the_reasons() -> None:
+    """`peak_problems` answers a chunk with no bad peaks without the reasons' checks: seeded random chunks, some
+    with one flaw planted (disorder, an infinite end, NaN, a negative or infinite intensity) and some clean, with
+    empty spectra and falls between spectra (allowed), are called good exactly when the reasons find nothing."""
+    from rtsearch.wire import _all_good, _reasons
+
+    rng = np.random.default_rng(20261126)
+    flaws = ("none", "none", "fall", "inf_end", "nan", "neg", "inf_int", "nan_int", "fall_at_edge")
+    seen = collections.Counter()
+    for _ in range(600):
+        sizes = rng.integers(0, 6, size=rng.integers(1, 8))
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        if offsets[-1] == 0:
+            continue
+        mz = np.concatenate([np.sort(rng.uniform(100, 2000, k)) for k in sizes])
+        inten = rng.uniform(0, 1e4, offsets[-1]).astype(np.float32)
+        flaw = flaws[rng.integers(len(flaws))]
+        row = int(rng.choice(np.flatnonzero(sizes)))
+        lo, hi = offsets[row], offsets[row + 1]
+        at = int(rng.integers(lo, hi))
+        if flaw == "fall" and hi - lo > 1:
+            mz[lo], mz[hi - 1] = mz[hi - 1], mz[lo]
+        elif flaw == "inf_end":
+            mz[hi - 1] = np.inf
+        elif flaw == "nan":
+            mz[at] = np.nan
+        elif flaw == "neg":
+            inten[at] = -1.0
+        elif flaw in ("inf_int", "nan_int"):
+            inten[at] = np.inf if flaw == "inf_int" else np.nan
+        elif flaw == "fall_at_edge":  # the next spectrum starts below this one's end: not a flaw
+            mz[lo:hi] += 5000.0
+        good = not _reasons(mz, inten, offsets)
+        assert _all_good(mz, inten, offsets[1:]) == good, (flaw, sizes, mz, inten)
+        seen[good] += 1
+    assert seen[True] > 100 and seen[False] > 100  # both kinds were met
