@@ -40,7 +40,24 @@ from typing import Any
 
 import numpy as np
 
+from rtsearch.serve.runtime import env_number
+
 MS = 1_000_000  # ns per millisecond
+
+
+# waking up to give spectra up, and answering a pile of them, take time too: they go this much earlier. On a busy
+# 2-core machine a thread's wake-up alone was seen 7 ms late, and in the full test suite 15 ms of slack let an answer
+# out 0.25 ms after its 50 ms budget (20 ms: the latest 47.9 ms after receipt). A slack widened on late answers fed
+# on itself (spectra already late on arrival widened it until every spectrum was given up: bench/RESULTS.md); one
+# fitted to the measured lag between when the expiry thread meant to answer and when it did would not. On a quiet
+# GPU host a quarter of a 100 ms budget (half of a 50 ms one) may be more than needed: RTSEARCH_EXPIRY_SLACK_MS
+# overrides it, to be measured there before the default changes (bench/RESULTS.md, issue 16).
+EXPIRY_SLACK_MS = 25.0
+
+
+def expiry_slack_ms() -> float:
+    """`EXPIRY_SLACK_MS`, or ``RTSEARCH_EXPIRY_SLACK_MS`` when that is a number ≥ 0."""
+    return env_number("RTSEARCH_EXPIRY_SLACK_MS", EXPIRY_SLACK_MS)
 
 
 @dataclass(frozen=True)
@@ -51,20 +68,13 @@ class BatchPolicy:
     max_queue: int = 32768
     linger_ms: float = 0.0
     margin_ms: float = 1.0
+    slack_ms: float = EXPIRY_SLACK_MS  # waking up and answering those given up (`EXPIRY_SLACK_MS`)
 
     def __post_init__(self) -> None:
         if self.max_batch < 1 or self.max_queue < self.max_batch:
             raise ValueError("need 1 <= max_batch <= max_queue")
-        if self.linger_ms < 0 or self.margin_ms < 0:
-            raise ValueError("linger_ms and margin_ms must be >= 0")
-
-
-# waking up to give spectra up, and answering a pile of them, take time too: they go this much earlier. On a busy
-# 2-core machine a thread's wake-up alone was seen 7 ms late, and in the full test suite 15 ms of slack let an answer
-# out 0.25 ms after its 50 ms budget (20 ms: the latest 47.9 ms after receipt). A slack widened on late answers fed
-# on itself (spectra already late on arrival widened it until every spectrum was given up: bench/RESULTS.md); one
-# fitted to the measured lag between when the expiry thread meant to answer and when it did would not.
-EXPIRY_SLACK_MS = 25.0
+        if self.linger_ms < 0 or self.margin_ms < 0 or self.slack_ms < 0:
+            raise ValueError("linger_ms, margin_ms and slack_ms must be >= 0")
 
 
 FORGET_BELOW = 1 / 3  # a batch under this share of the fixed cost restarts the engine-time fit (`EngineTimeModel`)
@@ -171,13 +181,13 @@ class MicroBatcher:
         """How long before its deadline a newcomer must be predicted answered to be queued: the margin and
         `EXPIRY_SLACK_MS`. One predicted later would be given up (`lead_ns`) if the prediction slipped at all, after
         costing the daemon more than a ``shed`` at once; the door's advice counts it too."""
-        return int((self.policy.margin_ms + EXPIRY_SLACK_MS) * MS)
+        return int((self.policy.margin_ms + self.policy.slack_ms) * MS)
 
     def lead_ns(self) -> int:
         """How long before its deadline a waiting spectrum is given up: the least a batch takes (the model's batch
         of one) plus the margin and `EXPIRY_SLACK_MS` for waking up and answering those given up, so that they are
         answered ``shed`` before their budget is over, not after."""
-        return int((self.model.predict(1) + (self.policy.margin_ms + EXPIRY_SLACK_MS) / 1e3) * 1e9)
+        return int((self.model.predict(1) + (self.policy.margin_ms + self.policy.slack_ms) / 1e3) * 1e9)
 
     def expire_at(self) -> int | None:
         """When the earliest waiting spectrum is to be given up (`lead_ns` before its deadline; ``None``: none

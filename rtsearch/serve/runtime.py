@@ -9,6 +9,7 @@ import ctypes.util
 import functools
 import gc
 import logging
+import math
 import os
 import signal
 import threading
@@ -27,15 +28,25 @@ GIL_SWITCH_THREAD_S, GIL_SWITCH_PROCESS_S = 0.0001, 0.001
 
 def gil_switch_s(*, engine_in_process: bool) -> float:
     """The daemon's GIL switch interval (seconds) for where its engine scores (see above)."""
-    given = os.environ.get("RTSEARCH_GIL_SWITCH_S", "")
+    return env_number("RTSEARCH_GIL_SWITCH_S", GIL_SWITCH_PROCESS_S if engine_in_process else GIL_SWITCH_THREAD_S,
+                      positive=True)  # fmt: skip
+
+
+def env_number(name: str, default: float, *, positive: bool = False) -> float:
+    """The environment variable ``name`` as a finite number ≥ 0 (> 0 when ``positive``), else ``default`` (a value
+    set but not such a number is ignored with a warning): the knobs that benchmarks turn."""
+    given = os.environ.get(name, "")
+    if not given:
+        return default
     try:
-        if given and float(given) > 0:
-            return float(given)
+        value = float(given)
     except ValueError:
-        pass
-    if given:
-        logging.getLogger(__name__).warning("RTSEARCH_GIL_SWITCH_S=%r is not a positive number: ignored", given)
-    return GIL_SWITCH_PROCESS_S if engine_in_process else GIL_SWITCH_THREAD_S
+        value = math.nan
+    if math.isfinite(value) and (value > 0 if positive else value >= 0):
+        return value
+    logging.getLogger(__name__).warning("%s=%r is not a %s number: ignored", name, given,
+                                        "positive" if positive else "non-negative")  # fmt: skip
+    return default
 
 
 GC_IDLE, GC_OVERDUE = 700, 20_000  # pending allocations before a collection when idle / regardless

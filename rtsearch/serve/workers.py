@@ -32,7 +32,7 @@ from rtsearch.config import BackendName, ServeConfig
 from rtsearch.matches import ScoredBatch
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve.admission import Advice
-from rtsearch.serve.batching import BatchPolicy, EngineTimeModel, MicroBatcher
+from rtsearch.serve.batching import BatchPolicy, EngineTimeModel, MicroBatcher, expiry_slack_ms
 from rtsearch.serve.engine_process import EngineError, EngineGone, EngineProcess, Scorer, open_scorer, warm_up
 from rtsearch.serve.jobs import Jobs
 from rtsearch.serve.pending import Claim, Pending
@@ -66,9 +66,9 @@ class WorkerPool:
         self.record: Callable[..., None] = record  # `DaemonMetrics.record`
         self.clock = clock
         self.model = EngineTimeModel()
-        policy = BatchPolicy(max_batch=cfg.max_batch, max_queue=cfg.max_queue, linger_ms=cfg.linger_ms)
         self._cv = threading.Condition()  # guards the batcher, the model and the counts below
-        self.batcher = MicroBatcher(policy, self.model, clock)
+        self.batcher = MicroBatcher(BatchPolicy(max_batch=cfg.max_batch, max_queue=cfg.max_queue,
+                                                linger_ms=cfg.linger_ms, slack_ms=expiry_slack_ms()), self.model, clock)
         self._pending, self._in_flight = Pending(), 0  # the jobs the batcher's handles stand for; batches scoring
         self._scoring: dict[int, Claim] = {}  # batches taken and not yet claimed back, by number
         self._taken, self._busy = 0, dict[int, int]()  # batches taken; those being scored: when each is due (ns)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rtsearch.serve.batching import MS, BatchPolicy, EngineTimeModel, MicroBatcher
+from rtsearch.serve.batching import MS, BatchPolicy, EngineTimeModel, MicroBatcher, expiry_slack_ms
 from tests.fakeclock import FakeClock
 
 
@@ -73,6 +73,7 @@ def _batcher(
         {"max_batch": 10, "max_queue": 9},
         {"linger_ms": -0.1},
         {"margin_ms": -1.0},
+        {"slack_ms": -1.0},
     ],
 )
 def test_policy_rejects_bad_limits(kwargs) -> None:
@@ -82,7 +83,21 @@ def test_policy_rejects_bad_limits(kwargs) -> None:
 
 def test_policy_defaults() -> None:
     p = BatchPolicy()
-    assert (p.max_batch, p.max_queue, p.linger_ms, p.margin_ms) == (4096, 32768, 0.0, 1.0)
+    assert (p.max_batch, p.max_queue, p.linger_ms, p.margin_ms, p.slack_ms) == (4096, 32768, 0.0, 1.0, 25.0)
+
+
+def test_the_expiry_slack_can_be_set_for_a_measurement_and_is_what_admission_reserves(monkeypatch) -> None:
+    monkeypatch.delenv("RTSEARCH_EXPIRY_SLACK_MS", raising=False)
+    assert expiry_slack_ms() == 25.0
+    monkeypatch.setenv("RTSEARCH_EXPIRY_SLACK_MS", "5")
+    assert expiry_slack_ms() == 5.0
+    for bad in ("-1", "nan", "fast"):  # not a number >= 0: the default, not a failure
+        monkeypatch.setenv("RTSEARCH_EXPIRY_SLACK_MS", bad)
+        assert expiry_slack_ms() == 25.0
+    # a newcomer must be predicted answered margin + slack before its deadline; one is given up lead_ns before it
+    model = EngineTimeModel(fixed_s=0.002, per_item_s=0.0)
+    b = MicroBatcher(BatchPolicy(margin_ms=1.0, slack_ms=5.0), model, lambda: 0)
+    assert b.headroom_ns() == 6 * MS and b.lead_ns() == 8 * MS
 
 
 # ---------------------------------------------------------------- when a batch goes
