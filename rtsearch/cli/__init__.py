@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure(logging.DEBUG if args.verbose else quiet, args.log_format)
     try:
         rc = COMMANDS[args.command].run(args)
-        if argv is None and args.command in ("search", "index"):
+        if argv is None and args.command in ("search", "index") and not _profiled():
             _exit_now(rc)
         return rc
     except RtsearchError as e:
@@ -77,6 +77,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"rtsearch: internal error: {type(e).__name__}: {e} (run with --debug for details)", file=sys.stderr)
         return 1
+
+
+def _profiled() -> bool:
+    """Whether a profiler runs this process (``python -m cProfile -o FILE -m rtsearch.cli …``): it writes its file
+    at the interpreter's exit, which `_exit_now` would skip."""
+    main = sys.modules.get("__main__")
+    return sys.getprofile() is not None or getattr(getattr(main, "__spec__", None), "name", "") == "cProfile"
 
 
 def _exit_now(rc: int) -> None:

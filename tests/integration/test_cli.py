@@ -183,3 +183,17 @@ def test_serve_refuses_numbers_it_cannot_honour(tmp_path, bsa_index, toml, flags
     msg = one_line_error(run_cli("serve", "--index", str(bsa_index), "--config", str(cfg), "--metrics-port", "0",
                                  *flags))  # fmt: skip
     assert key in msg
+
+
+def test_a_search_under_cprofile_leaves_its_profile(tmp_path, data, bsa_index):
+    """`rtsearch search` run as the process ends without the interpreter's teardown, except under a profiler,
+    whose file is written at that teardown (bench/search_wall.py profiles a search this way)."""
+    prof = tmp_path / "search.prof"
+    cmd = [sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "rtsearch.cli", "search",
+           str(data / "bsa-orbitrapxl" / "BSA1.mzML.gz"), "--index", str(bsa_index), "--backend", "numpy",
+           "-o", str(tmp_path / "out.tsv")]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    import pstats
+
+    assert any("search_runs" in name for _, _, name in pstats.Stats(str(prof)).stats)  # type: ignore[attr-defined]
