@@ -17,7 +17,8 @@
 # cluster: the GPU cluster tests (CLUSTER_TESTS=0: not), then bench/cluster_bench.py with CLUSTER_ARGS (balance; one
 #   engine against N workers under rt_load.py); on a
 #   machine with several GPUs (issue 21): CLUSTER_ARGS='--gpus-per-worker 1 --serve-args "--backend cupy"
-#   --configs 2:replicate,2:partition' (local placement: worker k on GPU k mod GPUs)
+#   --configs 2:replicate,2:partition' (local placement: worker k on GPU k mod GPUs); K:lanes:G configurations run
+#   --lanes K on the first G GPUs; --search-toml "precursor_tolerance = \"200 Da\"" makes the GPU the limit
 # tdcluster: bench/topdown_daemon.py with TDCLUSTER_ARGS (e.g. "--configs 1,2 --gpus-per-worker 1"); TD_DATA: a
 #   folder holding topdown-flashapp-ecoli (kept out of .gpudata/data, whose FASTAs make the cluster bench's database)
 # peers: bench/peers.py with PEERS_ARGS (Comet and Sage on the same FASTA and MGF; .deb/.whl in .gpudata/peers)
