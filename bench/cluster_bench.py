@@ -221,6 +221,18 @@ def capacities(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dic
     return out
 
 
+def _database(lines: str) -> Any:
+    """The `DatabaseConfig` of ``lines`` (a [database] table's body; ``None`` when empty: the default digest)."""
+    if not lines:
+        return None
+    from rtsearch.config import load_config
+
+    with tempfile.TemporaryDirectory() as t:
+        path = Path(t) / "database.toml"
+        path.write_text(f"[database]\n{lines}\n")
+        return load_config(str(path)).database
+
+
 def _free_device_memory() -> None:
     """CuPy's pools handed back to the driver (nothing without CuPy)."""
     import gc
@@ -267,11 +279,14 @@ def main() -> int:
                     help="per cluster configuration: rt_load at this rate, worker w0 SIGKILLed mid-run")  # fmt: skip
     ap.add_argument("--search-toml", default="",
                     help='[search] lines for each config, e.g. \'precursor_tolerance = "500 ppm"\'')  # fmt: skip
+    ap.add_argument("--database-toml", default="",
+                    help='[database] lines of the bench index, e.g. \'specificity = "semi"\' (~20x the peptides: a '
+                    "target whose scoring makes the GPU the limit at 20 ppm; give it its own --index-cache)")
     ap.add_argument("--skip-engine", action="store_true", help="serve through the --configs only")
     ap.add_argument("--balance-only", action="store_true")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    _, record, index = index_and_record(args.data, args.proteins, args.index_cache)
+    _, record, index = index_and_record(args.data, args.proteins, args.index_cache, _database(args.database_toml))
     print(json.dumps(record), flush=True)
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)

@@ -123,15 +123,16 @@ def cpu_by_thread(pid: int) -> dict[str, float]:
     return out
 
 
-def index_and_record(data: Path, proteins: int, cache: Path) -> tuple[Any, dict[str, Any], Any]:
+def index_and_record(data: Path, proteins: int, cache: Path, database: Any = None) -> tuple[Any, dict[str, Any], Any]:
     """The backend (auto), the record a benchmark starts with (date, device, CPUs, index counts and build or load
-    time) and the 20,000-protein index with entrapment of `bench/stream_bench.py` (built once into ``cache``)."""
+    time) and the 20,000-protein index with entrapment of `bench/stream_bench.py` (built once into ``cache``;
+    ``database``: a `DatabaseConfig` for its digest, e.g. semi-specific)."""
     from bench.stream_bench import get_index
     from rtsearch.scoring.backend import get_backend
 
     backend = get_backend("auto")
     res: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "device": backend.device, "cpus": os.cpu_count()}
-    index, info = get_index(data, proteins, cache, backend.xp)
+    index, info = get_index(data, proteins, cache, backend.xp, database)
     res.update(info, index_counts=index.manifest["counts"])
     return backend, res, index
 

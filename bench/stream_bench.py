@@ -61,7 +61,9 @@ def rss_bytes() -> int:
     return 0
 
 
-def get_index(data: Path, proteins: int, cache: Path | None, xp: Any) -> tuple[Any, dict[str, Any]]:
+def get_index(data: Path, proteins: int, cache: Path | None, xp: Any,
+              database: DatabaseConfig | None = None) -> tuple[Any, dict[str, Any]]:  # fmt: skip
+    """The bench index (``database``'s digest; default `DatabaseConfig`'s), loaded from ``cache`` or built there."""
     info: dict[str, Any] = {}
     if cache is not None and (cache / "manifest.json").is_file():
         t0 = time.perf_counter()
@@ -72,7 +74,7 @@ def get_index(data: Path, proteins: int, cache: Path | None, xp: Any) -> tuple[A
         fasta = Path(tmp) / "bench.fasta"
         info["proteins"] = entrapment_fasta(data, proteins, fasta)
         t0 = time.perf_counter()
-        index = build_index([fasta], DatabaseConfig(), xp=xp)
+        index = build_index([fasta], database or DatabaseConfig(), xp=xp)
         info["index_build_seconds"] = round(time.perf_counter() - t0, 2)
         info["index_stage_seconds"] = index.manifest["stage_seconds"]
     if cache is not None:
