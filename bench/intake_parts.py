@@ -25,7 +25,8 @@ def measure(data: Path, chunk: int) -> str:
 
     from bench.intake_cost import messages
     from rtsearch.serve.chunks import ChunkBuilder
-    from rtsearch.wire import decode, peak_problems
+    from rtsearch.wire import decode
+    from rtsearch.wire_peaks import peak_problems
 
     msgs = messages(data, 5000)
     raws = [decode(m, peaks="raw") for m in msgs]

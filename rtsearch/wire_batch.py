@@ -79,7 +79,7 @@ class SpectraBlock:
 
     ``problems`` are the rows to answer ``invalid`` (``(row, code, reason)``, in row order: code ``field`` for a
     bad column value, ``peaks`` when the peak frames do not hold the ``n`` column's peaks), with their fields as
-    sent; peak values are not checked here (`rtsearch.wire.peak_problems` checks them for many at once).
+    sent; peak values are not checked here (`rtsearch.wire_peaks.peak_problems` checks them for many at once).
     """
 
     run: str

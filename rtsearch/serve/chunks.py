@@ -21,8 +21,9 @@ import numpy as np
 import orjson
 
 from rtsearch.types import Spectrum
-from rtsearch.wire import Invalid, InvalidCode, Message, RawSpectrum, peak_problems
+from rtsearch.wire import Invalid, InvalidCode, Message, RawSpectrum
 from rtsearch.wire_batch import SpectraBlock
+from rtsearch.wire_peaks import peak_problems
 
 # kinds of message: intake process -> daemon (a stop request the other way is the byte STOP);
 # SHED: spectra the intake process answered ``shed`` itself (`rtsearch.serve.admission`), for the daemon's books
@@ -180,7 +181,7 @@ class ChunkBuilder:
 
     Messages come in as `RawSpectrum` (`rtsearch.wire.decode` with ``peaks="raw"``): no
     objects per spectrum, peak bytes joined once per chunk, and peak values checked all at
-    once when the chunk is built (`rtsearch.wire.peak_problems`, decode's rules and reasons). MS1 spectra keep
+    once when the chunk is built (`rtsearch.wire_peaks.peak_problems`, decode's rules and reasons). MS1 spectra keep
     their peaks only with ``keep_ms1`` (the daemon follows elution: `rtsearch.serve.elution`).
     """
 

@@ -194,7 +194,7 @@ def test_the_good_chunk_shortcut_agrees_with_the_reasons() -> None:
     """`peak_problems` answers a chunk with no bad peaks without the reasons' checks: seeded random chunks, some
     with one flaw planted (disorder, an infinite end, NaN, a negative or infinite intensity) and some clean, with
     empty spectra and falls between spectra (allowed), are called good exactly when the reasons find nothing."""
-    from rtsearch.wire import _all_good, _reasons
+    from rtsearch.wire_peaks import _all_good, _reasons
 
     rng = np.random.default_rng(20261126)
     flaws = ("none", "none", "fall", "inf_end", "nan", "neg", "inf_int", "nan_int", "fall_at_edge")

@@ -19,7 +19,7 @@ from rtsearch.serve.chunks import INT_COLUMNS, Received, SpectraChunk
 from rtsearch.serve.publisher_process import send_results
 from rtsearch.serve.reader import Reader
 from rtsearch.types import Spectrum
-from rtsearch.wire import PEAK_REASONS, Invalid, encode_spectrum
+from rtsearch.wire import Invalid, encode_spectrum
 from rtsearch.wire_batch import (
     BATCH_RESULTS,
     SPECTRA,
@@ -29,6 +29,7 @@ from rtsearch.wire_batch import (
     decode_spectra,
     encode_spectra,
 )  # fmt: skip
+from rtsearch.wire_peaks import PEAK_REASONS
 from tests.unit.test_chunks import _read_all, pipe  # noqa: F401  (pipe is a fixture)
 
 _SAME = [c for c in INT_COLUMNS if c not in ("wall_ns", "mono_ns", "batched")]
