@@ -9,8 +9,9 @@ waiting batch to a worker:
 - ``replicate``: every worker holds the whole target; a batch goes whole to the live worker with the fewest
   spectra outstanding (ties: the fastest, by its measured seconds per spectrum);
 - ``partition``: the precursor-mass range is cut by Li et al.'s equal-work rule (`rtsearch.cluster.partition`;
-  `LiveCuts`: cut again as the spectra come) and each worker holds its piece's slice of the target; each query
-  (spectrum × charge) goes to the owner of its mass and the door chooses each spectrum's best over its queries
+  `LiveCuts`: cut again as the spectra come) and each worker holds its piece's slice of the target; a spectrum
+  goes whole to the owner of its mass, which answers it, or — when a query of it lies beyond that worker's slice
+  — each query to the owner of its mass, and the door chooses the spectrum's best over them
   (`rtsearch.cluster.pieces`). A piece whose owner is dead waits for the restarted owner `FAILOVER_S` (or half
   the budget), then goes to a live worker whose slice covers it, if any (every worker, when each holds the
   whole target).
@@ -79,7 +80,7 @@ class _Request:
     size: int  # spectra
     payload: bytes  # the pickled (`SpectraBatch`, its queries' mass range or None: all, best chosen by the worker)
     piece: int  # -1: any worker
-    own: Own | None
+    own: Own | None  # partition: the masses it needs scored (who else can stand in for its piece's worker)
     future: concurrent.futures.Future[bytes]  # the worker's pickled answer
     first: float
     worker: str = ""
@@ -157,13 +158,15 @@ class ClusterScorer:
         if self.pieces is None:
             return self._wait([self._request(batch, -1, None)])[0]
         plan = self.pieces.route(batch)
-        answers = self._wait([self._request(batch.take(rows), piece, own) for piece, rows, own in plan])
-        return self.pieces.finish(batch, [(rows, a) for (_, rows, _), a in zip(plan, answers, strict=True)])
+        answers = self._wait([self._request(batch.take(p.rows), p.piece, p.own, whole=p.whole) for p in plan])
+        return self.pieces.finish(batch, list(zip(plan, answers, strict=True)))
 
-    def _request(self, batch: SpectraBatch, piece: int, own: Own | None) -> concurrent.futures.Future[bytes]:
+    def _request(self, batch: SpectraBatch, piece: int, own: Own | None, *, whole: bool = True
+                 ) -> concurrent.futures.Future[bytes]:  # fmt: skip
+        """``whole``: the spectra answered (the worker is sent no mass range); else their queries in ``own``."""
         # pickled here, in the calling engine thread, not in the dispatcher (one thread for all workers)
-        req = _Request(next(self._ids), len(batch), pickle.dumps((batch, own), protocol=pickle.HIGHEST_PROTOCOL),
-                       piece, own, concurrent.futures.Future(), time.monotonic())  # fmt: skip
+        sent = pickle.dumps((batch, None if whole else own), protocol=pickle.HIGHEST_PROTOCOL)
+        req = _Request(next(self._ids), len(batch), sent, piece, own, concurrent.futures.Future(), time.monotonic())
         with self._lock:
             self._requests[req.id] = req
         sock = getattr(self._local, "push", None)

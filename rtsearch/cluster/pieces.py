@@ -1,18 +1,21 @@
-"""Partition mode's plan: which worker scores which of a batch's queries, and the batch's answer from theirs.
+"""Partition mode's plan: which worker scores which of a batch's spectra, and the batch's answer from theirs.
 
-A spectrum is one query per charge (`rtsearch.scoring.database.candidates`); a query belongs to the piece holding
-its neutral mass. The door sends each worker the spectra with a query in its piece and the piece's mass range;
-the worker scores those queries only, against the slice of the target it holds (`serves`: the peptides those
-queries' precursor windows can reach) and sends back the queries scored, not a best match; the door chooses each
-spectrum's best over all its queries (`rtsearch.scoring.database.partial.merge`). A spectrum whose charges fall in
-two pieces — or whose window straddles a cut — is answered as one engine would answer it::
+A spectrum is one query per charge (`rtsearch.scoring.database.candidates`); it belongs to the piece holding its
+neutral mass at its first charge (`rtsearch.cluster.partition.spectrum_masses`). Each worker holds the slice of the
+target that queries of mass in ``serves[k]`` can reach (their precursor windows), so a spectrum whose every query
+lies in its piece's ``serves`` goes there whole and comes back answered, best chosen and named by the worker —
+Li et al.'s spectra split by precursor mass, each GPU scoring its own — and the door only puts the answers back in
+order. A spectrum with a query beyond its piece's worker's slice (a target too large for one device, a charge of
+another piece) is split: each of its queries goes to the owner of its mass, the workers send back the queries
+scored, and the door chooses the best over them (`rtsearch.scoring.database.partial.merge`), as one engine would::
 
-    spectrum 812.4 m/z, charges 2 and 3:  query 1,622.8 Da ─▶ worker 1 (piece 1,450–1,910 Da)
-                                          query 2,434.2 Da ─▶ worker 2 (piece 1,910–∞ Da)
+    spectrum 812.4 m/z, charges 2 and 3:  query 1,622.8 Da ─▶ worker 1 (serves 1,450–1,910 Da)
+                                          query 2,434.2 Da ─▶ worker 2 (serves 1,910–∞ Da)
     door: best over both queries' candidates, features as one engine's
 
-Each worker holds the piece it was cut with, widened to what its memory allows (`serving_ranges`); `LiveCuts`
-moves the cuts within those ranges as the spectra come.
+Each worker holds the piece it was cut with, widened to what its memory allows (`serving_ranges`: the whole mass
+range when the target fits, and then no spectrum is split); `LiveCuts` moves the cuts within those ranges as the
+spectra come.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import numpy as np
 
 from rtsearch.batch import SpectraBatch
 from rtsearch.cluster.partition import LiveCuts, owners, spectrum_masses
-from rtsearch.matches import ScoredBatch
+from rtsearch.matches import ScoredBatch, concat_batches
 from rtsearch.scoring.database.partial import QueryScores, merge
 from rtsearch.search.live import named
 from rtsearch.search.target import Reopen
@@ -48,29 +51,66 @@ class Pieces:
     def __post_init__(self) -> None:
         self.cuts.hold(self.serves)
 
-    def route(self, batch: SpectraBatch) -> list[tuple[int, np.ndarray, Own]]:
-        """(piece, rows of ``batch``, the piece's mass range) of each piece with a query of the batch."""
+    def route(self, batch: SpectraBatch) -> list[Part]:
+        """The batch's parts: per piece, the spectra it answers whole, and the queries it scores of spectra split."""
+        n = len(batch)
         spectrum, mass = self.target.query_masses(batch)
         first = spectrum_masses(batch.precursor_mz, batch.charges)
         with self._lock:
             self.cuts.add(first)
             cuts = self.cuts.cuts
-        piece = owners(mass, cuts)
-        alone = np.setdiff1d(np.arange(len(batch)), spectrum)  # no query at all: its first charge's piece answers
-        spectrum = np.concatenate([spectrum, alone])
-        piece = np.concatenate([piece, owners(first[alone], cuts)])
-        bounds = np.concatenate([[-np.inf], cuts, [np.inf]])
+        home = owners(first, cuts)
+        lo, hi = (np.array(x, np.float64) for x in zip(*self.serves, strict=True))
+        beyond = (mass < lo[home[spectrum]]) | (mass >= hi[home[spectrum]])
+        split = np.zeros(n, bool)
+        split[spectrum[beyond]] = True
         out = []
+        for p in np.unique(home[~split]).tolist():
+            rows = np.flatnonzero(~split & (home == p))
+            m = np.concatenate([mass[np.isin(spectrum, rows)], first[rows]])
+            m = m[np.isfinite(m)]
+            span = (float(m.min()), float(np.nextafter(m.max(), np.inf))) if m.size else (-np.inf, np.inf)
+            out.append(Part(p, rows, span, True))
+        mine = split[spectrum]
+        piece = owners(mass[mine], cuts)
+        bounds = np.concatenate([[-np.inf], cuts, [np.inf]])
         for p in np.unique(piece).tolist():
-            rows = np.unique(spectrum[piece == p])
-            out.append((p, rows, (float(bounds[p]), float(bounds[p + 1]))))
+            rows = np.unique(spectrum[mine][piece == p])
+            out.append(Part(p, rows, (float(bounds[p]), float(bounds[p + 1])), False))
         return out
 
-    def finish(self, batch: SpectraBatch, parts: list[tuple[np.ndarray, QueryScores]]) -> ScoredBatch:
-        """The batch's answers: each spectrum's best over the queries the workers scored, named."""
-        return named(self.target, self.target.best_of(batch, merge(parts, len(batch))))
+    def finish(self, batch: SpectraBatch, parts: list[tuple[Part, ScoredBatch | QueryScores]]) -> ScoredBatch:
+        """The batch's answers in its order: the spectra answered whole as their workers answered them, the split
+        ones' best over the queries the workers scored, chosen and named here."""
+        done = [(part.rows, a) for part, a in parts if isinstance(a, ScoredBatch)]
+        queries = [(part.rows, a) for part, a in parts if isinstance(a, QueryScores)]
+        if queries:
+            split = np.unique(np.concatenate([rows for rows, _ in queries]))
+            sub = batch.take(split)
+            merged = merge([(np.searchsorted(split, rows), a) for rows, a in queries], len(split))
+            done.append((split, named(self.target, self.target.best_of(sub, merged))))
+        if len(done) == 1:
+            return done[0][1]
+        out = concat_batches([answer for _, answer in done]).take(np.argsort(np.concatenate([r for r, _ in done])))
+        out.native_id = list(batch.native_id)
+        for _, answer in done:
+            for stage, seconds in answer.stages.items():
+                out.stages[stage] = max(out.stages.get(stage, 0.0), seconds)
+        return out
 
     def covers(self, piece: int, own: Own) -> bool:
         """Whether worker ``piece`` holds what queries of mass in ``own`` need (it can stand in for the owner)."""
         lo, hi = self.serves[piece]
         return lo <= own[0] and own[1] <= hi
+
+
+@dataclass(frozen=True)
+class Part:
+    """What one worker is asked of a batch: its ``rows``; ``whole``: those spectra answered (`ScoredBatch`), else
+    their queries of mass in ``own`` scored (`QueryScores`); ``own`` spans the masses it scores (failover: a worker
+    whose slice covers it can stand in)."""
+
+    piece: int
+    rows: np.ndarray
+    own: Own
+    whole: bool

@@ -14,7 +14,7 @@ cluster's own, on a trusted network (loopback by default). A worker is placed an
 (`rtsearch.cluster.placement`) or as a local process; a restarted one says hello again under the same name and
 piece, and the door sends it its piece's spectra again. A batch the target fails on is answered with the error
 (the door answers its spectra with it: nothing lost). ``own`` None (replicate): the batch's best matches, named;
-a mass range (partition): the batch's queries of mass in it, scored (`rtsearch.cluster.pieces`).
+a mass range (partition, spectra split): the batch's queries of mass in it, scored (`rtsearch.cluster.pieces`).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from rtsearch.scoring.database.retention import rt_error
 from rtsearch.search import warmup
 from rtsearch.search.fdr import confident
 from rtsearch.search.lda import fit
+from rtsearch.search.live import named
 from rtsearch.search.target import Reopen, RunFit
 from rtsearch.types import C13_DELTA, PROTON, Spectrum
 
@@ -83,7 +84,16 @@ class DatabaseTarget:
         return self.engine.device_bytes()
 
     def score(self, spectra: SpectraBatch) -> ScoredBatch:
-        return self.engine.score(spectra)
+        """Each spectrum's best match; a slice's (a partition worker's, `reopen_slice`) named from its own peptides,
+        then numbered as the whole target numbers them."""
+        scored = self.engine.score(spectra)
+        first = self.engine.first
+        if not first:
+            return scored
+        scored = named(self, scored)
+        for best in (scored.best, *scored.lower):
+            best.match = np.where(best.match >= 0, best.match + first, best.match)
+        return scored
 
     def reopen(self, backend: BackendName = "numpy") -> Reopen | None:
         folder = self.index.folder

@@ -17,7 +17,7 @@ import zmq
 from rtsearch.batch import SpectraBatch
 from rtsearch.cluster.door import ClusterScorer
 from rtsearch.cluster.partition import owners, spectrum_masses
-from rtsearch.cluster.pieces import Pieces
+from rtsearch.cluster.pieces import Part, Pieces
 from rtsearch.cluster.worker import WorkerSpec
 from rtsearch.matches import ScoredBatch, concat_batches, unscored_batch
 from rtsearch.types import Spectrum
@@ -92,20 +92,22 @@ def _batch(masses: list[float]) -> SpectraBatch:
 
 
 class Split:
-    """Partition's plan (`Pieces`' interface) for the scripted workers: a spectrum to the piece of its mass, cut at
-    1,500 Da; worker k's slice serves the masses ``serves[k]``; their answers (`ScoredBatch` es here) put in order."""
+    """Partition's plan (`Pieces`' interface) for the scripted workers: a spectrum whole to the piece of its mass,
+    cut at 1,500 Da; worker k's slice serves the masses ``serves[k]``; their answers (`ScoredBatch` es here) put in
+    order."""
 
     def __init__(self, serves: list[tuple[float, float]]) -> None:
         self.serves, self.reopens = serves, [None] * len(serves)
 
-    def route(self, batch: SpectraBatch) -> list[tuple[int, np.ndarray, tuple[float, float]]]:
+    def route(self, batch: SpectraBatch) -> list[Part]:
         piece = owners(spectrum_masses(batch.precursor_mz, batch.charges), np.array([1500.0]))
         bounds = [-np.inf, 1500.0, np.inf]
-        return [(p, np.flatnonzero(piece == p), (bounds[p], bounds[p + 1])) for p in np.unique(piece).tolist()]
+        pieces = np.unique(piece).tolist()
+        return [Part(p, np.flatnonzero(piece == p), (bounds[p], bounds[p + 1]), True) for p in pieces]
 
-    def finish(self, batch: SpectraBatch, parts: list[tuple[np.ndarray, ScoredBatch]]) -> ScoredBatch:
+    def finish(self, batch: SpectraBatch, parts: list[tuple[Part, ScoredBatch]]) -> ScoredBatch:
         back = np.empty(len(batch), np.int64)
-        back[np.concatenate([rows for rows, _ in parts])] = np.arange(len(batch))
+        back[np.concatenate([part.rows for part, _ in parts])] = np.arange(len(batch))
         return concat_batches([p for _, p in parts]).take(back)
 
     covers = Pieces.covers

@@ -141,15 +141,19 @@ class Engine:
         return self.backend.to_host(xp.clip(n * width / span, 1e-6, 1.0))
 
     def score(self, spectra: SpectraBatch) -> ScoredBatch:
-        """Best match and features of every spectrum (see the module docstring)."""
-        return self.best_of(spectra, self.score_queries(spectra, on_device=True))
+        """Best match and features of every spectrum (see the module docstring). An engine of a slice (``first``
+        > 0: a partition worker's) numbers its matches as the slice does (its peptide 0 is the target's ``first``)
+        and answers spectra whose every query's window lies in its slice (`rtsearch.cluster.pieces`)."""
+        return self.best_of(spectra, self.score_queries(spectra, on_device=True, local=True), local=True)
 
     def score_queries(
-        self, spectra: SpectraBatch, *, own: tuple[float, float] | None = None, on_device: bool = False
-    ) -> QueryScores:
+        self, spectra: SpectraBatch, *, own: tuple[float, float] | None = None, on_device: bool = False,
+        local: bool = False,
+    ) -> QueryScores:  # fmt: skip
         """Every query of ``spectra`` scored (candidates and their statistics), before the best is chosen;
         with ``own``, only the queries of neutral mass in [own[0], own[1]) (a cluster's partition worker:
-        `rtsearch.scoring.database.partial`). Peptide numbers are the whole target's (``first`` added).
+        `rtsearch.scoring.database.partial`). Peptide numbers are the whole target's (``first`` added), or with
+        ``local`` this engine's own.
         ``on_device``: on a GPU, candidates and statistics of a batch of ``device_choice_min`` queries or more stay
         there (CuPy), for `best_of` alone; else on the host."""
         lap = Stopwatch(self.backend.synchronize if self.profile else None)
@@ -180,15 +184,16 @@ class Engine:
             assert isinstance(peaks, PeakBatch)
             cand, prelim, stats = self._score_numpy(peaks, queries)
             lap("candidates+match")
-        if self.first:
+        if self.first and not local:
             xp = array_module(cand)
             cand = xp.where(cand >= 0, cand + self.first, cand)
-        return QueryScores(queries.shifted(self.first), order, cand, prelim, stats, self.match_probability(peaks),
-                           reason, lap.stages)  # fmt: skip
+        return QueryScores(queries if local else queries.shifted(self.first), order, cand, prelim, stats,
+                           self.match_probability(peaks), reason, lap.stages)  # fmt: skip
 
-    def best_of(self, spectra: SpectraBatch, scored: QueryScores) -> ScoredBatch:
-        """Each spectrum's best match over its scored queries, and its features (an engine of the whole target)."""
-        if self.first:
+    def best_of(self, spectra: SpectraBatch, scored: QueryScores, *, local: bool = False) -> ScoredBatch:
+        """Each spectrum's best match over its scored queries, and its features: an engine of the whole target,
+        or (``local``) of a slice over queries it scored and numbered itself."""
+        if self.first and not local:
             raise ValueError("the best of a spectrum's queries is chosen by an engine of the whole target")
         lap = Stopwatch(self.backend.synchronize if self.profile else None)
         lap.stages.update(scored.stages)
