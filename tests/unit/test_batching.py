@@ -387,3 +387,47 @@ def test_expire_takes_out_only_those_past_their_deadline() -> None:
     assert b._named(b.b.expire(11 * MS)) == ["a", "c"]
     assert len(b) == 1 and b.take(workers_free=1, now=True) == ["b"]
     assert b._named(b.b.expire(100 * MS)) == []
+
+
+# ---------------------------------------------------------------- an engine a mass range (partition)
+
+
+def test_take_within_a_mass_range_sees_only_its_spectra() -> None:
+    # linger 0, engine 4 ms, margin 1 ms; masses 900, 1000 (urgent), 1500, 2100 (urgent for its range), max_batch 2
+    b, clock = _batcher(max_batch=2, fixed_s=0.004, margin_ms=1)
+    for name, mass, budget in [("a", 900.0, 50), ("u", 1000.0, 10), ("c", 1500.0, 50), ("x", 2100.0, 20)]:
+        b.add(name, mass=mass, budget_ms=budget)
+    high = (2000.0, np.inf)
+    # [2000, inf) holds x alone: its wake is x's own deadline rule, 20 - 4 - 1 = 15 ms (linger 0: now, 0 ms)
+    assert b.b.wake_at(high) == 0 and b.b.wake_at((5000.0, np.inf)) is None
+    assert b.take(workers_free=1, within=(5000.0, np.inf)) is None  # nothing there: wait for arrivals
+    assert b.take(workers_free=1, within=high) == ["x"]
+    # [-inf, 2000): three wait, max_batch 2: the urgent one (u, 1000) and its nearest in mass (a, 900; c is 500 Da)
+    assert b.take(workers_free=1, within=(-np.inf, 2000.0)) == ["a", "u"]
+    assert b.drain() == ["c"]
+
+
+def test_take_within_waits_for_its_own_spectra_deadline_not_the_others() -> None:
+    # linger 10 ms; "lo" (budget 8 ms) is due at 8 - 4 - 1 = 3 ms; "hi" (budget 100 ms) lingers until 10 ms
+    b, clock = _batcher(linger_ms=10, fixed_s=0.004, margin_ms=1)
+    b.add("lo", mass=500.0, budget_ms=8)
+    b.add("hi", mass=3000.0, budget_ms=100)
+    assert b.wake_at() == 3 * MS and b.b.wake_at((1000.0, np.inf)) == 10 * MS
+    clock.at_ms(5)
+    assert b.take(workers_free=1, within=(1000.0, np.inf)) is None  # the urgent one is not this range's
+    assert b.take(workers_free=1, within=(-np.inf, 1000.0)) == ["lo"]
+    clock.at_ms(10)
+    assert b.take(workers_free=1, within=(1000.0, np.inf)) == ["hi"]
+
+
+def test_engines_sharing_the_queue_by_range_each_wait_for_their_share() -> None:
+    # fixed 4 ms, 1 ms a spectrum, batches of 3; 4 waiting; two engines each taking its mass range: a newcomer
+    # waits for half the queue (2 + itself / 2 = 2.5 spectra: one batch, 4 + 2.5 ms) instead of all of it (5: two
+    # batches, 8 + 5 ms)
+    b, _ = _batcher(max_batch=3, fixed_s=0.004, per_item_s=0.001)
+    for k in range(4):
+        b.add(k, mass=500.0 + k, budget_ms=1000)
+    assert b.b.predicted_last(1, busy_until_ns=0) == (8 + 5) * MS
+    b.b.shares = 2
+    assert b.b.predicted_last(1, busy_until_ns=0) == int((4 + 2.5) * MS)
+    assert (b.b.predicted_done(2, busy_until_ns=0) / MS).tolist() == [4 + 2.5, 4 + 3]
