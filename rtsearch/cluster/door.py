@@ -9,12 +9,12 @@ waiting batch to a worker:
 - ``replicate``: every worker holds the whole target; a batch goes whole to the live worker with the fewest
   spectra outstanding (ties: the fastest, by its measured seconds per spectrum);
 - ``partition``: the precursor-mass range is cut by Li et al.'s equal-work rule (`rtsearch.cluster.partition`;
-  `LiveCuts`: cut again as the spectra come) and each worker holds its piece's slice of the target; the daemon's
-  engine thread k takes batches of piece k's masses (`range_of`), whose spectra go whole to worker k and come
-  back answered, or — a spectrum with a query beyond that worker's slice — each query to the owner of its mass,
-  the door choosing the spectrum's best over them (`rtsearch.cluster.pieces`). A piece whose owner is dead waits
-  for the restarted owner `FAILOVER_S` (or half the budget), then goes to a live worker whose slice covers it, if
-  any (every worker, when each holds the whole target).
+  `LiveCuts`: cut again as the spectra come) and each worker holds its piece's slice of the target; a spectrum
+  goes whole to the owner of its mass, which answers it, or — when a query of it lies beyond that worker's slice
+  — each query to the owner of its mass, and the door chooses the spectrum's best over them
+  (`rtsearch.cluster.pieces`). A piece whose owner is dead waits for the restarted owner `FAILOVER_S` (or half
+  the budget), then goes to a live worker whose slice covers it, if any (every worker, when each holds the
+  whole target).
 
 A batch no live worker can take within ``timeout_s`` (the daemon's budget) raises `EngineError` (the daemon
 answers its spectra with the reason: nothing is lost); a late answer to a batch sent again is dropped (one answer
@@ -34,11 +34,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import zmq
 
 from rtsearch.batch import SpectraBatch
-from rtsearch.cluster.partition import spectrum_masses
 from rtsearch.cluster.pieces import Own, Pieces
 from rtsearch.cluster.placement import Placement
 from rtsearch.cluster.worker import WorkerSpec
@@ -154,28 +152,6 @@ class ClusterScorer:
         self._ctx.destroy(linger=0)  # the engine threads' submit sockets too
 
     # ------------------------------------------------------------------ engine threads' side
-
-    @property
-    def shares(self) -> int:
-        """Engine threads taking disjoint mass ranges of the daemon's queue: a piece each (partition), else 1."""
-        return len(self.pieces.serves) if self.pieces is not None else 1
-
-    def batch_mass(self, spectra: SpectraBatch) -> np.ndarray:
-        """The mass the daemon's batcher keeps each spectrum by: the neutral mass at its first charge that its piece
-        is told by (partition: `range_of`), else its precursor m/z."""
-        if self.pieces is None:
-            return spectra.precursor_mz
-        return spectrum_masses(spectra.precursor_mz, spectra.charges)
-
-    def range_of(self, thread: int) -> tuple[float, float] | None:
-        """The masses (`batch_mass`) engine thread ``thread`` takes: its piece's (thread mod pieces) as the cuts
-        stand now, so that each batch goes whole to one worker, full size (Li et al.: each GPU its own mass range);
-        ``None`` (replicate): any."""
-        if self.pieces is None:
-            return None
-        cuts = self.pieces.cuts.cuts
-        p = thread % (len(cuts) + 1)
-        return (float(cuts[p - 1]) if p else -np.inf, float(cuts[p]) if p < len(cuts) else np.inf)
 
     def score(self, batch: SpectraBatch) -> ScoredBatch:
         """``batch`` scored by the cluster (raises `EngineError` when no worker answered it in time)."""

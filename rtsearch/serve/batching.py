@@ -17,10 +17,7 @@ When a batch goes:
 
 Which spectra go: all that wait, or, when more wait than fit, the
 ``max_batch`` nearest in precursor mass to the spectrum with the earliest
-deadline, so the batch's candidate ranges overlap. An engine that scores one
-range of masses only (a partition worker's thread, `rtsearch.cluster`) takes
-``within`` it: the rules above, applied to the spectra of that range; with
-``shares`` such engines the queue's predicted wait is each one's share. Bounded: beyond
+deadline, so the batch's candidate ranges overlap. Bounded: beyond
 ``max_queue`` waiting spectra `MicroBatcher.add` refuses (the daemon answers
 ``shed``), memory never grows with overload. The batcher keeps columns, not an
 object a spectrum: integer handles (the caller's) and their mass, arrival and
@@ -135,7 +132,6 @@ class MicroBatcher:
         self._n = 0
         self._earliest = _NEVER  # earliest deadline waiting
         self._oldest = _NEVER  # earliest arrival waiting
-        self.shares = 1  # engines taking disjoint mass ranges of the queue (`take` ``within``), evenly loaded
 
     def __len__(self) -> int:
         return self._n
@@ -178,8 +174,7 @@ class MicroBatcher:
     def _engine_ns(self, through: Any) -> Any:
         """Engine ns until the spectrum ``through`` (1-based, waiting ones first; an int or an array) is answered:
         the batches through it, each the model's fixed cost, plus its cost a spectrum."""
-        through = through / self.shares if self.shares > 1 else through  # each engine its share of the queue
-        batches = -(-through // self.policy.max_batch)
+        batches = (through + self.policy.max_batch - 1) // self.policy.max_batch
         return (batches * self.model.fixed_s + through * self.model.per_item_s) * 1e9
 
     def headroom_ns(self) -> int:
@@ -213,51 +208,28 @@ class MicroBatcher:
         """Clock time at which the waiting spectra must go to meet the earliest deadline."""
         if not self._n:
             return None
-        return self._flush(self._n, self._earliest)
+        n = min(self._n, self.policy.max_batch)
+        return self._earliest - int((self.model.predict(n) + self.policy.margin_ms / 1e3) * 1e9)
 
-    def _flush(self, n: int, earliest: int) -> int:
-        return earliest - int((self.model.predict(min(n, self.policy.max_batch)) + self.policy.margin_ms / 1e3) * 1e9)
-
-    def wake_at(self, within: tuple[float, float] | None = None) -> int | None:
-        """When `take` could next return a batch with a worker free (``None``: only on arrival); ``within``: a
-        batch of that mass range."""
-        if within is not None:
-            return self._wake_within(*self._within(within)[2:])
+    def wake_at(self) -> int | None:
+        """When `take` could next return a batch with a worker free (``None``: only on arrival)."""
         flush = self.flush_at()
         if flush is None:
             return None
         return min(self._oldest + int(self.policy.linger_ms * MS), flush)
 
-    def take(self, *, workers_free: int, now: bool = False, within: tuple[float, float] | None = None
-             ) -> np.ndarray | None:  # fmt: skip
+    def take(self, *, workers_free: int, now: bool = False) -> np.ndarray | None:
         """The handles of the next batch to score, by mass, or ``None`` when it should wait (or no worker is free).
 
-        ``now``: don't wait for deadlines or lingering (shutting down, nothing more will come). ``within``: masses
-        in [lo, hi) only, as if the others were not there.
+        ``now``: don't wait for deadlines or lingering (shutting down, nothing more will come).
         """
         if not self._n or workers_free <= 0:
             return None
-        mine = None
-        if within is None:
-            n, wake = self._n, self.wake_at()
-        else:
-            _, _, arrived, deadline, mine = self._within(within)
-            n, wake = int(mine.sum()), self._wake_within(arrived, deadline, mine)
-        full = now or n >= self.policy.max_batch
-        if not n or (not full and (wake is None or self.clock() < wake)):
+        full = now or self._n >= self.policy.max_batch
+        wake = self.wake_at()
+        if not full and (wake is None or self.clock() < wake):
             return None
-        return self._select(mine)
-
-    def _within(self, within: tuple[float, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        items, mass, arrived, deadline = self._joined()
-        return items, mass, arrived, deadline, (mass >= within[0]) & (mass < within[1])
-
-    def _wake_within(self, arrived: np.ndarray, deadline: np.ndarray, mine: np.ndarray) -> int | None:
-        n = int(mine.sum())
-        if not n:
-            return None
-        linger = int(self.policy.linger_ms * MS)
-        return min(int(arrived[mine].min()) + linger, self._flush(n, int(deadline[mine].min())))
+        return self._select()
 
     def drain(self) -> np.ndarray:
         """Every handle waiting, in arrival order (at shutdown)."""
@@ -266,15 +238,12 @@ class MicroBatcher:
         return items
 
     def _joined(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The segments as one (kept so: the next look needs no join)."""
         if len(self._segs) == 1:
             return self._segs[0]
         if not self._segs:
             empty = np.zeros(0, np.int64)
             return empty, np.zeros(0), empty, empty
-        joined = tuple(np.concatenate([seg[k] for seg in self._segs]) for k in range(4))
-        self._segs = [joined]  # type: ignore[list-item]
-        return joined  # type: ignore[return-value]
+        return tuple(np.concatenate([seg[k] for seg in self._segs]) for k in range(4))  # type: ignore[return-value]
 
     def _set(self, segs: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> None:
         self._segs = segs
@@ -282,27 +251,25 @@ class MicroBatcher:
         self._earliest = min((int(seg[3].min()) for seg in segs), default=_NEVER)
         self._oldest = min((int(seg[2].min()) for seg in segs), default=_NEVER)
 
-    def _select(self, mine: np.ndarray | None = None) -> np.ndarray:
-        """Take the next batch from the spectra waiting (those ``mine`` only, when given)."""
+    def _select(self) -> np.ndarray:
         items, mass, arrived, deadline = self._joined()
-        pool = np.arange(len(items)) if mine is None else np.flatnonzero(mine)
         cap = self.policy.max_batch
-        by_mass = pool[np.argsort(mass[pool], kind="stable")]
-        if len(pool) <= cap:
-            chosen = by_mass
-        else:
-            urgent = int(pool[int(np.argmin(deadline[pool]))])
-            at = int(np.flatnonzero(by_mass == urgent)[0])
-            # the `cap` nearest in mass: the window of `cap` (in mass order) holding `at` that reaches
-            # least far from its mass (a window centred on `at` by rank need not be); ties: the first
-            mu, sorted_mass = mass[urgent], mass[by_mass]
-            starts = np.arange(max(at - cap + 1, 0), min(at, len(pool) - cap) + 1)
-            reach = np.maximum(mu - sorted_mass[starts], sorted_mass[starts + cap - 1] - mu)
-            start = int(starts[int(np.argmin(reach))])
-            chosen = by_mass[start : start + cap]
+        by_mass = np.argsort(mass, kind="stable")
+        if len(items) <= cap:
+            self._set([])
+            return items[by_mass]
+        urgent = int(np.argmin(deadline))
+        at = int(np.flatnonzero(by_mass == urgent)[0])
+        # the `cap` nearest in mass: the window of `cap` (in mass order) holding `at` that reaches
+        # least far from its mass (a window centred on `at` by rank need not be); ties: the first
+        mu, sorted_mass = mass[urgent], mass[by_mass]
+        starts = np.arange(max(at - cap + 1, 0), min(at, len(items) - cap) + 1)
+        reach = np.maximum(mu - sorted_mass[starts], sorted_mass[starts + cap - 1] - mu)
+        start = int(starts[int(np.argmin(reach))])
+        chosen = by_mass[start : start + cap]
         keep = np.ones(len(items), dtype=bool)
         keep[chosen] = False
-        self._set([(items[keep], mass[keep], arrived[keep], deadline[keep])] if keep.any() else [])
+        self._set([(items[keep], mass[keep], arrived[keep], deadline[keep])])
         return items[chosen]
 
 

@@ -4,14 +4,15 @@ The `WorkerPool` owns the `MicroBatcher` and the count of batches in flight, und
 queues spectra, the workers take batches). Each engine thread binds its own CUDA stream (`Backend.bind_worker`)
 or, on a GPU by default, starts its own engine process (`rtsearch.serve.engine_process`: scoring off the daemon's
 GIL) — or, with ``[serve] cluster``, scores through the cluster's front door (`rtsearch.cluster`: a thread a
-remote worker; partition: a thread a piece of the mass range) — warms up, then loops: wait until the batcher
-releases a batch (threads after the first: a large one, `OVERLAP_MIN`), score it, hand it to the results thread
-(up to `FINISH_DEPTH` batches ahead; when that thread is idle and no spectrum waits, answer it here). The results
-thread builds each batch's results (`publish.scored_answers`) and hands them to ``answer`` (the daemon's:
-publish, count, end runs), due live refits to the refit process, and runs Python's cyclic GC when idle. An engine
-failure answers its batch ``unidentified`` with its error as the reason. Spectra no batch could answer in time
-are given up (`_expire`) unless an idle engine probes (`_probing`). At the shutdown bound, `abandon` hands back
-what waits and what is being scored (answered ``shed``); a batch scored after that is dropped (it was answered)."""
+remote worker) — warms up, then loops: wait until the batcher releases a batch (threads after the first: a large
+one, `OVERLAP_MIN`), score it and hand it to the results thread, up to `FINISH_DEPTH` batches ahead of it; when
+that thread is idle and no spectrum waits, the engine thread answers the batch itself. The results thread builds
+each batch's results (`publish.scored_answers`) and hands them to ``answer`` (the daemon's: publish, count, end
+runs); due live refits go to the refit process; Python's cyclic GC runs when it goes idle (`collect_garbage`).
+An engine failure answers its batch ``unidentified`` with its error as the reason. Spectra that no batch could
+answer in time are given up (`_expire`) unless an idle engine probes (`_probing`). At the shutdown bound,
+`abandon` hands back what waits and what is being scored (the daemon answers it ``shed``); a batch scored
+after that is dropped (it was answered)."""
 
 from __future__ import annotations
 
@@ -96,7 +97,7 @@ class WorkerPool:
         if self.cfg.cluster:  # an engine thread a remote worker at least: each waits on one batch at a time
             self.cluster = await asyncio.to_thread(open_cluster, self.target, self.cfg, self.cluster_backend,
                                                     self.record)  # fmt: skip
-            threads, self.batcher.shares = max(threads, self.cfg.cluster), self.cluster.shares  # partition: `_take`
+            threads = max(threads, self.cfg.cluster)
         self._engines_left = threads
         self._finisher.start()
         self._expiry.start()
@@ -124,8 +125,7 @@ class WorkerPool:
                                 f"overload: answering it would take {wait_ms:.0f} ms, beyond its budget"))  # fmt: skip
                 jobs = jobs.take(np.flatnonzero(~late))
             handles = self._pending.add(jobs)
-            mass = jobs.spectra.precursor_mz if self.cluster is None else self.cluster.batch_mass(jobs.spectra)
-            k = self.batcher.add(handles, mass=mass, budget_ms=jobs.stamps.budget_ns / 1e6,
+            k = self.batcher.add(handles, mass=jobs.spectra.precursor_mz, budget_ms=jobs.stamps.budget_ns / 1e6,
                                  arrived_ns=jobs.stamps.received_mono)  # fmt: skip
             if k < len(handles):
                 refused.append((self._pending.take(handles[k:]), "queue_full",
@@ -143,17 +143,18 @@ class WorkerPool:
         return refused
 
     def _advise(self) -> None:
-        """(Under the condition.) When the engine is busy or spectra wait, how long until a newcomer would be answered;
-        0 when it is idle, so spectra reach it and correct the model. The event loop's lag behind the intake pipes is
-        left out: it grows with the shed spectra it books; counting it would shed more and starve the engine."""
+        """(Under the condition.) When the engine is busy or spectra wait, how long until a newcomer would be
+        answered; 0 when it is idle, so spectra reach it and correct the model. The event loop's own lag behind
+        the intake pipes is left out: it grows with the chunks of shed spectra it books, and counting it would
+        shed more, lag more, and starve the engine (measured, bench/RESULTS.md)."""
         if self.advice is None:
             return
         wait = 0
         if self._busy or len(self.batcher):
             wait = self.batcher.predicted_last(1, busy_until_ns=self._busy_until()) + self.batcher.headroom_ns()
             wait -= self.clock()
-        m, shares = self.model, self.batcher.shares  # a spectrum queued after: its share of a full batch, per engine
-        self.advice.set_wait(wait, int((m.per_item_s + m.fixed_s / self.cfg.max_batch) / shares * 1e9))
+        model = self.model  # each spectrum queued after: its share of a full batch
+        self.advice.set_wait(wait, int((model.per_item_s + model.fixed_s / self.cfg.max_batch) * 1e9))
 
     def _busy_until(self) -> int:
         """When the next engine thread is free (clock ns; now if one is; those after the first count with
@@ -232,7 +233,7 @@ class WorkerPool:
         try:
             # beside the first, an engine thread of its own process overlaps large batches only (`_take`)
             overlap_only = k > 0 and self.cluster is None
-            while (taken := self._take(overlap_only, k)) is not None:
+            while (taken := self._take(overlap_only)) is not None:
                 number, jobs = taken
                 try:
                     self._run_batch(number, jobs, score)
@@ -351,9 +352,9 @@ class WorkerPool:
             timeout = None if due is None else max(0.0, (due - self.clock()) / 1e9)
             self._expiry_wake.wait(timeout)
 
-    def _take(self, overlap_only: bool = False, k: int = 0) -> tuple[int, Jobs] | None:
-        """Wait for engine thread ``k``'s next batch (a partition cluster's: of its piece's masses) and its number
-        (``None``: shutting down, nothing left); spectra no batch can answer in time any more are answered ``shed``.
+    def _take(self, overlap_only: bool = False) -> tuple[int, Jobs] | None:
+        """Wait for the next batch and its number (``None``: shutting down and nothing is left); spectra that
+        cannot be answered within their budget any more are answered ``shed`` on the way.
 
         ``overlap_only`` (engine threads after the first): only while `OVERLAP_MIN` spectra wait. Engines overlapping
         pay for large batches (bulk replay); under lone spectra they made more, smaller batches (bench/RESULTS.md)."""
@@ -366,14 +367,13 @@ class WorkerPool:
                 if overlap_only and not self._closing and len(self.batcher) < OVERLAP_MIN:
                     self._cv.wait(0.05)  # woken by `enqueue`, or looks again
                     continue
-                within = None if self.cluster is None or self._closing else self.cluster.range_of(k)  # cuts move
-                handles = self.batcher.take(workers_free=1, now=self._closing or self._probing(), within=within)
+                handles = self.batcher.take(workers_free=1, now=self._closing or self._probing())
                 if handles is not None:
                     claim = self._pending.claim(handles)  # gathered below, outside the lock the loop queues under
                     break
                 if self._closing:
                     return None
-                wake = self.batcher.wake_at(within)
+                wake = self.batcher.wake_at()
                 self._cv.wait(None if wake is None else max(0.0, (wake - self.clock()) / 1e9))
             self._in_flight += 1
             self._taken += 1
