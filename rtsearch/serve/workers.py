@@ -143,10 +143,9 @@ class WorkerPool:
         return refused
 
     def _advise(self) -> None:
-        """(Under the condition.) When the engine is busy or spectra wait, how long until a newcomer would be
-        answered; 0 when it is idle, so spectra reach it and correct the model. The event loop's own lag behind
-        the intake pipes is left out: it grows with the chunks of shed spectra it books, and counting it would
-        shed more, lag more, and starve the engine (measured, bench/RESULTS.md)."""
+        """(Under the condition.) When the engine is busy or spectra wait, how long until a newcomer would be answered;
+        0 when it is idle, so spectra reach it and correct the model. The event loop's lag behind the intake pipes is
+        left out: it grows with the shed spectra it books; counting it would shed more and starve the engine."""
         if self.advice is None:
             return
         wait = 0
@@ -264,9 +263,10 @@ class WorkerPool:
         t0 = time.perf_counter()
         try:
             scored = score(jobs.spectra)
-        except Exception as e:  # an engine failure answers the batch; it never loses it
-            log.exception("engine failed on a batch of %d spectra", len(jobs))
-            why = str(e) if isinstance(e, EngineError) else f"{type(e).__name__}: {e}"
+        except Exception as e:  # an engine failure answers the batch; it never loses it (an engine's or a cluster's
+            bug = not isinstance(e, EngineError)  # own report says why, in a line; anything else: a traceback here)
+            why = f"{type(e).__name__}: {e}" if bug else str(e)
+            log.log(logging.ERROR if bug else logging.WARNING, "engine failed on %d: %s", len(jobs), why, exc_info=bug)
             if self._done(number, len(jobs), None):
                 self.answer(unscored(jobs, ResultStatus.UNIDENTIFIED, f"engine error: {why}"[:300]))
             if isinstance(e, EngineGone):
