@@ -45,6 +45,8 @@ MAX_BUDGET_MS = 3_600_000.0  # an hour: a longer per-spectrum budget is a mistak
 
 InvalidCode = Literal["frames", "topic", "header", "version", "field", "peaks"]
 INVALID_CODES: tuple[InvalidCode, ...] = get_args(InvalidCode)
+
+
 @dataclass(frozen=True, slots=True)
 class SpectrumMessage:
     """A decoded, valid spectrum and its wire metadata."""
@@ -86,7 +88,7 @@ class Invalid:
 
 class RawSpectrum(NamedTuple):
     """A valid spectrum message's header fields and its peak bytes, peak values not yet checked
-    (`decode` with ``peaks="raw"``; `peak_problems` checks them). ``budget_ms`` NaN: none given."""
+    (`decode` with ``peaks="raw"``; `rtsearch.wire_peaks.peak_problems` checks them). ``budget_ms`` NaN: none given."""
 
     run: str
     scan: int
@@ -201,7 +203,7 @@ def decode(frames: Sequence[Any], *, peaks: Literal["checked", "raw"] = "checked
 
     See the module docstring. With ``peaks="raw"`` a valid spectrum message comes back as a
     `RawSpectrum`: header fields checked, peak values not (their byte counts are), for readers
-    that check many spectra at once with `peak_problems` (the intake process).
+    that check many spectra at once with `rtsearch.wire_peaks.peak_problems` (the intake process).
     """
     if not frames or len(frames) < 2:
         return Invalid("frames", f"expected a topic and a header frame, got {len(frames) if frames else 0} frame(s)")

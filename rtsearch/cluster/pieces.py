@@ -50,6 +50,7 @@ class Pieces:
 
     def __post_init__(self) -> None:
         self.cuts.hold(self.serves)
+        self._lo, self._hi = (np.array(x, np.float64) for x in zip(*self.serves, strict=True))
 
     def route(self, batch: SpectraBatch) -> list[Part]:
         """The batch's parts: per piece, the spectra it answers whole, and the queries it scores of spectra split."""
@@ -60,14 +61,14 @@ class Pieces:
             self.cuts.add(first)
             cuts = self.cuts.cuts
         home = owners(first, cuts)
-        lo, hi = (np.array(x, np.float64) for x in zip(*self.serves, strict=True))
-        beyond = (mass < lo[home[spectrum]]) | (mass >= hi[home[spectrum]])
+        at = home[spectrum]  # each query's spectrum's piece
+        beyond = (mass < self._lo[at]) | (mass >= self._hi[at])
         split = np.zeros(n, bool)
         split[spectrum[beyond]] = True
         out = []
         for p in np.unique(home[~split]).tolist():
             rows = np.flatnonzero(~split & (home == p))
-            m = np.concatenate([mass[np.isin(spectrum, rows)], first[rows]])
+            m = np.concatenate([mass[~split[spectrum] & (at == p)], first[rows]])
             m = m[np.isfinite(m)]
             span = (float(m.min()), float(np.nextafter(m.max(), np.inf))) if m.size else (-np.inf, np.inf)
             out.append(Part(p, rows, span, True))
