@@ -44,7 +44,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.rtload_bench import rt_load, write_mgf  # noqa: E402
+from bench.rtload_bench import py_spy, rt_load, write_mgf  # noqa: E402
 from bench.serving import Served, echo_floor, index_and_record  # noqa: E402
 from rtsearch.cluster.partition import (  # noqa: E402
     LiveCuts,
@@ -71,7 +71,7 @@ def balances(index: Any, mgf: Path, ppm: float) -> list[dict[str, Any]]:
         per_index = piece_work(work, start, cuts)
         per_spectra = np.bincount(owners(sm, cuts), weights=met, minlength=n)
         live = LiveCuts(work, start, n, every=sm.size)  # the daemon's cuts once these spectra came
-        live.add(sm)
+        live.add(sm, met)
         per_live = np.bincount(owners(sm, live.cuts), weights=met, minlength=n)
         rows.append({"phase": "balance", "pieces": n, "cuts_da": np.round(cuts, 1).tolist(),
                      "index_candidates": per_index.astype(int).tolist(),
@@ -108,24 +108,33 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
             pids = {m[0]: int(m[1]) for m in re.findall(r"cluster: (w\d+) up \(pid (\d+)", "".join(served.log))}
             gpus = dict(re.findall(r"cluster: (w\d+) up \(pid \d+, piece -?\d+, \w+ on GPU (\d+)", "".join(served.log)))
             for rate in args.rates.split(","):
+                before = scrape(served.port)
+                spied = args.json.parent / f"py-spy-{label.replace(':', '-')}-{rate}.txt" if args.json else None
+                spy = py_spy(served.proc.pid, args.seconds, spied, args.py_spy_mode) \
+                    if spied and rate in args.py_spy.split(",") else None  # fmt: skip
                 for r in rt_load(args.tools, mgf, served.spectra, served.results, "--rates", rate, "--seconds",
                                  str(args.seconds), "--senders", str(args.senders), "--budget-ms",
                                  str(args.budget_ms), "--tag", label):  # fmt: skip
                     shed = r.get("statuses", {}).get("shed", 0)
                     scored = (r["answered"] - shed) / args.seconds
                     rows.append({"phase": "serve", "config": label, "ready_s": round(ready_s, 1),
-                                 "scored_per_s": round(scored, 1), **r})  # fmt: skip
+                                 "scored_per_s": round(scored, 1), **inside(before, scrape(served.port), args), **r})
                     print(json.dumps(rows[-1]), flush=True)
+                if spy is not None:
+                    spy.wait(60)
             if env:
                 rows.append({"phase": "workers", "config": label, "gpu_memory_mib": gpu_memory(),
                              "gpu_processes": gpu_processes()})  # fmt: skip
                 print(json.dumps(rows[-1]), flush=True)
             if pids:
-                per = worker_spectra(served.port)
+                per = worker_metrics(served.port, "spectra")
                 rows.append({"phase": "workers", "config": label, "gpu_of": gpus, "spectra": per,
                              "max_over_mean": round(balance(np.array(list(per.values()), float)), 4) if per else None,
                              "gpu_memory_mib": gpu_memory()})  # fmt: skip
                 print(json.dumps(rows[-1]), flush=True)
+                logs = args.json.parent if args.json else tmp  # the daemon's last lines (slow batches, deaths)
+                logs.mkdir(parents=True, exist_ok=True)
+                (logs / f"daemon-{label.replace(':', '-')}.log").write_text("".join(served.log))
                 if args.kill_rate and len(pids) > 1:  # one worker's piece would wait for its restart
                     rows.append(killed(args, mgf, served, label, pids))
                     print(json.dumps(rows[-1]), flush=True)
@@ -133,12 +142,42 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
     return rows
 
 
-def worker_spectra(port: int) -> dict[str, int]:
-    """``rtsearch_cluster_spectra_total`` by worker, from the daemon's metrics."""
+def scrape(port: int) -> dict[str, float]:
+    """The daemon's metrics now: each sample (its name and labels) and its value."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
         text = r.read().decode()
-    found = re.findall(r'^rtsearch_cluster_spectra_total\{worker="(w\d+)"\} ([\d.e+]+)$', text, re.M)
-    return {w: int(float(v)) for w, v in found}
+    return {k: float(v) for k, v in re.findall(r"^(rtsearch_[^ ]+) ([\d.e+-]+)$", text, re.M)}
+
+
+def inside(before: dict[str, float], after: dict[str, float], args: argparse.Namespace) -> dict[str, Any]:
+    """What the daemon did over one rate: its batches (how many, mean size, mean engine seconds, how many took over
+    20, 50, 100 ms), its engine threads' seconds by stage, the spectra shed by reason, and each cluster worker's
+    scoring seconds over the rate's seconds (how busy its GPU was kept)."""
+    d = {k: v - before.get(k, 0.0) for k, v in after.items()}
+    n = d.get("rtsearch_batch_size_count", 0.0)
+    bucket = 'rtsearch_engine_batch_seconds_bucket{{le="{}"}}'
+    slow: dict[str, Any] = {f"over_{ms}_ms": int(n - d.get(bucket.format(ms / 1e3), n))
+                            for ms in (20, 50, 100)}  # batches slower than that (the engine's histogram buckets)
+    for name, key in (("latency", "answered_over"), ("queue_wait", "waited_over")):  # spectra, receipt to answer
+        total = d.get(f"rtsearch_{name}_seconds_count", 0.0)  # (to a batch): over 10, 25, 50 ms, daemon's clock
+        slow[key] = {ms: int(total - d.get(f'rtsearch_{name}_seconds_bucket{{le="{ms / 1e3}"}}', total))
+                     for ms in (10, 25, 50)}  # fmt: skip
+    return {"batches": int(n), "mean_batch": round(d.get("rtsearch_batch_size_sum", 0.0) / n, 1) if n else None,
+            "mean_batch_ms": round(1e3 * d.get("rtsearch_engine_batch_seconds_sum", 0.0) / n, 2) if n else None,
+            **slow, "stage_s": {m[0]: round(v, 2) for k, v in d.items()
+                                if (m := re.findall(r'^rtsearch_worker_seconds_total\{stage="(\w+)"', k))},
+            "shed_by": {m[0]: int(v) for k, v in d.items()
+                        if v and (m := re.findall(r'^rtsearch_shed_total\{reason="(\w+)"', k))},
+            "busy": {m[0]: round(v / args.seconds, 3) for k, v in d.items()
+                     if (m := re.findall(r'^rtsearch_cluster_busy_seconds_total\{worker="(w\d+)"', k))}}  # fmt: skip
+
+
+def worker_metrics(port: int, name: str) -> dict[str, float]:
+    """``rtsearch_cluster_<name>_total`` (``spectra``, ``busy_seconds``) by worker, from the daemon's metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    found = re.findall(rf'^rtsearch_cluster_{name}_total\{{worker="(w\d+)"\}} ([\d.e+-]+)$', text, re.M)
+    return {w: float(v) for w, v in found}
 
 
 def gpu_memory() -> list[int]:
@@ -284,6 +323,9 @@ def main() -> int:
     ap.add_argument("--database-toml", default="",
                     help='[database] lines of the bench index, e.g. \'specificity = "semi"\' (~20x the peptides: a '
                     "target whose scoring makes the GPU the limit at 20 ppm; give it its own --index-cache)")
+    ap.add_argument("--py-spy", default="", metavar="RATES", help="py-spy record the daemon (and its children) at "
+                    "these rates, beside --json (bench/spy_summary.py reads them)")  # fmt: skip
+    ap.add_argument("--py-spy-mode", choices=("gil", "idle", "native"), default="gil")
     ap.add_argument("--skip-engine", action="store_true", help="serve through the --configs only")
     ap.add_argument("--balance-only", action="store_true")
     ap.add_argument("--json", type=Path)

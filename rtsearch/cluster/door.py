@@ -71,6 +71,7 @@ class _Worker:
     hung: bool = False  # called hung: out until a heartbeat says it is idle again
     batches: int = 0
     spectra: int = 0
+    scoring_s: float = 0.0  # seconds spent scoring, as its answers said
     since_up: int = 0  # spectra answered since its last hello (a restarted worker's own)
 
 
@@ -244,8 +245,10 @@ class ClusterScorer:
         took = (now - req.sent) / max(req.size, 1)
         w.seconds_per_spectrum = took if w.batches == 0 else 0.8 * w.seconds_per_spectrum + 0.2 * took
         w.slowest = max(took, SLOWEST_DECAY * w.slowest)  # an outlier (a batch queued behind others) fades
+        busy = int.from_bytes(frames[4], "little") / 1e9 if len(frames) > 4 else 0.0
         w.batches, w.spectra, w.since_up = w.batches + 1, w.spectra + req.size, w.since_up + req.size
-        self.record(Cluster(w.name, w.piece, up=True, spectra=req.size))
+        w.scoring_s += busy
+        self.record(Cluster(w.name, w.piece, up=True, spectra=req.size, busy_s=busy))
         with self._lock:
             del self._requests[rid]
         req.future.set_result(frames[3])
@@ -338,9 +341,11 @@ class ClusterScorer:
             return False
 
     def status(self) -> list[dict[str, Any]]:
-        """Each worker: name, piece, alive, pid, batches and spectra answered, seconds per spectrum."""
+        """Each worker: name, piece, alive, pid, batches and spectra answered, seconds spent scoring, seconds per
+        spectrum."""
         return [{"name": w.name, "piece": w.piece, "alive": w.alive, "pid": w.pid, "batches": w.batches,
-                 "spectra": w.spectra, "since_up": w.since_up, "seconds_per_spectrum": w.seconds_per_spectrum}
+                 "spectra": w.spectra, "since_up": w.since_up, "scoring_s": w.scoring_s,
+                 "seconds_per_spectrum": w.seconds_per_spectrum}
                 for w in self.workers.values()]  # fmt: skip
 
 

@@ -111,9 +111,11 @@ class LiveCuts:
 
     Li et al. cut by the target's candidates per Da alone, as if spectra came evenly over the mass range; a real
     run's precursors crowd a few hundred Da (the bench spectra: 1.9–3.7 × the mean work on the busiest of 2–8
-    pieces cut that way, bench/RESULTS.md). Here a spectrum's work is the target's candidates per Da at its mass;
-    every ``every`` spectra the cuts are made again from the work seen (halved each time: recent runs count
-    most) plus the target's own work as a prior of weight ``prior``. Moving a cut moves no data: each cut stays
+    pieces cut that way, bench/RESULTS.md). Here a spectrum's work is the candidates its precursor windows meet
+    (`add`'s ``work``; the target's candidates in its 1-Da bin when not given: at 20 ppm that leaves 1.18 × the
+    mean work on the busier of 2 pieces, the window's width growing with the mass); every ``every`` spectra the
+    cuts are made again from the work seen (halved each time: recent runs count most) plus the target's own work
+    as a prior of weight ``prior``. Moving a cut moves no data: each cut stays
     within what the workers on either side of it hold (``serves``, per piece: `serving_ranges`; the whole mass
     range when every worker holds the whole target).
     """
@@ -134,10 +136,12 @@ class LiveCuts:
         self.highest = np.array([hi for _, hi in serves[:-1]], np.float64)
         self.cuts = np.clip(self.cuts, self.lowest, self.highest)
 
-    def add(self, neutral_mass: np.ndarray) -> bool:
-        """Count the spectra at ``neutral_mass``; whether the cuts were made again."""
+    def add(self, neutral_mass: np.ndarray, work: np.ndarray | None = None) -> bool:
+        """Count the spectra at ``neutral_mass``, each of ``work`` (the candidates its windows meet; default: the
+        target's in its bin); whether the cuts were made again."""
         b = np.clip(((np.asarray(neutral_mass) - self.start) // self.bin_da).astype(np.int64), 0, self.work.size - 1)
-        np.add.at(self.seen, b, self.work[b])
+        self.seen += np.bincount(b, weights=self.work[b] if work is None else np.asarray(work, np.float64),
+                                 minlength=self.seen.size)  # fmt: skip
         self._since += b.size
         if self._since < self.every or self.seen.sum() <= 0:
             return False

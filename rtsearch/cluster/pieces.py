@@ -55,10 +55,10 @@ class Pieces:
     def route(self, batch: SpectraBatch) -> list[Part]:
         """The batch's parts: per piece, the spectra it answers whole, and the queries it scores of spectra split."""
         n = len(batch)
-        spectrum, mass = self.target.query_masses(batch)
+        spectrum, mass, candidates = self.target.query_masses(batch)
         first = spectrum_masses(batch.precursor_mz, batch.charges)
         with self._lock:
-            self.cuts.add(first)
+            self.cuts.add(first, np.bincount(spectrum, weights=candidates, minlength=n))
             cuts = self.cuts.cuts
         home = owners(first, cuts)
         at = home[spectrum]  # each query's spectrum's piece

@@ -6,7 +6,7 @@ DEALER connects to the front door's ROUTER (`rtsearch.cluster.door`) and its hea
     worker                                   front door
     DEALER  ── hello {name, piece, pid, …} ─▶ ROUTER     once, after the target is open and warmed up
             ◀── batch  id  pickle((SpectraBatch, own))
-            ── scored id  pickle(("scored", ScoredBatch) | ("queries", QueryScores) | ("error", text)) ──▶
+            ── scored id  pickle(("scored", ScoredBatch) | ("queries", QueryScores) | ("error", text))  took-ns ──▶
     PUSH    ── beat  name  busy-for-ns ──▶ PULL         every `BEAT_S`, from a thread of its own
 
 Batches and answers are pickled columns (as between the daemon and its engine process): the endpoints are the
@@ -91,8 +91,10 @@ def run_worker(spec: WorkerSpec, stop: threading.Event | None = None) -> None:
             except Exception as e:  # answered by the door with this reason
                 log.exception("%s: failed on a batch of %d spectra", spec.name, len(batch))
                 reply = ("error", f"{spec.name}: {type(e).__name__}: {e}")
+            took = time.monotonic_ns() - busy[0]  # the batch's scoring (the door's busy time a worker)
             busy[0] = 0
-            sock.send_multipart([b"scored", req, dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)])
+            sock.send_multipart([b"scored", req, dumps(reply, protocol=pickle.HIGHEST_PROTOCOL),
+                                 took.to_bytes(8, "little")])  # fmt: skip
     finally:
         stop.set()
         beat.join(1.0)

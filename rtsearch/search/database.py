@@ -104,10 +104,11 @@ class DatabaseTarget:
 
     # ------------------------------------------------------------ a cluster cut by mass (rtsearch/cluster/)
 
-    def query_masses(self, spectra: SpectraBatch) -> tuple[np.ndarray, np.ndarray]:
-        """Each (spectrum, charge) query's spectrum row and neutral mass, as `Engine.score_queries` makes them."""
+    def query_masses(self, spectra: SpectraBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each (spectrum, charge) query's spectrum row, neutral mass and candidate peptides (its precursor
+        windows' span: the work it costs), as `Engine.score_queries` makes them."""
         q = self.engine.queries(spectra, np.ones(len(spectra), dtype=bool))
-        return q.spectrum, q.mass
+        return q.spectrum, q.mass, q.hi - q.lo
 
     def score_queries(self, spectra: SpectraBatch, own: tuple[float, float]) -> QueryScores:
         """The queries of neutral mass in [own[0], own[1]) scored (`Engine.score_queries`)."""

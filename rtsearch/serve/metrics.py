@@ -156,6 +156,8 @@ class DaemonMetrics:
                                 "precursor-mass range: -1 in replicate mode)", ["worker", "piece"], registry=r)
         self.cluster_spectra = Counter("rtsearch_cluster_spectra_total", "Spectra a cluster worker scored",
                                        ["worker"], registry=r)  # fmt: skip
+        self.cluster_busy = Counter("rtsearch_cluster_busy_seconds_total", "Seconds a cluster worker spent scoring "
+                                    "(its rate over wall time: how busy it is)", ["worker"], registry=r)  # fmt: skip
         self.cluster_deaths = Counter("rtsearch_cluster_worker_deaths_total", "Cluster workers called dead (silent "
                                       "1 s, or back as a new process)", registry=r)  # fmt: skip
         self.cluster_resent = Counter("rtsearch_cluster_resent_batches_total",
@@ -254,6 +256,7 @@ class DaemonMetrics:
                     self.cluster_up.labels(worker=st.worker, piece=str(st.piece)).set(int(st.up))
                     if st.spectra:
                         self.cluster_spectra.labels(worker=st.worker).inc(st.spectra)
+                        self.cluster_busy.labels(worker=st.worker).inc(st.busy_s)
                     if st.died:
                         self.cluster_deaths.inc()
                     if st.resent:

@@ -115,13 +115,15 @@ class Elution:
 
 @dataclass
 class Cluster:
-    """A cluster worker (`rtsearch.cluster.door`): up or not, its piece (-1: replicate), spectra it answered;
-    ``died``: it was called dead (silent, or back as a new process) and its batches ``resent``."""
+    """A cluster worker (`rtsearch.cluster.door`): up or not, its piece (-1: replicate), spectra it answered and
+    the seconds it spent scoring them (``busy_s``); ``died``: it was called dead (silent, or back as a new process)
+    and its batches ``resent``."""
 
     worker: str
     piece: int
     up: bool
     spectra: int = 0
+    busy_s: float = 0.0
     died: bool = False
     resent: int = 0
 

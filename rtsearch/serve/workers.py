@@ -3,16 +3,16 @@
 The `WorkerPool` owns the `MicroBatcher` and the count of batches in flight, under its own condition (the loop
 queues spectra, the workers take batches). Each engine thread binds its own CUDA stream (`Backend.bind_worker`)
 or, on a GPU by default, starts its own engine process (`rtsearch.serve.engine_process`: scoring off the daemon's
-GIL) — or, with ``[serve] cluster``, scores through the cluster's front door (`rtsearch.cluster`: a thread a
-remote worker) — warms up, then loops: wait until the batcher releases a batch (threads after the first: a large
-one, `OVERLAP_MIN`), score it and hand it to the results thread, up to `FINISH_DEPTH` batches ahead of it; when
-that thread is idle and no spectrum waits, the engine thread answers the batch itself. The results thread builds
-each batch's results (`publish.scored_answers`) and hands them to ``answer`` (the daemon's: publish, count, end
-runs); due live refits go to the refit process; Python's cyclic GC runs when it goes idle (`collect_garbage`).
-An engine failure answers its batch ``unidentified`` with its error as the reason. Spectra that no batch could
-answer in time are given up (`_expire`) unless an idle engine probes (`_probing`). At the shutdown bound,
-`abandon` hands back what waits and what is being scored (the daemon answers it ``shed``); a batch scored
-after that is dropped (it was answered)."""
+GIL) — or, with ``[serve] cluster``, scores through the cluster's front door (`rtsearch.cluster`: replicate, a
+thread a remote worker; partition, one thread, each batch spread over them all) — warms up, then loops: wait
+until the batcher releases a batch (threads after the first: a large one, `OVERLAP_MIN`), score it and hand it to
+the results thread, up to `FINISH_DEPTH` batches ahead of it; when that thread is idle and no spectrum waits, the
+engine thread answers the batch itself. The results thread builds each batch's results (`publish.scored_answers`)
+and hands them to ``answer`` (the daemon's: publish, count, end runs); due live refits go to the refit process;
+Python's cyclic GC runs when it goes idle (`collect_garbage`). An engine failure answers its batch
+``unidentified`` with its error as the reason. Spectra that no batch could answer in time are given up
+(`_expire`) unless an idle engine probes (`_probing`). At the shutdown bound, `abandon` hands back what waits and
+what is being scored (the daemon answers it ``shed``); a batch scored after that is dropped (it was answered)."""
 
 from __future__ import annotations
 
@@ -94,10 +94,10 @@ class WorkerPool:
         """Start the engine threads; each warms up before this returns."""
         warm: list[asyncio.Future[None]] = []
         threads = self.cfg.workers
-        if self.cfg.cluster:  # an engine thread a remote worker at least: each waits on one batch at a time
+        if self.cfg.cluster:  # replicate: a thread a worker, one batch each; partition: one, its batch on them all
             self.cluster = await asyncio.to_thread(open_cluster, self.target, self.cfg, self.cluster_backend,
                                                     self.record)  # fmt: skip
-            threads = max(threads, self.cfg.cluster)
+            threads = max(threads, self.cfg.cluster if self.cluster.mode == "replicate" else 1)
         self._engines_left = threads
         self._finisher.start()
         self._expiry.start()

@@ -85,3 +85,17 @@ def test_live_cuts_stay_where_both_workers_hold_the_target() -> None:
     live.hold([(-np.inf, 107.0), (103.0, np.inf)])
     live.add(np.full(10, 108.5))  # every spectrum at 108 Da: the cut would follow them there
     assert live.cuts.tolist() == [107.0]  # as far as worker 0 holds
+
+
+def test_live_cuts_weigh_each_spectrum_by_the_candidates_it_meets() -> None:
+    # candidates even per Da, spectra even over 1000–2000 Da, each meeting candidates in proportion to its mass (a
+    # ppm window): the cut that halves their work is at sqrt((1000² + 2000²) / 2) = 1581 Da, not at 1500
+    rng = np.random.default_rng(5)
+    masses = rng.uniform(1000.0, 2000.0, 4000)
+    met = masses * 0.04  # a 20 ppm window over 1,000 candidates a Da
+    by_bin, by_work = (LiveCuts(np.full(4000, 1000.0), 1000.0, 2, every=4000, prior=0.0) for _ in range(2))
+    assert by_bin.add(masses) and by_work.add(masses, met)
+    assert by_bin.cuts[0] == pytest.approx(1500.0, abs=15.0)
+    assert by_work.cuts[0] == pytest.approx(1581.0, abs=15.0)
+    per_bin, per_work = (np.bincount(owners(masses, c.cuts), weights=met, minlength=2) for c in (by_bin, by_work))
+    assert balance(per_work) <= 1.02 < 1.05 <= balance(per_bin)

@@ -59,7 +59,7 @@ def test_a_slice_of_the_fragment_index_is_the_index_of_its_peptides(demo_index) 
 
 def test_three_slices_answer_as_one_engine(whole: DatabaseTarget, batch: SpectraBatch) -> None:
     want = whole.score(batch)
-    spectrum, mass = whole.query_masses(batch)
+    spectrum, mass, _ = whole.query_masses(batch)
     cuts = np.quantile(mass, [1 / 3, 2 / 3])
     bounds = [-np.inf, *cuts.tolist(), np.inf]
     parts = []
