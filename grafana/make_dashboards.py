@@ -92,6 +92,11 @@ LIVE_PANELS: list[tuple[str, str, str, list[dict[str, Any]]]] = [
         "{{worker}} spectra /s"),
       q(f"sum(rate(rtsearch_cluster_worker_deaths_total{{{LIVE}}}[{RATE}]))", "deaths /s"),
       q(f"sum(rate(rtsearch_cluster_resent_batches_total{{{LIVE}}}[{RATE}]))", "resent batches /s")]),
+    ("Cluster workers: share of time scoring", "percentunit",
+     "With --cluster: the share of wall time each worker spends scoring (its device kept busy); one well below the "
+     "others in partition mode: its piece of the mass range is too light (a daemon without a cluster: 0).",
+     [q(f"sum by (worker) (rate(rtsearch_cluster_busy_seconds_total{{{LIVE}}}[{RATE}])) or vector(0)",
+        "{{worker}} busy")]),
     ("GPU memory", "bytes", "Bytes held by the GPU memory pool (0 on the NumPy backend).",
      [q(f"sum by (instance) (rtsearch_gpu_memory_used_bytes{{{LIVE}}})", "{{instance}}")]),
     ("Ready and index", "short", "1 once the index is loaded and intake is open; peptides in the index.",

@@ -61,6 +61,7 @@ class Scripted:
                 beats.send_multipart([spec.name.encode(), str(time.monotonic_ns() - since if since else 0).encode()])
                 last = time.monotonic()
             released = bool(held) and time.monotonic_ns() - since >= SLOW_S * 1e9
+            took = time.monotonic_ns() - since if released else 0  # the scoring time it reports
             if released:
                 frames, held, since = held, [], 0
             elif held or not sock.poll(20):
@@ -81,7 +82,8 @@ class Scripted:
             self.answered[spec.name].append(len(batch))
             scored = unscored_batch("r", batch.scan.tolist(), batch.precursor_mz.tolist(), [spec.name] * len(batch),
                                     n_features=0)  # the reason: who scored it  # fmt: skip
-            sock.send_multipart([b"scored", frames[1], pickle.dumps(("scored" if own is None else "queries", scored))])
+            sock.send_multipart([b"scored", frames[1], pickle.dumps(("scored" if own is None else "queries", scored)),
+                                 took.to_bytes(8, "little")])  # fmt: skip
         sock.close(0)
         beats.close(0)
 
@@ -138,6 +140,8 @@ def test_a_lone_slow_worker_is_waited_for_not_called_hung() -> None:
         took = time.monotonic() - t0
     assert got.reason == ["w0", "w0"] and placement.answered == {"w0": [2]}
     assert door.deaths == 0 and door.resent == 0 and SLOW_S - 0.1 < took < SLOW_S + 1.5, took
+    (status,) = door.status()  # the scoring time the worker reported: how busy it was (the door's metrics)
+    assert status["spectra"] == 2 and SLOW_S - 0.05 < status["scoring_s"] < took, status
 
 
 def test_partition_sends_each_spectrum_to_its_pieces_owner_and_puts_them_back_in_order() -> None:
