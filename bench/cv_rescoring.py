@@ -6,6 +6,7 @@ Reads the results files that `rtsearch search` wrote for the four dev runs — w
 
 - ``all``: the run's discriminant fitted on every PSM it then ranks (`rtsearch.search.lda.fit`, what
   `rtsearch search` does);
+- ``loro``: each run scored by the discriminant fitted on the other three runs' PSMs (none of its own);
 - ``cvK xR``: K folds, each scored by `fit` on the other folds, its scores centred and scaled by the decoys that
   model was fitted on (median 0, standard deviation 1: many decoys, where a fold's own 1 % threshold would rest on
   a handful), the split repeated R times with other seeds and each PSM's scores averaged (Granholm et al. 2012;
@@ -73,11 +74,23 @@ def cross_validated(folds: int, repeats: int) -> Scorer:
     return score
 
 
-def count(runs: dict[str, Run], scorer: Scorer) -> tuple[str, int, int]:
-    """Per run "accepted/entrapment", and the pooled accepted and entrapment."""
+def other_runs(runs: dict[str, Run]) -> dict[str, np.ndarray]:
+    """``loro``: each run scored by the discriminant fitted on the other runs' PSMs (none of its own)."""
+    out = {}
+    for name, (x, _, _) in runs.items():
+        xs = [r[0] for k, r in runs.items() if k != name]
+        ds = [r[1] for k, r in runs.items() if k != name]
+        out[name] = lda.fit(np.concatenate(xs), np.concatenate(ds), FEATURES, start=PRIMARY).score(x)
+    return out
+
+
+def count(runs: dict[str, Run], scorer: Scorer | None) -> tuple[str, int, int]:
+    """Per run "accepted/entrapment", and the pooled accepted and entrapment (``scorer`` None: `other_runs`)."""
     cells, accepted, entrapped = [], 0, 0
-    for x, decoy, entrapment in runs.values():
-        ok = (q_values(scorer(x, decoy), decoy) <= 0.01) & ~decoy
+    scored = other_runs(runs) if scorer is None else {}
+    for name, (x, decoy, entrapment) in runs.items():
+        s = scored[name] if scorer is None else scorer(x, decoy)
+        ok = (q_values(s, decoy) <= 0.01) & ~decoy
         a, e = int(ok.sum()), int((ok & entrapment).sum())
         cells.append(f"{a}/{e}")
         accepted, entrapped = accepted + a, entrapped + e
@@ -89,7 +102,8 @@ def main() -> int:
     ap.add_argument("--entrapment", type=Path, required=True, help="bench/entrapment.py's --work folder")
     ap.add_argument("--plain", type=Path, help="the dev runs' results files searched without entrapment")
     ap.add_argument("--ridges", default="0.001,0.1,1")
-    ap.add_argument("--schemes", default="all,cv3x1,cv5x1,cv5x5,cv10x5", help="all, or cvKxR (K folds, R repeats)")
+    ap.add_argument("--schemes", default="all,loro,cv5x5", help="all, loro (leave one run out) or cvKxR (K folds, R "
+                    "repeats)")  # fmt: skip
     args = ap.parse_args()
     sets = {"entrapment": args.entrapment, **({"plain": args.plain} if args.plain else {})}
     data = {k: {d.name: load(folder / f"{d.name}.tsv") for d in DEV_RUNS} for k, folder in sets.items()}
@@ -99,8 +113,11 @@ def main() -> int:
     for ridge in (float(r) for r in args.ridges.split(",")):
         lda.RIDGE = ridge
         for scheme in args.schemes.split(","):
+            scorer: Scorer | None
             if scheme == "all":
                 scorer = fit_on_all
+            elif scheme == "loro":
+                scorer = None
             else:
                 k, r = scheme[2:].split("x")
                 scorer = cross_validated(int(k), int(r))
