@@ -102,8 +102,8 @@ def main() -> int:
     ap.add_argument("--entrapment", type=Path, required=True, help="bench/entrapment.py's --work folder")
     ap.add_argument("--plain", type=Path, help="the dev runs' results files searched without entrapment")
     ap.add_argument("--ridges", default="0.001,0.1,1")
-    ap.add_argument("--schemes", default="all,loro,cv5x5", help="all, loro (leave one run out) or cvKxR (K folds, R "
-                    "repeats)")  # fmt: skip
+    ap.add_argument("--schemes", default="all,loro,cv5x5", help="all, loro (leave one run out), a feature "
+                    "alone (hyperscore) or cvKxR (K folds, R repeats)")  # fmt: skip
     args = ap.parse_args()
     sets = {"entrapment": args.entrapment, **({"plain": args.plain} if args.plain else {})}
     data = {k: {d.name: load(folder / f"{d.name}.tsv") for d in DEV_RUNS} for k, folder in sets.items()}
@@ -118,6 +118,8 @@ def main() -> int:
                 scorer = fit_on_all
             elif scheme == "loro":
                 scorer = None
+            elif scheme in FEATURES:  # one feature alone, e.g. the primary score
+                scorer = (lambda col: lambda x, _: x[:, col])(FEATURES.index(scheme))
             else:
                 k, r = scheme[2:].split("x")
                 scorer = cross_validated(int(k), int(r))

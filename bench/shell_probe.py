@@ -159,7 +159,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 import pstats
 
                 prof.disable()
-                pstats.Stats(prof).sort_stats("tottime").print_stats(args.cprofile)
+                pstats.Stats(prof).sort_stats(args.cprofile_sort).print_stats(args.cprofile)
             elif prof is not None:
                 prof.stop()
                 Path(args.profile).write_text(prof.output_html())
@@ -178,6 +178,7 @@ def main() -> int:
     ap.add_argument("--profile-chars", type=int, default=6000)
     ap.add_argument("--cprofile", type=int, default=0, metavar="N",
                     help="cProfile the event loop's thread and print its N costliest functions")
+    ap.add_argument("--cprofile-sort", default="tottime", choices=("tottime", "cumulative"))
     asyncio.run(main_async(ap.parse_args()))
     return 0
 

@@ -11,7 +11,7 @@ engine thread answers the batch itself. The results thread builds each batch's r
 and hands them to ``answer`` (the daemon's: publish, count, end runs); due live refits go to the refit process;
 Python's cyclic GC runs when it goes idle (`collect_garbage`). An engine failure answers its batch
 ``unidentified`` with its error as the reason. Spectra that no batch could answer in time are given up
-(`_expire`) unless an idle engine probes (`_probing`). At the shutdown bound, `abandon` hands back what waits and
+(`rtsearch.serve.expiry`) unless an idle engine probes. At the shutdown bound, `abandon` hands back what waits and
 what is being scored (the daemon answers it ``shed``); a batch scored after that is dropped (it was answered)."""
 
 from __future__ import annotations
@@ -34,12 +34,13 @@ from rtsearch.search.target import SearchTarget
 from rtsearch.serve.admission import Advice
 from rtsearch.serve.batching import BatchPolicy, EngineTimeModel, MicroBatcher, expiry_slack_ms
 from rtsearch.serve.engine_process import EngineError, EngineGone, EngineProcess, Scorer, open_scorer, warm_up
+from rtsearch.serve.expiry import Expiry
 from rtsearch.serve.jobs import Jobs
 from rtsearch.serve.pending import Claim, Pending
 from rtsearch.serve.publish import Answer, scored_answers, unscored
 from rtsearch.serve.refits import Refitter
 from rtsearch.serve.runtime import collect_garbage, name_os_thread
-from rtsearch.serve.stats import Queue, Scored, Shed, Stat, Taken
+from rtsearch.serve.stats import Queue, Scored, Stat, Taken
 from rtsearch.types import ResultStatus
 
 log = logging.getLogger(__name__)
@@ -47,14 +48,13 @@ log = logging.getLogger(__name__)
 SLOW_BATCH_S = float(os.environ.get("RTSEARCH_SLOW_BATCH_S", "0.5"))  # slower engine batches are logged
 WARM_UP_SIZES = (1, 7, 64, 512)  # batch sizes each worker scores before intake opens (and max_batch)
 FINISH_DEPTH = 2  # scored batches waiting for the results thread at most (then the engine threads wait)
-PROBE_AFTER_NS = 250_000_000  # an idle engine that scored nothing for this long scores what waits (`_probing`)
 OVERLAP_MIN = 1024  # spectra waiting before an engine thread other than the first takes a batch (`_take`)
 
 Answers = Callable[[list[Answer]], None]
 Refusal = tuple[Jobs, str, str]  # spectra refused at enqueue, the shed metric's reason code, the answer's reason
 
 
-class WorkerPool:
+class WorkerPool(Expiry):
     """Engine threads over one `MicroBatcher`; see the module docstring."""
 
     def __init__(
@@ -83,6 +83,7 @@ class WorkerPool:
         self._expiry = threading.Thread(target=self._expiry_loop, name="expiry", daemon=True)
         self._expiry_wake = threading.Event()  # spectra came in, or the pool stops: the expiry thread looks again
         self._expiry_due: int | None = None  # when the expiry thread looks next (None: when woken)
+        self._given_up: list[Claim] = []  # spectra an engine thread gave up, for the expiry thread to answer
         self.cluster: ClusterScorer | None = None  # ``[serve] cluster``: remote workers score (rtsearch/cluster/)
         self.cluster_backend = cluster_backend or target.backend.name  # where the cluster (else the target) computes
         self._warmed = False  # an engine thread warmed up (with a cluster, the first one only)
@@ -202,8 +203,9 @@ class WorkerPool:
             self._cv.notify_all()
             waiting = self.batcher.drain()
             left = [self._pending.take(waiting)] if len(waiting) else []
-            left.extend(claim.jobs() for claim in self._scoring.values())
+            left.extend(claim.jobs() for claim in (*self._scoring.values(), *self._given_up))
             self._scoring.clear()
+            self._given_up.clear()
             return Jobs.concat(left) if left else None
 
     # ---------------------------------------------------------------- the workers' side
@@ -315,46 +317,9 @@ class WorkerPool:
         stages = {"score": t1 - t0, "lock": t2 - t1, "results": t3 - t2, "publish": t4 - t3, "gc": t5 - t4}
         self.record(Scored(t1 - t0, stages))
 
-    def _probing(self) -> bool:
-        """(Under the condition.) Whether an idle engine takes the next batch whatever the model predicts: spectra
-        wait and none left an engine for `PROBE_AFTER_NS` (a model too pessimistic would shed all for good)."""
-        return not self._busy and len(self.batcher) > 0 and self.clock() - self._scored_at > PROBE_AFTER_NS
-
-    def _expire(self) -> bool:
-        """(Under the condition.) Answer ``shed`` the waiting spectra that no batch could answer within their
-        budget any more (`MicroBatcher.lead_ns` before it ends); whether there were any. Not while probing."""
-        if self._probing():
-            return False
-        expired = self.batcher.expire(self.clock() + self.batcher.lead_ns())
-        if not len(expired):
-            return False
-        late = self._pending.take(expired)
-        self._advise()
-        self._cv.release()  # answering takes the runs' locks and the socket: not under the batcher's
-        try:
-            self.record(Shed("expired", len(late)))
-            self.answer(unscored(late, ResultStatus.SHED, "overload: its budget would be over before it is scored"))
-        finally:
-            self._cv.acquire()
-        return True
-
-    def _expiry_loop(self) -> None:
-        """The expiry thread: gives up waiting spectra in time while every engine thread is busy."""
-        name_os_thread()
-        while True:
-            with self._cv:
-                if self._abandoned or self._engines_left == 0:  # stopped (or never started: warm-up failed)
-                    return
-                while self._expire():
-                    pass
-                due = self._expiry_due = None if self._probing() else self.batcher.expire_at()
-                self._expiry_wake.clear()
-            timeout = None if due is None else max(0.0, (due - self.clock()) / 1e9)
-            self._expiry_wake.wait(timeout)
-
     def _take(self, overlap_only: bool = False) -> tuple[int, Jobs] | None:
         """Wait for the next batch and its number (``None``: shutting down and nothing is left); spectra that
-        cannot be answered within their budget any more are answered ``shed`` on the way.
+        cannot be answered within their budget any more are given up on the way (the expiry thread answers them).
 
         ``overlap_only`` (engine threads after the first): only while `OVERLAP_MIN` spectra wait. Engines overlapping
         pay for large batches (bulk replay); under lone spectra they made more, smaller batches (bench/RESULTS.md)."""
@@ -362,7 +327,7 @@ class WorkerPool:
             while True:
                 if self._abandoned:
                     return None
-                if self._expire():
+                if self._expire(here=False):
                     continue
                 if overlap_only and not self._closing and len(self.batcher) < OVERLAP_MIN:
                     self._cv.wait(0.05)  # woken by `enqueue`, or looks again

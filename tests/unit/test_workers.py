@@ -130,6 +130,40 @@ async def test_spectra_stuck_behind_a_long_batch_are_shed_before_their_budget_en
 
 
 @pytest.mark.asyncio
+async def test_spectra_an_engine_thread_gives_up_are_answered_by_the_expiry_thread_even_at_a_close(demo_index):
+    """An engine thread that finds late spectra on its way to a batch only takes them out of the queue; the expiry
+    thread answers them ``shed`` (a lone engine thread keeps scoring under overload), each once, also when the pool
+    closes at once after."""
+    target = SlowTarget(DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy")), 0.0)
+    spectra = list(read_spectra(bundled(RUN)))[:6]
+    got: list[tuple[str, str, int]] = []  # thread, status, scan
+    ahead = [0]  # ns the pool's clock runs ahead of the monotonic one
+
+    def answer(answers) -> None:
+        for _, results, _ in answers:
+            got.extend((threading.current_thread().name, st["status"], int(scan))
+                       for st, scan in zip(results.messages(), results.scan, strict=True))  # fmt: skip
+
+    cfg = ServeConfig(max_batch=8, max_queue=1000, linger_ms=0.0, workers=1)
+    pool = WorkerPool(target, cfg, answer=answer, refitter=NoRefits(), record=lambda *a: None,
+                      clock=lambda: time.monotonic_ns() + ahead[0])  # fmt: skip
+    await pool.start()
+    target.stage_s = 0.4
+    state = RunState(LiveRun("given-up", target))
+    pool.enqueue(_jobs(state, spectra[:1], pool.clock()))  # taken at once: the engine is busy 0.4 s
+    await asyncio.sleep(0.05)
+    assert pool.enqueue(_jobs(state, spectra[1:], pool.clock(), budget_ns=10**9)) == []
+    with pool._cv:  # as an engine thread in `_take`: their budget over (the clock 10 s on), given up, not answered
+        ahead[0] = 10 * 10**9
+        assert pool._expire(here=False) and pool.waiting == 0 and not got
+    pool.close()
+    assert await pool.join(10)
+    shed = [g for g in got if g[1] == "shed"]
+    assert sorted(g[2] for g in shed) == sorted(s.scan for s in spectra[1:]) and {g[0] for g in shed} == {"expiry"}
+    assert sorted(g[2] for g in got) == sorted(s.scan for s in spectra)  # each spectrum once
+
+
+@pytest.mark.asyncio
 async def test_a_model_taught_by_a_stalled_warm_up_does_not_shed_everything_for_good(demo_index):
     """A warm-up batch that stalled (seen on a busy machine) leaves a model predicting 1 s a batch, against a 100 ms
     budget: every spectrum would be given up before an engine took it, none scored, the model never corrected (a

@@ -1,0 +1,98 @@
+"""Spectra given up in time: the waiting spectra that no batch could answer within their budget any more are
+answered ``shed`` before it ends, not scored late (`rtsearch.serve.batching.MicroBatcher.expire`).
+
+`Expiry` is the `rtsearch.serve.workers.WorkerPool`'s side of it (a mixin: the pool's condition, batcher and
+pending spectra are its own). The expiry thread gives up spectra while every engine thread is busy; an engine
+thread gives up those it finds on its way to a batch and leaves their answers to the expiry thread, so that under
+overload a lone engine thread keeps its GPUs scoring instead of publishing thousands of ``shed`` answers a second
+(bench/RESULTS.md, "Where two GPUs' time goes"). An idle engine that has scored nothing for a while probes
+instead: it takes what waits whatever the model predicts (a model too pessimistic once would shed all for good).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from rtsearch.serve.batching import MicroBatcher
+from rtsearch.serve.pending import Claim, Pending
+from rtsearch.serve.publish import unscored
+from rtsearch.serve.runtime import name_os_thread
+from rtsearch.serve.stats import Shed
+from rtsearch.types import ResultStatus
+
+PROBE_AFTER_NS = 250_000_000  # an idle engine that scored nothing for this long scores what waits (`_probing`)
+
+
+class Expiry:
+    """The pool's expiry (see the module docstring); the attributes below are the `WorkerPool`'s."""
+
+    _cv: threading.Condition
+    batcher: MicroBatcher
+    _pending: Pending
+    _busy: dict[int, int]
+    _scored_at: int
+    _given_up: list[Claim]
+    _abandoned: bool
+    _engines_left: int
+    _expiry_due: int | None
+    _expiry_wake: threading.Event
+    clock: Callable[[], int]
+    answer: Callable[..., None]
+    record: Callable[..., None]
+
+    def _advise(self) -> None:  # the pool's
+        raise NotImplementedError
+
+    def _probing(self) -> bool:
+        """(Under the condition.) Whether an idle engine takes the next batch whatever the model predicts: spectra
+        wait and none left an engine for `PROBE_AFTER_NS` (a model too pessimistic would shed all for good)."""
+        return not self._busy and len(self.batcher) > 0 and self.clock() - self._scored_at > PROBE_AFTER_NS
+
+    def _expire(self, *, here: bool = True) -> bool:
+        """(Under the condition.) Give up the waiting spectra that no batch could answer within their budget any
+        more (`MicroBatcher.lead_ns` before it ends); whether there were any. Not while probing. ``here`` (the
+        expiry thread): answer them ``shed`` now; else (an engine thread, which goes on to score) the expiry
+        thread does — answering thousands a second under overload took a lone engine thread from its GPUs."""
+        if self._probing():
+            return False
+        expired = self.batcher.expire(self.clock() + self.batcher.lead_ns())
+        if not len(expired):
+            return False
+        self._given_up.append(self._pending.claim(expired))  # gathered when answered, outside the lock
+        self._advise()
+        if here:
+            self._answer_given_up()
+        else:
+            self._expiry_wake.set()
+        return True
+
+    def _answer_given_up(self) -> None:
+        """(Under the condition, released meanwhile: answering takes the runs' locks and the socket.) Answer
+        ``shed`` the spectra given up so far."""
+        claims, self._given_up = self._given_up, []
+        self._cv.release()
+        try:
+            for claim in claims:
+                late = claim.jobs()
+                self.record(Shed("expired", len(late)))
+                self.answer(unscored(late, ResultStatus.SHED, "overload: its budget would be over before it is scored"))
+        finally:
+            self._cv.acquire()
+
+    def _expiry_loop(self) -> None:
+        """The expiry thread: gives up waiting spectra in time while every engine thread is busy, and answers those
+        the engine threads gave up."""
+        name_os_thread()
+        while True:
+            with self._cv:
+                if self._given_up and not self._abandoned:
+                    self._answer_given_up()
+                if self._abandoned or self._engines_left == 0:  # stopped (or never started: warm-up failed)
+                    return
+                while self._expire():
+                    pass
+                due = self._expiry_due = None if self._probing() else self.batcher.expire_at()
+                self._expiry_wake.clear()
+            timeout = None if due is None else max(0.0, (due - self.clock()) / 1e9)
+            self._expiry_wake.wait(timeout)
