@@ -238,16 +238,24 @@ def killed(args: argparse.Namespace, mgf: Path, served: Served, label: str, pids
 def capacities(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
     """Each configuration's capacity: the most scored spectra a second among its rates with 0 lost, 0 duplicates
     and p99 <= ``--p99-ms`` (0 where no rate qualified), and the most at any p99 (saturated: the rest shed); the
-    efficiency of N workers, both ways, against the first one-worker configuration."""
+    efficiency of N workers, both ways, against the first one-worker configuration. At the saturated rate, where
+    the workers reported their scoring time: their busy shares, the spectra a second of scoring gave
+    (``per_busy_s``: what a GPU-second does, whatever the daemon left it idle) and that against one worker's
+    (``busy_efficiency``: below 1, the GPUs' own work got dearer — smaller or split batches — and not only idler)."""
     caps: dict[str, list[float]] = {}
+    at_most: dict[str, dict[str, Any]] = {}  # each configuration's saturated row
     for r in rows:
         if r["phase"] != "serve":
             continue
         cap = caps.setdefault(r["config"], [0.0, 0.0])
         if r["lost"] == 0 and r["duplicates"] == 0 and r["latency_ms"]["p99"] <= args.p99_ms:
             cap[0] = max(cap[0], r["scored_per_s"])
-        cap[1] = max(cap[1], r["scored_per_s"])
+        if r["scored_per_s"] >= cap[1]:
+            cap[1], at_most[r["config"]] = r["scored_per_s"], r
+    per_busy = {c: r["scored_per_s"] / sum(r["busy"].values()) for c, r in at_most.items()
+                if sum(r.get("busy", {}).values()) > 0}  # fmt: skip
     single = next((caps[c] for c in caps if c.split(":")[0] == "1"), None)
+    one_busy = next((per_busy[c] for c in caps if c.split(":")[0] == "1" and c in per_busy), None)
     out = []
     for c, (cap, most) in caps.items():
         n = int(c.split(":")[0]) if c[0].isdigit() else 1
@@ -256,8 +264,10 @@ def capacities(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dic
             n, one_gpu = int(c.split(":")[2]), caps.get(":".join([*c.split(":")[:2], "1"]))
         pairs = zip((cap, most), one_gpu or (0.0, 0.0), strict=True)
         eff = [round(x / (n * one), 3) if one and n > 1 else None for x, one in pairs]
+        busy = {"busy_at_saturated": at_most[c].get("busy"), "per_busy_s": round(per_busy[c], 1),
+                "busy_efficiency": round(per_busy[c] / one_busy, 3) if one_busy else None} if c in per_busy else {}
         out.append({"phase": "capacity", "config": c, "p99_ms_at_most": args.p99_ms, "scored_per_s": cap,
-                    "efficiency": eff[0], "saturated_per_s": most, "saturated_efficiency": eff[1]})  # fmt: skip
+                    "efficiency": eff[0], "saturated_per_s": most, "saturated_efficiency": eff[1], **busy})  # fmt: skip
         print(json.dumps(out[-1]), flush=True)
     return out
 
