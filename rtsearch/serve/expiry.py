@@ -85,13 +85,14 @@ class Expiry:
         the engine threads gave up."""
         name_os_thread()
         while True:
-            with self._cv:
-                if self._given_up and not self._abandoned:
-                    self._answer_given_up()
-                if self._abandoned or self._engines_left == 0:  # stopped (or never started: warm-up failed)
-                    return
-                while self._expire():
-                    pass
+            with self._cv:  # held from the last look at what was given up to clearing the wake: none missed
+                while True:
+                    if self._given_up and not self._abandoned:
+                        self._answer_given_up()  # (engine threads may give up more meanwhile: looked at again)
+                    elif self._abandoned or self._engines_left == 0:  # stopped (or never started: warm-up failed)
+                        return
+                    elif not self._expire():
+                        break
                 due = self._expiry_due = None if self._probing() else self.batcher.expire_at()
                 self._expiry_wake.clear()
             timeout = None if due is None else max(0.0, (due - self.clock()) / 1e9)
