@@ -115,9 +115,9 @@ class LiveCuts:
     (`add`'s ``work``; the target's candidates in its 1-Da bin when not given: at 20 ppm that leaves 1.18 × the
     mean work on the busier of 2 pieces, the window's width growing with the mass); every ``every`` spectra the
     cuts are made again from the work seen (halved each time: recent runs count most) plus the target's own work
-    as a prior of weight ``prior``. Moving a cut moves no data: each cut stays
-    within what the workers on either side of it hold (``serves``, per piece: `serving_ranges`; the whole mass
-    range when every worker holds the whole target).
+    as a prior of weight ``prior``. Moving a cut moves no data: each cut stays within what the workers on either
+    side of it hold (``serves``, per piece: `serving_ranges`; the whole mass range when every worker holds the
+    whole target).
     """
 
     def __init__(self, work: np.ndarray, start_da: float, pieces: int, *, every: int = 300, prior: float = 0.05,
