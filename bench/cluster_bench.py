@@ -90,12 +90,13 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
         for r in rt_load(args.tools, mgf, sp, rp, "--rates", "200", "--seconds", "10", "--tag", "floor"):
             rows.append({"phase": "floor", **r})
             print(json.dumps(rows[-1]), flush=True)
-    one = [] if not args.search_toml else ["--config", str(_toml(tmp, "one", args.search_toml))]
+    one = [] if not (args.search_toml or args.serve_toml) else \
+        ["--config", str(_toml(tmp, "one", args.search_toml, serve=args.serve_toml))]  # fmt: skip
     configs = [("one engine", one)] * (not args.skip_engine) + [
         (c, ["--lanes", c.split(":")[0], *one] if c.split(":")[1] == "lanes" else
             ["--cluster", c.split(":")[0], "--cluster-mode", c.split(":")[1], "--placement", args.placement,
              "--config", str(_toml(tmp, c, args.search_toml, args.gpus_per_worker,
-                                   _room((c.split(":") + ["0"])[2], target_gb)))])
+                                   _room((c.split(":") + ["0"])[2], target_gb), args.serve_toml))])
         for c in args.configs.split(",") if c
     ]  # fmt: skip
     for label, extra in configs:
@@ -302,11 +303,12 @@ def _room(text: str, target_gb: float) -> float:
     return float(text[:-1]) * target_gb if text.endswith("x") else float(text)
 
 
-def _toml(tmp: Path, label: str, search: str, gpus: float = 0.0, memory_gb: float = 0.0) -> Path:
-    """A configuration file: ``search`` as its [search] section; [serve] with the workers' GPUs and memory."""
+def _toml(tmp: Path, label: str, search: str, gpus: float = 0.0, memory_gb: float = 0.0, serve: str = "") -> Path:
+    """A configuration file: ``search`` as its [search] section; [serve] with the workers' GPUs and memory and
+    ``serve``'s lines."""
     path = tmp / f"config-{label.replace(':', '-')}.toml"
     path.write_text((f"[search]\n{search}\n" if search else "")
-                    + f"[serve]\ngpus_per_worker = {gpus}\nworker_memory_gb = {memory_gb}\n")  # fmt: skip
+                    + f"[serve]\ngpus_per_worker = {gpus}\nworker_memory_gb = {memory_gb}\n{serve}\n")  # fmt: skip
     return path
 
 
@@ -330,6 +332,7 @@ def main() -> int:
                     help="per cluster configuration: rt_load at this rate, worker w0 SIGKILLed mid-run")  # fmt: skip
     ap.add_argument("--search-toml", default="",
                     help='[search] lines for each config, e.g. \'precursor_tolerance = "500 ppm"\'')  # fmt: skip
+    ap.add_argument("--serve-toml", default="", help="[serve] lines for each config, e.g. 'linger_ms = 10.0'")
     ap.add_argument("--database-toml", default="",
                     help='[database] lines of the bench index, e.g. \'specificity = "semi"\' (~20x the peptides: a '
                     "target whose scoring makes the GPU the limit at 20 ppm; give it its own --index-cache)")

@@ -64,9 +64,11 @@ LIVE_PANELS: list[tuple[str, str, str, list[dict[str, Any]]]] = [
     ("Engine batch time", "s", "Engine time to score one micro-batch (worker thread).",
      quantiles("rtsearch_engine_batch_seconds", LIVE)),
     ("Engine worker time by stage", "percentunit",
-     "Share of the time per stage: score (the engine threads), results (running q-values, result records), "
-     "publish (encode, send) and gc (the results thread), lock (a scored batch waiting for the results thread); "
-     "score near 100 %: the engine is saturated; results + publish + gc near 100 %: the results thread is.",
+     "Share of the time per stage: take (an engine thread waiting for its next batch), gather (its spectra "
+     "gathered), score (the engine threads), results (running q-values, result records), publish (encode, send) "
+     "and gc (the results thread), lock (a scored batch waiting for the results thread); score near 100 %: the "
+     "engine is saturated; results + publish + gc near 100 %: the results thread is; take high while spectra are "
+     "shed: the admission holds the engine back.",
      [q(f"sum by (stage) (rate(rtsearch_worker_seconds_total{{{LIVE}}}[{RATE}]))", "{{stage}}")]),
     ("Shed /s by reason", "reqps", "Spectra answered unscored under overload or at shutdown.",
      [q(f"sum by (reason) (rate(rtsearch_shed_total{{{LIVE}}}[{RATE}]))", "{{reason}}")]),

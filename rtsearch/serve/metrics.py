@@ -41,7 +41,7 @@ BATCH_BUCKETS = tuple(float(2**i) for i in range(14))  # 1 … 8192 spectra
 ENGINE_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 
 SHED_REASONS = ("door", "predicted_late", "expired", "queue_full", "shutdown")  # rtsearch.serve.admission
-WORKER_STAGES = ("score", "lock", "results", "publish", "gc")
+WORKER_STAGES = ("take", "gather", "score", "lock", "results", "publish", "gc")
 
 
 class BulkHistogram(Collector):
@@ -124,9 +124,10 @@ class DaemonMetrics:
             buckets=ENGINE_BUCKETS, registry=r,
         )  # fmt: skip
         self.worker_seconds = Counter(
-            "rtsearch_worker_seconds_total", "Seconds the engine workers spent, by stage: score (the engine), lock "
-            "(a scored batch waiting for the results thread), results (running q-values, result records), publish "
-            "(encode, send, count), gc (garbage collection)", ["stage"], registry=r,
+            "rtsearch_worker_seconds_total", "Seconds the engine workers spent, by stage: take (an engine thread "
+            "waiting for its next batch: idle, or the batcher holding it back), gather (its spectra gathered), score "
+            "(the engine), lock (a scored batch waiting for the results thread), results (running q-values, result "
+            "records), publish (encode, send, count), gc (garbage collection)", ["stage"], registry=r,
         )  # fmt: skip
         self._worker_stages = {k: self.worker_seconds.labels(stage=k) for k in WORKER_STAGES}
         self.queue_depth = Gauge("rtsearch_queue_depth", "Spectra waiting in the micro-batcher", registry=r)
@@ -231,6 +232,7 @@ class DaemonMetrics:
                 case Taken():
                     self.queue_wait.observe_many(st.waited_s)
                     self.batch_size.observe(st.size)
+                    self.worker_time(take=st.idle_s, gather=st.gather_s)
                 case Scored():
                     self.engine_batch.observe(st.engine_s)
                     self.worker_time(**st.stages)

@@ -323,6 +323,7 @@ class WorkerPool(Expiry):
 
         ``overlap_only`` (engine threads after the first): only while `OVERLAP_MIN` spectra wait. Engines overlapping
         pay for large batches (bulk replay); under lone spectra they made more, smaller batches (bench/RESULTS.md)."""
+        t0 = time.perf_counter()
         with self._cv:
             while True:
                 if self._abandoned:
@@ -347,8 +348,10 @@ class WorkerPool(Expiry):
             self._busy[number] = self.clock() + int(self.model.predict(len(claim)) * 1e9)
             self._advise()
             queue = Queue(len(self.batcher), self._in_flight)
+        t1 = time.perf_counter()
         jobs = claim.jobs()
-        self.record(Taken(len(jobs), (self.clock() - jobs.stamps.received_mono) / 1e9), queue)
+        waited = (self.clock() - jobs.stamps.received_mono) / 1e9
+        self.record(Taken(len(jobs), waited, t1 - t0, time.perf_counter() - t1), queue)
         return number, jobs
 
     def _done(self, number: int, size: int, seconds: float | None) -> bool:

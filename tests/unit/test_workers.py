@@ -258,3 +258,28 @@ async def test_a_second_engine_thread_takes_only_large_batches(demo_index):
     assert sum(n for _, n in target.scored_by) == len(many)
     pool.close()
     assert await pool.join(10)
+
+
+@pytest.mark.asyncio
+async def test_an_engine_threads_wait_for_its_next_batch_is_counted_apart(demo_index):
+    """The engine thread's seconds outside scoring are counted: waiting for a batch (``take``: idle here for
+    0.3 s before the first spectrum comes) and gathering its spectra (``gather``)."""
+    from rtsearch.serve.stats import Taken
+
+    target = SlowTarget(DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy")), 0.0)
+    spectra = list(read_spectra(bundled(RUN)))[:4]
+    taken: list[Taken] = []
+    answered: list[int] = []
+    cfg = ServeConfig(max_batch=8, max_queue=1000, linger_ms=0.0, workers=1)
+    pool = WorkerPool(target, cfg, answer=lambda answers: answered.extend(len(r.scan) for _, r, _ in answers),
+                      refitter=NoRefits(), record=lambda *stats: taken.extend(s for s in stats if isinstance(s, Taken)))
+    await pool.start()
+    taken.clear()  # the warm-up's
+    await asyncio.sleep(0.3)
+    pool.enqueue(_jobs(RunState(LiveRun("idle", target)), spectra, time.monotonic_ns()))
+    while sum(answered) < len(spectra):
+        await asyncio.sleep(0.005)
+    pool.close()
+    assert await pool.join(10)
+    (first, *_) = taken
+    assert first.size == len(spectra) and 0.25 < first.idle_s < 5.0 and 0.0 <= first.gather_s < 0.25, first
