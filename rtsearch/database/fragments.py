@@ -26,7 +26,9 @@ range. Memory: 8 bytes a fragment (float32 m/z + uint32 peptide).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +39,9 @@ from rtsearch.database.peptides import Bases, Forms
 from rtsearch.types import H2O, PROTON
 
 MIN_ION_INDEX = 2  # b1 and y1 are rarely seen and mostly below the m/z floor
+# NumPy sorts on one core (releasing the GIL): above this many keys the host's sorts run in parts on threads, then
+# one merge of the sorted runs (52 M keys on 2 cores: 4.0 s whole, 1.9 s in halves + 0.3 s merging)
+PARALLEL_SORT_MIN = 4_000_000
 
 
 def residue_masses(
@@ -205,7 +210,7 @@ def _bucket_sort(
     bits = x.asarray(mz).view(x.uint32).astype(x.uint64)
     key = (bits << x.uint64(32)) | x.asarray(pep).astype(x.uint64)
     del bits
-    key.sort()
+    _sort(key, x)
     bucket_min = (key[::bucket] >> x.uint64(32)).astype(x.uint32).view(x.float32)
     n = int(key.shape[0])
     n_full = (n // bucket) * bucket
@@ -213,7 +218,7 @@ def _bucket_sort(
     swapped = (key << x.uint64(32)) | (key >> x.uint64(32))
     del key
     if n_full:
-        swapped[:n_full].reshape(-1, bucket).sort(axis=1)
+        _sort_rows(swapped[:n_full].reshape(-1, bucket), x)
     if n > n_full:
         swapped[n_full:].sort()
     out_pep = (swapped >> x.uint64(32)).astype(x.uint32)
@@ -222,3 +227,34 @@ def _bucket_sort(
     if x is np:
         return out_mz, out_pep, bucket_min
     return out_mz.get(), out_pep.get(), bucket_min.get()
+
+
+def _threads(n: int, xp: Any) -> int:
+    """Threads for a host sort of ``n`` keys (1: the device's sort, or too few keys to pay)."""
+    if xp is not np or n < PARALLEL_SORT_MIN:
+        return 1
+    return max(1, min(len(os.sched_getaffinity(0)), 8))
+
+
+def _sort(key: Any, xp: Any) -> None:
+    """Sort ``key`` in place: on the host, in parts on threads, then merged (a stable sort of sorted runs is one
+    merge pass); the same array as one sort (equal keys are equal values)."""
+    k = _threads(int(key.shape[0]), xp)
+    if k == 1:
+        key.sort()
+        return
+    parts = np.array_split(key, k)  # views: each sorted in place
+    with ThreadPoolExecutor(k) as pool:
+        list(pool.map(np.ndarray.sort, parts))
+    key.sort(kind="stable")
+
+
+def _sort_rows(rows: Any, xp: Any) -> None:
+    """Sort each row of ``rows`` (a view) in place; on the host, groups of rows on threads."""
+    k = _threads(int(rows.size), xp)
+    if k == 1:
+        rows.sort(axis=1)
+        return
+    with ThreadPoolExecutor(k) as pool:
+        list(pool.map(lambda part: part.sort(axis=1), np.array_split(rows, k)))
+

@@ -141,6 +141,20 @@ def test_bucket_invariants(bsa_small_buckets: PeptideIndex) -> None:
     assert np.all(np.diff(frag.bucket_min_mz) >= 0)
 
 
+def test_the_index_sorted_in_parts_on_threads_is_the_index_sorted_at_once(data: Path, monkeypatch) -> None:
+    # the BSA index's fragments (with repeated (m/z, peptide) keys) sorted by 3 threads, then merged: the same bytes
+    from rtsearch.database import fragments
+
+    at_once = build_index([data / "bsa-orbitrapxl" / "BSA.fasta"], DatabaseConfig(bucket_size=64)).fragments
+    monkeypatch.setattr(fragments, "_threads", lambda n, xp: 3)
+    threaded = build_index([data / "bsa-orbitrapxl" / "BSA.fasta"], DatabaseConfig(bucket_size=64)).fragments
+    keys = (at_once.mz.view(np.uint32).astype(np.uint64) << np.uint64(32)) | at_once.peptide
+    assert len(np.unique(keys)) < len(keys)  # ties present
+    for a, b in ((at_once.mz, threaded.mz), (at_once.peptide, threaded.peptide),
+                 (at_once.bucket_min_mz, threaded.bucket_min_mz)):  # fmt: skip
+        assert a.tobytes() == b.tobytes()
+
+
 def test_fragment_multiset_matches_brute_force(bsa_small_buckets: PeptideIndex) -> None:
     index = bsa_small_buckets
     lo, hi = index.params.fragment_min_mz, index.params.fragment_max_mz
