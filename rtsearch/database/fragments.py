@@ -169,13 +169,20 @@ def build_fragment_index(
     """
     x: Any = xp
     mzs, peps = [], []
-    for start in range(0, len(forms), chunk):
+    starts = range(0, len(forms), chunk)
+
+    def one(start: int) -> tuple[Any, Any, int]:
         part = forms.take(np.arange(start, min(start + chunk, len(forms))))
-        mz, pep = _index_fragments(bases, part, residue_mass, mods, min_mz, max_mz, start, x)
-        mzs.append(mz)
-        peps.append(pep)
-        if progress is not None:
-            progress(len(part))
+        return (*_index_fragments(bases, part, residue_mass, mods, min_mz, max_mz, start, x), len(part))
+
+    # on the host, chunks side by side on threads (NumPy's array work releases the GIL); in order either way
+    k = min(_cores(x), len(starts), 4)  # at most 4 chunks' temporaries at once
+    with ThreadPoolExecutor(max(k, 1)) as pool:
+        for mz, pep, n in pool.map(one, starts) if k > 1 else map(one, starts):
+            mzs.append(mz)
+            peps.append(pep)
+            if progress is not None:
+                progress(n)
     mz = x.concatenate(mzs) if mzs else x.zeros(0, x.float32)
     pep = x.concatenate(peps) if peps else x.zeros(0, x.uint32)
     del mzs, peps
@@ -229,11 +236,14 @@ def _bucket_sort(
     return out_mz.get(), out_pep.get(), bucket_min.get()
 
 
+def _cores(xp: Any) -> int:
+    """Threads for host array work: the cores this process may use, at most 8 (1 for a device's arrays)."""
+    return max(1, min(len(os.sched_getaffinity(0)), 8)) if xp is np else 1
+
+
 def _threads(n: int, xp: Any) -> int:
-    """Threads for a host sort of ``n`` keys (1: the device's sort, or too few keys to pay)."""
-    if xp is not np or n < PARALLEL_SORT_MIN:
-        return 1
-    return max(1, min(len(os.sched_getaffinity(0)), 8))
+    """Threads for a sort of ``n`` keys (1: the device's sort, or too few keys to pay)."""
+    return 1 if n < PARALLEL_SORT_MIN else _cores(xp)
 
 
 def _sort(key: Any, xp: Any) -> None:

@@ -10,6 +10,7 @@ b2../y2.. ion of every indexed peptide computed the same independent way.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -141,12 +142,15 @@ def test_bucket_invariants(bsa_small_buckets: PeptideIndex) -> None:
     assert np.all(np.diff(frag.bucket_min_mz) >= 0)
 
 
-def test_the_index_sorted_in_parts_on_threads_is_the_index_sorted_at_once(data: Path, monkeypatch) -> None:
-    # the BSA index's fragments (with repeated (m/z, peptide) keys) sorted by 3 threads, then merged: the same bytes
-    from rtsearch.database import fragments
+def test_the_index_built_in_parts_on_threads_is_the_index_built_at_once(data: Path, monkeypatch) -> None:
+    # the BSA index's fragments made in chunks of forms side by side on 3 threads, and (with repeated (m/z, peptide)
+    # keys) sorted in 3 parts, then merged: the same bytes
+    from rtsearch.database import build, fragments
 
     at_once = build_index([data / "bsa-orbitrapxl" / "BSA.fasta"], DatabaseConfig(bucket_size=64)).fragments
     monkeypatch.setattr(fragments, "_threads", lambda n, xp: 3)
+    monkeypatch.setattr(fragments, "_cores", lambda xp: 3)  # and the forms' fragments in chunks of 100
+    monkeypatch.setattr(build, "build_fragment_index", functools.partial(fragments.build_fragment_index, chunk=100))
     threaded = build_index([data / "bsa-orbitrapxl" / "BSA.fasta"], DatabaseConfig(bucket_size=64)).fragments
     keys = (at_once.mz.view(np.uint32).astype(np.uint64) << np.uint64(32)) | at_once.peptide
     assert len(np.unique(keys)) < len(keys)  # ties present
