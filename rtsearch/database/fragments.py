@@ -27,6 +27,7 @@ range. Memory: 8 bytes a fragment (float32 m/z + uint32 peptide).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -214,26 +215,49 @@ def _bucket_sort(
     the float), which is several times faster than argsort plus gathers.
     """
     x: Any = xp
-    bits = x.asarray(mz).view(x.uint32).astype(x.uint64)
-    key = (bits << x.uint64(32)) | x.asarray(pep).astype(x.uint64)
-    del bits
+    key = _pack(x.asarray(mz).view(x.uint32), x.asarray(pep).astype(x.uint32, copy=False), x)
     _sort(key, x)
     bucket_min = (key[::bucket] >> x.uint64(32)).astype(x.uint32).view(x.float32)
     n = int(key.shape[0])
     n_full = (n // bucket) * bucket
     # swap halves: (peptide << 32 | m/z bits), sorted inside each bucket
-    swapped = (key << x.uint64(32)) | (key >> x.uint64(32))
+    mz_bits, peps = _halves(key, x)
     del key
+    swapped = _pack(peps, mz_bits, x)
+    del mz_bits, peps
     if n_full:
         _sort_rows(swapped[:n_full].reshape(-1, bucket), x)
     if n > n_full:
         swapped[n_full:].sort()
-    out_pep = (swapped >> x.uint64(32)).astype(x.uint32)
-    out_mz = (swapped & x.uint64(0xFFFFFFFF)).astype(x.uint32).view(x.float32)
+    pep_s, mz_s = _halves(swapped, x)
     del swapped
+    out_mz = mz_s.view(x.float32)
     if x is np:
-        return out_mz, out_pep, bucket_min
-    return out_mz.get(), out_pep.get(), bucket_min.get()
+        return out_mz, pep_s, bucket_min
+    return out_mz.get(), pep_s.get(), bucket_min.get()
+
+
+# the host writes and reads a 64-bit key's two 32-bit words in place (little-endian: the low word first), where
+# shifts and masks made four whole-array temporaries each way
+_WORDS = sys.byteorder == "little"
+
+
+def _pack(hi: Any, lo: Any, xp: Any) -> Any:
+    """uint64 keys ``hi << 32 | lo`` from two uint32 arrays."""
+    if xp is np and _WORDS:
+        key = np.empty(hi.shape[0], np.uint64)
+        words = key.view(np.uint32).reshape(-1, 2)
+        words[:, 1], words[:, 0] = hi, lo
+        return key
+    return (hi.astype(xp.uint64) << xp.uint64(32)) | lo.astype(xp.uint64)
+
+
+def _halves(key: Any, xp: Any) -> tuple[Any, Any]:
+    """(the high, the low 32 bits) of uint64 ``key``, as uint32 arrays."""
+    if xp is np and _WORDS:
+        words = key.view(np.uint32).reshape(-1, 2)
+        return np.ascontiguousarray(words[:, 1]), np.ascontiguousarray(words[:, 0])
+    return (key >> xp.uint64(32)).astype(xp.uint32), (key & xp.uint64(0xFFFFFFFF)).astype(xp.uint32)
 
 
 def _cores(xp: Any) -> int:

@@ -159,6 +159,19 @@ def test_the_index_built_in_parts_on_threads_is_the_index_built_at_once(data: Pa
         assert a.tobytes() == b.tobytes()
 
 
+def test_keys_packed_and_split_in_place_are_the_shifted_keys() -> None:
+    # the host's 64-bit keys written and read as two 32-bit words: the same numbers as shifts and masks
+    from rtsearch.database.fragments import _halves, _pack
+
+    rng = np.random.default_rng(11)
+    hi = np.r_[rng.integers(0, 2**32, 1000, dtype=np.uint64), 0, 2**32 - 1].astype(np.uint32)
+    lo = np.r_[rng.integers(0, 2**32, 1000, dtype=np.uint64), 2**32 - 1, 0].astype(np.uint32)
+    key = _pack(hi, lo, np)
+    assert np.array_equal(key, (hi.astype(np.uint64) << np.uint64(32)) | lo.astype(np.uint64))
+    got_hi, got_lo = _halves(key, np)
+    assert np.array_equal(got_hi, hi) and np.array_equal(got_lo, lo) and got_hi.flags.c_contiguous
+
+
 def test_fragment_multiset_matches_brute_force(bsa_small_buckets: PeptideIndex) -> None:
     index = bsa_small_buckets
     lo, hi = index.params.fragment_min_mz, index.params.fragment_max_mz
