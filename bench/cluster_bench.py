@@ -35,7 +35,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "simulators"))
 
 from bench.rtload_bench import py_spy, rt_load, write_mgf  # noqa: E402
 from bench.serving import Served, echo_floor, index_and_record  # noqa: E402
@@ -56,6 +56,7 @@ from rtsearch.cluster.partition import (  # noqa: E402
     spectrum_masses,
 )
 from rtsearch.io.spectra import read_spectra  # noqa: E402
+from tests.streaming import scrape  # noqa: E402
 
 
 def balances(index: Any, mgf: Path, ppm: float) -> list[dict[str, Any]]:
@@ -128,7 +129,7 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
                              "gpu_processes": gpu_processes()})  # fmt: skip
                 print(json.dumps(rows[-1]), flush=True)
             if pids:
-                per = worker_metrics(served.port, "spectra")
+                per = by_worker(scrape(served.port), "spectra")
                 rows.append({"phase": "workers", "config": label, "gpu_of": gpus, "spectra": per,
                              "max_over_mean": round(balance(np.array(list(per.values()), float)), 4) if per else None,
                              "gpu_memory_mib": gpu_memory()})  # fmt: skip
@@ -141,13 +142,6 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
                     print(json.dumps(rows[-1]), flush=True)
     rows += capacities(rows, args)
     return rows
-
-
-def scrape(port: int) -> dict[str, float]:
-    """The daemon's metrics now: each sample (its name and labels) and its value."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    return {k: float(v) for k, v in re.findall(r"^(rtsearch_[^ ]+) ([\d.e+-]+)$", text, re.M)}
 
 
 def inside(before: dict[str, float], after: dict[str, float], args: argparse.Namespace) -> dict[str, Any]:
@@ -169,16 +163,13 @@ def inside(before: dict[str, float], after: dict[str, float], args: argparse.Nam
                                 if (m := re.findall(r'^rtsearch_worker_seconds_total\{stage="(\w+)"', k))},
             "shed_by": {m[0]: int(v) for k, v in d.items()
                         if v and (m := re.findall(r'^rtsearch_shed_total\{reason="(\w+)"', k))},
-            "busy": {m[0]: round(v / args.seconds, 3) for k, v in d.items()
-                     if (m := re.findall(r'^rtsearch_cluster_busy_seconds_total\{worker="(w\d+)"', k))}}  # fmt: skip
+            "busy": {w: round(v / args.seconds, 3) for w, v in by_worker(d, "busy_seconds").items()}}
 
 
-def worker_metrics(port: int, name: str) -> dict[str, float]:
-    """``rtsearch_cluster_<name>_total`` (``spectra``, ``busy_seconds``) by worker, from the daemon's metrics."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    found = re.findall(rf'^rtsearch_cluster_{name}_total\{{worker="(w\d+)"\}} ([\d.e+-]+)$', text, re.M)
-    return {w: float(v) for w, v in found}
+def by_worker(samples: dict[str, float], name: str) -> dict[str, float]:
+    """``rtsearch_cluster_<name>_total`` (``spectra``, ``busy_seconds``) by worker, from `scrape`'s samples."""
+    return {m[0]: v for k, v in samples.items()
+            if (m := re.findall(rf'^rtsearch_cluster_{name}_total\{{worker="(w\d+)"\}}$', k))}  # fmt: skip
 
 
 def gpu_memory() -> list[int]:

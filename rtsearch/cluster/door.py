@@ -245,10 +245,10 @@ class ClusterScorer:
         took = (now - req.sent) / max(req.size, 1)
         w.seconds_per_spectrum = took if w.batches == 0 else 0.8 * w.seconds_per_spectrum + 0.2 * took
         w.slowest = max(took, SLOWEST_DECAY * w.slowest)  # an outlier (a batch queued behind others) fades
-        busy = int.from_bytes(frames[4], "little") / 1e9 if len(frames) > 4 else 0.0
+        scoring = int.from_bytes(frames[4], "little") / 1e9 if len(frames) > 4 else 0.0  # its own time on the batch
         w.batches, w.spectra, w.since_up = w.batches + 1, w.spectra + req.size, w.since_up + req.size
-        w.scoring_s += busy
-        self.record(Cluster(w.name, w.piece, up=True, spectra=req.size, busy_s=busy))
+        w.scoring_s += scoring
+        self.record(Cluster(w.name, w.piece, up=True, spectra=req.size, busy_s=scoring))
         with self._lock:
             del self._requests[rid]
         req.future.set_result(frames[3])

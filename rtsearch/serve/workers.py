@@ -144,9 +144,10 @@ class WorkerPool(Expiry):
         return refused
 
     def _advise(self) -> None:
-        """(Under the condition.) When the engine is busy or spectra wait, how long until a newcomer would be answered;
-        0 when it is idle, so spectra reach it and correct the model. The event loop's lag behind the intake pipes is
-        left out: it grows with the shed spectra it books; counting it would shed more and starve the engine."""
+        """(Under the condition.) When the engine is busy or spectra wait, how long until a newcomer would be
+        answered; 0 when it is idle, so spectra reach it and correct the model. The event loop's own lag behind
+        the intake pipes is left out: it grows with the chunks of shed spectra it books, and counting it would
+        shed more, lag more, and starve the engine (measured, bench/RESULTS.md)."""
         if self.advice is None:
             return
         wait = 0
