@@ -6,7 +6,8 @@ draws the wire) and, each turn of its loop: takes the batches handed to it, the 
 heartbeats; calls a worker silent for `DEAD_AFTER_S` dead and sends its batches in flight again; sends each
 waiting batch to a worker:
 
-- ``replicate``: every worker holds the whole target; a batch goes whole to the live worker with the fewest
+- ``replicate``: every worker holds the whole target; a batch goes whole to the worker its engine thread keeps to
+  (``score(worker=)``: `rtsearch.serve.pacing`'s lanes) while that one lives, else to the live worker with the fewest
   spectra outstanding (ties: the fastest, by its measured seconds per spectrum);
 - ``partition``: the precursor-mass range is cut by Li et al.'s equal-work rule (`rtsearch.cluster.partition`;
   `LiveCuts`: cut again as the spectra come) and each worker holds its piece's slice of the target; a spectrum
@@ -73,6 +74,7 @@ class _Worker:
     spectra: int = 0
     scoring_s: float = 0.0  # seconds spent scoring, as its answers said
     since_up: int = 0  # spectra answered since its last hello (a restarted worker's own)
+    answered_at: float = 0.0  # when its last answer came (a batch sent before that waited behind that one)
 
 
 @dataclass
@@ -82,8 +84,9 @@ class _Request:
     payload: bytes  # the pickled (`SpectraBatch`, its queries' mass range or None: all, best chosen by the worker)
     piece: int  # -1: any worker
     own: Own | None  # partition: the masses it needs scored (who else can stand in for its piece's worker)
-    future: concurrent.futures.Future[bytes]  # the worker's pickled answer
+    future: concurrent.futures.Future[tuple[bytes, float, float]]  # pickled answer; seconds queued, scored there
     first: float
+    prefer: int = -1  # replicate: the worker asked for (-1: any)
     worker: str = ""
     sent: float = 0.0
 
@@ -154,20 +157,22 @@ class ClusterScorer:
 
     # ------------------------------------------------------------------ engine threads' side
 
-    def score(self, batch: SpectraBatch) -> ScoredBatch:
-        """``batch`` scored by the cluster (raises `EngineError` when no worker answered it in time)."""
+    def score(self, batch: SpectraBatch, *, worker: int = -1) -> ScoredBatch:
+        """``batch`` scored by the cluster (raises `EngineError` when no worker answered it in time); replicate:
+        by ``worker`` (its number) while it lives, else by the live one with the fewest spectra outstanding."""
         if self.pieces is None:
-            return self._wait([self._request(batch, -1, None)])[0]
+            return self._wait([self._request(batch, -1, None, prefer=worker)])[0]
         plan = self.pieces.route(batch)
         answers = self._wait([self._request(batch.take(p.rows), p.piece, p.own, whole=p.whole) for p in plan])
         return self.pieces.finish(batch, list(zip(plan, answers, strict=True)))
 
-    def _request(self, batch: SpectraBatch, piece: int, own: Own | None, *, whole: bool = True
-                 ) -> concurrent.futures.Future[bytes]:  # fmt: skip
+    def _request(self, batch: SpectraBatch, piece: int, own: Own | None, *, whole: bool = True, prefer: int = -1
+                 ) -> concurrent.futures.Future[tuple[bytes, float, float]]:  # fmt: skip
         """``whole``: the spectra answered (the worker is sent no mass range); else their queries in ``own``."""
         # pickled here, in the calling engine thread, not in the dispatcher (one thread for all workers)
         sent = pickle.dumps((batch, None if whole else own), protocol=pickle.HIGHEST_PROTOCOL)
-        req = _Request(next(self._ids), len(batch), sent, piece, own, concurrent.futures.Future(), time.monotonic())
+        req = _Request(next(self._ids), len(batch), sent, piece, own, concurrent.futures.Future(), time.monotonic(),
+                       prefer=prefer)  # fmt: skip
         with self._lock:
             self._requests[req.id] = req
         sock = getattr(self._local, "push", None)
@@ -177,14 +182,19 @@ class ClusterScorer:
         sock.send(req.id.to_bytes(8, "little"))
         return req.future
 
-    def _wait(self, futures: list[concurrent.futures.Future[bytes]]) -> list[Any]:
+    def _wait(self, futures: list[concurrent.futures.Future[tuple[bytes, float, float]]]) -> list[Any]:
         """The answers (`ScoredBatch`, or a partition worker's `QueryScores`), unpickled here (an engine thread); a
-        worker's failure raises `EngineError`."""
+        worker's failure raises `EngineError`. A `ScoredBatch`'s ``stages``: ``queued``, the seconds it waited at
+        its worker behind an earlier batch, and ``scoring``, the worker's own seconds on it (the daemon tells its
+        workers' time from its own with them: `rtsearch.serve.pacing`)."""
         out = []
         for f in futures:
-            kind, payload = pickle.loads(f.result())
+            answer, queued, scoring = f.result()
+            kind, payload = pickle.loads(answer)
             if kind == "error":
                 raise EngineError(payload)
+            if isinstance(payload, ScoredBatch):
+                payload.stages.update(queued=queued, scoring=scoring)
             out.append(payload)
         return out
 
@@ -242,6 +252,8 @@ class ClusterScorer:
         w.inflight.discard(rid)
         w.outstanding -= req.size
         w.last_beat = now
+        queued = max(0.0, w.answered_at - req.sent)  # a worker scores in order: it began this one after that answer
+        w.answered_at = now
         took = (now - req.sent) / max(req.size, 1)
         w.seconds_per_spectrum = took if w.batches == 0 else 0.8 * w.seconds_per_spectrum + 0.2 * took
         w.slowest = max(took, SLOWEST_DECAY * w.slowest)  # an outlier (a batch queued behind others) fades
@@ -251,7 +263,7 @@ class ClusterScorer:
         self.record(Cluster(w.name, w.piece, up=True, spectra=req.size, busy_s=scoring))
         with self._lock:
             del self._requests[rid]
-        req.future.set_result(frames[3])
+        req.future.set_result((frames[3], queued, scoring))
 
     def _hang_s(self, w: _Worker) -> float:
         """How long a worker may hold a batch: `HANG_FACTOR` × its slowest measured time a spectrum × what it
@@ -331,6 +343,9 @@ class ClusterScorer:
             live = [w for w in live if self.pieces.covers(w.piece, own)]
         if not live:
             return None
+        asked = self.workers.get(f"w{req.prefer}")
+        if asked is not None and asked.alive:
+            return asked
         return min(live, key=lambda w: (w.outstanding, w.seconds_per_spectrum))
 
     def _send(self, name: str, frames: list[bytes]) -> bool:

@@ -132,6 +132,7 @@ class MicroBatcher:
         self._n = 0
         self._earliest = _NEVER  # earliest deadline waiting
         self._oldest = _NEVER  # earliest arrival waiting
+        self.lanes, self.overlap_s = 1, 0.0  # engines taking batches side by side; see `_engine_ns`
 
     def __len__(self) -> int:
         return self._n
@@ -173,9 +174,13 @@ class MicroBatcher:
 
     def _engine_ns(self, through: Any) -> Any:
         """Engine ns until the spectrum ``through`` (1-based, waiting ones first; an int or an array) is answered:
-        the batches through it, each the model's fixed cost, plus its cost a spectrum."""
+        the batches through it, each the model's fixed cost, plus its cost a spectrum — spread over `lanes`
+        engines scoring side by side (a cluster's workers), each batch but the first `overlap_s` less (what of a
+        batch's time is the daemon's own, done while its worker scores the one before: `rtsearch.serve.pacing`)."""
+        through = (through + self.lanes - 1) // self.lanes
         batches = (through + self.policy.max_batch - 1) // self.policy.max_batch
-        return (batches * self.model.fixed_s + through * self.model.per_item_s) * 1e9
+        fixed, overlap = self.model.fixed_s, min(self.overlap_s, self.model.fixed_s)
+        return (batches * fixed - np.maximum(batches - 1, 0) * overlap + through * self.model.per_item_s) * 1e9
 
     def headroom_ns(self) -> int:
         """How long before its deadline a newcomer must be predicted answered to be queued: the margin and

@@ -1,16 +1,16 @@
 """The daemon's engine workers: threads that take micro-batches, score them and hand on the results.
 
 The `WorkerPool` owns the `MicroBatcher` and the count of batches in flight, under its own condition (the loop
-queues spectra, the workers take batches). Each engine thread binds its own CUDA stream (`Backend.bind_worker`)
-or, on a GPU by default, starts its own engine process (`rtsearch.serve.engine_process`: scoring off the daemon's
-GIL) — or, with ``[serve] cluster``, scores through the cluster's front door (`rtsearch.cluster`: replicate, a
-thread a remote worker; partition, one thread, each batch spread over them all) — warms up, then loops: wait
-until the batcher releases a batch (threads after the first: a large one, `OVERLAP_MIN`), score it and hand it to
-the results thread, up to `FINISH_DEPTH` batches ahead of it; when that thread is idle and no spectrum waits, the
-engine thread answers the batch itself. The results thread builds each batch's results (`publish.scored_answers`)
-and hands them to ``answer`` (the daemon's: publish, count, end runs); due live refits go to the refit process;
-Python's cyclic GC runs when it goes idle (`collect_garbage`). An engine failure answers its batch
-``unidentified`` with its error as the reason. Spectra that no batch could answer in time are given up
+queues spectra, the workers take batches). Each engine thread binds its own CUDA stream (`Backend.bind_worker`) or,
+on a GPU by default, starts its own engine process (`rtsearch.serve.engine_process`: scoring off the daemon's GIL) —
+or, with ``[serve] cluster``, scores through the cluster's front door (`rtsearch.cluster`; threads by lane — a
+replicate worker, or partition's batch spread over them all — taken just in time: `rtsearch.serve.pacing`) —
+warms up, then loops: wait until the batcher releases a batch (threads after the first: a large one, `OVERLAP_MIN`),
+score it and hand it to the results thread, up to `FINISH_DEPTH` batches ahead of it; when that thread is idle and
+no spectrum waits, the engine thread answers the batch itself. The results thread builds each batch's results
+(`publish.scored_answers`) and hands them to ``answer`` (the daemon's: publish, count, end runs); due live refits go
+to the refit process; Python's cyclic GC runs when it goes idle (`collect_garbage`). An engine failure answers its
+batch ``unidentified`` with its error as the reason. Spectra that no batch could answer in time are given up
 (`rtsearch.serve.expiry`) unless an idle engine probes. At the shutdown bound, `abandon` hands back what waits and
 what is being scored (the daemon answers it ``shed``); a batch scored after that is dropped (it was answered)."""
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import os
 import queue
@@ -31,6 +32,7 @@ from rtsearch.cluster.serve import ClusterScorer, open_cluster
 from rtsearch.config import BackendName, ServeConfig
 from rtsearch.matches import ScoredBatch
 from rtsearch.search.target import SearchTarget
+from rtsearch.serve import pacing
 from rtsearch.serve.admission import Advice
 from rtsearch.serve.batching import BatchPolicy, EngineTimeModel, MicroBatcher, expiry_slack_ms
 from rtsearch.serve.engine_process import EngineError, EngineGone, EngineProcess, Scorer, open_scorer, warm_up
@@ -39,7 +41,7 @@ from rtsearch.serve.jobs import Jobs
 from rtsearch.serve.pending import Claim, Pending
 from rtsearch.serve.publish import Answer, scored_answers, unscored
 from rtsearch.serve.refits import Refitter
-from rtsearch.serve.runtime import collect_garbage, name_os_thread
+from rtsearch.serve.runtime import collect_garbage, env_number, name_os_thread
 from rtsearch.serve.stats import Queue, Scored, Stat, Taken
 from rtsearch.types import ResultStatus
 
@@ -48,6 +50,12 @@ log = logging.getLogger(__name__)
 SLOW_BATCH_S = float(os.environ.get("RTSEARCH_SLOW_BATCH_S", "0.5"))  # slower engine batches are logged
 WARM_UP_SIZES = (1, 7, 64, 512)  # batch sizes each worker scores before intake opens (and max_batch)
 FINISH_DEPTH = 2  # scored batches waiting for the results thread at most (then the engine threads wait)
+# batches in flight a cluster's lane (`rtsearch.serve.pacing`: a replicate worker, or partition's batch over all):
+# with one, a GPU waits while the daemon hands on the answers and sends the next (one worker busy 0.56-0.72); with
+# two, the next taken just in time, 0.93-0.97. Two lanes of two made the daemon's own cost a batch the limit at
+# 200 Da (batches of 5-26, it shed): a cluster of several replicate workers keeps one each (bench/RESULTS.md,
+# 2026-11-26 21:03-21:45); ``RTSEARCH_CLUSTER_DEPTH`` sets it for every mode
+CLUSTER_DEPTH = 2
 OVERLAP_MIN = 1024  # spectra waiting before an engine thread other than the first takes a batch (`_take`)
 
 Answers = Callable[[list[Answer]], None]
@@ -88,6 +96,7 @@ class WorkerPool(Expiry):
         self.cluster_backend = cluster_backend or target.backend.name  # where the cluster (else the target) computes
         self._warmed = False  # an engine thread warmed up (with a cluster, the first one only)
         self._scored_at = clock()  # when a batch last left an engine (`_probing`)
+        self._lanes = pacing.Lanes(1, pacing.lead_ns())  # a cluster's batches in flight, by lane
 
     # ---------------------------------------------------------------- the loop's side
 
@@ -95,10 +104,12 @@ class WorkerPool(Expiry):
         """Start the engine threads; each warms up before this returns."""
         warm: list[asyncio.Future[None]] = []
         threads = self.cfg.workers
-        if self.cfg.cluster:  # replicate: a thread a worker, one batch each; partition: one, its batch on them all
+        if self.cfg.cluster:  # replicate: depth threads a worker, one batch each; partition: depth, each batch on all
             self.cluster = await asyncio.to_thread(open_cluster, self.target, self.cfg, self.cluster_backend,
                                                     self.record)  # fmt: skip
-            threads = max(threads, self.cfg.cluster if self.cluster.mode == "replicate" else 1)
+            lanes = self._lanes.lanes = self.batcher.lanes = self.cfg.cluster if self.cluster.mode == "replicate" else 1
+            depth = int(env_number("RTSEARCH_CLUSTER_DEPTH", CLUSTER_DEPTH if lanes == 1 else 1, positive=True))
+            threads = max(threads, depth * lanes)
         self._engines_left = threads
         self._finisher.start()
         self._expiry.start()
@@ -154,13 +165,16 @@ class WorkerPool(Expiry):
         if self._busy or len(self.batcher):
             wait = self.batcher.predicted_last(1, busy_until_ns=self._busy_until()) + self.batcher.headroom_ns()
             wait -= self.clock()
-        model = self.model  # each spectrum queued after: its share of a full batch
-        self.advice.set_wait(wait, int((model.per_item_s + model.fixed_s / self.cfg.max_batch) * 1e9))
+        model = self.model  # each spectrum queued after: its share of a full batch, over the lanes scoring at once
+        per = (model.per_item_s + model.fixed_s / self.cfg.max_batch) / self.batcher.lanes
+        self.advice.set_wait(wait, int(per * 1e9))
 
     def _busy_until(self) -> int:
         """When the next engine thread is free (clock ns; now if one is; those after the first count with
-        `OVERLAP_MIN` waiting only)."""
-        engines = len(self._threads) if self.cluster is not None or len(self.batcher) >= OVERLAP_MIN else 1
+        `OVERLAP_MIN` waiting only); with a cluster, when a batch taken now could start on a worker (`pacing`)."""
+        if self.cluster is not None:
+            return self._lanes.earliest(self._busy, self.clock())
+        engines = len(self._threads) if len(self.batcher) >= OVERLAP_MIN else 1
         if len(self._busy) < engines or not self._busy:
             return self.clock()
         return min(self._busy.values())
@@ -235,7 +249,10 @@ class WorkerPool(Expiry):
         try:
             # beside the first, an engine thread of its own process overlaps large batches only (`_take`)
             overlap_only = k > 0 and self.cluster is None
-            while (taken := self._take(overlap_only)) is not None:
+            lane = k % self._lanes.lanes  # a cluster's: replicate, thread k scores on worker k mod N (`pacing`)
+            if self.cluster is not None and self.cluster.mode == "replicate":
+                score = functools.partial(self.cluster.score, worker=lane)
+            while (taken := self._take(overlap_only, lane)) is not None:
                 number, jobs = taken
                 try:
                     self._run_batch(number, jobs, score)
@@ -314,11 +331,15 @@ class WorkerPool(Expiry):
         collect_garbage(idle=not self.waiting and self._scored.empty())
         t5 = time.perf_counter()
         with self._cv:  # the model predicts when answers go out: scoring, the wait for this thread, results, publishing
-            self.model.observe(len(jobs), t5 - t0)
+            # (not a cluster batch's wait at its worker behind another: a batch's start is predicted apart, `pacing`)
+            self.model.observe(len(jobs), t5 - t0 - scored.stages.get("queued", 0.0))
+            if "scoring" in scored.stages:  # a cluster's: the daemon's own time a batch (`pacing.HostTime`)
+                self._lanes.host.observe(t5 - t0, scored.stages["queued"], scored.stages["scoring"])
+                self.batcher.overlap_s = self._lanes.host.seconds if len(self._threads) > self._lanes.lanes else 0.0
         stages = {"score": t1 - t0, "lock": t2 - t1, "results": t3 - t2, "publish": t4 - t3, "gc": t5 - t4}
         self.record(Scored(t1 - t0, stages))
 
-    def _take(self, overlap_only: bool = False) -> tuple[int, Jobs] | None:
+    def _take(self, overlap_only: bool = False, lane: int = 0) -> tuple[int, Jobs] | None:
         """Wait for the next batch and its number (``None``: shutting down and nothing is left); spectra that
         cannot be answered within their budget any more are given up on the way (the expiry thread answers them).
 
@@ -334,6 +355,10 @@ class WorkerPool(Expiry):
                 if overlap_only and not self._closing and len(self.batcher) < OVERLAP_MIN:
                     self._cv.wait(0.05)  # woken by `enqueue`, or looks again
                     continue
+                if self.cluster is not None and not self._closing and (hold := self._lanes.hold_ns(
+                        self._busy, lane, self.clock(), waiting=len(self.batcher), full=self.cfg.max_batch)) > 0:
+                    self._cv.wait(hold / 1e9)  # the lane's worker holds a batch: its next one taken just in time
+                    continue
                 handles = self.batcher.take(workers_free=1, now=self._closing or self._probing())
                 if handles is not None:
                     claim = self._pending.claim(handles)  # gathered below, outside the lock the loop queues under
@@ -346,7 +371,11 @@ class WorkerPool(Expiry):
             self._taken += 1
             number = self._taken
             self._scoring[number] = claim
-            self._busy[number] = self.clock() + int(self.model.predict(len(claim)) * 1e9)
+            took = int(self.model.predict(len(claim)) * 1e9)
+            if self.cluster is None:
+                self._busy[number] = self.clock() + took
+            else:  # after the batch it queues behind at its worker, if any (`pacing`)
+                self._lanes.book(self._busy, number, lane, took, self.clock())
             self._advise()
             queue = Queue(len(self.batcher), self._in_flight)
         t1 = time.perf_counter()
@@ -362,6 +391,8 @@ class WorkerPool(Expiry):
         with self._cv:
             self._in_flight -= 1
             self._scored_at = self.clock()
+            if self.cluster is not None:  # those queued behind it re-timed from its real end
+                self._lanes.settle(self._busy, number, self._scored_at)
             self._cv.notify()  # another worker may be waiting on the batcher
             stats.append(Queue(len(self.batcher), self._in_flight))
             mine = self._scoring.pop(number, None) is not None

@@ -144,6 +144,22 @@ def test_a_lone_slow_worker_is_waited_for_not_called_hung() -> None:
     assert status["spectra"] == 2 and SLOW_S - 0.05 < status["scoring_s"] < took, status
 
 
+def test_a_batch_sent_to_a_busy_worker_says_how_long_it_queued_there() -> None:
+    # two engine threads, one worker (`CLUSTER_DEPTH`): the second batch waits at the worker behind the first, and
+    # that wait is told apart from its scoring (the daemon's engine-time model leaves it out)
+    import concurrent.futures
+
+    placement = Scripted({"w0": "slow"})
+    with ClusterScorer(None, placement, workers=1) as door, concurrent.futures.ThreadPoolExecutor(2) as pool:  # type: ignore[arg-type]
+        first = pool.submit(door.score, _batch([1000.0]))
+        time.sleep(0.3)
+        second = pool.submit(door.score, _batch([1001.0, 1002.0]))
+        a, b = first.result(10), second.result(10)
+    assert placement.answered == {"w0": [1, 2]}
+    assert a.stages["queued"] == 0.0
+    assert SLOW_S - 0.3 - 0.15 < b.stages["queued"] < SLOW_S - 0.3 + 0.15, b.stages
+
+
 def test_partition_sends_each_spectrum_to_its_pieces_owner_and_puts_them_back_in_order() -> None:
     placement = Scripted({"w0": "ok", "w1": "ok"})
     whole = [(-np.inf, np.inf)] * 2
@@ -204,7 +220,7 @@ def test_one_slow_batch_widens_the_hang_time_for_a_while_only() -> None:
 
         def answered(rid: int, size: int, seconds: float) -> None:
             now = time.monotonic()
-            req = _Request(rid, size, b"", -1, None, concurrent.futures.Future(), now, "w0", now - seconds)
+            req = _Request(rid, size, b"", -1, None, concurrent.futures.Future(), now, worker="w0", sent=now - seconds)
             door._requests[rid] = req
             w0.inflight.add(rid)
             w0.outstanding += size

@@ -1,0 +1,133 @@
+"""The daemon's engine threads in front of a fake GPU cluster (issue 21): how batches are cut and paced, no device.
+
+`rtsearch.serve.workers.WorkerPool` with ``[serve] cluster = N`` whose `ClusterScorer` is replaced by ``--gpus``
+fake workers: each batch costs ``--host-ms`` on the daemon's side (half before its worker, half after) and
+``--fixed-ms`` + ``--per-ms`` a spectrum on its GPU (one batch at a time a GPU, a lock); the answers are the demo
+target's, scored once beforehand. Spectra are queued at ``--rates`` for ``--seconds`` each, with ``--budget-ms``;
+per depth (``RTSEARCH_CLUSTER_DEPTH``) and rate: spectra refused at the door of the pool (predicted late, queue
+full), batches, their mean size, each GPU's busy share, the median wait of a batch at its GPU. It does not carry the
+daemon's real cost a batch (intake processes, publishing): a tool to see the pacing's logic, not a benchmark of it.
+
+    RTSEARCH_EXPIRY_SLACK_MS=5 python bench/pacing_fake.py --gpus 2 --depths 1,2 --rates 3000,6000,9000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from rtsearch.batch import SpectraBatch
+from rtsearch.cli.demo import RUN, TOML, bundled, cached_index
+from rtsearch.config import ServeConfig, load_config
+from rtsearch.io.spectra import read_spectra
+from rtsearch.scoring.backend import get_backend
+from rtsearch.search.database import DatabaseTarget
+from rtsearch.search.live import LiveRun
+from rtsearch.serve import workers
+from rtsearch.serve.jobs import Jobs, RunState, Stamps
+
+
+class FakeCluster:
+    """What the pool sees of a replicate cluster (`rtsearch.cluster.door.ClusterScorer.score`)."""
+
+    mode = "replicate"
+
+    def __init__(self, target: DatabaseTarget, spectra: list, gpus: int, host_s: float, fixed_s: float, per_s: float
+                 ) -> None:  # fmt: skip
+        self.answers, self.n = target.score(SpectraBatch.of(spectra)), len(spectra)
+        self.gpus, self.host_s, self.fixed_s, self.per_s = gpus, host_s, fixed_s, per_s
+        self.locks = [threading.Lock() for _ in range(gpus)]
+        self.outstanding, self.guard = [0] * gpus, threading.Lock()
+        self.busy: list[list[tuple[float, float]]] = [[] for _ in range(gpus)]
+        self.queued: list[float] = []
+        self.sizes: list[int] = []
+
+    def score(self, batch: SpectraBatch, *, worker: int = -1):
+        with self.guard:
+            g = worker if worker >= 0 else min(range(self.gpus), key=self.outstanding.__getitem__)
+            self.outstanding[g] += len(batch)
+        time.sleep(self.host_s / 2)
+        arrived = time.perf_counter()
+        with self.locks[g]:
+            start = time.perf_counter()
+            out = self.answers.take(np.asarray(batch.scan) % self.n)
+            out.native_id = list(batch.native_id)
+            time.sleep(max(0.0, self.fixed_s + self.per_s * len(batch) - (time.perf_counter() - start)))
+            end = time.perf_counter()
+        with self.guard:
+            self.outstanding[g] -= len(batch)
+            self.busy[g].append((start, end))
+            self.queued.append(start - arrived)
+            self.sizes.append(len(batch))
+        out.stages.update(queued=start - arrived, scoring=end - start)
+        time.sleep(self.host_s / 2)
+        return out
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+async def run(args: argparse.Namespace, depth: int, rate: float) -> dict:
+    index, _ = cached_index(Path(args.cache))
+    target = DatabaseTarget(index, load_config(bundled(TOML)).search, get_backend("numpy"))
+    spectra = list(read_spectra(bundled(RUN)))
+    fake = FakeCluster(target, spectra, args.gpus, args.host_ms / 1e3, args.fixed_ms / 1e3, args.per_ms / 1e3)
+    workers.open_cluster = lambda *a: fake  # type: ignore[assignment]
+    os.environ["RTSEARCH_CLUSTER_DEPTH"] = str(depth)
+    no_refits = type("NoRefits", (), {"refit": lambda self, states: None})()
+    pool = workers.WorkerPool(target, ServeConfig(cluster=args.gpus, max_batch=4096, max_queue=100_000),
+                              answer=lambda answers: None, refitter=no_refits, record=lambda *a: None)  # fmt: skip
+    await pool.start()
+    for g in fake.busy:
+        g.clear()
+    fake.queued.clear()
+    fake.sizes.clear()
+    state, refused, sent = RunState(LiveRun("fake", target)), 0, 0
+    t0 = time.perf_counter()
+    while (elapsed := time.perf_counter() - t0) < args.seconds:
+        n = int(elapsed * rate) - sent
+        if n > 0:
+            batch = [replace(spectra[(sent + j) % len(spectra)], scan=sent + j) for j in range(n)]
+            now = time.monotonic_ns()
+            col = np.full(n, now, np.int64)
+            stamps = Stamps(col, col, col, np.full(n, int(args.budget_ms * 1e6), np.int64), np.zeros(n, bool))
+            jobs = Jobs(SpectraBatch.of(batch), stamps, np.zeros(n, np.int32), [state])
+            refused += sum(len(out) for out, _, _ in pool.enqueue(jobs))
+            sent += n
+        await asyncio.sleep(0.002)
+    await asyncio.sleep(0.5)
+    pool.close()
+    await pool.join(10)
+    return {"depth": depth, "offered_hz": rate, "sent": sent, "refused": refused, "batches": len(fake.sizes),
+            "mean_batch": round(float(np.mean(fake.sizes)), 1) if fake.sizes else 0.0,
+            "busy": [round(sum(e - s for s, e in g) / args.seconds, 3) for g in fake.busy],
+            "queued_median_ms": round(float(np.median(fake.queued)) * 1e3, 2) if fake.queued else 0.0}  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gpus", type=int, default=2)
+    ap.add_argument("--depths", default="1,2")
+    ap.add_argument("--rates", default="3000,6000,9000")
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--budget-ms", type=float, default=50.0)
+    ap.add_argument("--host-ms", type=float, default=6.0)
+    ap.add_argument("--fixed-ms", type=float, default=5.0)
+    ap.add_argument("--per-ms", type=float, default=0.2)
+    ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "rtsearch-pacing-fake"))
+    args = ap.parse_args()
+    for depth in (int(d) for d in args.depths.split(",")):
+        for rate in (float(r) for r in args.rates.split(",")):
+            print(asyncio.run(run(args, depth, rate)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

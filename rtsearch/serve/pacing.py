@@ -1,0 +1,100 @@
+"""When a cluster's engine threads take their next batch: just before a worker is free, not as soon as they are.
+
+With `rtsearch.serve.workers.CLUSTER_DEPTH` batches in flight a worker, its GPU does not wait while the daemon hands
+on one batch's answers and gathers, pickles and sends the next (one batch in flight: the workers scored 0.64-0.72
+of the time at 500 Da, two: 0.93-0.99). But a thread that took whatever waited as soon as it was free sent a batch
+of a few spectra to queue behind the one being scored, and the fixed cost of a batch was paid again and again: two
+workers with two threads each scored batches of 6.7 spectra (9.4 ms, most of it the fixed cost) at 2,000 /s, the
+GPUs 0.62 busy on them and the door shedding (bench/RESULTS.md, 2026-11-26 21:10). So while every worker ("lane":
+each worker in replicate mode; the batch's one spread over all of them in partition mode) holds a batch, a free
+thread waits until its lane is predicted free, less the daemon's own time a batch (`HostTime`: gathering,
+sending, handing on the answers — the batch's time less its worker's) and `LEAD_MS`, and takes what came meanwhile.
+Each engine thread keeps to one lane (replicate: thread k scores on worker k mod N), so that what is predicted of a
+lane is what its worker does: four threads free to go to either of two workers took batches a fifth the size and
+scored less than two (bench/RESULTS.md, 2026-11-26 21:30)::
+
+    worker   ········ ████ batch 1 ██████████ ████ batch 2 ███████
+    thread A take 1 ─ sent ─ waits ─────────── back, answers out ▏ free ── holds ──▏ take 3 ...
+    thread B          free ── holds ─── take 2 ─ sent ─ queued ▏▏ (taken the daemon's own time before 1 ends)
+
+Pure: times are the caller's clock, in ns.
+"""
+
+from __future__ import annotations
+
+from rtsearch.serve.runtime import env_number
+
+LEAD_MS = 1.0  # the next batch is taken this much earlier still (the prediction's error)
+HOST_HALFLIFE = 16  # batches: `HostTime`'s smoothing
+
+
+def lead_ns() -> int:
+    """`LEAD_MS`, or ``RTSEARCH_CLUSTER_LEAD_MS`` when that is a number ≥ 0, in ns."""
+    return int(env_number("RTSEARCH_CLUSTER_LEAD_MS", LEAD_MS) * 1e6)
+
+
+class HostTime:
+    """The daemon's own seconds a cluster batch (its time less its wait and work at its worker), smoothed."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._decay = 0.5 ** (1 / HOST_HALFLIFE)
+        self._seen = False
+
+    def observe(self, batch_s: float, queued_s: float, scoring_s: float) -> None:
+        own = max(0.0, batch_s - queued_s - scoring_s)
+        self.seconds = own if not self._seen else self._decay * self.seconds + (1 - self._decay) * own
+        self._seen = True
+
+
+class Lanes:
+    """A cluster's batches in flight by lane: ``due`` (the pool's: when each batch is predicted to leave, clock ns,
+    by its number) is read and written here; which lane each is on, and which batch it queues behind."""
+
+    def __init__(self, lanes: int, lead: int) -> None:
+        self.lanes, self.lead, self.host = lanes, lead, HostTime()
+        self.lane_of: dict[int, int] = {}
+        self.behind: dict[int, int] = {}
+
+    def free_at(self, due: dict[int, int], lane: int, now: int) -> int:
+        """When a batch taken now could start on ``lane``: when its last batch in flight is predicted to leave (now
+        when it holds none)."""
+        return max([now, *(due[m] for m, k in self.lane_of.items() if k == lane and m in due)])
+
+    def earliest(self, due: dict[int, int], now: int) -> int:
+        """When a batch taken now could start on the first lane free."""
+        return min(self.free_at(due, lane, now) for lane in range(self.lanes))
+
+    def hold_ns(self, due: dict[int, int], lane: int, now: int, *, waiting: int = 1, full: int = 2**62) -> int:
+        """How long a free engine thread of ``lane`` waits before taking its batch (0: take it now; so too with
+        nothing ``waiting`` or a ``full`` batch waiting)."""
+        if not 0 < waiting < full:
+            return 0
+        return max(0, self.free_at(due, lane, now) - self.lead - int(self.host.seconds * 1e9) - now)
+
+    def book(self, due: dict[int, int], number: int, lane: int, took: int, now: int) -> None:
+        """Enter batch ``number``, taken at ``now`` for ``lane``, ``took`` ns the model's time of it: at once on a
+        free lane; else after the lane's last batch, its trip there (the daemon's own time) overlapping that one."""
+        mine = [m for m, k in self.lane_of.items() if k == lane and m in due]
+        ahead = max(mine, key=due.__getitem__, default=None)
+        start = now if ahead is None else due[ahead] - int(self.host.seconds * 1e9)
+        due[number] = max(now, start) + took
+        self.lane_of[number] = lane
+        if ahead is not None and start > now:
+            self.behind[number] = ahead
+
+    def settle(self, due: dict[int, int], number: int, now: int) -> None:
+        """Batch ``number`` came back at ``now``: those queued behind it (and behind them) move by how far off its
+        predicted end was — predictions chained on predictions would keep an early error for ever — and it
+        leaves."""
+        late = now - due.pop(number, now)
+        self.lane_of.pop(number, None)
+        self.behind.pop(number, None)
+        after = [m for m, k in self.behind.items() if k == number]
+        for m in after:  # running now
+            del self.behind[m]
+        while after:
+            m = after.pop()
+            if m in due:
+                due[m] += late
+            after.extend(j for j, k in self.behind.items() if k == m)

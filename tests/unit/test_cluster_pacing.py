@@ -1,0 +1,154 @@
+"""A cluster's batches in flight and when its engine threads take them (`rtsearch.serve.pacing`,
+`rtsearch.serve.workers.CLUSTER_DEPTH`): golden values by hand, then the pool against a one-GPU cluster whose
+batches each cost the daemon's side `HOST_S` and the GPU `GPU_S`: with one batch in flight the GPU waits while the
+daemon works; with two it is kept busy, and the second batch, taken just in time, hardly waits at the worker."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from rtsearch.batch import SpectraBatch
+from rtsearch.cli.demo import RUN, TOML, bundled
+from rtsearch.config import ServeConfig, load_config
+from rtsearch.io.spectra import read_spectra
+from rtsearch.scoring.backend import get_backend
+from rtsearch.search.database import DatabaseTarget
+from rtsearch.search.live import LiveRun
+from rtsearch.serve import workers
+from rtsearch.serve.jobs import Jobs, RunState, Stamps
+from rtsearch.serve.pacing import HostTime, Lanes
+
+MS = 1_000_000
+HOST_S, GPU_S = 0.02, 0.03  # a batch's time on the daemon's side (half before its worker, half after), on the GPU
+
+
+def _lanes(n: int, host_ms: float) -> Lanes:
+    lanes = Lanes(n, 1 * MS)  # `LEAD_MS`
+    lanes.host.seconds = host_ms / 1e3
+    return lanes
+
+
+def test_a_lane_holding_no_batch_takes_one_at_once_else_just_before_it_is_free():
+    lanes, due = _lanes(2, 4.0), {}
+    now = 100 * MS
+    assert lanes.free_at(due, 0, now) == now and lanes.hold_ns(due, 0, now) == 0
+    lanes.book(due, 1, 0, 30 * MS, now)  # lane 0 scores batch 1 until 130 ms
+    assert due == {1: 130 * MS} and lanes.free_at(due, 0, now) == 130 * MS
+    assert lanes.earliest(due, now) == now  # lane 1 is free
+    # lane 0's next batch is taken the daemon's own time (4 ms) and the lead (1 ms) before 130 ms
+    assert lanes.hold_ns(due, 0, now) == 25 * MS and lanes.hold_ns(due, 1, now) == 0
+    lanes.book(due, 2, 1, 20 * MS, now)
+    assert lanes.earliest(due, now) == 120 * MS
+
+
+def test_a_batch_queued_behind_another_is_timed_from_it_and_moved_when_that_one_comes_back():
+    lanes, due = _lanes(1, 4.0), {}
+    lanes.book(due, 1, 0, 30 * MS, 100 * MS)  # at an idle worker
+    assert due == {1: 130 * MS} and lanes.behind == {}
+    # batch 2 taken at 120 ms, 30 ms: scored after batch 1, its 4 ms trip overlapping it
+    lanes.book(due, 2, 0, 30 * MS, 120 * MS)
+    assert due[2] == 156 * MS and lanes.behind == {2: 1}
+    lanes.book(due, 3, 0, 30 * MS, 125 * MS)  # behind batch 2
+    assert due[3] == 182 * MS and lanes.behind == {2: 1, 3: 2}
+    # batch 1 comes back 5 ms late: 2 and 3 move by 5 ms; 2 runs now
+    lanes.settle(due, 1, 135 * MS)
+    assert due == {2: 161 * MS, 3: 187 * MS} and lanes.behind == {3: 2}
+    lanes.settle(due, 2, 160 * MS)  # 1 ms early: 3 moves by -1 ms
+    assert due == {3: 186 * MS} and lanes.behind == {} and lanes.lane_of == {3: 0}
+    # a lane whose last batch is predicted to end within the daemon's own time: taken at once, behind nothing
+    lanes.book(due, 4, 0, 30 * MS, 183 * MS)
+    assert due[4] == 213 * MS and lanes.behind == {}
+
+
+def test_the_daemons_own_time_a_batch_leaves_out_its_wait_and_work_at_the_worker():
+    host = HostTime()
+    host.observe(0.050, 0.010, 0.030)
+    assert host.seconds == pytest.approx(0.010)
+    for _ in range(200):  # smoothed towards what it sees
+        host.observe(0.040, 0.0, 0.036)
+    assert host.seconds == pytest.approx(0.004, abs=1e-5)
+
+
+class OneGpu:
+    """What the pool sees of a one-worker cluster (`rtsearch.cluster.door.ClusterScorer`): each batch costs
+    ``HOST_S`` outside the worker and ``GPU_S`` on its one GPU, one batch at a time; its answers say how long each
+    queued there and was scored, as the door's do."""
+
+    mode = "replicate"
+
+    def __init__(self, target: DatabaseTarget) -> None:
+        self.target, self.gpu = target, threading.Lock()
+        self.busy: list[tuple[float, float]] = []  # the GPU's (start, end) a batch
+        self.queued: list[float] = []
+
+    def score(self, batch: SpectraBatch, *, worker: int = -1):
+        time.sleep(HOST_S / 2)  # gathered, pickled, sent
+        arrived = time.perf_counter()
+        with self.gpu:
+            start = time.perf_counter()
+            out = self.target.score(batch)
+            time.sleep(max(0.0, GPU_S - (time.perf_counter() - start)))
+            end = time.perf_counter()
+        self.busy.append((start, end))
+        self.queued.append(start - arrived)
+        out.stages.update(queued=start - arrived, scoring=end - start)
+        time.sleep(HOST_S / 2)  # sent back, unpickled
+        return out
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+async def _serve(demo_index, monkeypatch, depth: int) -> OneGpu:
+    """2 s of a spectrum every 4 ms through the pool in front of `OneGpu`, ``depth`` batches in flight."""
+    target = DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
+    cluster = OneGpu(target)
+    monkeypatch.setattr(workers, "open_cluster", lambda *a: cluster)
+    monkeypatch.setenv("RTSEARCH_CLUSTER_DEPTH", str(depth))
+    answered: list[int] = []
+    pool = workers.WorkerPool(target, ServeConfig(cluster=1, max_batch=64, max_queue=10_000),
+                              answer=lambda a: answered.extend(len(r.scan) for _, r, _ in a),
+                              refitter=type("NoRefits", (), {"refit": lambda self, states: None})(),
+                              record=lambda *a: None)  # fmt: skip
+    await pool.start()
+    assert len(pool._threads) == depth
+    spectra = list(read_spectra(bundled(RUN)))
+    state = RunState(LiveRun("paced", target))
+    cluster.busy.clear()
+    cluster.queued.clear()
+    sent = 500
+    for k in range(sent):
+        s = replace(spectra[k % len(spectra)], scan=k)
+        now = time.monotonic_ns()
+        col = np.full(1, now, np.int64)
+        stamps = Stamps(col, col, col, np.full(1, 10**10, np.int64), np.zeros(1, bool))
+        assert pool.enqueue(Jobs(SpectraBatch.of([s]), stamps, np.zeros(1, np.int32), [state])) == []
+        await asyncio.sleep(0.004)
+    while sum(answered) < sent:
+        await asyncio.sleep(0.01)
+    pool.close()
+    assert await pool.join(10)
+    return cluster
+
+
+def _busy_share(cluster: OneGpu) -> float:
+    """The GPU's busy share from its first batch to its last (those of the steady feed)."""
+    first, last = cluster.busy[0][0], cluster.busy[-1][1]
+    return sum(end - start for start, end in cluster.busy) / (last - first)
+
+
+@pytest.mark.asyncio
+async def test_two_batches_in_flight_keep_the_gpu_busy_and_the_second_hardly_queues(demo_index, monkeypatch):
+    one = await _serve(demo_index, monkeypatch, 1)
+    two = await _serve(demo_index, monkeypatch, 2)
+    # one in flight: a batch's cycle is HOST_S + GPU_S, the GPU busy 0.6 of it; two: ~1
+    assert _busy_share(one) < 0.7, _busy_share(one)
+    assert _busy_share(two) > 0.85, _busy_share(two)
+    # taken just in time: a batch waits at the worker a few ms at most (taken at once, it would wait ~GPU_S)
+    assert np.median(two.queued) < 0.25 * GPU_S, np.median(two.queued)
