@@ -50,11 +50,10 @@ log = logging.getLogger(__name__)
 SLOW_BATCH_S = float(os.environ.get("RTSEARCH_SLOW_BATCH_S", "0.5"))  # slower engine batches are logged
 WARM_UP_SIZES = (1, 7, 64, 512)  # batch sizes each worker scores before intake opens (and max_batch)
 FINISH_DEPTH = 2  # scored batches waiting for the results thread at most (then the engine threads wait)
-# batches in flight a cluster's lane (`rtsearch.serve.pacing`: a replicate worker, or partition's batch over all):
-# with one, a GPU waits while the daemon hands on the answers and sends the next (one worker busy 0.56-0.72); with
-# two, the next taken just in time, 0.93-0.97. Two lanes of two made the daemon's own cost a batch the limit at
-# 200 Da (batches of 5-26, it shed): a cluster of several replicate workers keeps one each (bench/RESULTS.md,
-# 2026-11-26 21:03-21:45); ``RTSEARCH_CLUSTER_DEPTH`` sets it for every mode
+# batches in flight a lane (`pacing`) of a one-worker cluster: with one its GPU waits while the daemon hands on the
+# answers and sends the next (busy 0.56-0.72); two, the next taken just in time: 0.93-0.97. With several workers two
+# a lane made the daemon's own cost a batch the limit at 200 Da (replicate: batches of 5-26, shed; partition: 0.88 x
+# one's rate): one (bench/RESULTS.md, 2026-11-26 21:03-21:45). ``RTSEARCH_CLUSTER_DEPTH`` sets it for any cluster
 CLUSTER_DEPTH = 2
 OVERLAP_MIN = 1024  # spectra waiting before an engine thread other than the first takes a batch (`_take`)
 
@@ -108,7 +107,8 @@ class WorkerPool(Expiry):
             self.cluster = await asyncio.to_thread(open_cluster, self.target, self.cfg, self.cluster_backend,
                                                     self.record)  # fmt: skip
             lanes = self._lanes.lanes = self.batcher.lanes = self.cfg.cluster if self.cluster.mode == "replicate" else 1
-            depth = int(env_number("RTSEARCH_CLUSTER_DEPTH", CLUSTER_DEPTH if lanes == 1 else 1, positive=True))
+            one = CLUSTER_DEPTH if self.cfg.cluster == 1 else 1
+            depth = int(env_number("RTSEARCH_CLUSTER_DEPTH", one, positive=True))
             threads = max(threads, depth * lanes)
         self._engines_left = threads
         self._finisher.start()
