@@ -25,7 +25,7 @@ from rtsearch.serve.jobs import Jobs, RunState, Stamps
 from rtsearch.serve.pacing import HostTime, Lanes
 
 MS = 1_000_000
-HOST_S, GPU_S = 0.02, 0.03  # a batch's time on the daemon's side (half before its worker, half after), on the GPU
+HOST_S, GPU_S = 0.02, 0.06  # a batch's time on the daemon's side (half before its worker, half after), on the GPU
 
 
 def _lanes(n: int, host_ms: float) -> Lanes:
@@ -147,8 +147,9 @@ def _busy_share(cluster: OneGpu) -> float:
 async def test_two_batches_in_flight_keep_the_gpu_busy_and_the_second_hardly_queues(demo_index, monkeypatch):
     one = await _serve(demo_index, monkeypatch, 1)
     two = await _serve(demo_index, monkeypatch, 2)
-    # one in flight: a batch's cycle is HOST_S + GPU_S, the GPU busy 0.6 of it; two: ~1
-    assert _busy_share(one) < 0.7, _busy_share(one)
-    assert _busy_share(two) > 0.85, _busy_share(two)
-    # taken just in time: a batch waits at the worker a few ms at most (taken at once, it would wait ~GPU_S)
+    # one in flight: a batch's cycle is HOST_S + GPU_S, the GPU busy 0.75 of it; two: ~1
+    assert _busy_share(one) < 0.82, _busy_share(one)
+    assert _busy_share(two) > 0.9, _busy_share(two)
+    # taken just in time: a batch waits at the worker a few ms (taken as soon as its thread is free, it would wait
+    # about GPU_S - HOST_S: 40 ms)
     assert np.median(two.queued) < 0.25 * GPU_S, np.median(two.queued)
