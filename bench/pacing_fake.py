@@ -3,12 +3,14 @@
 `rtsearch.serve.workers.WorkerPool` with ``[serve] cluster = N`` whose `ClusterScorer` is replaced by ``--gpus``
 fake workers: each batch costs ``--host-ms`` on the daemon's side (half before its worker, half after) and
 ``--fixed-ms`` + ``--per-ms`` a spectrum on its GPU (one batch at a time a GPU, a lock); the answers are the demo
-target's, scored once beforehand. Spectra are queued at ``--rates`` for ``--seconds`` each, with ``--budget-ms``;
-per depth (``RTSEARCH_CLUSTER_DEPTH``) and rate: spectra refused at the door of the pool (predicted late, queue
-full), batches, their mean size, each GPU's busy share, the median wait of a batch at its GPU. It does not carry the
-daemon's real cost a batch (intake processes, publishing): a tool to see the pacing's logic, not a benchmark of it.
+target's, scored once beforehand; ``--daemon-ms`` of Python (holding the GIL) a batch stand for the daemon's own
+work on its answers (the results thread: naming, q-values, publishing). Spectra are queued at ``--rates`` for
+``--seconds`` each, with ``--budget-ms``; per depth (``RTSEARCH_CLUSTER_DEPTH``) and rate: spectra refused at the
+door of the pool (predicted late, queue full), batches, their mean size, each GPU's busy share, the median wait of a
+batch at its GPU. It does not carry the daemon's real costs (intake processes, the door's pickling): a tool to see
+the pacing's logic, not a benchmark.
 
-    RTSEARCH_EXPIRY_SLACK_MS=5 python bench/pacing_fake.py --gpus 2 --depths 1,2 --rates 3000,6000,9000
+    RTSEARCH_EXPIRY_SLACK_MS=5 python bench/pacing_fake.py --gpus 2 --depths 1,2 --rates 3000,6000,9000 [--daemon-ms 3]
 """
 
 from __future__ import annotations
@@ -75,6 +77,12 @@ class FakeCluster:
         pass
 
 
+def _hold_gil(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
 async def run(args: argparse.Namespace, depth: int, rate: float) -> dict:
     index, _ = cached_index(Path(args.cache))
     target = DatabaseTarget(index, load_config(bundled(TOML)).search, get_backend("numpy"))
@@ -84,7 +92,8 @@ async def run(args: argparse.Namespace, depth: int, rate: float) -> dict:
     os.environ["RTSEARCH_CLUSTER_DEPTH"] = str(depth)
     no_refits = type("NoRefits", (), {"refit": lambda self, states: None})()
     pool = workers.WorkerPool(target, ServeConfig(cluster=args.gpus, max_batch=4096, max_queue=100_000),
-                              answer=lambda answers: None, refitter=no_refits, record=lambda *a: None)  # fmt: skip
+                              answer=lambda answers: _hold_gil(args.daemon_ms / 1e3), refitter=no_refits,
+                              record=lambda *a: None)  # fmt: skip
     await pool.start()
     for g in fake.busy:
         g.clear()
@@ -122,6 +131,7 @@ def main() -> None:
     ap.add_argument("--host-ms", type=float, default=6.0)
     ap.add_argument("--fixed-ms", type=float, default=5.0)
     ap.add_argument("--per-ms", type=float, default=0.2)
+    ap.add_argument("--daemon-ms", type=float, default=0.0, help="Python holding the GIL a batch's answers")
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "rtsearch-pacing-fake"))
     args = ap.parse_args()
     for depth in (int(d) for d in args.depths.split(",")):
