@@ -22,6 +22,7 @@ Pure: times are the caller's clock, in ns.
 
 from __future__ import annotations
 
+from rtsearch.serve.batching import EngineTimeModel
 from rtsearch.serve.runtime import env_number
 
 LEAD_MS = 1.0  # the next batch is taken this much earlier still (the prediction's error)
@@ -31,6 +32,13 @@ HOST_HALFLIFE = 16  # batches: `HostTime`'s smoothing
 def lead_ns() -> int:
     """`LEAD_MS`, or ``RTSEARCH_CLUSTER_LEAD_MS`` when that is a number ≥ 0, in ns."""
     return int(env_number("RTSEARCH_CLUSTER_LEAD_MS", LEAD_MS) * 1e6)
+
+
+def worth_rule() -> bool:
+    """``RTSEARCH_CLUSTER_WORTH=1``: behind a batch in flight, a lane's next batch waits to be worth its fixed cost
+    (`Lanes.hold_ns`). Off by default: on a fake cluster it kept two workers with two in flight from the daemon's
+    cost a batch (bench/pacing_fake.py), not yet measured on GPUs (bench/RESULTS.md, 2026-11-26)."""
+    return env_number("RTSEARCH_CLUSTER_WORTH", 0.0) > 0
 
 
 class HostTime:
@@ -51,8 +59,8 @@ class Lanes:
     """A cluster's batches in flight by lane: ``due`` (the pool's: when each batch is predicted to leave, clock ns,
     by its number) is read and written here; which lane each is on, and which batch it queues behind."""
 
-    def __init__(self, lanes: int, lead: int) -> None:
-        self.lanes, self.lead, self.host = lanes, lead, HostTime()
+    def __init__(self, lanes: int, lead: int, *, worth: bool = False) -> None:
+        self.lanes, self.lead, self.host, self.worth = lanes, lead, HostTime(), worth
         self.lane_of: dict[int, int] = {}
         self.behind: dict[int, int] = {}
 
@@ -65,12 +73,17 @@ class Lanes:
         """When a batch taken now could start on the first lane free."""
         return min(self.free_at(due, lane, now) for lane in range(self.lanes))
 
-    def hold_ns(self, due: dict[int, int], lane: int, now: int, *, waiting: int = 1, full: int = 2**62) -> int:
+    def hold_ns(self, due: dict[int, int], lane: int, now: int, waiting: int = 1, full: int = 2**62,
+                model: EngineTimeModel | None = None) -> int:  # fmt: skip
         """How long a free engine thread of ``lane`` waits before taking its batch (0: take it now; so too with
-        nothing ``waiting`` or a ``full`` batch waiting)."""
+        nothing ``waiting`` or a ``full`` batch waiting). With `worth` (`worth_rule`), behind a batch in flight,
+        fewer spectra waiting than ``model``'s fixed cost over its cost a spectrum wait for the lane to be free."""
         if not 0 < waiting < full:
             return 0
-        return max(0, self.free_at(due, lane, now) - self.lead - int(self.host.seconds * 1e9) - now)
+        free = self.free_at(due, lane, now)
+        if self.worth and model is not None and waiting * model.per_item_s < model.fixed_s:
+            return free - now
+        return max(0, free - self.lead - int(self.host.seconds * 1e9) - now)
 
     def book(self, due: dict[int, int], number: int, lane: int, took: int, now: int) -> None:
         """Enter batch ``number``, taken at ``now`` for ``lane``, ``took`` ns the model's time of it: at once on a

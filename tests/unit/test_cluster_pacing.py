@@ -47,6 +47,21 @@ def test_a_lane_holding_no_batch_takes_one_at_once_else_just_before_it_is_free()
     assert lanes.earliest(due, now) == 120 * MS
 
 
+def test_with_the_worth_rule_a_batch_too_small_for_its_fixed_cost_waits_for_the_lane_to_be_free():
+    from rtsearch.serve.batching import EngineTimeModel
+
+    lanes, due = _lanes(1, 4.0), {}
+    lanes.worth = True
+    model = EngineTimeModel(fixed_s=0.010, per_item_s=0.0005)  # worth it from 20 spectra
+    now = 100 * MS
+    lanes.book(due, 1, 0, 30 * MS, now)  # in flight until 130 ms
+    assert lanes.hold_ns(due, 0, now, 19, 4096, model) == 30 * MS  # until the lane is free
+    assert lanes.hold_ns(due, 0, now, 20, 4096, model) == 25 * MS  # just in time: 4 ms + 1 ms before
+    lanes.worth = False
+    assert lanes.hold_ns(due, 0, now, 19, 4096, model) == 25 * MS
+    assert lanes.hold_ns({}, 0, now, 1, 4096, model) == 0  # a free lane takes even one at once
+
+
 def test_a_batch_queued_behind_another_is_timed_from_it_and_moved_when_that_one_comes_back():
     lanes, due = _lanes(1, 4.0), {}
     lanes.book(due, 1, 0, 30 * MS, 100 * MS)  # at an idle worker
