@@ -10,8 +10,9 @@ each worker in replicate mode; the batch's one spread over all of them in partit
 thread waits until its lane is predicted free, less the daemon's own time a batch (`HostTime`: gathering,
 sending, handing on the answers — the batch's time less its worker's) and `LEAD_MS`, and takes what came meanwhile.
 Each engine thread keeps to one lane (replicate: thread k scores on worker k mod N), so that what is predicted of a
-lane is what its worker does: four threads free to go to either of two workers took batches a fifth the size and
-scored less than two (bench/RESULTS.md, 2026-11-26 21:30)::
+lane is what its worker does. With two workers and two in flight each the daemon's own cost a batch, not the GPUs,
+was the limit at 200 Da (batches of 5 spectra, shed: bench/RESULTS.md, 2026-11-26 21:42): `CLUSTER_DEPTH` is for a
+one-worker cluster, and `worth_rule` is the candidate cure::
 
     worker   ········ ████ batch 1 ██████████ ████ batch 2 ███████
     thread A take 1 ─ sent ─ waits ─────────── back, answers out ▏ free ── holds ──▏ take 3 ...
