@@ -65,10 +65,15 @@ class Lanes:
         self.lane_of: dict[int, int] = {}
         self.behind: dict[int, int] = {}
 
+    def _last(self, due: dict[int, int], lane: int) -> int | None:
+        """The number of ``lane``'s batch in flight predicted to leave last (``None``: it holds none)."""
+        return max((m for m, k in self.lane_of.items() if k == lane and m in due), key=due.__getitem__, default=None)
+
     def free_at(self, due: dict[int, int], lane: int, now: int) -> int:
         """When a batch taken now could start on ``lane``: when its last batch in flight is predicted to leave (now
         when it holds none)."""
-        return max([now, *(due[m] for m, k in self.lane_of.items() if k == lane and m in due)])
+        last = self._last(due, lane)
+        return now if last is None else max(now, due[last])
 
     def earliest(self, due: dict[int, int], now: int) -> int:
         """When a batch taken now could start on the first lane free."""
@@ -89,8 +94,7 @@ class Lanes:
     def book(self, due: dict[int, int], number: int, lane: int, took: int, now: int) -> None:
         """Enter batch ``number``, taken at ``now`` for ``lane``, ``took`` ns the model's time of it: at once on a
         free lane; else after the lane's last batch, its trip there (the daemon's own time) overlapping that one."""
-        mine = [m for m, k in self.lane_of.items() if k == lane and m in due]
-        ahead = max(mine, key=due.__getitem__, default=None)
+        ahead = self._last(due, lane)
         start = now if ahead is None else due[ahead] - int(self.host.seconds * 1e9)
         due[number] = max(now, start) + took
         self.lane_of[number] = lane

@@ -377,21 +377,6 @@ def test_predicted_done_counts_the_batch_in_flight_the_waiting_and_those_ahead()
         assert b.b.predicted_last(n, busy_until_ns=busy) == int(b.b.predicted_done(n, busy_until_ns=busy)[-1])
 
 
-def test_predicted_done_spreads_the_queue_over_lanes_and_overlaps_the_daemons_own_time() -> None:
-    # a cluster's two workers side by side (`rtsearch.serve.pacing`): fixed 4 ms (1 ms of it the daemon's own,
-    # done while a worker scores the batch before), 1 ms a spectrum, batches of at most 3; 2 waiting; busy until 10
-    b, clock = _batcher(max_batch=3, fixed_s=0.004, per_item_s=0.001)
-    b.b.lanes, b.b.overlap_s = 2, 0.001
-    b.add("w1", mass=500.0, budget_ms=1000)
-    b.add("w2", mass=600.0, budget_ms=1000)
-    clock.at_ms(2)
-    done = b.b.predicted_done(6, busy_until_ns=10 * MS)
-    # spectra 3..8 of the queue: 2, 2, 3, 3, 4, 4 a lane, in 1, 1, 1, 1, 2, 2 batches -> 10 + 4*b - 1*(b-1) + those
-    assert (done / MS).tolist() == [10 + 4 + 2, 10 + 4 + 2, 10 + 4 + 3, 10 + 4 + 3, 10 + 7 + 4, 10 + 7 + 4]
-    for n, busy in ((6, 10 * MS), (1, 0)):
-        assert b.b.predicted_last(n, busy_until_ns=busy) == int(b.b.predicted_done(n, busy_until_ns=busy)[-1])
-
-
 def test_expire_takes_out_only_those_past_their_deadline() -> None:
     b, clock = _batcher()
     b.add("a", mass=500.0, budget_ms=10)  # deadline 10 ms

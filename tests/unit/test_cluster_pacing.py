@@ -81,6 +81,24 @@ def test_a_batch_queued_behind_another_is_timed_from_it_and_moved_when_that_one_
     assert due[4] == 213 * MS and lanes.behind == {}
 
 
+def test_the_batchers_queue_spreads_over_the_lanes_and_overlaps_the_daemons_own_time():
+    # two workers side by side: fixed 4 ms (1 ms of it the daemon's own, done while a worker scores the batch
+    # before), 1 ms a spectrum, batches of at most 3; 2 spectra waiting; the engine busy until 10 ms
+    from rtsearch.serve.batching import BatchPolicy, EngineTimeModel, MicroBatcher
+    from tests.fakeclock import FakeClock
+
+    clock = FakeClock()
+    b = MicroBatcher(BatchPolicy(max_batch=3), EngineTimeModel(fixed_s=0.004, per_item_s=0.001), clock)
+    b.lanes, b.overlap_s = 2, 0.001
+    b.add(np.array([1, 2]), mass=np.array([500.0, 600.0]), budget_ms=np.full(2, 1000.0))
+    clock.ns = 2 * MS
+    done = b.predicted_done(6, busy_until_ns=10 * MS)
+    # spectra 3..8 of the queue: 2, 2, 3, 3, 4, 4 a lane, in 1, 1, 1, 1, 2, 2 batches -> 10 + 4*b - 1*(b-1) + those
+    assert (done / MS).tolist() == [10 + 4 + 2, 10 + 4 + 2, 10 + 4 + 3, 10 + 4 + 3, 10 + 7 + 4, 10 + 7 + 4]
+    for n, busy in ((6, 10 * MS), (1, 0)):
+        assert b.predicted_last(n, busy_until_ns=busy) == int(b.predicted_done(n, busy_until_ns=busy)[-1])
+
+
 def test_the_daemons_own_time_a_batch_leaves_out_its_wait_and_work_at_the_worker():
     host = HostTime()
     host.observe(0.050, 0.010, 0.030)
