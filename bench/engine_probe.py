@@ -219,8 +219,8 @@ def main() -> int:
                     acc[k] = acc.get(k, 0.0) + v / 10
             print(f"unsynchronized stages batch {size}: total {sum(acc.values()) * 1e3:.2f} ms; "
                   + ", ".join(f"{k} {v * 1e3:.2f}" for k, v in acc.items()), flush=True)
-    prof = Engine(index, SearchConfig(), backend, profile=True)
-    for size in (1, 32, 4096):
+    prof = Engine(index, search, backend, profile=True)  # synchronized stages, the --precursor-tolerance's too
+    for size in (1, 5, 32, 4096):
         prof.score(SpectraBatch.of(pool[:size]))
         prof.stage_seconds.clear()
         for r in range(10):

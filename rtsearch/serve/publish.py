@@ -35,7 +35,7 @@ import numpy as np
 import orjson
 import zmq
 
-from rtsearch.matches import STATUSES, Results, ScoredBatch
+from rtsearch.matches import STATUSES, Results, ScoredBatch, concat_batches
 from rtsearch.serve.chunks import MESSAGE, pack
 from rtsearch.serve.jobs import Jobs, RunState, Stamps
 from rtsearch.serve.proxy import Forwarder
@@ -66,16 +66,24 @@ def unscored(jobs: Jobs, status: ResultStatus, reason: str) -> list[Answer]:
     return answers
 
 
-def scored_answers(jobs: Jobs, scored: ScoredBatch) -> list[Answer]:
-    """The answers to a scored batch, run by run, each built under its run's lock (running q-values and all)."""
-    groups = jobs.by_run()
+def scored_answers(batches: Sequence[tuple[Jobs, ScoredBatch]]) -> list[Answer]:
+    """The answers to scored batches, run by run, each run's built under its lock (running q-values and all) in one
+    call for all of ``batches`` — a run's call costs ~0.25 ms whatever its size, and four runs sharing each batch
+    made that the results thread's limit (bench/answers_probe.py; bench/RESULTS.md, 2026-11-27): the results thread
+    answers together what queued behind it."""
+    by_run: dict[int, tuple[RunState, list[ScoredBatch], list[Stamps]]] = {}
+    for jobs, scored in batches:
+        groups = jobs.by_run()
+        for state, rows in groups:
+            _, parts, stamps = by_run.setdefault(id(state), (state, [], []))
+            parts.append(scored if len(groups) == 1 else scored.take(rows))
+            stamps.append(jobs.stamps if len(groups) == 1 else jobs.stamps.take(rows))
     answers: list[Answer] = []
-    for state, rows in groups:
-        part = scored if len(groups) == 1 else scored.take(rows)
+    for state, parts, stamps in by_run.values():
         with state.lock:
-            results = state.live.add_scored(part)
+            results = state.live.add_scored(parts[0] if len(parts) == 1 else concat_batches(parts))
             state.threshold = state.live.fdr.threshold()
-        answers.append((state, results, jobs.stamps if len(groups) == 1 else jobs.stamps.take(rows)))
+        answers.append((state, results, stamps[0] if len(stamps) == 1 else Stamps.concat(stamps)))
     return answers
 
 

@@ -6,11 +6,9 @@ on a GPU by default, starts its own engine process (`rtsearch.serve.engine_proce
 or, with ``[serve] cluster``, scores through the cluster's front door (`rtsearch.cluster`; threads by lane — a
 replicate worker, or partition's batch spread over them all — taken just in time: `rtsearch.serve.pacing`) —
 warms up, then loops: wait until the batcher releases a batch (threads after the first: a large one, `OVERLAP_MIN`),
-score it and hand it to the results thread, up to `FINISH_DEPTH` batches ahead of it; when that thread is idle and
-no spectrum waits, the engine thread answers the batch itself. The results thread builds each batch's results
-(`publish.scored_answers`) and hands them to ``answer`` (the daemon's: publish, count, end runs); due live refits go
-to the refit process; Python's cyclic GC runs when it goes idle (`collect_garbage`). An engine failure answers its
-batch ``unidentified`` with its error as the reason. Spectra that no batch could answer in time are given up
+score it and hand it to the results thread (`rtsearch.serve.answering`: answers built, published and counted in
+the order scored), or, when that thread is idle and no spectrum waits, answer the batch itself. An engine failure
+answers its batch ``unidentified`` with its error as the reason. Spectra that no batch could answer in time are given up
 (`rtsearch.serve.expiry`) unless an idle engine probes. At the shutdown bound, `abandon` hands back what waits and
 what is being scored (the daemon answers it ``shed``); a batch scored after that is dropped (it was answered)."""
 
@@ -21,7 +19,6 @@ import concurrent.futures
 import functools
 import logging
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -30,30 +27,29 @@ import numpy as np
 
 from rtsearch.cluster.serve import ClusterScorer, open_cluster
 from rtsearch.config import BackendName, ServeConfig
-from rtsearch.matches import ScoredBatch
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve import pacing
 from rtsearch.serve.admission import Advice
+from rtsearch.serve.answering import Answering, Finished
 from rtsearch.serve.batching import BatchPolicy, EngineTimeModel, MicroBatcher, expiry_slack_ms
 from rtsearch.serve.engine_process import EngineError, EngineGone, EngineProcess, Scorer, open_scorer, warm_up
 from rtsearch.serve.expiry import Expiry
 from rtsearch.serve.jobs import Jobs
 from rtsearch.serve.pending import Claim, Pending
-from rtsearch.serve.publish import Answer, scored_answers, unscored
+from rtsearch.serve.publish import Answer, unscored
 from rtsearch.serve.refits import Refitter
-from rtsearch.serve.runtime import collect_garbage, env_number, name_os_thread
-from rtsearch.serve.stats import Queue, Scored, Stat, Taken
+from rtsearch.serve.runtime import env_number, name_os_thread
+from rtsearch.serve.stats import Queue, Stat, Taken
 from rtsearch.types import ResultStatus
 
 log = logging.getLogger(__name__)
 
 SLOW_BATCH_S = float(os.environ.get("RTSEARCH_SLOW_BATCH_S", "0.5"))  # slower engine batches are logged
 WARM_UP_SIZES = (1, 7, 64, 512)  # batch sizes each worker scores before intake opens (and max_batch)
-FINISH_DEPTH = 2  # scored batches waiting for the results thread at most (then the engine threads wait)
-# batches in flight a lane (`pacing`) of a one-worker cluster: with one its GPU waits while the daemon hands on the
-# answers and sends the next (busy 0.56-0.72); two, the next taken just in time: 0.93-0.97. With several workers two
-# a lane made the daemon's own cost a batch the limit at 200 Da (replicate: batches of 5-26, shed; partition: 0.88 x
-# one's rate): one (bench/RESULTS.md, 2026-11-26 21:03-21:45). ``RTSEARCH_CLUSTER_DEPTH`` sets it for any cluster
+# batches in flight a lane (`pacing`): with one its GPU waits while the daemon hands on the answers and sends the
+# next (busy 0.56-0.72); two, the next taken just in time and only when worth its fixed cost (`pacing.worth_rule`):
+# p99 <= 50 ms capacity at 200 Da x1.8 for one worker, x1.3 / x2.0 for two replicate / partition (bench/RESULTS.md,
+# 2026-11-27 00:00). ``RTSEARCH_CLUSTER_DEPTH`` sets it
 CLUSTER_DEPTH = 2
 OVERLAP_MIN = 1024  # spectra waiting before an engine thread other than the first takes a batch (`_take`)
 
@@ -83,10 +79,9 @@ class WorkerPool(Expiry):
         self._closing = False  # intake closed: workers drain the batcher, then stop
         self._abandoned = False  # shutdown bound passed: late batches are not answered
         self._threads: list[threading.Thread] = []  # the engine threads
-        self._scored: queue.Queue[tuple[Jobs, ScoredBatch, float, float] | None] = queue.Queue(FINISH_DEPTH)
-        self._finisher = threading.Thread(target=self._finish_loop, name="results", daemon=True)
+        self.results = Answering(answer=answer, refitter=refitter, record=record, idle=lambda: not self.waiting,
+                                 observe=self._observe_answered)  # the results thread  # fmt: skip
         self._engines_left = 0  # engine threads still taking batches (the last one out stops the results thread)
-        self._finishing = threading.Lock()  # held while a batch's answers are built and sent, by whichever thread
         self._expiry = threading.Thread(target=self._expiry_loop, name="expiry", daemon=True)
         self._expiry_wake = threading.Event()  # spectra came in, or the pool stops: the expiry thread looks again
         self._expiry_due: int | None = None  # when the expiry thread looks next (None: when woken)
@@ -107,11 +102,10 @@ class WorkerPool(Expiry):
             self.cluster = await asyncio.to_thread(open_cluster, self.target, self.cfg, self.cluster_backend,
                                                     self.record)  # fmt: skip
             lanes = self._lanes.lanes = self.batcher.lanes = self.cfg.cluster if self.cluster.mode == "replicate" else 1
-            one = CLUSTER_DEPTH if self.cfg.cluster == 1 else 1
-            depth = int(env_number("RTSEARCH_CLUSTER_DEPTH", one, positive=True))
+            depth = int(env_number("RTSEARCH_CLUSTER_DEPTH", CLUSTER_DEPTH, positive=True))
             threads = max(threads, depth * lanes)
         self._engines_left = threads
-        self._finisher.start()
+        self.results.thread.start()
         self._expiry.start()
         for k in range(threads):
             done: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -202,13 +196,13 @@ class WorkerPool(Expiry):
         return not self.alive()
 
     def alive(self) -> bool:  # whether any engine thread, the results thread or the expiry thread runs
-        return any(w.is_alive() for w in (*self._threads, self._finisher, self._expiry))
+        return any(w.is_alive() for w in (*self._threads, self.results.thread, self._expiry))
 
     def failed(self) -> int:
         """Threads that stopped while the pool was serving (0 while all run, or when it was closed)."""
         with self._cv:
             closing = self._closing
-        return 0 if closing else sum(not w.is_alive() for w in (*self._threads, self._finisher, self._expiry))
+        return 0 if closing else sum(not w.is_alive() for w in (*self._threads, self.results.thread, self._expiry))
 
     def abandon(self) -> Jobs | None:
         """Stop now: what waits and what is being scored comes back, to be answered unscored (``None``: nothing)."""
@@ -272,7 +266,7 @@ class WorkerPool(Expiry):
             self._engines_left -= 1
             last = self._engines_left == 0
         if last:
-            self._scored.put(None)
+            self.results.stop()
             self._expiry_wake.set()
             if self.cluster is not None:
                 self.cluster.__exit__()
@@ -300,44 +294,18 @@ class WorkerPool(Expiry):
                         (t1 - t0) * 1e3, self.model.predict(len(jobs)) * 1e3,
                         {k: round(v * 1e3, 2) for k, v in scored.stages.items()})  # fmt: skip
         # nothing else to score, the results thread idle: answered here (a hand-over costs a lone spectrum more)
-        if not self.waiting and self._scored.empty() and self._finishing.acquire(blocking=False):
-            try:
-                self._finish(jobs, scored, t0, t1)
-            finally:
-                self._finishing.release()
-        else:
-            self._scored.put((jobs, scored, t0, t1))  # waits while the results thread is FINISH_DEPTH batches behind
+        if self.waiting or not self.results.try_here((jobs, scored, t0, t1)):
+            self.results.hand((jobs, scored, t0, t1))
 
-    def _finish_loop(self) -> None:
-        """The results thread: build, hand on and count each scored batch's answers, in the order scored."""
-        name_os_thread()
-        while (item := self._scored.get()) is not None:
-            with self._finishing:
-                self._finish(*item)
-
-    def _finish(self, jobs: Jobs, scored: ScoredBatch, t0: float, t1: float) -> None:
-        """Answer one scored batch (a failure building its results answers it all the same)."""
-        t2 = time.perf_counter()
-        try:
-            answers = scored_answers(jobs, scored)
-        except Exception as e:  # a bug past scoring: the batch is still answered, the thread goes on
-            log.exception("building the results of a batch of %d spectra failed", len(jobs))
-            self.answer(unscored(jobs, ResultStatus.UNIDENTIFIED, f"internal error: {type(e).__name__}: {e}"[:300]))
-            return
-        t3 = time.perf_counter()
-        self.answer(answers)
-        self.refitter.refit([state for state, _, _ in answers])
-        t4 = time.perf_counter()
-        collect_garbage(idle=not self.waiting and self._scored.empty())
-        t5 = time.perf_counter()
-        with self._cv:  # the model predicts when answers go out: scoring, the wait for this thread, results, publishing
-            # (not a cluster batch's wait at its worker behind another: a batch's start is predicted apart, `pacing`)
-            self.model.observe(len(jobs), t5 - t0 - scored.stages.get("queued", 0.0))
-            if "scoring" in scored.stages:  # a cluster's: the daemon's own time a batch (`pacing.HostTime`)
-                self._lanes.host.observe(t5 - t0, scored.stages["queued"], scored.stages["scoring"])
-                self.batcher.overlap_s = self._lanes.host.seconds if len(self._threads) > self._lanes.lanes else 0.0
-        stages = {"score": t1 - t0, "lock": t2 - t1, "results": t3 - t2, "publish": t4 - t3, "gc": t5 - t4}
-        self.record(Scored(t1 - t0, stages))
+    def _observe_answered(self, items: list[Finished], t_end: float) -> None:
+        """Batches answered at ``t_end``: the model predicts when answers go out (scoring, the wait for the results
+        thread, results, publishing; not a cluster batch's wait at its worker behind another: `pacing`)."""
+        with self._cv:
+            for jobs, scored, t0, _ in items:
+                self.model.observe(len(jobs), t_end - t0 - scored.stages.get("queued", 0.0))
+                if "scoring" in scored.stages:  # a cluster's: the daemon's own time a batch (`pacing.HostTime`)
+                    self._lanes.host.observe(t_end - t0, scored.stages["queued"], scored.stages["scoring"])
+                    self.batcher.overlap_s = self._lanes.host.seconds if len(self._threads) > self._lanes.lanes else 0.0
 
     def _take(self, overlap_only: bool = False, lane: int = 0) -> tuple[int, Jobs] | None:
         """Wait for the next batch and its number (``None``: shutting down and nothing is left); spectra that

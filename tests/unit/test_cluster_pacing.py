@@ -144,6 +144,9 @@ async def _serve(demo_index, monkeypatch, depth: int) -> OneGpu:
     cluster = OneGpu(target)
     monkeypatch.setattr(workers, "open_cluster", lambda *a: cluster)
     monkeypatch.setenv("RTSEARCH_CLUSTER_DEPTH", str(depth))
+    # its GPU's time does not grow with the batch: no batch behind another is worth its fixed cost, and with the
+    # worth rule the lane would wait to be free each time (the rule's own test is above)
+    monkeypatch.setenv("RTSEARCH_CLUSTER_WORTH", "0")
     answered: list[int] = []
     pool = workers.WorkerPool(target, ServeConfig(cluster=1, max_batch=64, max_queue=10_000),
                               answer=lambda a: answered.extend(len(r.scan) for _, r, _ in a),
