@@ -72,7 +72,8 @@ def main() -> int:
         for _ in range(20):
             scored_answers([(jobs, scored)])
         together = [(jobs, scored)] * args.merge
-        for label, calls in (("one at a time", [[(jobs, scored)]] * args.merge), (f"{args.merge} together", [together])):
+        apart = [[(jobs, scored)]] * args.merge
+        for label, calls in (("one at a time", apart), (f"{args.merge} together", [together])):
             t0 = time.perf_counter()
             for _ in range(args.batches // args.merge):
                 for call in calls:

@@ -209,6 +209,11 @@ class MicroBatcher:
         self._set([(items[keep], mass[keep], arrived[keep], deadline[keep])] if keep.any() else [])
         return items[late]
 
+    def aged_at(self, share: float) -> int:
+        """When the waiting spectra will have spent ``share`` of their budget: ``share`` of the way from the first
+        arrival to the first deadline (exact where one spectrum is both, as with one budget for all)."""
+        return self._oldest + int(share * (self._earliest - self._oldest)) if self._n else _NEVER
+
     def flush_at(self) -> int | None:
         """Clock time at which the waiting spectra must go to meet the earliest deadline."""
         if not self._n:

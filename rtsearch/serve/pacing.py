@@ -27,6 +27,10 @@ from rtsearch.serve.batching import EngineTimeModel
 from rtsearch.serve.runtime import env_number
 
 LEAD_MS = 1.0  # the next batch is taken this much earlier still (the prediction's error)
+# the worth rule waits at most until the first spectrum waiting has spent this share of its budget: where a slow host
+# inflated the engine-time model's fixed cost, the rule held spectra nearly to their deadline with the GPU half idle
+# (p99 = the budget; bench/RESULTS.md, 2026-11-27 00:10)
+PATIENCE = 0.25
 HOST_HALFLIFE = 16  # batches: `HostTime`'s smoothing
 
 
@@ -41,6 +45,11 @@ def worth_rule() -> bool:
     p99 ≤ 50 ms capacity at 200 Da of one worker from 6,000 to 11,000 /s, of two replicate from 6,000 to 7,991, of
     two partition from 4,000 to 8,000 (with two in flight a lane for all)."""
     return env_number("RTSEARCH_CLUSTER_WORTH", 1.0) > 0
+
+
+def patience() -> float:
+    """`PATIENCE`, or ``RTSEARCH_CLUSTER_PATIENCE`` when that is a number ≥ 0 (1: until the deadline's flush)."""
+    return env_number("RTSEARCH_CLUSTER_PATIENCE", PATIENCE)
 
 
 class HostTime:
@@ -81,15 +90,16 @@ class Lanes:
         return min(self.free_at(due, lane, now) for lane in range(self.lanes))
 
     def hold_ns(self, due: dict[int, int], lane: int, now: int, waiting: int = 1, full: int = 2**62,
-                model: EngineTimeModel | None = None) -> int:  # fmt: skip
+                model: EngineTimeModel | None = None, *, patient_until: int = 2**62) -> int:  # fmt: skip
         """How long a free engine thread of ``lane`` waits before taking its batch (0: take it now; so too with
         nothing ``waiting`` or a ``full`` batch waiting). With `worth` (`worth_rule`), behind a batch in flight,
-        fewer spectra waiting than ``model``'s fixed cost over its cost a spectrum wait for the lane to be free."""
+        fewer spectra waiting than ``model``'s fixed cost over its cost a spectrum wait for the lane to be free, but
+        not past ``patient_until`` (`PATIENCE`: the batcher's `aged_at`)."""
         if not 0 < waiting < full:
             return 0
         free = self.free_at(due, lane, now)
         if self.worth and model is not None and waiting * model.per_item_s < model.fixed_s:
-            return free - now
+            return max(0, min(free, patient_until) - now)
         return max(0, free - self.lead - int(self.host.seconds * 1e9) - now)
 
     def book(self, due: dict[int, int], number: int, lane: int, took: int, now: int) -> None:

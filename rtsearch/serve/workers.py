@@ -91,6 +91,7 @@ class WorkerPool(Expiry):
         self._warmed = False  # an engine thread warmed up (with a cluster, the first one only)
         self._scored_at = clock()  # when a batch last left an engine (`_probing`)
         self._lanes = pacing.Lanes(1, pacing.lead_ns(), worth=pacing.worth_rule())  # a cluster's batches, by lane
+        self._patience = pacing.patience()
 
     # ---------------------------------------------------------------- the loop's side
 
@@ -324,7 +325,8 @@ class WorkerPool(Expiry):
                     self._cv.wait(0.05)  # woken by `enqueue`, or looks again
                     continue
                 if self.cluster is not None and not self._closing and (hold := self._lanes.hold_ns(
-                        self._busy, lane, self.clock(), len(self.batcher), self.cfg.max_batch, self.model)) > 0:
+                        self._busy, lane, self.clock(), len(self.batcher), self.cfg.max_batch, self.model,
+                        patient_until=self.batcher.aged_at(self._patience))) > 0:
                     self._cv.wait(hold / 1e9)  # the lane's worker holds a batch: its next one taken just in time
                     continue
                 handles = self.batcher.take(workers_free=1, now=self._closing or self._probing())

@@ -57,6 +57,9 @@ def test_with_the_worth_rule_a_batch_too_small_for_its_fixed_cost_waits_for_the_
     lanes.book(due, 1, 0, 30 * MS, now)  # in flight until 130 ms
     assert lanes.hold_ns(due, 0, now, 19, 4096, model) == 30 * MS  # until the lane is free
     assert lanes.hold_ns(due, 0, now, 20, 4096, model) == 25 * MS  # just in time: 4 ms + 1 ms before
+    # not past the patience: the first spectrum waiting has spent its share of its budget at 112 ms
+    assert lanes.hold_ns(due, 0, now, 19, 4096, model, patient_until=112 * MS) == 12 * MS
+    assert lanes.hold_ns(due, 0, 115 * MS, 19, 4096, model, patient_until=112 * MS) == 0
     lanes.worth = False
     assert lanes.hold_ns(due, 0, now, 19, 4096, model) == 25 * MS
     assert lanes.hold_ns({}, 0, now, 1, 4096, model) == 0  # a free lane takes even one at once
