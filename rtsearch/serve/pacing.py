@@ -92,14 +92,18 @@ class Lanes:
     def hold_ns(self, due: dict[int, int], lane: int, now: int, waiting: int = 1, full: int = 2**62,
                 model: EngineTimeModel | None = None, *, patient_until: int = 2**62) -> int:  # fmt: skip
         """How long a free engine thread of ``lane`` waits before taking its batch (0: take it now; so too with
-        nothing ``waiting`` or a ``full`` batch waiting). With `worth` (`worth_rule`), behind a batch in flight,
-        fewer spectra waiting than ``model``'s fixed cost over its cost a spectrum wait for the lane to be free, but
-        not past ``patient_until`` (`PATIENCE`: the batcher's `aged_at`)."""
+        nothing ``waiting`` or a ``full`` batch waiting). With `worth` (`worth_rule`), fewer spectra waiting than
+        ``model``'s fixed cost over its cost a spectrum wait, while a batch is in flight — behind its lane's own, for
+        the lane to be free; on a free lane, for the other lanes' last batch to come back (two replicate workers each
+        took batches of 6-8 spectra at 2,000 /s, and the daemon's cost a batch shed a quarter: bench/RESULTS.md,
+        2026-11-27) — but not past ``patient_until`` (`PATIENCE`: the batcher's `aged_at`); a cluster with
+        nothing in flight takes them at once."""
         if not 0 < waiting < full:
             return 0
         free = self.free_at(due, lane, now)
         if self.worth and model is not None and waiting * model.per_item_s < model.fixed_s:
-            return max(0, min(free, patient_until) - now)
+            until = free if free > now else max(due.values(), default=now)
+            return max(0, min(until, patient_until) - now)
         return max(0, free - self.lead - int(self.host.seconds * 1e9) - now)
 
     def book(self, due: dict[int, int], number: int, lane: int, took: int, now: int) -> None:

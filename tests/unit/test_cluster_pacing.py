@@ -65,6 +65,20 @@ def test_with_the_worth_rule_a_batch_too_small_for_its_fixed_cost_waits_for_the_
     assert lanes.hold_ns({}, 0, now, 1, 4096, model) == 0  # a free lane takes even one at once
 
 
+def test_with_the_worth_rule_a_free_lane_waits_for_the_other_lanes_but_an_idle_cluster_takes_at_once():
+    from rtsearch.serve.batching import EngineTimeModel
+
+    lanes, due = _lanes(2, 4.0), {}
+    lanes.worth = True
+    model = EngineTimeModel(fixed_s=0.010, per_item_s=0.0005)  # worth it from 20 spectra
+    now = 100 * MS
+    assert lanes.hold_ns(due, 1, now, 5, 4096, model) == 0  # nothing in flight: at once
+    lanes.book(due, 1, 0, 30 * MS, now)  # lane 0 scores until 130 ms; lane 1 is free
+    assert lanes.hold_ns(due, 1, now, 5, 4096, model) == 30 * MS  # waits for lane 0's batch to come back
+    assert lanes.hold_ns(due, 1, now, 5, 4096, model, patient_until=110 * MS) == 10 * MS  # not past its patience
+    assert lanes.hold_ns(due, 1, now, 20, 4096, model) == 0  # worth its fixed cost: at once
+
+
 def test_a_batch_queued_behind_another_is_timed_from_it_and_moved_when_that_one_comes_back():
     lanes, due = _lanes(1, 4.0), {}
     lanes.book(due, 1, 0, 30 * MS, 100 * MS)  # at an idle worker
