@@ -25,13 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.shell_probe import InstantEngine  # noqa: E402
-from rtsearch.batch import SpectraBatch  # noqa: E402
-from rtsearch.cli.demo import RUN, bundled, cached_index, default_cache  # noqa: E402
-from rtsearch.config import SearchConfig  # noqa: E402
-from rtsearch.io.spectra import read_spectra  # noqa: E402
-from rtsearch.scoring.backend import get_backend  # noqa: E402
-from rtsearch.search.database import DatabaseTarget  # noqa: E402
+from bench.shell_probe import demo_batch, instant_target  # noqa: E402
 from rtsearch.search.live import LiveRun, named  # noqa: E402
 from rtsearch.serve.finish import LIVE_Q_REFRESH  # noqa: E402
 from rtsearch.serve.jobs import Jobs, RunState, Stamps  # noqa: E402
@@ -49,11 +43,8 @@ def main() -> int:
                     "those queued behind its batch (timed against as many answered one at a time)")
     ap.add_argument("--top", type=int, default=15)
     args = ap.parse_args()
-    index, _ = cached_index(default_cache())
-    engine = InstantEngine(index, SearchConfig(), get_backend("numpy"))
-    target = DatabaseTarget(index, SearchConfig(), engine=engine)
-    spectra = list(read_spectra(bundled(RUN)))
-    batch = SpectraBatch.of((spectra * (args.batch // len(spectra) + 1))[: args.batch])
+    target = instant_target()
+    batch = demo_batch(args.batch)
     scored = named(target, target.score(batch))  # named where it was scored, as by an engine process or worker
     with tempfile.TemporaryDirectory() as tmp:
         journals = Journals(tmp, target)
@@ -62,7 +53,7 @@ def main() -> int:
             journal = journals.open(f"run{r}")
             live = LiveRun(f"run{r}", target, refits="deferred", q_refresh=LIVE_Q_REFRESH, sink=journal.append)
             states.append(RunState(live))
-        big = target.score(SpectraBatch.of((spectra * (2000 // len(spectra) + 1))[:2000]))
+        big = target.score(demo_batch(2000))
         for state in states:  # each run's history (refits due are left undone, as while the refit process works)
             for _ in range(args.history // 2000):
                 state.live.add_scored(big)

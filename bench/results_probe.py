@@ -20,13 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.shell_probe import InstantEngine  # noqa: E402
-from rtsearch.batch import SpectraBatch  # noqa: E402
-from rtsearch.cli.demo import RUN, bundled, cached_index, default_cache  # noqa: E402
-from rtsearch.config import SearchConfig  # noqa: E402
-from rtsearch.io.spectra import read_spectra  # noqa: E402
-from rtsearch.scoring.backend import get_backend  # noqa: E402
-from rtsearch.search.database import DatabaseTarget  # noqa: E402
+from bench.shell_probe import demo_batch, instant_target  # noqa: E402
 from rtsearch.search.live import LiveRun  # noqa: E402
 
 
@@ -36,11 +30,8 @@ def main() -> int:
     ap.add_argument("--batches", type=int, default=40)
     ap.add_argument("--top", type=int, default=18)
     args = ap.parse_args()
-    index, _ = cached_index(default_cache())
-    engine = InstantEngine(index, SearchConfig(), get_backend("numpy"))
-    target = DatabaseTarget(index, SearchConfig(), engine=engine)
-    spectra = list(read_spectra(bundled(RUN)))
-    scored = target.score(SpectraBatch.of((spectra * (args.batch // len(spectra) + 1))[: args.batch]))
+    target = instant_target()
+    scored = target.score(demo_batch(args.batch))
     live = LiveRun("probe", target)
     for _ in range(3):  # the first refits of the live discriminant
         live.add_scored(scored)

@@ -28,8 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "simulators"))
 
 from rtsearch.batch import SpectraBatch  # noqa: E402
-from rtsearch.cli.demo import bundled, cached_index, default_cache  # noqa: E402
+from rtsearch.cli.demo import RUN, bundled, cached_index, default_cache  # noqa: E402
 from rtsearch.config import SearchConfig, ServeConfig  # noqa: E402
+from rtsearch.io.spectra import read_spectra  # noqa: E402
 from rtsearch.matches import BestMatches, ScoredBatch  # noqa: E402
 from rtsearch.scoring.backend import get_backend  # noqa: E402
 from rtsearch.scoring.database.engine import Engine  # noqa: E402
@@ -55,6 +56,18 @@ class InstantEngine(Engine):
                            rng.integers(3, 30, n), feats)  # fmt: skip
         return ScoredBatch(run=list(spectra.run), scan=spectra.scan, precursor_mz=spectra.precursor_mz,
                            rt=np.zeros(n), best=best, reason=[""] * n)  # fmt: skip
+
+
+def instant_target(cache: Path | None = None) -> DatabaseTarget:
+    """The demo index's target scored by `InstantEngine` (the probes' engine: the daemon's own costs alone)."""
+    index, _ = cached_index(cache or default_cache())
+    return DatabaseTarget(index, SearchConfig(), engine=InstantEngine(index, SearchConfig(), get_backend("numpy")))
+
+
+def demo_batch(size: int) -> SpectraBatch:
+    """``size`` spectra of the bundled demo run, cycled."""
+    spectra = list(read_spectra(bundled(RUN)))
+    return SpectraBatch.of((spectra * (size // len(spectra) + 1))[:size])
 
 
 def thread_cpu() -> dict[str, float]:
@@ -129,8 +142,7 @@ def rss_mb() -> dict[str, float]:
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    index, _ = cached_index(Path(args.cache) if args.cache else default_cache())
-    engine = DatabaseTarget(index, SearchConfig(), engine=InstantEngine(index, SearchConfig(), get_backend("numpy")))
+    engine = instant_target(Path(args.cache) if args.cache else None)
     run = str(bundled("Ecoli_MS2_small.mzML"))
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
