@@ -96,14 +96,17 @@ class Lanes:
         ``model``'s fixed cost over its cost a spectrum wait, while a batch is in flight — behind its lane's own, for
         the lane to be free; on a free lane, for the other lanes' last batch to come back (two replicate workers each
         took batches of 6-8 spectra at 2,000 /s, and the daemon's cost a batch shed a quarter: bench/RESULTS.md,
-        2026-11-27) — but not past ``patient_until`` (`PATIENCE`: the batcher's `aged_at`); a cluster with
-        nothing in flight takes them at once."""
+        2026-11-27) — but not past ``patient_until`` (`PATIENCE`: the batcher's `aged_at`; then a free lane takes
+        them rather than one behind its own batch); a cluster with nothing in flight takes them at once."""
         if not 0 < waiting < full:
             return 0
         free = self.free_at(due, lane, now)
         if self.worth and model is not None and waiting * model.per_item_s < model.fixed_s:
-            until = free if free > now else max(due.values(), default=now)
-            return max(0, min(until, patient_until) - now)
+            if free <= now:  # a free lane: until the others' last batch is back, or its patience runs out
+                return max(0, min(max(due.values(), default=now), patient_until) - now)
+            # behind its lane's own: its patience over, it takes them only if no other lane is free to
+            others_busy = all(self.free_at(due, k, now) > now for k in range(self.lanes) if k != lane)
+            return max(0, (min(free, patient_until) if others_busy else free) - now)
         return max(0, free - self.lead - int(self.host.seconds * 1e9) - now)
 
     def book(self, due: dict[int, int], number: int, lane: int, took: int, now: int) -> None:

@@ -77,6 +77,10 @@ def test_with_the_worth_rule_a_free_lane_waits_for_the_other_lanes_but_an_idle_c
     assert lanes.hold_ns(due, 1, now, 5, 4096, model) == 30 * MS  # waits for lane 0's batch to come back
     assert lanes.hold_ns(due, 1, now, 5, 4096, model, patient_until=110 * MS) == 10 * MS  # not past its patience
     assert lanes.hold_ns(due, 1, now, 20, 4096, model) == 0  # worth its fixed cost: at once
+    # lane 0, behind its own batch, leaves them to the free lane even when their patience has run out
+    assert lanes.hold_ns(due, 0, now, 5, 4096, model, patient_until=110 * MS) == 30 * MS
+    lanes.book(due, 2, 1, 20 * MS, now)  # both lanes busy: the first free takes them, or the patience ends it
+    assert lanes.hold_ns(due, 0, now, 5, 4096, model, patient_until=110 * MS) == 10 * MS
 
 
 def test_a_batch_queued_behind_another_is_timed_from_it_and_moved_when_that_one_comes_back():
