@@ -15,7 +15,8 @@
 # signal: bench/signal_bench.py (the MS1 Savitzky-Golay smoother, NumPy against the GPU; lcms-ms1 copied to .gpudata/data)
 # elution: the signal GPU tests, then bench/elution_bench.py with ELUTION_ARGS (MS2 latency, plain and --elution)
 # cluster: the GPU cluster tests (CLUSTER_TESTS=0: not), then bench/cluster_bench.py with CLUSTER_ARGS (balance; one
-#   engine against N workers under rt_load.py); on a
+#   engine against N workers under rt_load.py), then BASELINE's (a carried copy of another checkout, e.g.
+#   `git archive C | tar -x -C .gpudata/base`) with the same arguments and index, into $OUT/base; on a
 #   machine with several GPUs (issue 21): CLUSTER_ARGS='--gpus-per-worker 1 --serve-args "--backend cupy"
 #   --configs 2:replicate,2:partition' (local placement: worker k on GPU k mod GPUs); K:lanes:G configurations run
 #   --lanes K on the first G GPUs; --search-toml "precursor_tolerance = \"200 Da\"" makes the GPU the limit
@@ -138,6 +139,12 @@ if [[ $modes == *" cluster "* ]]; then
   python3 bench/cluster_bench.py --data "$RTSEARCH_DATA" --tools .gpudata/tools --index-cache .benchcache/idx20k \
     "${args[@]}" --json "$out/cluster.json" 2>&1 | tee "$out/cluster.log"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
+  if [[ -n ${BASELINE:-} ]]; then  # another checkout's cluster bench after this one's, same arguments, same index
+    mkdir -p "$out/base"
+    (cd "$BASELINE" && PYTHONPATH=/tmp/site:$PWD:$PWD/simulators python3 bench/cluster_bench.py --data "$RTSEARCH_DATA" \
+      --tools "$OLDPWD/.gpudata/tools" --index-cache "$OLDPWD/.benchcache/idx20k" "${args[@]}" \
+      --json "$out/base/cluster.json" > "$out/base/cluster.log" 2>&1) || rc=1
+  fi
 fi
 if [[ $modes == *" tdcluster "* ]]; then  # issue 21: the top-down daemon (GPU-bound) through 1 and N cluster workers
   eval "args=(${TDCLUSTER_ARGS:-})"
