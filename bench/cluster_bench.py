@@ -10,7 +10,8 @@ front door of N cluster workers, under the shared client, the echo floor beside.
    ``--serve-args`` alone ("one engine") and with each ``--configs`` entry (``N:MODE[:GB]``, e.g. ``2:replicate``;
    ``2:partition:1.5``: each worker with room for 1.5 GB of the target, ``[serve] worker_memory_gb``: a slice;
    ``2:auto:0.6x``: room for 0.6 of the target; ``4:lanes:2``: ``--lanes 4`` on the host's first 2 GPUs, lane k on
-   GPU k mod 2, its efficiency against ``4:lanes:1``),
+   GPU k mod 2, its efficiency against ``4:lanes:1``; ``2:lanes:2:1``: the same with ``--cluster 1``, each lane
+   scoring through a worker of its own, against ``2:lanes:1:1``),
    each under ``rt_load.py --senders S`` at ``--rates``: answered, lost, duplicates, shed and latency per rate;
    the scored spectra a second at each rate ((answered − shed) / seconds) gives the capacity, and the efficiency
    of N workers is capacity(N) / (N × capacity(1)).
@@ -94,7 +95,8 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
     one = [] if not (args.search_toml or args.serve_toml) else \
         ["--config", str(_toml(tmp, "one", args.search_toml, serve=args.serve_toml))]  # fmt: skip
     configs = [("one engine", one)] * (not args.skip_engine) + [
-        (c, ["--lanes", c.split(":")[0], *one] if c.split(":")[1] == "lanes" else
+        (c, ["--lanes", c.split(":")[0], *one, *(["--cluster", c.split(":")[3]] if c.count(":") > 2 else [])]
+         if c.split(":")[1] == "lanes" else
             ["--cluster", c.split(":")[0], "--cluster-mode", c.split(":")[1], "--placement", args.placement,
              "--config", str(_toml(tmp, c, args.search_toml, args.gpus_per_worker,
                                    _room((c.split(":") + ["0"])[2], target_gb), args.serve_toml))])
@@ -253,7 +255,7 @@ def capacities(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dic
         n = int(c.split(":")[0]) if c[0].isdigit() else 1
         one_gpu = single
         if c.split(":")[1:2] == ["lanes"]:  # K lanes on G GPUs against the same K lanes on one GPU
-            n, one_gpu = int(c.split(":")[2]), caps.get(":".join([*c.split(":")[:2], "1"]))
+            n, one_gpu = int(c.split(":")[2]), caps.get(":".join([*c.split(":")[:2], "1", *c.split(":")[3:]]))
         pairs = zip((cap, most), one_gpu or (0.0, 0.0), strict=True)
         eff = [round(x / (n * one), 3) if one and n > 1 else None for x, one in pairs]
         busy = {"busy_at_saturated": at_most[c].get("busy"), "per_busy_s": round(per_busy[c], 1),

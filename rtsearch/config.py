@@ -336,8 +336,6 @@ def validate_serve(cfg: ServeConfig) -> None:
         raise ConfigError(f"[serve] {bad[0]} must be a ZeroMQ endpoint like tcp://127.0.0.1:5555")
     if cfg.mqtt:
         mqtt_address(cfg.mqtt)
-    if cfg.lanes > 1 and cfg.cluster:
-        raise ConfigError("[serve] lanes and cluster exclude each other: a cluster spreads batches, lanes spread runs")
 
 
 def mqtt_address(text: str) -> tuple[str, int]:

@@ -13,6 +13,7 @@ import asyncio
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -179,3 +180,44 @@ def test_lanes_that_cannot_open_their_target_stop_the_front_with_a_clear_error(t
         front.kill()
     assert code != 0, front.log[-3000:]
     assert "not an rtsearch index" in front.log and "exited with 2 while starting" in front.log, front.log[-3000:]
+
+
+@pytest.mark.asyncio
+async def test_lanes_each_scoring_through_a_cluster_of_their_own_lose_nothing_when_a_worker_dies(
+    demo_index, ecoli_run, tmp_path
+):
+    """``--lanes 2 --cluster 1``: each lane a daemon whose batches go to its own cluster worker (on its own GPU,
+    where there are several). A lane's worker SIGKILLed mid-run: restarted, its batches sent again, every
+    spectrum of the four runs answered once."""
+    sp, rp, port = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}", free_port()
+    front = ServeProcess(["--index", str(demo_index.folder), "--config", str(bundled(TOML)), "--backend", "numpy",
+                          "--spectra", sp, "--spectra-mode", "pull", "--results", rp, "--metrics-port", str(port),
+                          "--results-dir", str(tmp_path), "--lanes", "2", "--intakes", "1",
+                          "--cluster", "1"])  # fmt: skip
+    try:
+        assert front.wait_for(" ready: ", 240), front.log
+        workers = [int(pid) for pid in re.findall(r"cluster: w0 up \(pid (\d+)", front.log)]
+        assert len(workers) == 2, front.log  # one worker a lane
+        col = Collector(rp).start()
+        sent = Sent()
+        with Sender(sp, mode="push", wait_s=20) as s:
+            await asyncio.to_thread(replay, s, [(RUNS[0], ecoli_run), (RUNS[1], ecoli_run)], speed=None, rate=150,
+                                    sent=sent)  # fmt: skip
+            os.kill(workers[0], signal.SIGKILL)  # a third of the way through the four runs
+            await asyncio.to_thread(replay, s, [(RUNS[2], ecoli_run), (RUNS[3], ecoli_run)], speed=None, rate=150,
+                                    sent=sent)  # fmt: skip
+        await asyncio.to_thread(col.wait, len(sent.ms2), idle_s=30, timeout_s=300)
+        col.stop()
+        report = col.report(sent.ms2)
+        assert report.lost == 0 and report.duplicates == 0, report
+        assert report.by_status.get("identified", 0) > 0, report
+        # the killed worker was called dead (or came back first) and a new one said hello in its lane
+        assert re.search(r"cluster: w0 (silent for [\d.]+ s: dead|back \(pid)", front.log), front.log[-3000:]
+        assert await asyncio.to_thread(_wait, lambda: len(re.findall(r"cluster: w0 up", front.log)) == 3, 60)
+        metrics = scrape(port)
+        scored = {k: v for k, v in metrics.items() if k.startswith("rtsearch_cluster_spectra_total{")}
+        assert len(scored) == 2 and all(v > 0 for v in scored.values()), scored  # both lanes' workers scored
+    finally:
+        front.proc.send_signal(signal.SIGTERM)
+        code = front.proc.wait(120)
+    assert code == 0, front.log[-3000:]

@@ -123,11 +123,10 @@ def test_the_lanes_metrics_come_merged_with_a_lane_label():
     assert list(LaneMetrics([servers[0].port]).collect())
 
 
-def test_lanes_and_a_cluster_are_refused_together():
-    with pytest.raises(ConfigError, match="lanes and cluster"):
-        validate_serve(ServeConfig(lanes=2, cluster=2))
+def test_lanes_need_at_least_one_and_may_each_have_a_cluster():
     with pytest.raises(ConfigError, match="lanes"):
         validate_serve(ServeConfig(lanes=0))
+    validate_serve(ServeConfig(lanes=2, cluster=2))  # each lane its own cluster (tests/integration/test_lanes.py)
 
 
 def test_lanes_spread_over_the_gpus_this_process_was_given(monkeypatch):
