@@ -48,9 +48,6 @@ class Named:
     def wake_at(self) -> int | None:
         return self.b.wake_at()
 
-    def aged_at(self, share: float) -> int:
-        return self.b.aged_at(share)
-
 
 def _batcher(
     *,
@@ -117,17 +114,6 @@ def test_linger_zero_takes_at_once_when_a_worker_is_free() -> None:
     assert b.take(workers_free=1) == ["a"]  # same instant, no linger
     assert len(b) == 0
     assert b.take(workers_free=1) is None
-
-
-def test_the_waiting_spectra_age_from_the_first_arrival_towards_the_first_deadline() -> None:
-    b, clock = _batcher(linger_ms=0)
-    assert b.aged_at(0.25) == 2**63 - 1  # nothing waits
-    clock.at_ms(3)
-    b.add("a", mass=1000.0, budget_ms=40)  # deadline 43 ms
-    clock.at_ms(5)
-    b.add("b", mass=1100.0, budget_ms=20)  # deadline 25 ms: the first
-    assert b.aged_at(0.25) == 8_500_000  # 3 + 0.25 * (25 - 3) = 8.5 ms
-    assert b.aged_at(1.0) == 25 * MS
 
 
 def test_linger_zero_takes_everything_waiting() -> None:

@@ -120,6 +120,22 @@ def test_the_batchers_queue_spreads_over_the_lanes_and_overlaps_the_daemons_own_
         assert b.predicted_last(n, busy_until_ns=busy) == int(b.predicted_done(n, busy_until_ns=busy)[-1])
 
 
+def test_the_waiting_spectra_age_from_the_first_arrival_towards_the_first_deadline():
+    # what the worth rule's patience waits for (`MicroBatcher.aged_at`)
+    from rtsearch.serve.batching import BatchPolicy, EngineTimeModel, MicroBatcher
+    from tests.fakeclock import FakeClock
+
+    clock = FakeClock()
+    b = MicroBatcher(BatchPolicy(), EngineTimeModel(), clock)
+    assert b.aged_at(0.25) == 2**63 - 1  # nothing waits
+    clock.ns = 3 * MS
+    b.add(np.array([1]), mass=np.array([1000.0]), budget_ms=np.array([40.0]))  # deadline 43 ms
+    clock.ns = 5 * MS
+    b.add(np.array([2]), mass=np.array([1100.0]), budget_ms=np.array([20.0]))  # deadline 25 ms: the first
+    assert b.aged_at(0.25) == 8_500_000  # 3 + 0.25 * (25 - 3) = 8.5 ms
+    assert b.aged_at(1.0) == 25 * MS
+
+
 def test_the_daemons_own_time_a_batch_leaves_out_its_wait_and_work_at_the_worker():
     host = HostTime()
     host.observe(0.050, 0.010, 0.030)
