@@ -109,10 +109,10 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
         with Served(args.index_cache.resolve(), tmp / f"res-{len(rows)}", [*args.serve_args.split(), *extra],
                     tmp, env=env) as served:  # fmt: skip
             ready_s = time.perf_counter() - t0
-            pids = {m[0]: int(m[1]) for m in re.findall(r"cluster: (w\d+) up \(pid (\d+)", "".join(served.log))}
+            pids = worker_pids("".join(served.log))
             gpus = dict(re.findall(r"cluster: (w\d+) up \(pid \d+, piece -?\d+, \w+ on GPU (\d+)", "".join(served.log)))
             for rate in args.rates.split(","):
-                before = scrape(served.port)
+                before = summed(scrape(served.port))
                 spied = args.json.parent / f"py-spy-{label.replace(':', '-')}-{rate}.txt" if args.json else None
                 spy = py_spy(served.proc.pid, args.seconds, spied, args.py_spy_mode) \
                     if spied and rate in args.py_spy.split(",") else None  # fmt: skip
@@ -120,9 +120,9 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
                                  str(args.seconds), "--senders", str(args.senders), "--budget-ms",
                                  str(args.budget_ms), "--tag", label):  # fmt: skip
                     shed = r.get("statuses", {}).get("shed", 0)
-                    scored = (r["answered"] - shed) / args.seconds
+                    scored, after = (r["answered"] - shed) / args.seconds, summed(scrape(served.port))
                     rows.append({"phase": "serve", "config": label, "ready_s": round(ready_s, 1),
-                                 "scored_per_s": round(scored, 1), **inside(before, scrape(served.port), args), **r})
+                                 "scored_per_s": round(scored, 1), **inside(before, after, args), **r})
                     print(json.dumps(rows[-1]), flush=True)
                 if spy is not None:
                     spy.wait(60)
@@ -131,7 +131,7 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
                              "gpu_processes": gpu_processes()})  # fmt: skip
                 print(json.dumps(rows[-1]), flush=True)
             if pids:
-                per = by_worker(scrape(served.port), "spectra")
+                per = by_worker(summed(scrape(served.port)), "spectra")
                 rows.append({"phase": "workers", "config": label, "gpu_of": gpus, "spectra": per,
                              "max_over_mean": round(balance(np.array(list(per.values()), float)), 4) if per else None,
                              "gpu_memory_mib": gpu_memory()})  # fmt: skip
@@ -139,7 +139,7 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
                 logs = args.json.parent if args.json else tmp  # the daemon's last lines (slow batches, deaths)
                 logs.mkdir(parents=True, exist_ok=True)
                 (logs / f"daemon-{label.replace(':', '-')}.log").write_text("".join(served.log))
-                if args.kill_rate and len(pids) > 1:  # one worker's piece would wait for its restart
+                if args.kill_rate and len(pids) > 1:  # a lone worker's spectra would wait for its restart
                     rows.append(killed(args, mgf, served, label, pids))
                     print(json.dumps(rows[-1]), flush=True)
     rows += capacities(rows, args)
@@ -171,7 +171,30 @@ def inside(before: dict[str, float], after: dict[str, float], args: argparse.Nam
 def by_worker(samples: dict[str, float], name: str) -> dict[str, float]:
     """``rtsearch_cluster_<name>_total`` (``spectra``, ``busy_seconds``) by worker, from `scrape`'s samples."""
     return {m[0]: v for k, v in samples.items()
-            if (m := re.findall(rf'^rtsearch_cluster_{name}_total\{{worker="(w\d+)"\}}$', k))}  # fmt: skip
+            if (m := re.findall(rf'^rtsearch_cluster_{name}_total\{{worker="(w[\d.]+)"\}}$', k))}  # fmt: skip
+
+
+def summed(samples: dict[str, float]) -> dict[str, float]:
+    """`scrape`'s samples of a lanes' front (each labelled ``lane``, `rtsearch.serve.lane_metrics`) as one
+    daemon's: the label dropped and the lanes' values summed, a worker ``w0`` of lane 1 named ``w0.1``."""
+    out: dict[str, float] = {}
+    for key, v in samples.items():
+        lane = re.search(r',?lane="(\w+)"', key)
+        if lane is not None:
+            key = key[: lane.start()] + key[lane.end():]
+            key = re.sub(r'worker="(w\d+)"', rf'worker="\1.{lane[1]}"', key).replace("{,", "{").replace("{}", "")
+        out[key] = out.get(key, 0.0) + v
+    return out
+
+
+def worker_pids(log: str) -> dict[str, int]:
+    """Each cluster worker's pid from the daemon's log ("cluster: w0 up (pid N"), in order; behind lanes, each
+    lane's w0 named apart (``w0``, ``w0.1``, ...; their first pids, not restarts)."""
+    pids: dict[str, int] = {}
+    for name, pid in re.findall(r"cluster: (w\d+) up \(pid (\d+)", log):
+        key = next(k for k in (name, *(f"{name}.{i}" for i in range(1, 1000))) if k not in pids)
+        pids[key] = int(pid)
+    return pids
 
 
 def gpu_memory() -> list[int]:
@@ -206,8 +229,8 @@ def gpu_processes() -> list[str]:
 
 
 def killed(args: argparse.Namespace, mgf: Path, served: Served, label: str, pids: dict[str, int]) -> dict[str, Any]:
-    """``rt_load.py`` at ``--kill-rate`` with worker w0 SIGKILLed a third of the way in: what was answered, and
-    whether w0 came back (a second "up" line with another pid)."""
+    """``rt_load.py`` at ``--kill-rate`` with the first worker SIGKILLed a third of the way in: what was answered,
+    and whether it came back (an "up" line of its name with a pid not seen before)."""
     load = subprocess.Popen(
         [sys.executable, str(args.tools / "rt_load.py"), str(mgf), "--spectra", served.spectra, "--results",
          served.results, "--rates", str(args.kill_rate), "--seconds", str(args.seconds), "--senders",
@@ -215,18 +238,20 @@ def killed(args: argparse.Namespace, mgf: Path, served: Served, label: str, pids
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     time.sleep(args.seconds / 3)
-    os.kill(pids["w0"], signal.SIGKILL)
+    victim, pid = next(iter(pids.items()))
+    name = victim.split(".")[0]
+    os.kill(pid, signal.SIGKILL)
     killed_at = time.perf_counter()
     out, err = load.communicate(timeout=args.seconds + 120)
     back = None
     while back is None and time.perf_counter() - killed_at < 60:
-        # an "up" line with another pid (the first one may have left the log's last lines: a piece no other worker
+        # an "up" line with a new pid (the first one may have left the log's last lines: a piece no other worker
         # covers answers its batches with an error meanwhile, a traceback each)
-        ups = re.findall(r"cluster: w0 up \(pid (\d+)", "".join(served.log))
-        back = round(time.perf_counter() - killed_at, 1) if ups and int(ups[-1]) != pids["w0"] else None
+        ups = {int(p) for p in re.findall(rf"cluster: {name} up \(pid (\d+)", "".join(served.log))}
+        back = round(time.perf_counter() - killed_at, 1) if ups - set(pids.values()) else None
         time.sleep(0.2)
     (r,) = [json.loads(x) for x in out.splitlines() if '"offered_hz"' in x] or [{"error": err[-1000:]}]
-    return {"phase": "killed", "config": label, "killed": f"w0 (pid {pids['w0']})", "back_within_s": back, **r}
+    return {"phase": "killed", "config": label, "killed": f"{victim} (pid {pid})", "back_within_s": back, **r}
 
 
 def capacities(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
