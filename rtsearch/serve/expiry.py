@@ -5,8 +5,12 @@ answered ``shed`` before it ends, not scored late (`rtsearch.serve.batching.Micr
 pending spectra are its own). The expiry thread gives up spectra while every engine thread is busy; an engine
 thread gives up those it finds on its way to a batch and leaves their answers to the expiry thread, so that under
 overload a lone engine thread keeps its GPUs scoring instead of publishing thousands of ``shed`` answers a second
-(bench/RESULTS.md, "Where two GPUs' time goes"). An idle engine that has scored nothing for a while probes
-instead: it takes what waits whatever the model predicts (a model too pessimistic once would shed all for good).
+(bench/RESULTS.md, "Where two GPUs' time goes"). While nothing is in flight (or an idle engine that has scored
+nothing for a while probes) the model is not asked: only spectra past their headroom (`MicroBatcher.headroom_ns`
+before their deadline: the margin and the slack) are given up, and an engine takes the rest whatever the model
+predicts — a model too pessimistic once would otherwise shed all for good (a 50 Da window on NumPy: warm-up
+spectra at 20 ms each, the run's at 6.6, a batch of one predicted beyond a 40 ms budget less its slack, every
+spectrum given up, 16 of 400 scored, each a probe; bench/RESULTS.md, 2026-11-27).
 """
 
 from __future__ import annotations
@@ -49,14 +53,19 @@ class Expiry:
         wait and none left an engine for `PROBE_AFTER_NS` (a model too pessimistic would shed all for good)."""
         return not self._busy and len(self.batcher) > 0 and self.clock() - self._scored_at > PROBE_AFTER_NS
 
+    def _idle(self) -> bool:
+        """(Under the condition.) Whether an engine takes what waits now whatever the model predicts: nothing is in
+        flight, or `_probing`."""
+        return not self._busy or self._probing()
+
     def _expire(self, *, here: bool = True) -> bool:
         """(Under the condition.) Give up the waiting spectra that no batch could answer within their budget any
-        more (`MicroBatcher.lead_ns` before it ends); whether there were any. Not while probing. ``here`` (the
+        more (`MicroBatcher.lead_ns` before it ends; while `_idle`, its headroom: the model not asked); whether
+        there were any. ``here`` (the
         expiry thread): answer them ``shed`` now; else (an engine thread, which goes on to score) the expiry
         thread does — answering thousands a second under overload took a lone engine thread from its GPUs."""
-        if self._probing():
-            return False
-        expired = self.batcher.expire(self.clock() + self.batcher.lead_ns())
+        lead = self.batcher.headroom_ns() if self._idle() else self.batcher.lead_ns()
+        expired = self.batcher.expire(self.clock() + lead)
         if not len(expired):
             return False
         self._given_up.append(self._pending.claim(expired))  # gathered when answered, outside the lock
@@ -93,7 +102,7 @@ class Expiry:
                         return
                     elif not self._expire():
                         break
-                due = self._expiry_due = None if self._probing() else self.batcher.expire_at()
+                due = self._expiry_due = None if self._idle() else self.batcher.expire_at()  # (a batch taken wakes it)
                 self._expiry_wake.clear()
             timeout = None if due is None else max(0.0, (due - self.clock()) / 1e9)
             self._expiry_wake.wait(timeout)

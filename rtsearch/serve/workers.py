@@ -348,6 +348,8 @@ class WorkerPool(Expiry):
                 self._lanes.book(self._busy, number, lane, took, self.clock())
             self._advise()
             queue = Queue(len(self.batcher), self._in_flight)
+            if queue.waiting and self._expiry_due is None:  # the expiry thread waits for nothing while idle
+                self._expiry_wake.set()
         t1 = time.perf_counter()
         jobs = claim.jobs()
         waited = (self.clock() - jobs.stamps.received_mono) / 1e9

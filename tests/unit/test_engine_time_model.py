@@ -44,8 +44,9 @@ def test_engine_time_model_one_size_keeps_prior_slope() -> None:
 
 def test_engine_time_model_intercept_not_negative() -> None:
     m = EngineTimeModel(fixed_s=0.01, per_item_s=2e-5)
-    m.observe(100, 0.001)  # 0.001 - 0.002 < 0 -> 0
-    assert m.fixed_s == 0.0 and m.per_item_s == 2e-5
+    m.observe(100, 0.001)  # 0.001 - 2e-5 * 100 < 0: the intercept 0, the slope down to 0.001 / 100
+    assert m.fixed_s == 0.0 and m.per_item_s == pytest.approx(1e-5, rel=1e-12)
+    assert m.predict(100) == pytest.approx(0.001, rel=1e-12)
 
 
 def test_engine_time_model_ignores_bad_observations() -> None:

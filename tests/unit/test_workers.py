@@ -211,6 +211,64 @@ def test_a_batch_far_faster_than_predicted_restarts_the_fit() -> None:
     assert 0.001 < m.predict(4) < 0.002
 
 
+def test_a_model_taught_by_dearer_spectra_than_the_runs_is_scaled_down_to_a_batch_far_faster() -> None:
+    """The warm-up at a 50 Da window on NumPy (a daemon measured on the development machine): batches of 1, 7, 64 in
+    5.9 ms, 113.5 ms, 1.3046 s — no fixed cost, ~20 ms a spectrum; the run's lone spectra took 6.6 ms, under a third
+    of the 20.7 predicted: the fit restarts from it, fixed cost and slope scaled by 6.6 / 20.7 (a model restarted
+    from the slope alone kept predicting 20.7 ms: 0 fixed + 20.7 a spectrum)."""
+    from rtsearch.serve.batching import EngineTimeModel
+
+    m = EngineTimeModel()
+    for n, s in ((1, 0.0059), (7, 0.1135), (64, 1.3046)):
+        m.observe(n, s)
+    assert m.fixed_s == 0.0 and m.per_item_s == pytest.approx(0.020729, rel=1e-3)
+    predicted = m.predict(1)
+    m.observe(1, 0.0066)
+    assert m.predict(1) == pytest.approx(0.0066, rel=1e-9)
+    assert m.per_item_s == pytest.approx(0.0066, rel=1e-9) and m.fixed_s == 0.0  # the shape kept: all a spectrum
+    assert predicted > 3 * m.predict(1)
+    m.observe(1, 0.0066 * 0.5)  # half its prediction: fitted in, not restarted (one size: the slope comes down)
+    assert 0.0033 < m.predict(1) < 0.0066 and m.fixed_s == 0.0
+
+
+@pytest.mark.asyncio
+async def test_nothing_is_given_up_while_nothing_is_in_flight(demo_index):
+    """A model that predicts a batch of one beyond the budget (0.5 s a spectrum, 100 ms budgets) gave up every
+    spectrum before an idle engine took it — until a probe 250 ms after the last batch — and learnt nothing
+    meanwhile (a 50 Da window on NumPy: 16 of 400 scored, bench/RESULTS.md). With nothing in flight the engine takes
+    what comes whatever the model says, and its first batch corrects the model: every spectrum is scored."""
+    target = SlowTarget(DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy")), 0.0)
+    spectra = list(read_spectra(bundled(RUN)))[:8]
+    got: list[str] = []
+
+    def answer(answers) -> None:
+        for _, results, _ in answers:
+            got.extend(st["status"] for st in results.messages())
+
+    cfg = ServeConfig(max_batch=8, max_queue=1000, linger_ms=0.0, workers=1)
+    pool = WorkerPool(target, cfg, answer=answer, refitter=NoRefits(), record=lambda *a: None)
+    await pool.start()
+    pool.model.fixed_s, pool.model.per_item_s = 0.0, 0.5
+    pool.model._w = pool.model._x = pool.model._y = pool.model._xx = pool.model._xy = 0.0
+    with pool._cv:
+        pool._scored_at = pool.clock()  # an engine scored a moment ago: no probe for `PROBE_AFTER_NS`
+    state = RunState(LiveRun("idle", target))
+    for sp in spectra:  # one every 20 ms, all within the probe's 250 ms: each alone, the engine idle when it comes
+        assert pool.enqueue(_jobs(state, [sp], time.monotonic_ns(), budget_ns=100 * 10**6)) == []
+        await asyncio.sleep(0.02)
+    while len(got) < len(spectra):
+        await asyncio.sleep(0.01)
+    assert "shed" not in got, got
+    assert pool.model.predict(1) < 0.1
+    # one that reaches the idle pool past its headroom (received 99.5 ms ago; the margin alone is 1 ms) is given up
+    pool.enqueue(_jobs(state, spectra[:1], time.monotonic_ns() - 99_500_000, budget_ns=100 * 10**6))
+    while len(got) <= len(spectra):
+        await asyncio.sleep(0.01)
+    pool.close()
+    assert await pool.join(10)
+    assert got[len(spectra):] == ["shed"]
+
+
 class ThreadsOfTarget(SlowTarget):
     """A `SlowTarget` that notes which engine thread scored each batch, and its size."""
 
