@@ -11,7 +11,9 @@ front door of N cluster workers, under the shared client, the echo floor beside.
    ``2:partition:1.5``: each worker with room for 1.5 GB of the target, ``[serve] worker_memory_gb``: a slice;
    ``2:auto:0.6x``: room for 0.6 of the target; ``4:lanes:2``: ``--lanes 4`` on the host's first 2 GPUs, lane k on
    GPU k mod 2, its efficiency against ``4:lanes:1``; ``2:lanes:2:1``: the same with ``--cluster 1``, each lane
-   scoring through a worker of its own, against ``2:lanes:1:1``),
+   scoring through a worker of its own, against ``2:lanes:1:1``; ``2:lanes:2:2:partition``: each lane a partition
+   of two pieces, one a GPU, against ``2:lanes:1:2:partition``; every configuration on G > 1 GPUs also against the
+   best one-GPU configuration of the run: ``best_one_gpu_efficiency``),
    each under ``rt_load.py --senders S`` at ``--rates``: answered, lost, duplicates, shed and latency per rate;
    the scored spectra a second at each rate ((answered − shed) / seconds) gives the capacity, and the efficiency
    of N workers is capacity(N) / (N × capacity(1)).
@@ -45,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "simulators"))
 
+from bench.cluster_reading import by_worker, gpu_memory, gpu_processes, summed, worker_pids  # noqa: E402
 from bench.rtload_bench import py_spy, rt_load, write_mgf  # noqa: E402
 from bench.serving import Served, echo_floor, index_and_record  # noqa: E402
 from rtsearch.cluster.partition import (  # noqa: E402
@@ -95,8 +98,7 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
     one = [] if not (args.search_toml or args.serve_toml) else \
         ["--config", str(_toml(tmp, "one", args.search_toml, serve=args.serve_toml))]  # fmt: skip
     configs = [("one engine", one)] * (not args.skip_engine) + [
-        (c, ["--lanes", c.split(":")[0], *one, *(["--cluster", c.split(":")[3]] if c.count(":") > 2 else [])]
-         if c.split(":")[1] == "lanes" else
+        (c, _lanes_args(c, tmp, args, one) if c.split(":")[1] == "lanes" else
             ["--cluster", c.split(":")[0], "--cluster-mode", c.split(":")[1], "--placement", args.placement,
              "--config", str(_toml(tmp, c, args.search_toml, args.gpus_per_worker,
                                    _room((c.split(":") + ["0"])[2], target_gb), args.serve_toml))])
@@ -168,66 +170,6 @@ def inside(before: dict[str, float], after: dict[str, float], args: argparse.Nam
             "busy": {w: round(v / args.seconds, 3) for w, v in by_worker(d, "busy_seconds").items()}}
 
 
-def by_worker(samples: dict[str, float], name: str) -> dict[str, float]:
-    """``rtsearch_cluster_<name>_total`` (``spectra``, ``busy_seconds``) by worker, from `scrape`'s samples."""
-    return {m[0]: v for k, v in samples.items()
-            if (m := re.findall(rf'^rtsearch_cluster_{name}_total\{{worker="(w[\d.]+)"\}}$', k))}  # fmt: skip
-
-
-def summed(samples: dict[str, float]) -> dict[str, float]:
-    """`scrape`'s samples of a lanes' front (each labelled ``lane``, `rtsearch.serve.lane_metrics`) as one
-    daemon's: the label dropped and the lanes' values summed, a worker ``w0`` of lane 1 named ``w0.1``."""
-    out: dict[str, float] = {}
-    for key, v in samples.items():
-        lane = re.search(r',?lane="(\w+)"', key)
-        if lane is not None:
-            key = key[: lane.start()] + key[lane.end():]
-            key = re.sub(r'worker="(w\d+)"', rf'worker="\1.{lane[1]}"', key).replace("{,", "{").replace("{}", "")
-        out[key] = out.get(key, 0.0) + v
-    return out
-
-
-def worker_pids(log: str) -> dict[str, int]:
-    """Each cluster worker's pid from the daemon's log ("cluster: w0 up (pid N"), in order; behind lanes, each
-    lane's w0 named apart (``w0``, ``w0.1``, ...; their first pids, not restarts)."""
-    pids: dict[str, int] = {}
-    for name, pid in re.findall(r"cluster: (w\d+) up \(pid (\d+)", log):
-        key = next(k for k in (name, *(f"{name}.{i}" for i in range(1, 1000))) if k not in pids)
-        pids[key] = int(pid)
-    return pids
-
-
-def gpu_memory() -> list[int]:
-    """Memory used on each GPU of the host now (MiB; empty without nvidia-smi)."""
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [int(x) for x in out.split()]
-
-
-def gpu_processes() -> list[str]:
-    """``pid, process name, GPU, MiB`` of each process holding GPU memory now (empty without nvidia-smi)."""
-    try:
-        apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,process_name,gpu_bus_id,used_memory",
-                               "--format=csv,noheader"], capture_output=True, text=True, timeout=20, check=True).stdout
-        buses = subprocess.run(["nvidia-smi", "--query-gpu=pci.bus_id,index", "--format=csv,noheader"],
-                               capture_output=True, text=True, timeout=20, check=True).stdout  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return []
-    index = dict(line.split(", ") for line in buses.splitlines() if ", " in line)
-    rows = [line.split(", ") for line in apps.splitlines() if line.count(", ") == 3]
-
-    def comm(pid: str, name: str) -> str:  # what the process named itself (lane_0, engine_0, ...)
-        try:
-            return Path(f"/proc/{pid}/comm").read_text().strip()
-        except OSError:
-            return Path(name).name
-
-    return [f"{pid} {comm(pid, name)} GPU {index.get(bus, bus)} {mib}" for pid, name, bus, mib in rows]
-
-
 def killed(args: argparse.Namespace, mgf: Path, served: Served, label: str, pids: dict[str, int]) -> dict[str, Any]:
     """``rt_load.py`` at ``--kill-rate`` with the first worker SIGKILLed a third of the way in: what was answered,
     and whether it came back (an "up" line of its name with a pid not seen before)."""
@@ -275,6 +217,8 @@ def capacities(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dic
                 if sum(r.get("busy", {}).values()) > 0}  # fmt: skip
     single = next((caps[c] for c in caps if c.split(":")[0] == "1"), None)
     one_busy = next((per_busy[c] for c in caps if c.split(":")[0] == "1" and c in per_busy), None)
+    one_gpu_caps = [cap for c, (cap, _) in caps.items() if _gpus(c) == 1]
+    best_one = max(one_gpu_caps, default=0.0)
     out = []
     for c, (cap, most) in caps.items():
         n = int(c.split(":")[0]) if c[0].isdigit() else 1
@@ -286,9 +230,18 @@ def capacities(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dic
         busy = {"busy_at_saturated": at_most[c].get("busy"), "per_busy_s": round(per_busy[c], 1),
                 "busy_efficiency": round(per_busy[c] / one_busy, 3) if one_busy else None} if c in per_busy else {}
         out.append({"phase": "capacity", "config": c, "p99_ms_at_most": args.p99_ms, "scored_per_s": cap,
-                    "efficiency": eff[0], "saturated_per_s": most, "saturated_efficiency": eff[1], **busy})  # fmt: skip
+                    "efficiency": eff[0], "saturated_per_s": most, "saturated_efficiency": eff[1],
+                    "best_one_gpu_efficiency": round(cap / (_gpus(c) * best_one), 3) if best_one and _gpus(c) > 1
+                    else None, **busy})  # fmt: skip
         print(json.dumps(out[-1]), flush=True)
     return out
+
+
+def _gpus(c: str) -> int:
+    """The GPUs configuration ``c`` scores on (with ``--gpus-per-worker 1``): N of ``N:MODE``, G of ``K:lanes:G``, 1
+    for one engine."""
+    parts = c.split(":")
+    return int(parts[2]) if parts[1:2] == ["lanes"] else int(parts[0]) if parts[0].isdigit() else 1
 
 
 def _database(lines: str) -> Any:
@@ -319,6 +272,17 @@ def _free_device_memory() -> None:
 def _room(text: str, target_gb: float) -> float:
     """``worker_memory_gb`` of a ``--configs`` entry: GB, or ``0.6x``: that fraction of the target."""
     return float(text[:-1]) * target_gb if text.endswith("x") else float(text)
+
+
+def _lanes_args(c: str, tmp: Path, args: argparse.Namespace, one: list[str]) -> list[str]:
+    """``K:lanes:G[:C[:MODE]]``'s serve arguments: ``--lanes K``, with ``--cluster C`` (its workers on GPUs, one
+    each, where ``--gpus-per-worker`` says so) in ``MODE`` (default: the daemon's, auto)."""
+    k, _, _, *rest = c.split(":")
+    if not rest:
+        return ["--lanes", k, *one]
+    toml = _toml(tmp, c, args.search_toml, args.gpus_per_worker, serve=args.serve_toml)
+    return ["--lanes", k, "--cluster", rest[0], *(["--cluster-mode", rest[1]] if len(rest) > 1 else []),
+            "--placement", args.placement, "--config", str(toml)]  # fmt: skip
 
 
 def _toml(tmp: Path, label: str, search: str, gpus: float = 0.0, memory_gb: float = 0.0, serve: str = "") -> Path:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -31,10 +30,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "simulators"))
 
-from bench.cluster_bench import killed, worker_spectra  # noqa: E402
+from bench.cluster_bench import killed  # noqa: E402
+from bench.cluster_reading import by_worker, summed, worker_pids  # noqa: E402
 from bench.rtload_bench import rt_load  # noqa: E402
 from bench.serving import Served, echo_floor, write_mgf  # noqa: E402
 from rtsearch.io.spectra import read_spectra  # noqa: E402
+from tests.streaming import scrape  # noqa: E402
 
 
 def main() -> int:
@@ -83,11 +84,11 @@ def main() -> int:
                 print(f"daemon ready in {time.perf_counter() - t0:.1f} s", flush=True)
                 phase(f"cluster {n}" if n else "rtsearch", (served.spectra, served.results))
                 if n:
-                    lines.append({"phase": f"workers {n}", "spectra": worker_spectra(served.port)})
+                    per = by_worker(summed(scrape(served.port)), "spectra")
+                    lines.append({"phase": f"workers {n}", "spectra": per})
                     print(json.dumps(lines[-1]), flush=True)
                 if n > 1 and args.kill_rate:
-                    pids = {m[0]: int(m[1]) for m in re.findall(r"cluster: (w\d+) up \(pid (\d+)", "".join(served.log))}
-                    lines.append(killed(args, mgf, served, f"cluster {n}", pids))
+                    lines.append(killed(args, mgf, served, f"cluster {n}", worker_pids("".join(served.log))))
                     print(json.dumps(lines[-1]), flush=True)
     if args.json:
         args.json.write_text(json.dumps(lines, indent=1))

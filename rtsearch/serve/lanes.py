@@ -22,7 +22,11 @@ opened by each).
 - Each **lane** is a `rtsearch.serve.daemon.Daemon` in a process of its own (the command's ``lane_main``: this
   command's arguments; its `rtsearch.serve.intake.Lane` holds its socket pairs, advice words and door-answers
   endpoint): batcher, engine process, run book, journals, MQTT client; on a host with several GPUs lane k scores on
-  GPU k mod G (``CUDA_VISIBLE_DEVICES`` set in its process, the list given to the front kept). Several intake
+  GPU k mod G (``CUDA_VISIBLE_DEVICES`` set in its process, the list given to the front kept) — or, scoring through
+  a cluster of N workers of its own (``--cluster N``), sees every GPU, its list turned to start at GPU k·N mod G,
+  so that its workers (worker i on the i-th: `rtsearch.cluster.placement.LocalPlacement`) follow the previous
+  lane's round the GPUs: a partition's pieces each on a GPU of their own, not all on the lane's (`lane_device`).
+  Several intake
   processes hand it a run's messages in no set order, so it waits for ``run.end``'s ``n_spectra`` as behind several
   intakes. Only lane 0 finishes the journals an earlier daemon left (before any lane is fed).
 - The **results fan-in** (XSUB → XPUB, ZeroMQ's C proxy) carries the lanes' answers to the one results socket.
@@ -97,6 +101,18 @@ class _Lane:
                 return bool(r.status == 200)
         except OSError:
             return False
+
+
+def lane_device(index: int, gpus: int, cluster: int = 0) -> str:
+    """Lane ``index``'s ``CUDA_VISIBLE_DEVICES`` on a host of ``gpus`` GPUs ("": as inherited, no GPU): GPU index mod
+    gpus; with a cluster of ``cluster`` workers a lane, every GPU, the list turned to start at index × cluster mod
+    gpus (its worker i on the i-th; the lanes' workers round the GPUs in turn)."""
+    if gpus <= 0:
+        return ""
+    if cluster <= 0:
+        return gpu_of(index % gpus)
+    start = index * cluster
+    return ",".join(gpu_of((start + j) % gpus) for j in range(gpus))
 
 
 class Front:
@@ -188,7 +204,7 @@ class Front:
     def _start_lanes(self, pipes: list[list[tuple[socket.socket, socket.socket]]]) -> None:
         for lane in self.lanes:
             mine = Lane(lane.index, [row[lane.index][0] for row in pipes], lane.advice, lane.answers,
-                        device=gpu_of(lane.index % self.gpus) if self.gpus else "")
+                        device=lane_device(lane.index, self.gpus, self.cfg.cluster))
             lane.proc = self._spawn.Process(target=self.lane_main, args=(lane.results, lane.metrics_port, mine),
                                             name=f"rtsearch-lane-{lane.index}")  # fmt: skip
             lane.proc.start()

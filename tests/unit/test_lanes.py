@@ -141,3 +141,19 @@ def test_lanes_spread_over_the_gpus_this_process_was_given(monkeypatch):
     # a child works out its device without asking the driver: once CUDA has counted every GPU in a process,
     # setting CUDA_VISIBLE_DEVICES there no longer narrows it (its work would land on GPU 0)
     assert not asked
+
+
+def test_a_lanes_cluster_sees_every_gpu_its_workers_following_the_previous_lanes(monkeypatch):
+    """Lane k alone: GPU k mod G. With a cluster of N a lane (`--lanes K --cluster N`), every GPU, the list turned to
+    start at k·N mod G: its worker i on the i-th, so a partition's pieces go one a GPU and the lanes' workers round
+    the GPUs in turn (pinned to one GPU, a lane's two pieces shared it and the other stayed idle)."""
+    from rtsearch.serve.lanes import lane_device
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert [lane_device(k, 2) for k in range(3)] == ["0", "1", "0"]
+    assert lane_device(0, 0) == lane_device(1, 0, 2) == ""  # no GPU: as inherited
+    assert [lane_device(k, 2, 1) for k in range(4)] == ["0,1", "1,0", "0,1", "1,0"]  # worker 0 on GPU k mod 2
+    assert [lane_device(k, 2, 2) for k in range(2)] == ["0,1", "0,1"]  # pieces 0, 1 on GPUs 0, 1 in each lane
+    assert [lane_device(k, 4, 2) for k in range(3)] == ["0,1,2,3", "2,3,0,1", "0,1,2,3"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6,7")  # the front given GPUs 6 and 7
+    assert [lane_device(k, 2, 1) for k in range(2)] == ["6,7", "7,6"]
