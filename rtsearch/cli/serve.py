@@ -193,7 +193,7 @@ class LaneMain:
         if lane.device:  # before CuPy is imported (the target's open)
             os.environ["CUDA_VISIBLE_DEVICES"] = lane.device
         args = copy.copy(self.args)
-        args.results, args.metrics_port, args.lanes = results, metrics_port, 1
+        args.results, args.metrics_port = results, metrics_port  # its `lanes` kept: the GPUs' sharers (a cluster's)
         configure(logging.DEBUG if args.verbose else logging.INFO, args.log_format)
         try:
             run(args, lane)

@@ -72,14 +72,15 @@ def open_cluster(target: SearchTarget, cfg: ServeConfig, backend: BackendName,
 
 def worker_memory(cfg: ServeConfig, backend: BackendName) -> float:
     """Bytes of the target a worker may hold: ``worker_memory_gb``, else `TARGET_SHARE` of its share of its GPU
-    (CPU workers: no limit; the target is memory-mapped)."""
+    (CPU workers: no limit; the target is memory-mapped) — local workers: the ``lanes`` × ``cluster`` workers of the
+    lanes' clusters spread evenly over the host's GPUs (`rtsearch.serve.lanes.lane_device`)."""
     if cfg.worker_memory_gb > 0:
         return cfg.worker_memory_gb * 1e9
     if backend != "cupy":
         return math.inf
     per_gpu, gpus = _gpu_memory(), max(host_gpus(), 1)
     share = min(cfg.gpus_per_worker, 1.0) if cfg.cluster_placement == "ray" and cfg.gpus_per_worker > 0 else \
-        1.0 / math.ceil(cfg.cluster / gpus)  # fmt: skip
+        1.0 / math.ceil(cfg.lanes * cfg.cluster / gpus)  # fmt: skip
     return TARGET_SHARE * per_gpu * share
 
 

@@ -157,3 +157,19 @@ def test_a_lanes_cluster_sees_every_gpu_its_workers_following_the_previous_lanes
     assert [lane_device(k, 4, 2) for k in range(3)] == ["0,1,2,3", "2,3,0,1", "0,1,2,3"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6,7")  # the front given GPUs 6 and 7
     assert [lane_device(k, 2, 1) for k in range(2)] == ["6,7", "7,6"]
+
+
+def test_a_lanes_cluster_worker_has_its_share_of_a_gpu_among_every_lanes_workers(monkeypatch):
+    """Two lanes of two workers on two GPUs: two workers a GPU, each with 60 % of half of it (alone: of all of it),
+    so that `cluster_mode = "auto"` partitions what the lanes together could not hold."""
+    from rtsearch.cluster import serve as cluster_serve
+
+    monkeypatch.setattr(cluster_serve, "_gpu_memory", lambda: 80e9)
+    monkeypatch.setattr(cluster_serve, "host_gpus", lambda: 2)
+    alone = ServeConfig(cluster=2, gpus_per_worker=1.0)
+    assert cluster_serve.worker_memory(alone, "cupy") == pytest.approx(0.6 * 80e9)
+    assert cluster_serve.worker_memory(ServeConfig(cluster=2, gpus_per_worker=1.0, lanes=2), "cupy") == pytest.approx(
+        0.6 * 40e9)
+    assert cluster_serve.worker_memory(ServeConfig(cluster=1, gpus_per_worker=1.0, lanes=2), "cupy") == pytest.approx(
+        0.6 * 80e9)  # one worker a lane, a GPU each
+    assert cluster_serve.worker_memory(alone, "numpy") == float("inf")
