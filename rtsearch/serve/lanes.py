@@ -122,7 +122,7 @@ class Front:
                  health: Health | None = None, gpus: int = 0) -> None:  # fmt: skip
         """``lane_main(results, metrics_port, lane)``: a lane process's main, picklable (`rtsearch.cli.serve.LaneMain`:
         the command's own arguments, that results endpoint and metrics port); ``gpus``: the GPUs to spread the lanes
-        over (lane k on `gpu_of` (k mod gpus)); 0: each as inherited."""
+        (or their clusters' workers) over (`lane_device`); 0: each as inherited."""
         self.cfg, self.lane_main, self.gpus = cfg, lane_main, gpus
         self.health = health or Health()
         self.folder = Path(tempfile.mkdtemp(prefix="rtsearch-lanes-"))
