@@ -7,8 +7,10 @@ target's, scored once beforehand; ``--daemon-ms`` of Python (holding the GIL) a 
 work on its answers (the results thread: naming, q-values, publishing). Spectra are queued at ``--rates`` for
 ``--seconds`` each, with ``--budget-ms``; per depth (``RTSEARCH_CLUSTER_DEPTH``) and rate: spectra refused at the
 door of the pool (predicted late, queue full), batches, their mean size, each GPU's busy share, the median wait of a
-batch at its GPU. It does not carry the daemon's real costs (intake processes, the door's pickling): a tool to see
-the pacing's logic, not a benchmark.
+batch at its GPU; with ``--door``, spectra are first screened as an intake process screens them, by the pool's
+advice (`rtsearch.serve.admission`: ``door``, then ``refused`` by the pool itself), and the spectra scored a second.
+It does not carry the daemon's real costs (intake processes, the door's pickling): a tool to see the pacing's and
+the admission's logic, not a benchmark.
 
     RTSEARCH_EXPIRY_SLACK_MS=5 python bench/pacing_fake.py --gpus 2 --depths 1,2 --rates 3000,6000,9000 [--daemon-ms 3]
 """
@@ -34,6 +36,8 @@ from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
 from rtsearch.search.live import LiveRun
 from rtsearch.serve import workers
+from rtsearch.serve.admission import Advice, late_rows
+from rtsearch.serve.chunks import FLOAT_COLUMNS, INT_COLUMNS
 from rtsearch.serve.jobs import Jobs, RunState, Stamps
 
 
@@ -95,11 +99,12 @@ async def run(args: argparse.Namespace, depth: int, rate: float) -> dict:
                               answer=lambda answers: _hold_gil(args.daemon_ms / 1e3), refitter=no_refits,
                               record=lambda *a: None)  # fmt: skip
     await pool.start()
+    advice = pool.advice = Advice() if args.door else None  # the intake door's advice (one intake process)
     for g in fake.busy:
         g.clear()
     fake.queued.clear()
     fake.sizes.clear()
-    state, refused, sent = RunState(LiveRun("fake", target)), 0, 0
+    state, refused, sent, at_door = RunState(LiveRun("fake", target)), 0, 0, 0
     t0 = time.perf_counter()
     while (elapsed := time.perf_counter() - t0) < args.seconds:
         n = int(elapsed * rate) - sent
@@ -107,15 +112,27 @@ async def run(args: argparse.Namespace, depth: int, rate: float) -> dict:
             batch = [replace(spectra[(sent + j) % len(spectra)], scan=sent + j) for j in range(n)]
             now = time.monotonic_ns()
             col = np.full(n, now, np.int64)
-            stamps = Stamps(col, col, col, np.full(n, int(args.budget_ms * 1e6), np.int64), np.zeros(n, bool))
-            jobs = Jobs(SpectraBatch.of(batch), stamps, np.zeros(n, np.int32), [state])
+            keep = np.arange(n)
+            if advice is not None:  # as an intake process: the advised wait (and its slope) against each budget
+                ints = np.zeros((n, len(INT_COLUMNS)), np.int64)
+                ints[:, INT_COLUMNS.index("ms_level")] = 2
+                floats = np.full((n, len(FLOAT_COLUMNS)), args.budget_ms)
+                late, _ = late_rows(ints, floats, wait_ns=advice.wait_ns(), default_budget_ms=args.budget_ms,
+                                    slope_ns=advice.slope_ns())  # fmt: skip
+                keep = np.setdiff1d(keep, late)
+                at_door += n - len(keep)
+                batch, col = [batch[k] for k in keep], col[: len(keep)]
+            stamps = Stamps(col, col, col, np.full(len(keep), int(args.budget_ms * 1e6), np.int64),
+                            np.zeros(len(keep), bool))  # fmt: skip
+            jobs = Jobs(SpectraBatch.of(batch), stamps, np.zeros(len(keep), np.int32), [state])
             refused += sum(len(out) for out, _, _ in pool.enqueue(jobs))
             sent += n
         await asyncio.sleep(0.002)
     await asyncio.sleep(0.5)
     pool.close()
     await pool.join(10)
-    return {"depth": depth, "offered_hz": rate, "sent": sent, "refused": refused, "batches": len(fake.sizes),
+    return {"depth": depth, "offered_hz": rate, "sent": sent, "door": at_door, "refused": refused,
+            "scored_per_s": round(sum(fake.sizes) / args.seconds), "batches": len(fake.sizes),
             "mean_batch": round(float(np.mean(fake.sizes)), 1) if fake.sizes else 0.0,
             "busy": [round(sum(e - s for s, e in g) / args.seconds, 3) for g in fake.busy],
             "queued_median_ms": round(float(np.median(fake.queued)) * 1e3, 2) if fake.queued else 0.0}  # fmt: skip
@@ -132,6 +149,7 @@ def main() -> None:
     ap.add_argument("--fixed-ms", type=float, default=5.0)
     ap.add_argument("--per-ms", type=float, default=0.2)
     ap.add_argument("--daemon-ms", type=float, default=0.0, help="Python holding the GIL a batch's answers")
+    ap.add_argument("--door", action="store_true", help="shed at an intake door first, by the pool's advice")
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "rtsearch-pacing-fake"))
     args = ap.parse_args()
     for depth in (int(d) for d in args.depths.split(",")):

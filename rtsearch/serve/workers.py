@@ -156,13 +156,15 @@ class WorkerPool(Expiry):
         shed more, lag more, and starve the engine (measured, bench/RESULTS.md)."""
         if self.advice is None:
             return
-        wait = 0
+        wait = free = 0
         if self._busy or len(self.batcher):
-            wait = self.batcher.predicted_last(1, busy_until_ns=self._busy_until()) + self.batcher.headroom_ns()
-            wait -= self.clock()
+            now = self.clock()
+            start = max(now, self._busy_until())  # the newcomer's batch starts; until then the wait passes with time
+            wait = self.batcher.predicted_last(1, busy_until_ns=start) + self.batcher.headroom_ns() - now
+            free = start - now
         model = self.model  # each spectrum queued after: its share of a full batch, over the lanes scoring at once
         per = (model.per_item_s + model.fixed_s / self.cfg.max_batch) / self.batcher.lanes
-        self.advice.set_wait(wait, int(per * 1e9))
+        self.advice.set_wait(wait, int(per * 1e9), elapsing_ns=free)
 
     def _busy_until(self) -> int:
         """When the next engine thread is free (clock ns; now if one is; those after the first count with

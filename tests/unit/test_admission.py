@@ -72,6 +72,24 @@ def test_advice_goes_stale_when_not_renewed() -> None:
     assert other.wait_ns() == 7 * MS
 
 
+def test_the_advice_ages_by_its_part_that_passes_with_the_clock() -> None:
+    """30 ms said while the engine becomes free in 12: 4 ms later a newcomer waits 26 ms, from 12 ms on 18 (its own
+    batch and the headroom do not pass), stale after `ADVICE_TTL_NS`."""
+    now = [1_000 * MS]
+    advice = Advice(clock=lambda: now[0])
+    advice.set_wait(30 * MS, elapsing_ns=12 * MS)
+    assert advice.wait_ns() == 30 * MS
+    now[0] += 4 * MS
+    assert advice.wait_ns() == 26 * MS
+    now[0] += 20 * MS
+    assert advice.wait_ns() == 18 * MS
+    now[0] += ADVICE_TTL_NS
+    assert advice.wait_ns() == 0
+    advice.set_wait(5 * MS, elapsing_ns=9 * MS)  # never more than the wait itself
+    now[0] += 7 * MS
+    assert advice.wait_ns() == 0
+
+
 def test_split_keeps_peaks_of_what_goes_on_and_drops_those_answered() -> None:
     ints = np.arange(4 * len(INT_COLUMNS), dtype=np.int64).reshape(4, -1)
     floats = np.arange(4 * len(FLOAT_COLUMNS), dtype=np.float64).reshape(4, -1)
