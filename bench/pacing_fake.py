@@ -116,7 +116,7 @@ async def run(args: argparse.Namespace, depth: int, rate: float) -> dict:
             if advice is not None:  # as an intake process: the advised wait (and its slope) against each budget
                 ints = np.zeros((n, len(INT_COLUMNS)), np.int64)
                 ints[:, INT_COLUMNS.index("ms_level")] = 2
-                floats = np.full((n, len(FLOAT_COLUMNS)), args.budget_ms)
+                floats = np.full((n, len(FLOAT_COLUMNS)), np.nan)  # no header budget: ``--budget-ms``
                 late, _ = late_rows(ints, floats, wait_ns=advice.wait_ns(), default_budget_ms=args.budget_ms,
                                     slope_ns=advice.slope_ns())  # fmt: skip
                 keep = np.setdiff1d(keep, late)

@@ -55,8 +55,8 @@ class Expiry:
 
     def _idle(self) -> bool:
         """(Under the condition.) Whether an engine takes what waits now whatever the model predicts: nothing is in
-        flight, or `_probing`."""
-        return not self._busy or self._probing()
+        flight (so too while `_probing`, which asks that first)."""
+        return not self._busy
 
     def _expire(self, *, here: bool = True) -> bool:
         """(Under the condition.) Give up the waiting spectra that no batch could answer within their budget any

@@ -211,26 +211,6 @@ def test_a_batch_far_faster_than_predicted_restarts_the_fit() -> None:
     assert 0.001 < m.predict(4) < 0.002
 
 
-def test_a_model_taught_by_dearer_spectra_than_the_runs_is_scaled_down_to_a_batch_far_faster() -> None:
-    """The warm-up at a 50 Da window on NumPy (a daemon measured on the development machine): batches of 1, 7, 64 in
-    5.9 ms, 113.5 ms, 1.3046 s — no fixed cost, ~20 ms a spectrum; the run's lone spectra took 6.6 ms, under a third
-    of the 20.7 predicted: the fit restarts from it, fixed cost and slope scaled by 6.6 / 20.7 (a model restarted
-    from the slope alone kept predicting 20.7 ms: 0 fixed + 20.7 a spectrum)."""
-    from rtsearch.serve.batching import EngineTimeModel
-
-    m = EngineTimeModel()
-    for n, s in ((1, 0.0059), (7, 0.1135), (64, 1.3046)):
-        m.observe(n, s)
-    assert m.fixed_s == 0.0 and m.per_item_s == pytest.approx(0.020729, rel=1e-3)
-    predicted = m.predict(1)
-    m.observe(1, 0.0066)
-    assert m.predict(1) == pytest.approx(0.0066, rel=1e-9)
-    assert m.per_item_s == pytest.approx(0.0066, rel=1e-9) and m.fixed_s == 0.0  # the shape kept: all a spectrum
-    assert predicted > 3 * m.predict(1)
-    m.observe(1, 0.0066 * 0.5)  # half its prediction: fitted in, not restarted (one size: the slope comes down)
-    assert 0.0033 < m.predict(1) < 0.0066 and m.fixed_s == 0.0
-
-
 @pytest.mark.asyncio
 async def test_nothing_is_given_up_while_nothing_is_in_flight(demo_index):
     """A model that predicts a batch of one beyond the budget (0.5 s a spectrum, 100 ms budgets) gave up every
