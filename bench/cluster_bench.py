@@ -12,8 +12,9 @@ front door of N cluster workers, under the shared client, the echo floor beside.
    ``2:auto:0.6x``: room for 0.6 of the target; ``4:lanes:2``: ``--lanes 4`` on the host's first 2 GPUs, lane k on
    GPU k mod 2, its efficiency against ``4:lanes:1``; ``2:lanes:2:1``: the same with ``--cluster 1``, each lane
    scoring through a worker of its own, against ``2:lanes:1:1``; ``2:lanes:2:2:partition``: each lane a partition
-   of two pieces, one a GPU, against ``2:lanes:1:2:partition``; every configuration on G > 1 GPUs also against the
-   best one-GPU configuration of the run: ``best_one_gpu_efficiency``),
+   of two pieces, one a GPU, against ``2:lanes:1:2:partition``; ``2:lanes:2:2:auto:0.6x``: the same with room for
+   0.6 of the target a worker (a target too large for one: auto partitions); every configuration on G > 1 GPUs
+   also against the best one-GPU configuration of the run: ``best_one_gpu_efficiency``),
    each under ``rt_load.py --senders S`` at ``--rates``: answered, lost, duplicates, shed and latency per rate;
    the scored spectra a second at each rate ((answered − shed) / seconds) gives the capacity, and the efficiency
    of N workers is capacity(N) / (N × capacity(1)).
@@ -98,7 +99,7 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
     one = [] if not (args.search_toml or args.serve_toml) else \
         ["--config", str(_toml(tmp, "one", args.search_toml, serve=args.serve_toml))]  # fmt: skip
     configs = [("one engine", one)] * (not args.skip_engine) + [
-        (c, _lanes_args(c, tmp, args, one) if c.split(":")[1] == "lanes" else
+        (c, _lanes_args(c, tmp, args, one, target_gb) if c.split(":")[1] == "lanes" else
             ["--cluster", c.split(":")[0], "--cluster-mode", c.split(":")[1], "--placement", args.placement,
              "--config", str(_toml(tmp, c, args.search_toml, args.gpus_per_worker,
                                    _room((c.split(":") + ["0"])[2], target_gb), args.serve_toml))])
@@ -141,7 +142,8 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
                 logs = args.json.parent if args.json else tmp  # the daemon's last lines (slow batches, deaths)
                 logs.mkdir(parents=True, exist_ok=True)
                 (logs / f"daemon-{label.replace(':', '-')}.log").write_text("".join(served.log))
-                if args.kill_rate and len(pids) > 1:  # a lone worker's spectra would wait for its restart
+                killing = args.kill_configs is None or label in args.kill_configs.split(",")
+                if args.kill_rate and len(pids) > 1 and killing:  # a lone worker's spectra would wait for its restart
                     rows.append(killed(args, mgf, served, label, pids))
                     print(json.dumps(rows[-1]), flush=True)
     rows += capacities(rows, args)
@@ -274,13 +276,15 @@ def _room(text: str, target_gb: float) -> float:
     return float(text[:-1]) * target_gb if text.endswith("x") else float(text)
 
 
-def _lanes_args(c: str, tmp: Path, args: argparse.Namespace, one: list[str]) -> list[str]:
-    """``K:lanes:G[:C[:MODE]]``'s serve arguments: ``--lanes K``, with ``--cluster C`` (its workers on GPUs, one
-    each, where ``--gpus-per-worker`` says so) in ``MODE`` (default: the daemon's, auto)."""
+def _lanes_args(c: str, tmp: Path, args: argparse.Namespace, one: list[str], target_gb: float) -> list[str]:
+    """``K:lanes:G[:C[:MODE[:ROOM]]]``'s serve arguments: ``--lanes K``, with ``--cluster C`` (its workers on GPUs,
+    one each, where ``--gpus-per-worker`` says so) in ``MODE`` (default: the daemon's, auto), each worker with room
+    for ``ROOM`` of the target (GB, or ``0.6x``: that fraction; default: its share of its GPU)."""
     k, _, _, *rest = c.split(":")
     if not rest:
         return ["--lanes", k, *one]
-    toml = _toml(tmp, c, args.search_toml, args.gpus_per_worker, serve=args.serve_toml)
+    room = _room(rest[2], target_gb) if len(rest) > 2 else 0.0
+    toml = _toml(tmp, c, args.search_toml, args.gpus_per_worker, room, serve=args.serve_toml)
     return ["--lanes", k, "--cluster", rest[0], *(["--cluster-mode", rest[1]] if len(rest) > 1 else []),
             "--placement", args.placement, "--config", str(toml)]  # fmt: skip
 
@@ -312,6 +316,8 @@ def main() -> int:
     ap.add_argument("--p99-ms", type=float, default=50.0, help="a rate counts towards capacity at this p99 or less")
     ap.add_argument("--kill-rate", type=float, default=0.0,
                     help="per cluster configuration: rt_load at this rate, worker w0 SIGKILLed mid-run")  # fmt: skip
+    ap.add_argument("--kill-configs", default=None, metavar="C,...", help="the kill phase in these --configs only "
+                    "(default: every one with several workers)")  # fmt: skip
     ap.add_argument("--search-toml", default="",
                     help='[search] lines for each config, e.g. \'precursor_tolerance = "500 ppm"\'')  # fmt: skip
     ap.add_argument("--serve-toml", default="", help="[serve] lines for each config, e.g. 'linger_ms = 10.0'")
