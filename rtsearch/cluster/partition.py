@@ -65,12 +65,14 @@ def spectrum_masses(precursor_mz: np.ndarray, charges: list[tuple[int, ...]], de
     return (np.asarray(precursor_mz, np.float64) - PROTON) * z
 
 
-def serving_ranges(size: np.ndarray, start_da: float, cuts: np.ndarray, budget: float, *, bin_da: float = BIN_DA
-                   ) -> list[tuple[float, float]]:  # fmt: skip
+def serving_ranges(size: np.ndarray, start_da: float, cuts: np.ndarray, budget: float, *, pad_da: float = 0.0,
+                   bin_da: float = BIN_DA) -> list[tuple[float, float]]:  # fmt: skip
     """Per piece of ``cuts``, the precursor masses (Da) its worker can score: the piece widened evenly on both sides
     to as much of the target's ``size`` (per bin from ``start_da``: bytes, say) as ``budget`` allows — the whole
-    mass range when the whole target fits. `LiveCuts` moves the cuts within these ranges. Raises `ValueError`
-    when a piece alone is over ``budget``."""
+    mass range when the whole target fits. A worker holds ``pad_da`` more on each side than it serves (the
+    precursor window of a query at its edge: 200 Da windows made the slices 6-8 % larger than ``budget``), and
+    that counts in its budget. `LiveCuts` moves the cuts within these ranges. Raises `ValueError` when a piece
+    alone is over ``budget``."""
     n = len(cuts) + 1
     size = np.asarray(size, np.float64)
     total = float(size.sum())
@@ -79,18 +81,22 @@ def serving_ranges(size: np.ndarray, start_da: float, cuts: np.ndarray, budget: 
     cum = np.concatenate([[0.0], np.cumsum(size)])
     edges = start_da + bin_da * np.arange(cum.size)
     bounds = np.concatenate([[-np.inf], np.asarray(cuts, np.float64), [np.inf]])
-    at = np.interp(np.clip(bounds, edges[0], edges[-1]), edges, cum)  # the size below each bound
+
+    def below(mass: np.ndarray) -> np.ndarray:  # the size below each mass
+        return np.interp(np.clip(mass, edges[0], edges[-1]), edges, cum)
+
+    first, last = below(bounds[:-1] - pad_da), below(bounds[1:] + pad_da)  # what each piece's worker must hold
     out = []
     for k in range(n):
-        a, b = float(at[k]), float(at[k + 1])
+        a, b = float(first[k]), float(last[k])
         if b - a > budget:
             raise ValueError(f"piece {k} ({bounds[k]:.0f}-{bounds[k + 1]:.0f} Da) is {b - a:.3g} of the target's "
                              f"{total:.3g}; a worker holds {budget:.3g}")  # fmt: skip
         spare = (budget - (b - a)) / 2
         lo, hi = a - spare, b + spare
         lo, hi = (0.0, budget) if lo < 0 else (total - budget, total) if hi > total else (lo, hi)
-        out.append((-np.inf if lo <= 0 else float(np.interp(lo, cum, edges)),
-                    np.inf if hi >= total else float(np.interp(hi, cum, edges))))  # fmt: skip
+        out.append((-np.inf if lo <= 0 else float(np.interp(lo, cum, edges)) + pad_da,
+                    np.inf if hi >= total else float(np.interp(hi, cum, edges)) - pad_da))  # fmt: skip
     return out
 
 
@@ -126,6 +132,7 @@ class LiveCuts:
         self.start, self.pieces, self.every, self.prior, self.bin_da = start_da, pieces, every, prior, bin_da
         self.seen = np.zeros(self.work.shape[0])
         self.cuts = equal_work_cuts(self.work, start_da, pieces, bin_da=bin_da)
+        self.wanted = self.cuts  # where the spectra would put the cuts, were the workers' memory no bound (`hold`)
         self.lowest = np.full(pieces - 1, -np.inf)  # each cut's bounds (`hold`)
         self.highest = np.full(pieces - 1, np.inf)
         self._since = 0
@@ -146,8 +153,8 @@ class LiveCuts:
         if self._since < self.every or self.seen.sum() <= 0:
             return False
         total = self.seen / self.seen.sum() + self.prior * self.work / max(self.work.sum(), 1.0)
-        self.cuts = np.clip(equal_work_cuts(total, self.start, self.pieces, bin_da=self.bin_da), self.lowest,
-                            self.highest)  # fmt: skip
+        self.wanted = equal_work_cuts(total, self.start, self.pieces, bin_da=self.bin_da)
+        self.cuts = np.clip(self.wanted, self.lowest, self.highest)
         self.seen *= 0.5
         self._since = 0
         return True

@@ -20,6 +20,7 @@ spectra come.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,8 @@ from rtsearch.matches import ScoredBatch, concat_batches
 from rtsearch.scoring.database.partial import QueryScores, merge
 from rtsearch.search.live import named
 from rtsearch.search.target import Reopen
+
+log = logging.getLogger(__name__)
 
 Own = tuple[float, float]  # a piece's precursor masses, [lo, hi) Da
 
@@ -47,6 +50,7 @@ class Pieces:
     serves: list[Own]
     reopens: list[Reopen]
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _told: bool = False  # the cuts held away from the spectra's by memory, said once
 
     def __post_init__(self) -> None:
         self.cuts.hold(self.serves)
@@ -58,8 +62,13 @@ class Pieces:
         spectrum, mass, candidates = self.target.query_masses(batch)
         first = spectrum_masses(batch.precursor_mz, batch.charges)
         with self._lock:
-            self.cuts.add(first, np.bincount(spectrum, weights=candidates, minlength=n))
-            cuts = self.cuts.cuts
+            cut = self.cuts.add(first, np.bincount(spectrum, weights=candidates, minlength=n))
+            cuts, wanted = self.cuts.cuts, self.cuts.wanted
+        if cut and not self._told and np.any(np.abs(wanted - cuts) > 1.0):
+            self._told = True  # once: the spectra's masses crowd where one worker's slice must serve them
+            log.warning("cluster: the spectra would cut the pieces at %s Da, the workers' memory holds the cuts at %s: "
+                        "the pieces' work is uneven (more memory each, or more workers)",
+                        np.round(wanted).tolist(), np.round(cuts).tolist())  # fmt: skip
         home = owners(first, cuts)
         at = home[spectrum]  # each query's spectrum's piece
         beyond = (mass < self._lo[at]) | (mass >= self._hi[at])
@@ -98,6 +107,12 @@ class Pieces:
             for stage, seconds in answer.stages.items():
                 out.stages[stage] = max(out.stages.get(stage, 0.0), seconds)
         return out
+
+    def span(self, piece: int) -> Own:
+        """The neutral masses (first charge, Da) piece ``piece`` owns by the cuts as they are now: [lo, hi)."""
+        with self._lock:
+            cuts = self.cuts.cuts
+        return (float(cuts[piece - 1]) if piece > 0 else -np.inf, float(cuts[piece]) if piece < len(cuts) else np.inf)
 
     def covers(self, piece: int, own: Own) -> bool:
         """Whether worker ``piece`` holds what queries of mass in ``own`` need (it can stand in for the owner)."""

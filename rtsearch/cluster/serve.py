@@ -23,6 +23,7 @@ from rtsearch.config import BackendName, ServeConfig
 from rtsearch.errors import ConfigError
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve.runtime import host_gpus
+from rtsearch.types import C13_DELTA
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ def _pieces(target: SearchTarget, workers: int, room: float, backend: BackendNam
     per_peptide, shared = target.slice_sizes()  # type: ignore[attr-defined]  # an index: `partition_cuts` checked
     size, start = bin_work(_masses(target), weights=per_peptide)
     try:
-        serves = serving_ranges(size, start, cuts.cuts, room - shared)
+        serves = serving_ranges(size, start, cuts.cuts, room - shared, pad_da=_window_da(target))
     except ValueError as e:
         raise ConfigError(f"cluster: the target ({target_bytes(target) / 1e9:.2f} GB) does not fit {workers} workers "
                           f"of {room / 1e9:.2f} GB ({e}): more workers, or more memory each") from None  # fmt: skip
@@ -100,6 +101,14 @@ def _pieces(target: SearchTarget, workers: int, room: float, backend: BackendNam
     reopens = [target.reopen_slice(own, backend) if np.isfinite(own).any() else whole  # type: ignore[attr-defined]
                for own in serves]  # fmt: skip
     return Pieces(target, cuts, serves, reopens)
+
+
+def _window_da(target: SearchTarget) -> float:
+    """The widest a query's precursor window reaches beyond its mass (Da): the tolerance at the heaviest peptide,
+    isotope errors included (what `DatabaseTarget.reopen_slice` adds to a slice on each side)."""
+    cfg = target.cfg  # type: ignore[attr-defined]  # an index: `partition_cuts` checked
+    heaviest = float(np.nanmax(_masses(target), initial=0.0))
+    return float(cfg.precursor_tolerance.width(heaviest)) + max(map(abs, cfg.isotope_errors)) * C13_DELTA + 1e-6
 
 
 def _masses(target: SearchTarget) -> np.ndarray:

@@ -76,6 +76,10 @@ def test_each_worker_serves_its_piece_widened_evenly_to_its_memory() -> None:
     assert serving_ranges(size, 100.0, np.array([105.0]), 10.0) == [(-np.inf, np.inf)] * 2  # the whole fits
     with pytest.raises(ValueError, match="piece 0"):
         serving_ranges(size, 100.0, np.array([105.0]), 4.0)  # a piece alone is over the room
+    # a worker holds half a Da of precursor window beyond what it serves, within its 7: it serves 1 Da less
+    assert serving_ranges(size, 100.0, np.array([105.0]), 7.0, pad_da=0.5) == [(-np.inf, 106.5), (103.5, np.inf)]
+    with pytest.raises(ValueError, match="piece 1"):  # 5 and the window on both sides: over a room of 5.5
+        serving_ranges(size, 100.0, np.array([103.0, 108.0]), 5.5, pad_da=0.5)
 
 
 def test_live_cuts_stay_where_both_workers_hold_the_target() -> None:

@@ -64,3 +64,20 @@ def test_pieces_answer_as_one_engine(held: str, data, dev_indexes) -> None:
     assert np.allclose(got.best.features, want.best.features, rtol=1e-9, equal_nan=True)
     assert got.names is not None and want.names is not None and got.names.peptides == want.names.peptides
     assert got.names.proteins == want.names.proteins and (want.best.match >= 0).sum() > 100
+
+
+def test_cuts_held_by_memory_away_from_the_spectra_are_told_once(data, dev_indexes, caplog) -> None:
+    whole = DatabaseTarget.open(dev_indexes[ECOLI], DEMO.search_config(), get_backend("numpy"))
+    _, run = DEMO.paths(data)
+    batch = SpectraBatch.of([s for s in read_spectra(run) if s.ms_level == 2])
+    masses = spectrum_masses(batch.precursor_mz, batch.charges)
+    cuts = partition_cuts(whole, 2)
+    cuts.every = len(batch)  # cut again after one pass of the run
+    low = float(np.quantile(masses, 0.9))  # piece 1's worker can serve no lower: 9 in 10 spectra are piece 0's
+    pieces = Pieces(whole, cuts, [(-np.inf, np.inf), (low, np.inf)], [None, None])  # type: ignore[list-item]
+    with caplog.at_level("WARNING", logger="rtsearch.cluster.pieces"):
+        pieces.route(batch)
+        pieces.route(batch)
+    told = [r.getMessage() for r in caplog.records if "memory holds the cuts" in r.getMessage()]
+    assert len(told) == 1 and f"[{round(low)}" in told[0], told
+    assert cuts.cuts[0] == low and cuts.wanted[0] < low  # held at piece 1's lowest, the spectra wanting it lower
