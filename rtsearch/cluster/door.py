@@ -157,11 +157,6 @@ class ClusterScorer:
 
     # ------------------------------------------------------------------ engine threads' side
 
-    def span(self, piece: int) -> Own | None:
-        """Partition: the neutral masses piece ``piece`` owns now (by the live cuts), what an engine thread of it takes
-        (`rtsearch.serve.workers`); replicate: ``None`` (any spectrum)."""
-        return None if self.pieces is None else self.pieces.span(piece)
-
     def score(self, batch: SpectraBatch, *, worker: int = -1) -> ScoredBatch:
         """``batch`` scored by the cluster (raises `EngineError` when no worker answered it in time); replicate:
         by ``worker`` (its number) while it lives, else by the live one with the fewest spectra outstanding."""

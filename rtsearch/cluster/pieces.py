@@ -108,12 +108,6 @@ class Pieces:
                 out.stages[stage] = max(out.stages.get(stage, 0.0), seconds)
         return out
 
-    def span(self, piece: int) -> Own:
-        """The neutral masses (first charge, Da) piece ``piece`` owns by the cuts as they are now: [lo, hi)."""
-        with self._lock:
-            cuts = self.cuts.cuts
-        return (float(cuts[piece - 1]) if piece > 0 else -np.inf, float(cuts[piece]) if piece < len(cuts) else np.inf)
-
     def covers(self, piece: int, own: Own) -> bool:
         """Whether worker ``piece`` holds what queries of mass in ``own`` need (it can stand in for the owner)."""
         lo, hi = self.serves[piece]

@@ -43,7 +43,6 @@ import numpy as np
 from rtsearch.serve.runtime import env_number
 
 MS = 1_000_000  # ns per millisecond
-Span = tuple[float, float]  # a span of the batcher's masses, [lo, hi)
 
 
 # waking up to give spectra up, and answering a pile of them, take time too: they go this much earlier. On a busy
@@ -219,54 +218,37 @@ class MicroBatcher:
         self._set([(items[keep], mass[keep], arrived[keep], deadline[keep])] if keep.any() else [])
         return items[late]
 
-    def waiting(self, within: Span | None = None) -> int:
-        """How many spectra wait (of mass in ``within``, [lo, hi); an unknown mass is in every span)."""
-        return self._n if within is None else self._among(within)[0]
+    def aged_at(self, share: float) -> int:
+        """When the waiting spectra will have spent ``share`` of their budget: ``share`` of the way from the first
+        arrival to the first deadline (exact where one spectrum is both, as with one budget for all)."""
+        return self._oldest + int(share * (self._earliest - self._oldest)) if self._n else _NEVER
 
-    def _among(self, within: Span | None) -> tuple[int, int, int]:
-        """(spectra waiting, their earliest deadline, their first arrival) of mass in ``within`` (all: ``None``)."""
-        if within is None or not self._n:
-            return self._n, self._earliest, self._oldest
-        _, mass, arrived, deadline = self._joined()
-        inside = _inside(mass, within)
-        if not inside.any():
-            return 0, _NEVER, _NEVER
-        return int(inside.sum()), int(deadline[inside].min()), int(arrived[inside].min())
+    def flush_at(self) -> int | None:
+        """Clock time at which the waiting spectra must go to meet the earliest deadline."""
+        if not self._n:
+            return None
+        n = min(self._n, self.policy.max_batch)
+        return self._earliest - int((self.model.predict(n) + self.policy.margin_ms / 1e3) * 1e9)
 
-    def aged_at(self, share: float, within: Span | None = None) -> int:
-        """When the waiting spectra (of mass in ``within``) will have spent ``share`` of their budget: ``share`` of
-        the way from the first arrival to the first deadline (exact where one spectrum is both, as with one budget
-        for all)."""
-        n, earliest, oldest = self._among(within)
-        return oldest + int(share * (earliest - oldest)) if n else _NEVER
-
-    def flush_at(self, within: Span | None = None) -> int | None:
-        """Clock time at which the waiting spectra (of mass in ``within``) must go to meet their earliest deadline."""
-        n, earliest, _ = self._among(within)
-        return self._flush(n, earliest) if n else None
-
-    def _flush(self, n: int, earliest: int) -> int:
-        return earliest - int((self.model.predict(min(n, self.policy.max_batch)) + self.policy.margin_ms / 1e3) * 1e9)
-
-    def wake_at(self, within: Span | None = None) -> int | None:
+    def wake_at(self) -> int | None:
         """When `take` could next return a batch with a worker free (``None``: only on arrival)."""
-        n, earliest, oldest = self._among(within)
-        return min(oldest + int(self.policy.linger_ms * MS), self._flush(n, earliest)) if n else None
+        flush = self.flush_at()
+        if flush is None:
+            return None
+        return min(self._oldest + int(self.policy.linger_ms * MS), flush)
 
-    def take(self, *, workers_free: int, now: bool = False, within: Span | None = None) -> np.ndarray | None:
+    def take(self, *, workers_free: int, now: bool = False) -> np.ndarray | None:
         """The handles of the next batch to score, by mass, or ``None`` when it should wait (or no worker is free).
 
-        ``now``: don't wait for deadlines or lingering (shutting down, nothing more will come). ``within``: of mass
-        in that span only (a partition's engine thread takes its piece's spectra: `rtsearch.serve.workers`).
+        ``now``: don't wait for deadlines or lingering (shutting down, nothing more will come).
         """
-        n = self.waiting(within)
-        if not n or workers_free <= 0:
+        if not self._n or workers_free <= 0:
             return None
-        full = now or n >= self.policy.max_batch
-        wake = self.wake_at(within)
+        full = now or self._n >= self.policy.max_batch
+        wake = self.wake_at()
         if not full and (wake is None or self.clock() < wake):
             return None
-        return self._select(within)
+        return self._select()
 
     def drain(self) -> np.ndarray:
         """Every handle waiting, in arrival order (at shutdown)."""
@@ -288,16 +270,8 @@ class MicroBatcher:
         self._earliest = min((int(seg[3].min()) for seg in segs), default=_NEVER)
         self._oldest = min((int(seg[2].min()) for seg in segs), default=_NEVER)
 
-    def _select(self, within: Span | None = None) -> np.ndarray:
+    def _select(self) -> np.ndarray:
         items, mass, arrived, deadline = self._joined()
-        if within is not None:  # the span's spectra chosen among themselves; the rest stay
-            inside = _inside(mass, within)
-            if not inside.all():
-                rest = (items[~inside], mass[~inside], arrived[~inside], deadline[~inside])
-                self._set([(items[inside], mass[inside], arrived[inside], deadline[inside])])
-                chosen = self._select()
-                self._set([rest, *self._segs])
-                return chosen
         cap = self.policy.max_batch
         by_mass = np.argsort(mass, kind="stable")
         if len(items) <= cap:
@@ -319,8 +293,3 @@ class MicroBatcher:
 
 
 _NEVER = 2**63 - 1
-
-
-def _inside(mass: np.ndarray, within: Span) -> np.ndarray:
-    """Which of ``mass`` lie in ``within`` ([lo, hi)); NaN (unknown) in every span, so none waits for ever."""
-    return ~(mass < within[0]) & ~(mass >= within[1])

@@ -4,8 +4,7 @@ The `WorkerPool` owns the `MicroBatcher` and the count of batches in flight, und
 queues spectra, the workers take batches). Each engine thread binds its own CUDA stream (`Backend.bind_worker`) or,
 on a GPU by default, starts its own engine process (`rtsearch.serve.engine_process`: scoring off the daemon's GIL) —
 or, with ``[serve] cluster``, scores through the cluster's front door (`rtsearch.cluster`; threads by lane — a
-replicate worker, or a partition's piece: its spectra by mass, its batch whole to its worker — taken just in
-time: `rtsearch.serve.pacing`) —
+replicate worker, or partition's batch spread over them all — taken just in time: `rtsearch.serve.pacing`) —
 warms up, then loops: wait until the batcher releases a batch (threads after the first: a large one, `OVERLAP_MIN`),
 score it and hand it to the results thread (`rtsearch.serve.answering`: answers built, published and counted in
 the order scored), or, when that thread is idle and no spectrum waits, answer the batch itself. An engine failure
@@ -26,7 +25,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rtsearch.cluster.partition import spectrum_masses
 from rtsearch.cluster.serve import ClusterScorer, open_cluster
 from rtsearch.config import BackendName, ServeConfig
 from rtsearch.search.target import SearchTarget
@@ -101,11 +99,10 @@ class WorkerPool(Expiry):
         """Start the engine threads; each warms up before this returns."""
         warm: list[asyncio.Future[None]] = []
         threads = self.cfg.workers
-        if self.cfg.cluster:  # depth threads a worker (replicate) or a piece (partition), one batch each
+        if self.cfg.cluster:  # replicate: depth threads a worker, one batch each; partition: depth, each batch on all
             self.cluster = await asyncio.to_thread(open_cluster, self.target, self.cfg, self.cluster_backend,
                                                     self.record)  # fmt: skip
-            # a lane a worker: replicate, thread k scores on worker k mod N; partition, it takes piece k's spectra
-            lanes = self._lanes.lanes = self.batcher.lanes = self.cfg.cluster
+            lanes = self._lanes.lanes = self.batcher.lanes = self.cfg.cluster if self.cluster.mode == "replicate" else 1
             depth = int(env_number("RTSEARCH_CLUSTER_DEPTH", CLUSTER_DEPTH, positive=True))
             threads = max(threads, depth * lanes)
         self._engines_left = threads
@@ -135,7 +132,7 @@ class WorkerPool(Expiry):
                                 f"overload: answering it would take {wait_ms:.0f} ms, beyond its budget"))  # fmt: skip
                 jobs = jobs.take(np.flatnonzero(~late))
             handles = self._pending.add(jobs)
-            k = self.batcher.add(handles, mass=self._masses(jobs), budget_ms=jobs.stamps.budget_ns / 1e6,
+            k = self.batcher.add(handles, mass=jobs.spectra.precursor_mz, budget_ms=jobs.stamps.budget_ns / 1e6,
                                  arrived_ns=jobs.stamps.received_mono)  # fmt: skip
             if k < len(handles):
                 refused.append((self._pending.take(handles[k:]), "queue_full",
@@ -249,7 +246,7 @@ class WorkerPool(Expiry):
         try:
             # beside the first, an engine thread of its own process overlaps large batches only (`_take`)
             overlap_only = k > 0 and self.cluster is None
-            lane = k % self._lanes.lanes  # a cluster's worker (`pacing`); partition: its piece (`_take`)
+            lane = k % self._lanes.lanes  # a cluster's: replicate, thread k scores on worker k mod N (`pacing`)
             if self.cluster is not None and self.cluster.mode == "replicate":
                 score = functools.partial(self.cluster.score, worker=lane)
             while (taken := self._take(overlap_only, lane)) is not None:
@@ -313,21 +310,12 @@ class WorkerPool(Expiry):
                     self._lanes.host.observe(t_end - t0, scored.stages["queued"], scored.stages["scoring"])
                     self.batcher.overlap_s = self._lanes.host.seconds if len(self._threads) > self._lanes.lanes else 0.0
 
-    def _masses(self, jobs: Jobs) -> np.ndarray:
-        """The batcher's mass of each spectrum: its precursor m/z; a partition's, its neutral mass at its first
-        charge (what the pieces are cut by: `rtsearch.cluster.partition.spectrum_masses`)."""
-        if self.cluster is None or self.cluster.mode != "partition":
-            return jobs.spectra.precursor_mz
-        return spectrum_masses(jobs.spectra.precursor_mz, jobs.spectra.charges)
-
     def _take(self, overlap_only: bool = False, lane: int = 0) -> tuple[int, Jobs] | None:
         """Wait for the next batch and its number (``None``: shutting down and nothing is left); spectra that
         cannot be answered within their budget any more are given up on the way (the expiry thread answers them).
 
         ``overlap_only`` (engine threads after the first): only while `OVERLAP_MIN` spectra wait. Engines overlapping
-        pay for large batches (bulk replay); under lone spectra they made more, smaller batches (bench/RESULTS.md).
-        A partition's thread of ``lane`` takes the spectra of piece ``lane`` (its span of the cuts as they are), so
-        that its batch goes whole to that piece's worker, as large as a replicate worker's."""
+        pay for large batches (bulk replay); under lone spectra they made more, smaller batches (bench/RESULTS.md)."""
         t0 = time.perf_counter()
         with self._cv:
             while True:
@@ -338,20 +326,18 @@ class WorkerPool(Expiry):
                 if overlap_only and not self._closing and len(self.batcher) < OVERLAP_MIN:
                     self._cv.wait(0.05)  # woken by `enqueue`, or looks again
                     continue
-                span = self.cluster.span(lane) if self.cluster and self.cluster.mode == "partition" and \
-                    not self._closing else None  # fmt: skip
                 if self.cluster is not None and not self._closing and (hold := self._lanes.hold_ns(
-                        self._busy, lane, self.clock(), self.batcher.waiting(span), self.cfg.max_batch, self.model,
-                        patient_until=self.batcher.aged_at(self._patience, span))) > 0:
+                        self._busy, lane, self.clock(), len(self.batcher), self.cfg.max_batch, self.model,
+                        patient_until=self.batcher.aged_at(self._patience))) > 0:
                     self._cv.wait(hold / 1e9)  # the lane's worker holds a batch: its next one taken just in time
                     continue
-                handles = self.batcher.take(workers_free=1, now=self._closing or self._probing(), within=span)
+                handles = self.batcher.take(workers_free=1, now=self._closing or self._probing())
                 if handles is not None:
                     claim = self._pending.claim(handles)  # gathered below, outside the lock the loop queues under
                     break
                 if self._closing:
                     return None
-                wake = self.batcher.wake_at(span)
+                wake = self.batcher.wake_at()
                 self._cv.wait(None if wake is None else max(0.0, (wake - self.clock()) / 1e9))
             self._in_flight += 1
             self._taken += 1
@@ -381,7 +367,7 @@ class WorkerPool(Expiry):
             self._scored_at = self.clock()
             if self.cluster is not None:  # those queued behind it re-timed from its real end
                 self._lanes.settle(self._busy, number, self._scored_at)
-            self._cv.notify_all()  # another worker may be waiting on the batcher (a partition's: for its piece)
+            self._cv.notify()  # another worker may be waiting on the batcher
             stats.append(Queue(len(self.batcher), self._in_flight))
             mine = self._scoring.pop(number, None) is not None
         self.record(*stats)
