@@ -92,6 +92,7 @@ def main() -> int:
                     "grows with the window (a wider one makes the GPU, not the daemon, the limit)")
     ap.add_argument("--stages", action="store_true",
                     help="also the unsynchronized stages at 256, 1,024 and 2,048 spectra (as the daemon logs them)")
+    ap.add_argument("--stage-sizes", default="1,5,32,4096", help="batch sizes of the synchronized stages")
     ap.add_argument("--cprofile", type=int, default=0, metavar="SIZE",
                     help="only: cProfile 50 batches of SIZE and print the top functions by own time")
     ap.add_argument("--burn", type=int, default=0, metavar="N",
@@ -220,7 +221,7 @@ def main() -> int:
             print(f"unsynchronized stages batch {size}: total {sum(acc.values()) * 1e3:.2f} ms; "
                   + ", ".join(f"{k} {v * 1e3:.2f}" for k, v in acc.items()), flush=True)
     prof = Engine(index, search, backend, profile=True)  # synchronized stages, the --precursor-tolerance's too
-    for size in (1, 5, 32, 4096):
+    for size in [int(x) for x in args.stage_sizes.split(",")]:
         prof.score(SpectraBatch.of(pool[:size]))
         prof.stage_seconds.clear()
         for r in range(10):
