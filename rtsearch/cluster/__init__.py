@@ -1,6 +1,7 @@
 """Scale-out (shell): one front door (the daemon), many scoring workers, placed and restarted by Ray or locally.
 
 - `partition.py`: Li et al.'s equal-work cut of the precursor-mass range (pure NumPy).
+- `cost.py`: what a spectrum costs its partition worker, fitted from the parts answered (the cuts' work).
 - `pieces.py`: partition's plan — a spectrum whole to the worker of its mass, or its queries split over their
   owners when it reaches beyond that worker's slice — and the batch's answer put back together.
 - `worker.py`: a worker process's loop — the target opened again, batches in and answers out over ZeroMQ,

@@ -15,7 +15,7 @@ scored, and the door chooses the best over them (`rtsearch.scoring.database.part
 
 Each worker holds the piece it was cut with, widened to what its memory allows (`serving_ranges`: the whole mass
 range when the target fits, and then no spectrum is split); `LiveCuts` moves the cuts within those ranges as the
-spectra come.
+spectra come, each spectrum weighed by what such spectra cost their workers (`rtsearch.cluster.cost`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from rtsearch.batch import SpectraBatch
+from rtsearch.cluster.cost import SpectrumCost
 from rtsearch.cluster.partition import LiveCuts, owners, spectrum_masses
 from rtsearch.matches import ScoredBatch, concat_batches
 from rtsearch.scoring.database.partial import QueryScores, merge
@@ -51,6 +52,7 @@ class Pieces:
     reopens: list[Reopen]
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _told: bool = False  # the cuts held away from the spectra's by memory, said once
+    cost: SpectrumCost = field(default_factory=SpectrumCost)  # a spectrum's work, as its worker's time says
 
     def __post_init__(self) -> None:
         self.cuts.hold(self.serves)
@@ -61,8 +63,9 @@ class Pieces:
         n = len(batch)
         spectrum, mass, candidates = self.target.query_masses(batch)
         first = spectrum_masses(batch.precursor_mz, batch.charges)
+        per = np.bincount(spectrum, weights=candidates, minlength=n)  # the candidates each spectrum meets
         with self._lock:
-            cut = self.cuts.add(first, np.bincount(spectrum, weights=candidates, minlength=n))
+            cut = self.cuts.add(first, self.cost.work(per))
             cuts, wanted = self.cuts.cuts, self.cuts.wanted
         if cut and not self._told and np.any(np.abs(wanted - cuts) > 1.0):
             self._told = True  # once: the spectra's masses crowd where one worker's slice must serve them
@@ -80,7 +83,7 @@ class Pieces:
             m = np.concatenate([mass[~split[spectrum] & (at == p)], first[rows]])
             m = m[np.isfinite(m)]
             span = (float(m.min()), float(np.nextafter(m.max(), np.inf))) if m.size else (-np.inf, np.inf)
-            out.append(Part(p, rows, span, True))
+            out.append(Part(p, rows, span, True, float(per[rows].sum())))
         mine = split[spectrum]
         piece = owners(mass[mine], cuts)
         bounds = np.concatenate([[-np.inf], cuts, [np.inf]])
@@ -93,6 +96,10 @@ class Pieces:
         """The batch's answers in its order: the spectra answered whole as their workers answered them, the split
         ones' best over the queries the workers scored, chosen and named here."""
         done = [(part.rows, a) for part, a in parts if isinstance(a, ScoredBatch)]
+        with self._lock:  # what each whole part cost its worker teaches the cuts (`SpectrumCost`)
+            for part, a in parts:
+                if part.whole and isinstance(a, ScoredBatch) and "scoring" in a.stages:
+                    self.cost.observe(len(part.rows), part.candidates, a.stages["scoring"])
         queries = [(part.rows, a) for part, a in parts if isinstance(a, QueryScores)]
         if queries:
             split = np.unique(np.concatenate([rows for rows, _ in queries]))
@@ -124,3 +131,4 @@ class Part:
     rows: np.ndarray
     own: Own
     whole: bool
+    candidates: float = 0.0  # whole: the candidates its spectra meet (`SpectrumCost`)

@@ -103,3 +103,34 @@ def test_live_cuts_weigh_each_spectrum_by_the_candidates_it_meets() -> None:
     assert by_work.cuts[0] == pytest.approx(1581.0, abs=15.0)
     per_bin, per_work = (np.bincount(owners(masses, c.cuts), weights=met, minlength=2) for c in (by_bin, by_work))
     assert balance(per_work) <= 1.02 < 1.05 <= balance(per_bin)
+
+
+def test_a_spectrum_costs_its_own_share_beside_its_candidates() -> None:
+    from rtsearch.cluster.cost import MIN_PARTS, SpectrumCost
+
+    cost = SpectrumCost()
+    rng = np.random.default_rng(7)
+    assert cost.work(np.array([10.0, 1000.0])).tolist() == [10.0, 1000.0]  # nothing seen: the candidates
+    # parts of light spectra (100 candidates each) and heavy ones (1,000): 2 ms a part, 0.1 ms a spectrum and 1 µs
+    # a candidate, so a light spectrum costs 0.2 ms and a heavy one 1.1 ms, not 10 times as much
+    for i in range(MIN_PARTS + 10):
+        n = int(rng.integers(5, 60))
+        per = 100.0 if i % 2 else 1000.0
+        cost.observe(n, n * per, 2e-3 + 1e-4 * n + 1e-6 * n * per)
+    assert cost.per_spectrum == pytest.approx(1e-4, rel=1e-3) and cost.per_candidate == pytest.approx(1e-6, rel=1e-3)
+    light, heavy = cost.work(np.array([100.0, 1000.0]))
+    assert heavy / light == pytest.approx(1.1e-3 / 2e-4, rel=1e-3)
+    cost.observe(0, 0.0, 1.0)  # nothing to learn from an empty part, or a bad time
+    cost.observe(5, 500.0, float("nan"))
+    assert cost.per_spectrum == pytest.approx(1e-4, rel=1e-3)
+
+
+def test_a_fit_that_says_nothing_leaves_the_candidates() -> None:
+    from rtsearch.cluster.cost import MIN_PARTS, SpectrumCost
+
+    cost = SpectrumCost()
+    for i in range(MIN_PARTS + 10):  # dearer with fewer candidates: b < 0, no cost model to trust
+        n = 10 + i % 7
+        cost.observe(n, n * (100.0 + 900.0 * (i % 2)), 1e-3 * n * (2.0 - (i % 2)))
+    assert cost.per_spectrum == 0.0 and cost.per_candidate == 0.0
+    assert cost.work(np.array([100.0, 1000.0])).tolist() == [100.0, 1000.0]

@@ -81,3 +81,26 @@ def test_cuts_held_by_memory_away_from_the_spectra_are_told_once(data, dev_index
     told = [r.getMessage() for r in caplog.records if "memory holds the cuts" in r.getMessage()]
     assert len(told) == 1 and f"[{round(low)}" in told[0], told
     assert cuts.cuts[0] == low and cuts.wanted[0] < low  # held at piece 1's lowest, the spectra wanting it lower
+
+
+def test_cuts_weigh_the_spectra_by_what_they_cost_their_workers(data, dev_indexes) -> None:
+    whole = DatabaseTarget.open(dev_indexes[ECOLI], DEMO.search_config(), get_backend("numpy"))
+    _, run = DEMO.paths(data)
+    batch = SpectraBatch.of([s for s in read_spectra(run) if s.ms_level == 2])
+    answers = named(whole, whole.score(batch))
+    pieces = Pieces(whole, partition_cuts(whole, 2), [(-np.inf, np.inf)] * 2, [None, None])  # type: ignore[list-item]
+    given: list[np.ndarray] = []
+    add = pieces.cuts.add
+    pieces.cuts.add = lambda masses, work: given.append(np.asarray(work)) or add(masses, work)  # type: ignore[method-assign]
+    for _ in range(4):  # the run four times in batches of 10; each part's worker time: 1 ms, and 0.2 ms a spectrum
+        for i in range(0, len(batch), 10):  # whatever its candidates
+            rows = np.arange(i, min(i + 10, len(batch)))
+            parts = []
+            for p in pieces.route(batch.take(rows)):
+                a = answers.take(rows[p.rows])
+                a.stages["scoring"] = 1e-3 + 2e-4 * len(p.rows)
+                parts.append((p, a))
+            pieces.finish(batch.take(rows), parts)
+    assert pieces.cost.per_spectrum == pytest.approx(2e-4, rel=1e-3) and pieces.cost.per_candidate < 1e-9
+    first, last = given[0], given[-1]  # the first batch weighed by its candidates; the last alike, as they cost
+    assert first.std() / first.mean() > 0.3 and last.std() / last.mean() < 0.01, (first, last)
