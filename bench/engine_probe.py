@@ -93,6 +93,8 @@ def main() -> int:
     ap.add_argument("--stages", action="store_true",
                     help="also the unsynchronized stages at 256, 1,024 and 2,048 spectra (as the daemon logs them)")
     ap.add_argument("--stage-sizes", default="1,5,32,4096", help="batch sizes of the synchronized stages")
+    ap.add_argument("--merge", choices=("kernel", "sort"), default="kernel",
+                    help="wide windows' chunks merged by one kernel (default) or by the reference's CuPy calls")
     ap.add_argument("--cprofile", type=int, default=0, metavar="SIZE",
                     help="only: cProfile 50 batches of SIZE and print the top functions by own time")
     ap.add_argument("--burn", type=int, default=0, metavar="N",
@@ -115,6 +117,8 @@ def main() -> int:
         search = dataclasses.replace(search, precursor_tolerance=Tolerance.parse(args.precursor_tolerance))
         print(f"precursor tolerance {search.precursor_tolerance}", flush=True)
     engine = Engine(index, search, backend, fused_preprocess=not args.no_fused, **kw)
+    if engine._gpu is not None:
+        engine._gpu.merge_kernel = args.merge == "kernel"
     print(f"device preprocessing: {'CuPy calls' if args.no_fused else 'fused kernel'}", flush=True)
     for size in (1, 8, 64, 512, 4096):
         engine.score(SpectraBatch.of(pool[:size]))
@@ -221,6 +225,8 @@ def main() -> int:
             print(f"unsynchronized stages batch {size}: total {sum(acc.values()) * 1e3:.2f} ms; "
                   + ", ".join(f"{k} {v * 1e3:.2f}" for k, v in acc.items()), flush=True)
     prof = Engine(index, search, backend, profile=True)  # synchronized stages, the --precursor-tolerance's too
+    if prof._gpu is not None:
+        prof._gpu.merge_kernel = args.merge == "kernel"
     for size in [int(x) for x in args.stage_sizes.split(",")]:
         prof.score(SpectraBatch.of(pool[:size]))
         prof.stage_seconds.clear()

@@ -29,8 +29,9 @@ from rtsearch.config import SearchConfig
 from rtsearch.database.index import PeptideIndex
 from rtsearch.errors import BackendError
 from rtsearch.scoring.database.candidates import Queries
-from rtsearch.scoring.database.kernels import CHUNK, MAX_COUNT, MAX_LENGTH, MAX_WIDTH, source
+from rtsearch.scoring.database.kernels import CHUNK, MAX_LENGTH, MAX_WIDTH, source
 from rtsearch.scoring.database.matching import STATS, MatchStats, fragment_charges
+from rtsearch.scoring.database.merge_kernel import merge_chunks, merge_on_device
 from rtsearch.scoring.database.preprocess_kernel import MAX_PEAKS, THREADS
 from rtsearch.scoring.database.preprocess_kernel import source as preprocess_source
 from rtsearch.scoring.upload import upload
@@ -161,6 +162,7 @@ class GpuIndex:
         # count_select block size by number of tasks (see `count_threads`; measured in bench/engine_probe.py)
         self.small_block, self.large_block = SMALL_BLOCK, LARGE_BLOCK
         self.small_tasks = 2 * int(cp.cuda.Device().attributes["MultiProcessorCount"])
+        self.merge_kernel = True  # windows wider than a chunk merged by `merge_kernel` (False: its reference)
         self.nbytes = int(
             sum(a.nbytes for a in (
                 self.frag_mz, self.frag_pep, self.bucket_min, self.pep_mass, self.form_base, self.mod_pos,
@@ -291,7 +293,8 @@ class GpuIndex:
             first = np.repeat(np.cumsum(n_chunks) - n_chunks, n_chunks)
             t_lo = queries.lo[t_query] + (np.arange(t_query.shape[0]) - first) * CHUNK
             t_hi = np.minimum(t_lo + CHUNK, queries.hi[t_query])
-        as64 = {"t_query": t_query, "t_lo": t_lo, "t_hi": t_hi, "spectrum": queries.spectrum}
+        first = np.concatenate([[0], np.cumsum(n_chunks)])  # each query's first task (`merge_kernel`)
+        as64 = {"t_query": t_query, "t_lo": t_lo, "t_hi": t_hi, "spectrum": queries.spectrum, "first": first}
         return {name: a.astype(np.int64, copy=False) for name, a in as64.items()}
 
     def _candidates(
@@ -322,29 +325,14 @@ class GpuIndex:
             qk = n_q * k
             out_pep = buf[: 8 * qk].view(cp.int64).reshape(n_q, k)
             out_cnt = buf[at_cnt : at_cnt + 4 * qk].view(cp.int32).reshape(n_q, k)
-            self._merge(d.array("t_query"), tp, tc, n_q, k, out_pep, out_cnt)
+            if self.merge_kernel:  # one launch (`merge_kernel`); else the reference's ~20 CuPy calls and a sort
+                merge_on_device(cp, d.array("first"), tp, tc, out_pep, out_cnt)
+            else:
+                merge_chunks(cp, d.array("t_query"), tp, tc, out_pep, out_cnt)
 
     def count_threads(self, n_tasks: int) -> int:
         """Threads per count block: many when few blocks run (latency), fewer when the GPU is full."""
         return self.small_block if n_tasks <= self.small_tasks else self.large_block
-
-    def _merge(self, d_tq: Any, tp: Any, tc: Any, n_q: int, k: int, out_pep: Any, out_cnt: Any) -> None:
-        """The ``k`` best of each query over its chunks: sort by (query, count desc, peptide asc)."""
-        cp = self.cp
-        out_pep.fill(-1)
-        out_cnt.fill(0)
-        valid = tp >= 0
-        qq = cp.broadcast_to(d_tq[:, None], tp.shape)[valid]
-        pp, cc = tp[valid], tc[valid]
-        key = (qq.astype(cp.uint64) << cp.uint64(42)) | ((MAX_COUNT - cc).astype(cp.uint64) << cp.uint64(32))
-        key |= pp.astype(cp.uint64)
-        order = cp.argsort(key)
-        qq, pp, cc = qq[order], pp[order], cc[order]
-        start = cp.searchsorted(qq, cp.arange(n_q), side="left")
-        rank = cp.arange(qq.shape[0]) - start[qq]
-        sel = rank < k
-        out_pep[qq[sel], rank[sel]] = pp[sel]
-        out_cnt[qq[sel], rank[sel]] = cc[sel]
 
     def _isotopes(self, errors: tuple[int, ...]) -> Any:
         iso = self._iso.get(errors)
