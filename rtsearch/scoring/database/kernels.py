@@ -5,7 +5,8 @@
   counts in a shared-memory histogram, isotope-window mask, then the ``k``
   best by (count desc, peptide asc) chosen with a count histogram and an
   ordered block scan, written in that order. Only queries whose window spans
-  several chunks need a merge afterwards (a 64-bit key sort).
+  several chunks need a merge afterwards (`rtsearch.scoring.database.merge_kernel`,
+  one launch; its NumPy reference a 64-bit key sort).
 - ``match``: `rtsearch.scoring.database.matching.match_numpy` — one thread per
   (query, candidate slot) of the ``[Q, k]`` candidates: b/y ions built from
   residue masses in the same order of float64 additions, matched to the most
