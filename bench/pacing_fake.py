@@ -95,9 +95,15 @@ async def run(args: argparse.Namespace, depth: int, rate: float) -> dict:
     workers.open_cluster = lambda *a: fake  # type: ignore[assignment]
     os.environ["RTSEARCH_CLUSTER_DEPTH"] = str(depth)
     no_refits = type("NoRefits", (), {"refit": lambda self, states: None})()
+    latency: list[np.ndarray] = []  # ms from receipt to answer, every answer (scored or shed by the pool)
+
+    def answer(answers: list) -> None:
+        now = time.monotonic_ns()
+        latency.extend((now - stamps.received_mono) / 1e6 for _, _, stamps in answers)
+        _hold_gil(args.daemon_ms / 1e3)
+
     pool = workers.WorkerPool(target, ServeConfig(cluster=args.gpus, max_batch=4096, max_queue=100_000),
-                              answer=lambda answers: _hold_gil(args.daemon_ms / 1e3), refitter=no_refits,
-                              record=lambda *a: None)  # fmt: skip
+                              answer=answer, refitter=no_refits, record=lambda *a: None)  # fmt: skip
     await pool.start()
     advice = pool.advice = Advice() if args.door else None  # the intake door's advice (one intake process)
     for g in fake.busy:
@@ -135,7 +141,15 @@ async def run(args: argparse.Namespace, depth: int, rate: float) -> dict:
             "scored_per_s": round(sum(fake.sizes) / args.seconds), "batches": len(fake.sizes),
             "mean_batch": round(float(np.mean(fake.sizes)), 1) if fake.sizes else 0.0,
             "busy": [round(sum(e - s for s, e in g) / args.seconds, 3) for g in fake.busy],
-            "queued_median_ms": round(float(np.median(fake.queued)) * 1e3, 2) if fake.queued else 0.0}  # fmt: skip
+            "queued_median_ms": round(float(np.median(fake.queued)) * 1e3, 2) if fake.queued else 0.0,
+            **_percentiles(latency)}  # fmt: skip
+
+
+def _percentiles(latency: list[np.ndarray]) -> dict:
+    """p50 / p99 / max ms of the pool's answers (not the door's sheds: those are answered at once)."""
+    a = np.concatenate(latency) if latency else np.zeros(0)
+    return {f"answer_{k}_ms": round(float(f(a)), 1) if a.size else None
+            for k, f in (("p50", np.median), ("p99", lambda x: np.percentile(x, 99)), ("max", np.max))}
 
 
 def main() -> None:
