@@ -315,7 +315,7 @@ def main() -> int:
     ap.add_argument("--budget-ms", type=float, default=100.0)
     ap.add_argument("--p99-ms", type=float, default=50.0, help="a rate counts towards capacity at this p99 or less")
     ap.add_argument("--kill-rate", type=float, default=0.0,
-                    help="per cluster configuration: rt_load at this rate, worker w0 SIGKILLed mid-run")  # fmt: skip
+                    help="per cluster configuration: rt_load at this rate, a worker killed mid-run")  # fmt: skip
     ap.add_argument("--kill-configs", default=None, metavar="C,...", help="the kill phase in these --configs only "
                     "(default: every one with several workers)")  # fmt: skip
     ap.add_argument("--search-toml", default="",

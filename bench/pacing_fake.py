@@ -8,7 +8,8 @@ work on its answers (the results thread: naming, q-values, publishing). Spectra 
 ``--seconds`` each, with ``--budget-ms``; per depth (``RTSEARCH_CLUSTER_DEPTH``) and rate: spectra refused at the
 door of the pool (predicted late, queue full), batches, their mean size, each GPU's busy share, the median wait of a
 batch at its GPU; with ``--door``, spectra are first screened as an intake process screens them, by the pool's
-advice (`rtsearch.serve.admission`: ``door``, then ``refused`` by the pool itself), and the spectra scored a second.
+advice (`rtsearch.serve.admission`: ``door``, then ``refused`` by the pool itself), and the spectra scored a second;
+the p50 / p99 / max latency of the pool's answers (receipt to the answer callback).
 It does not carry the daemon's real costs (intake processes, the door's pickling): a tool to see the pacing's and
 the admission's logic, not a benchmark.
 

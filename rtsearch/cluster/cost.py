@@ -12,7 +12,9 @@ other piece's 0.84; bench/RESULTS.md, 2026-11-27). Here each part a worker answe
 by exponentially weighted least squares, and `SpectrumCost.work` gives each spectrum ``a + b · candidates`` in the
 units of candidates (scaled so that a spectrum of the mean candidates weighs what it did), which the cuts then
 balance. Until enough parts were seen, or where the fit says nothing (a or b below 0), the work stays the
-candidates. Pure NumPy: no I/O.
+candidates. Pure NumPy: no I/O. Written here (a 3 × 3 system, decayed sums updated a part at a time, as
+`rtsearch.serve.batching.EngineTimeModel` does for batches) rather than with a regression library, which would refit
+from the parts kept each time.
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ from rtsearch.config import BackendName, ServeConfig
 from rtsearch.errors import ConfigError
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve.runtime import host_gpus
-from rtsearch.types import C13_DELTA
 
 log = logging.getLogger(__name__)
 
@@ -104,11 +103,10 @@ def _pieces(target: SearchTarget, workers: int, room: float, backend: BackendNam
 
 
 def _window_da(target: SearchTarget) -> float:
-    """The widest a query's precursor window reaches beyond its mass (Da): the tolerance at the heaviest peptide,
-    isotope errors included (what `DatabaseTarget.reopen_slice` adds to a slice on each side)."""
-    cfg = target.cfg  # type: ignore[attr-defined]  # an index: `partition_cuts` checked
+    """The widest a query's precursor window reaches beyond its mass (Da), at the heaviest peptide: what
+    `DatabaseTarget.reopen_slice` adds to a slice on either side."""
     heaviest = float(np.nanmax(_masses(target), initial=0.0))
-    return float(cfg.precursor_tolerance.width(heaviest)) + max(map(abs, cfg.isotope_errors)) * C13_DELTA + 1e-6
+    return max(target.reach_da(heaviest))  # type: ignore[attr-defined]  # an index: `partition_cuts` checked
 
 
 def _masses(target: SearchTarget) -> np.ndarray:

@@ -134,13 +134,17 @@ class DatabaseTarget:
         folder = self.index.folder
         if folder is None:
             raise ValueError("a slice is opened from the index's folder")
-        c = self.cfg
         lo, hi = own
-        below = max(max(c.isotope_errors), 0) * C13_DELTA
-        above = max(-min(c.isotope_errors), 0) * C13_DELTA
-        lo_da = lo - below - float(c.precursor_tolerance.width(lo)) - 1e-6 if np.isfinite(lo) else -np.inf
-        hi_da = hi + above + float(c.precursor_tolerance.width(hi)) + 1e-6 if np.isfinite(hi) else np.inf
-        return Reopen(_open_slice, (str(folder), c, backend, lo_da, hi_da))
+        lo_da = lo - self.reach_da(lo)[0] if np.isfinite(lo) else -np.inf
+        hi_da = hi + self.reach_da(hi)[1] if np.isfinite(hi) else np.inf
+        return Reopen(_open_slice, (str(folder), self.cfg, backend, lo_da, hi_da))
+
+    def reach_da(self, mass: float) -> tuple[float, float]:
+        """How far below and above ``mass`` (Da) a query of that mass finds candidates: its precursor window,
+        isotope errors included (what a slice holds beyond the masses it serves, `reopen_slice`)."""
+        c = self.cfg
+        width = float(c.precursor_tolerance.width(mass)) + 1e-6
+        return (max(max(c.isotope_errors), 0) * C13_DELTA + width, max(-min(c.isotope_errors), 0) * C13_DELTA + width)
 
     def peptides(self, ids: np.ndarray) -> list[str]:
         return self.index.proformas(ids)

@@ -23,7 +23,7 @@ from rtsearch.scoring.database.kernels import MAX_COUNT
 
 GATHERED = 3072  # entries of count >= T a block ranks in shared memory (36 KiB of its 48); more (ties): from global
 
-SOURCE = r"""
+_TEMPLATE = r"""
 #define MAX_COUNT %(max_count)d
 #define GATHERED %(gathered)d
 
@@ -116,9 +116,8 @@ def merge_on_device(cp: Any, first: Any, tp: Any, tc: Any, out_pep: Any, out_cnt
     [Q + 1] (device int64): each query's first task, its tasks consecutive."""
     n_q, k = out_pep.shape
     if n_q:
-        fn = compiled_kernel(cp, source(), "merge_topk")
+        fn = compiled_kernel(cp, SOURCE, "merge_topk")
         fn((n_q,), (256,), (tp, tc, first, np.int32(k), out_pep, out_cnt))
 
 
-def source() -> str:
-    return SOURCE % {"max_count": MAX_COUNT, "gathered": GATHERED}
+SOURCE = _TEMPLATE % {"max_count": MAX_COUNT, "gathered": GATHERED}  # filled once: the compile cache's key
