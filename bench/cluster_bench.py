@@ -13,7 +13,8 @@ front door of N cluster workers, under the shared client, the echo floor beside.
    GPU k mod 2, its efficiency against ``4:lanes:1``; ``2:lanes:2:1``: the same with ``--cluster 1``, each lane
    scoring through a worker of its own, against ``2:lanes:1:1``; ``2:lanes:2:2:partition``: each lane a partition
    of two pieces, one a GPU, against ``2:lanes:1:2:partition``; ``2:lanes:2:2:auto:0.6x``: the same with room for
-   0.6 of the target a worker (a target too large for one: auto partitions); every configuration on G > 1 GPUs
+   0.6 of the target a worker (a target too large for one: auto partitions); ``…:shared`` at the end: the lanes
+   sharing one cluster of C workers (``--lane-workers shared``); every configuration on G > 1 GPUs
    also against the best one-GPU configuration of the run: ``best_one_gpu_efficiency``),
    each under ``rt_load.py --senders S`` at ``--rates``: answered, lost, duplicates, shed and latency per rate;
    the scored spectra a second at each rate ((answered − shed) / seconds) gives the capacity, and the efficiency
@@ -277,16 +278,19 @@ def _room(text: str, target_gb: float) -> float:
 
 
 def _lanes_args(c: str, tmp: Path, args: argparse.Namespace, one: list[str], target_gb: float) -> list[str]:
-    """``K:lanes:G[:C[:MODE[:ROOM]]]``'s serve arguments: ``--lanes K``, with ``--cluster C`` (its workers on GPUs,
-    one each, where ``--gpus-per-worker`` says so) in ``MODE`` (default: the daemon's, auto), each worker with room
-    for ``ROOM`` of the target (GB, or ``0.6x``: that fraction; default: its share of its GPU)."""
+    """``K:lanes:G[:C[:MODE[:ROOM]]][:shared|:own]``'s serve arguments: ``--lanes K``, with ``--cluster C`` (its
+    workers on GPUs, one each, where ``--gpus-per-worker`` says so) in ``MODE`` (default: the daemon's, auto), each
+    worker with room for ``ROOM`` of the target (GB, or ``0.6x``: that fraction; default: its share of its GPU);
+    ``shared``: the lanes send to one cluster of C workers (``--lane-workers``; default: the daemon's)."""
     k, _, _, *rest = c.split(":")
+    share = rest.pop() if rest and rest[-1] in ("shared", "own") else ""
     if not rest:
         return ["--lanes", k, *one]
     room = _room(rest[2], target_gb) if len(rest) > 2 else 0.0
     toml = _toml(tmp, c, args.search_toml, args.gpus_per_worker, room, serve=args.serve_toml)
     return ["--lanes", k, "--cluster", rest[0], *(["--cluster-mode", rest[1]] if len(rest) > 1 else []),
-            "--placement", args.placement, "--config", str(toml)]  # fmt: skip
+            *(["--lane-workers", share] if share else []), "--placement", args.placement,
+            "--config", str(toml)]  # fmt: skip
 
 
 def _toml(tmp: Path, label: str, search: str, gpus: float = 0.0, memory_gb: float = 0.0, serve: str = "") -> Path:

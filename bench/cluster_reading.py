@@ -30,9 +30,12 @@ def summed(samples: dict[str, float]) -> dict[str, float]:
 
 def worker_pids(log: str) -> dict[str, int]:
     """Each cluster worker's pid from the daemon's log ("cluster: w0 up (pid N"), in order; behind lanes, each
-    lane's w0 named apart (``w0``, ``w0.1``, ...; their first pids, not restarts)."""
+    lane's w0 named apart (``w0``, ``w0.1``, ...; their first pids, not restarts; lanes sharing the workers: each
+    once)."""
     pids: dict[str, int] = {}
     for name, pid in re.findall(r"cluster: (w\d+) up \(pid (\d+)", log):
+        if int(pid) in pids.values():
+            continue
         key = next(k for k in (name, *(f"{name}.{i}" for i in range(1, 1000))) if k not in pids)
         pids[key] = int(pid)
     return pids

@@ -7,7 +7,16 @@ import logging
 from typing import Any
 
 from rtsearch.cli.target import add_backend_argument, add_target_arguments, backend_of, open_target
-from rtsearch.config import ClusterMode, EngineHost, PlacementKind, SpectraMode, choices, load_config, resolved_dict
+from rtsearch.config import (
+    ClusterMode,
+    EngineHost,
+    LaneWorkers,
+    PlacementKind,
+    SpectraMode,
+    choices,
+    load_config,
+    resolved_dict,
+)
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +73,10 @@ def add_parser(sub: Any) -> None:
                    help="spread the runs over N daemon processes behind this one (each opens the target, scores on "
                    "its own engine, lane k on GPU k mod the host's GPUs, and owns the runs it is given; for many "
                    "runs at once: one run stays on one lane); default 1")
+    d.add_argument("--lane-workers", choices=choices(LaneWorkers),
+                   help="with --lanes and --cluster: shared (the lanes send to one cluster of N workers, each piece "
+                   "of a partition held once, each worker batching what every lane sends it; local placement) or "
+                   "own (each lane a cluster of N workers of its own); default own")
 
 
 def run(args: argparse.Namespace, lane: Any = None) -> int:
@@ -85,6 +98,7 @@ def run(args: argparse.Namespace, lane: Any = None) -> int:
         "max_batch": args.max_batch, "intakes": args.intakes, "publishers": args.publishers, "engine": args.engine,
         "elution": args.elution, "cluster": args.cluster, "cluster_mode": args.cluster_mode,
         "cluster_placement": args.placement, "ray_address": args.ray_address, "lanes": args.lanes,
+        "lane_workers": args.lane_workers,
     }  # fmt: skip
     serve = dataclasses.replace(cfg.serve, **{k: v for k, v in flags.items() if v is not None})
     if serve.max_queue < serve.max_batch:

@@ -40,7 +40,8 @@ import zmq
 from rtsearch.batch import SpectraBatch
 from rtsearch.cluster.pieces import Own, Pieces
 from rtsearch.cluster.placement import Placement
-from rtsearch.cluster.worker import WorkerSpec
+from rtsearch.cluster.share import Share
+from rtsearch.cluster.worker import BEAT_S, WorkerSpec
 from rtsearch.errors import EndpointError, ServiceError
 from rtsearch.matches import ScoredBatch
 from rtsearch.search.target import Reopen
@@ -55,6 +56,7 @@ HANG_FACTOR, HANG_FLOOR_S, HANG_FIRST_S = 10.0, 1.0, 30.0  # a batch held longer
 SLOWEST_DECAY = 0.9  # each answered batch not slower shrinks a worker's slowest time a spectrum by this
 FAILOVER_S = 2.0  # partition: a dead owner's spectra wait this long for it, then go to any live worker
 START_TIMEOUT_S = 600.0  # every worker opened its target and said hello (a large index on a fresh machine)
+SHARED_STOP_S = 60.0  # shared workers: how long the lane that started them waits for the other lanes to be done
 
 
 @dataclass
@@ -84,7 +86,8 @@ class _Request:
     payload: bytes  # the pickled (`SpectraBatch`, its queries' mass range or None: all, best chosen by the worker)
     piece: int  # -1: any worker
     own: Own | None  # partition: the masses it needs scored (who else can stand in for its piece's worker)
-    future: concurrent.futures.Future[tuple[bytes, float, float]]  # pickled answer; seconds queued, scored there
+    future: concurrent.futures.Future[tuple[bytes, float, float, float]]  # pickled answer; seconds queued, scored
+    # there, and its share of that scoring (a worker scores the batches waiting for it as one)
     first: float
     prefer: int = -1  # replicate: the worker asked for (-1: any)
     worker: str = ""
@@ -96,14 +99,16 @@ class ClusterScorer:
     ``pieces=`` a `Pieces` of 3 (partition) — see the module docstring."""
 
     def __init__(self, reopen: Reopen, placement: Placement, *, workers: int, pieces: Pieces | None = None,
-                 host: str = "127.0.0.1", timeout_s: float = 30.0, record: Callable[..., None] = lambda _: None
-                 ) -> None:  # fmt: skip
-        """``record``: the daemon's metrics' (`Cluster` stats, from the dispatcher thread)."""
+                 host: str = "127.0.0.1", timeout_s: float = 30.0, record: Callable[..., None] = lambda _: None,
+                 share: Share | None = None) -> None:  # fmt: skip
+        """``record``: the daemon's metrics' (`Cluster` stats, from the dispatcher thread); ``share``: this door is
+        a lane's of lanes sharing the workers (`rtsearch.cluster.share`: its endpoints there; the keeper's starts
+        them)."""
         if pieces is not None and len(pieces.reopens) != workers:
             raise ValueError("partition needs a piece a worker")
         self.reopen, self.placement, self.pieces = reopen, placement, pieces
         self.mode = "replicate" if pieces is None else "partition"
-        self.timeout_s, self.record = timeout_s, record
+        self.timeout_s, self.record, self.share = timeout_s, record, share
         self.workers = {f"w{k}": _Worker(f"w{k}", k if pieces else -1) for k in range(workers)}
         self._ctx = zmq.Context()
         self._router = self._ctx.socket(zmq.ROUTER)
@@ -113,8 +118,9 @@ class ClusterScorer:
         self._beats = self._ctx.socket(zmq.PULL)
         self._beats.setsockopt(zmq.LINGER, 0)
         try:
-            self.router = _bind(self._router, host)
-            self.beats = _bind(self._beats, host)
+            ends = share.door(share.index) if share else None
+            self.router = _bind(self._router, host, ends[0] if ends else "")
+            self.beats = _bind(self._beats, host, ends[1] if ends else "")
         except EndpointError:
             self._ctx.destroy(linger=0)
             raise
@@ -133,10 +139,16 @@ class ClusterScorer:
         self.deaths = 0
 
     def __enter__(self) -> ClusterScorer:
-        specs = [WorkerSpec(w.name, w.piece, self.pieces.reopens[w.piece] if self.pieces else self.reopen, self.router,
-                            self.beats) for w in self.workers.values()]  # fmt: skip
+        router, beats = self.router, self.beats
+        others: tuple[tuple[str, str], ...] = ()
+        if self.share is not None:  # the keeper's door first: the one whose placement restarts them
+            (router, beats), *rest = self.share.doors
+            others = tuple(rest)
+        specs = [WorkerSpec(w.name, w.piece, self.pieces.reopens[w.piece] if self.pieces else self.reopen, router,
+                            beats, others=others) for w in self.workers.values()]  # fmt: skip
         self._thread.start()
-        self.placement.start(specs)
+        if self.share is None or self.share.keeper:
+            self.placement.start(specs)
         if not self._all_ready.wait(START_TIMEOUT_S):
             self.__exit__()
             raise ServiceError(f"cluster: not every worker was up within {START_TIMEOUT_S:.0f} s")
@@ -149,10 +161,16 @@ class ClusterScorer:
         for w in self.workers.values():
             if w.alive:
                 self._send(w.name, [b"stop"])
+        if self.share is not None and self.share.keeper:  # the other lanes may still be answering through them
+            deadline = time.monotonic() + SHARED_STOP_S
+            while time.monotonic() < deadline and any(time.monotonic() - w.last_beat < 3 * BEAT_S and w.alive
+                                                      for w in self.workers.values()):  # fmt: skip
+                time.sleep(BEAT_S)
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(5.0)
-        self.placement.close()
+        if self.share is None or self.share.keeper:
+            self.placement.close()
         self._ctx.destroy(linger=0)  # the engine threads' submit sockets too
 
     # ------------------------------------------------------------------ engine threads' side
@@ -167,7 +185,7 @@ class ClusterScorer:
         return self.pieces.finish(batch, list(zip(plan, answers, strict=True)))
 
     def _request(self, batch: SpectraBatch, piece: int, own: Own | None, *, whole: bool = True, prefer: int = -1
-                 ) -> concurrent.futures.Future[tuple[bytes, float, float]]:  # fmt: skip
+                 ) -> concurrent.futures.Future[tuple[bytes, float, float, float]]:  # fmt: skip
         """``whole``: the spectra answered (the worker is sent no mass range); else their queries in ``own``."""
         # pickled here, in the calling engine thread, not in the dispatcher (one thread for all workers)
         sent = pickle.dumps((batch, None if whole else own), protocol=pickle.HIGHEST_PROTOCOL)
@@ -182,19 +200,20 @@ class ClusterScorer:
         sock.send(req.id.to_bytes(8, "little"))
         return req.future
 
-    def _wait(self, futures: list[concurrent.futures.Future[tuple[bytes, float, float]]]) -> list[Any]:
+    def _wait(self, futures: list[concurrent.futures.Future[tuple[bytes, float, float, float]]]) -> list[Any]:
         """The answers (`ScoredBatch`, or a partition worker's `QueryScores`), unpickled here (an engine thread); a
         worker's failure raises `EngineError`. A `ScoredBatch`'s ``stages``: ``queued``, the seconds it waited at
-        its worker behind an earlier batch, and ``scoring``, the worker's own seconds on it (the daemon tells its
-        workers' time from its own with them: `rtsearch.serve.pacing`)."""
+        its worker behind an earlier batch, ``scoring``, the worker's own seconds on it (the daemon tells its
+        workers' time from its own with them: `rtsearch.serve.pacing`), and ``share``, its spectra's part of that
+        when the worker scored it with others as one batch (what it cost: `rtsearch.cluster.cost`)."""
         out = []
         for f in futures:
-            answer, queued, scoring = f.result()
+            answer, queued, scoring, share = f.result()
             kind, payload = pickle.loads(answer)
             if kind == "error":
                 raise EngineError(payload)
             if isinstance(payload, ScoredBatch):
-                payload.stages.update(queued=queued, scoring=scoring)
+                payload.stages.update(queued=queued, scoring=scoring, share=share)
             out.append(payload)
         return out
 
@@ -258,12 +277,15 @@ class ClusterScorer:
         w.seconds_per_spectrum = took if w.batches == 0 else 0.8 * w.seconds_per_spectrum + 0.2 * took
         w.slowest = max(took, SLOWEST_DECAY * w.slowest)  # an outlier (a batch queued behind others) fades
         scoring = int.from_bytes(frames[4], "little") / 1e9 if len(frames) > 4 else 0.0  # its own time on the batch
+        share = scoring
+        if len(frames) > 6:  # the worker's own account: how long it waited there, its part of a merged batch
+            queued, share = int.from_bytes(frames[5], "little") / 1e9, int.from_bytes(frames[6], "little") / 1e9
         w.batches, w.spectra, w.since_up = w.batches + 1, w.spectra + req.size, w.since_up + req.size
-        w.scoring_s += scoring
-        self.record(Cluster(w.name, w.piece, up=True, spectra=req.size, busy_s=scoring))
+        w.scoring_s += share
+        self.record(Cluster(w.name, w.piece, up=True, spectra=req.size, busy_s=share))
         with self._lock:
             del self._requests[rid]
-        req.future.set_result((frames[3], queued, scoring))
+        req.future.set_result((frames[3], queued, scoring, share))
 
     def _hang_s(self, w: _Worker) -> float:
         """How long a worker may hold a batch: `HANG_FACTOR` × its slowest measured time a spectrum × what it
@@ -364,9 +386,14 @@ class ClusterScorer:
                 for w in self.workers.values()]  # fmt: skip
 
 
-def _bind(sock: zmq.Socket[bytes], host: str) -> str:
+def _bind(sock: zmq.Socket[bytes], host: str, at: str = "") -> str:
+    """``sock`` bound at ``at``, else at a free port of ``host``; the endpoint."""
     try:
+        if at:
+            sock.bind(at)
+            return at
         port = sock.bind_to_random_port(f"tcp://{host}")
     except zmq.ZMQError as e:
-        raise EndpointError(f"[serve] cluster_host {host!r}: cannot bind there ({e})") from None
+        where = f"the lanes' cluster endpoint {at}" if at else f"[serve] cluster_host {host!r}"
+        raise EndpointError(f"{where}: cannot bind there ({e})") from None
     return f"tcp://{host}:{port}"

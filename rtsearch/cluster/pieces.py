@@ -99,7 +99,7 @@ class Pieces:
         with self._lock:  # what each whole part cost its worker teaches the cuts (`SpectrumCost`)
             for part, a in parts:
                 if part.whole and isinstance(a, ScoredBatch) and "scoring" in a.stages:
-                    self.cost.observe(len(part.rows), part.candidates, a.stages["scoring"])
+                    self.cost.observe(len(part.rows), part.candidates, a.stages.get("share", a.stages["scoring"]))
         queries = [(part.rows, a) for part, a in parts if isinstance(a, QueryScores)]
         if queries:
             split = np.unique(np.concatenate([rows for rows, _ in queries]))

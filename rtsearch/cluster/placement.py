@@ -5,8 +5,8 @@
   restarts an actor whose process dies, and the actor's constructor starts the worker loop again (same name,
   same piece). Ray places and supervises; the spectra never travel through Ray (`rtsearch.cluster.worker`).
 - `LocalPlacement` (``placement = "local"``): spawned processes of this host, restarted by a supervising thread
-  when one exits, spread over the host's GPUs (``gpus_per_worker`` > 0) — for one host, or a machine without
-  Ray.
+  when one fails (exits other than 0: a worker ends with 0 only when told to stop), spread over the host's GPUs
+  (``gpus_per_worker`` > 0) — for one host, or a machine without Ray.
 
 Both: `start`, `pid_of` (a worker's process, as its hello said), `close`.
 """
@@ -68,6 +68,11 @@ class LocalPlacement:
             for name in gone:
                 if self._stop.is_set():
                     return
+                if self._procs[name].exitcode == 0:  # it ended when asked (every door it serves said stop)
+                    log.info("cluster: %s stopped", name)
+                    with self._lock:
+                        del self._procs[name]
+                    continue
                 log.warning("cluster: %s exited (code %s): restarting it", name, self._procs[name].exitcode)
                 self.restarts += 1
                 self._spawn(self._specs[name])

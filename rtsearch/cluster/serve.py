@@ -19,6 +19,7 @@ from rtsearch.cluster.door import ClusterScorer
 from rtsearch.cluster.partition import LiveCuts, balance, bin_work, piece_work, serving_ranges
 from rtsearch.cluster.pieces import Pieces
 from rtsearch.cluster.placement import LocalPlacement, Placement, RayPlacement
+from rtsearch.cluster.share import Share
 from rtsearch.config import BackendName, ServeConfig
 from rtsearch.errors import ConfigError
 from rtsearch.search.target import SearchTarget
@@ -26,7 +27,7 @@ from rtsearch.serve.runtime import host_gpus
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ClusterScorer", "open_cluster", "partition_cuts", "target_bytes"]
+__all__ = ["ClusterScorer", "open_cluster", "partition_cuts", "shares_workers", "target_bytes"]
 
 TARGET_SHARE = 0.6  # of a worker's share of its GPU, for the target (the rest: batches, CuPy's pool, the context)
 
@@ -43,9 +44,11 @@ def partition_cuts(target: SearchTarget, pieces: int) -> LiveCuts:
 
 
 def open_cluster(target: SearchTarget, cfg: ServeConfig, backend: BackendName,
-                 record: Callable[..., None] = lambda _: None) -> ClusterScorer:  # fmt: skip
+                 record: Callable[..., None] = lambda _: None, share: Share | None = None
+                 ) -> ClusterScorer:  # fmt: skip
     """``cfg.cluster`` workers placed and up (each opened the target, or its slice, on ``backend`` and warmed up),
-    their front door's scorer returned; the caller closes it (``__exit__``)."""
+    their front door's scorer returned; the caller closes it (``__exit__``). ``share``: this daemon is a lane of
+    lanes sharing the workers (`rtsearch.cluster.share`; lane 0's door starts them)."""
     reopen = target.reopen(backend)
     if reopen is None:
         raise ConfigError("--cluster needs a target opened from its folder (--index, --library or --proteoforms)")
@@ -67,20 +70,26 @@ def open_cluster(target: SearchTarget, cfg: ServeConfig, backend: BackendName,
     else:
         placement = LocalPlacement(gpus=host_gpus() if cfg.gpus_per_worker > 0 else 0)
     return ClusterScorer(reopen, placement, workers=cfg.cluster, pieces=pieces, host=cfg.cluster_host,
-                         timeout_s=cfg.budget_ms / 1e3, record=record).__enter__()  # fmt: skip
+                         timeout_s=cfg.budget_ms / 1e3, record=record, share=share).__enter__()  # fmt: skip
+
+
+def shares_workers(cfg: ServeConfig) -> bool:
+    """Whether the lanes of ``cfg`` share one cluster's workers (``lane_workers = "shared"``, local placement)."""
+    return cfg.lanes > 1 and cfg.cluster > 0 and cfg.lane_workers == "shared" and cfg.cluster_placement == "local"
 
 
 def worker_memory(cfg: ServeConfig, backend: BackendName) -> float:
     """Bytes of the target a worker may hold: ``worker_memory_gb``, else `TARGET_SHARE` of its share of its GPU
     (CPU workers: no limit; the target is memory-mapped) — local workers: the ``lanes`` × ``cluster`` workers of the
-    lanes' clusters spread evenly over the host's GPUs (`rtsearch.serve.lanes.lane_device`)."""
+    lanes' clusters (``cluster`` when the lanes share them) spread evenly over the host's GPUs
+    (`rtsearch.serve.lanes.lane_device`)."""
     if cfg.worker_memory_gb > 0:
         return cfg.worker_memory_gb * 1e9
     if backend != "cupy":
         return math.inf
     per_gpu, gpus = _gpu_memory(), max(host_gpus(), 1)
     share = min(cfg.gpus_per_worker, 1.0) if cfg.cluster_placement == "ray" and cfg.gpus_per_worker > 0 else \
-        1.0 / math.ceil(cfg.lanes * cfg.cluster / gpus)  # fmt: skip
+        1.0 / math.ceil((1 if shares_workers(cfg) else cfg.lanes) * cfg.cluster / gpus)  # fmt: skip
     return TARGET_SHARE * per_gpu * share
 
 

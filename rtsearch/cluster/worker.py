@@ -1,13 +1,19 @@
 """A cluster worker: a target opened in its own process, scoring the batches the front door sends it.
 
 The data path is ZeroMQ, not Ray (a Ray call costs about a millisecond, the order of a whole search): the worker's
-DEALER connects to the front door's ROUTER (`rtsearch.cluster.door`) and its heartbeat PUSH to the door's PULL::
+DEALER connects to the front door's ROUTER (`rtsearch.cluster.door`) and its heartbeat PUSH to the door's PULL —
+a DEALER and a PUSH a door, where lanes share the workers (`rtsearch.cluster.share`)::
 
     worker                                   front door
     DEALER  ── hello {name, piece, pid, …} ─▶ ROUTER     once, after the target is open and warmed up
             ◀── batch  id  pickle((SpectraBatch, own))
-            ── scored id  pickle(("scored", ScoredBatch) | ("queries", QueryScores) | ("error", text))  took-ns ──▶
+            ── scored id  pickle(("scored", ScoredBatch) | ("queries", QueryScores) | ("error", text))
+                took-ns  waited-ns  share-ns ──▶
     PUSH    ── beat  name  busy-for-ns ──▶ PULL         every `BEAT_S`, from a thread of its own
+
+The batches waiting when the worker turns to them (from every door) are scored as one (`answer`: up to
+`MERGE_SPECTRA` spectra): ``took`` is that batch's time, ``waited`` the time this one waited for it to begin,
+``share`` its spectra's part of ``took``. A worker ends when every door it serves said ``stop``.
 
 Batches and answers are pickled columns (as between the daemon and its engine process): the endpoints are the
 cluster's own, on a trusted network (loopback by default). A worker is placed and restarted by Ray
@@ -32,18 +38,21 @@ import numpy as np
 import zmq
 
 from rtsearch.batch import SpectraBatch
+from rtsearch.cluster.share import Endpoints
 from rtsearch.search.live import named
 from rtsearch.search.target import Reopen
 
 log = logging.getLogger(__name__)
 
 BEAT_S = 0.2  # heartbeat period; the door calls a worker dead after `rtsearch.cluster.door.DEAD_AFTER_S` of silence
+MERGE_SPECTRA = 8192  # spectra of the batches waiting scored as one at most (`answer`; one batch may be larger)
 
 
 @dataclass(frozen=True)
 class WorkerSpec:
     """What a worker process needs: its name (its ZeroMQ identity), its piece of the mass range (-1: any), how to
-    open the target, and the door's two endpoints."""
+    open the target, and the endpoints of the front door that starts it (``router``, ``beats``) and of the other
+    doors it serves (``others``: lanes sharing the workers, `rtsearch.cluster.share`)."""
 
     name: str
     piece: int
@@ -52,68 +61,154 @@ class WorkerSpec:
     beats: str
     warm_up: bool = True
     device: int = -1  # a local worker's GPU (CUDA_VISIBLE_DEVICES); -1: as inherited (Ray assigns its own)
+    others: tuple[Endpoints, ...] = ()
+
+    @property
+    def doors(self) -> tuple[Endpoints, ...]:
+        return ((self.router, self.beats), *self.others)
+
+
+@dataclass
+class Ask:
+    """A batch one door sent: the door (its index in the spec's ``doors``), the request id, the spectra, their
+    queries' mass range (None: answer them whole) and when it came (ns, monotonic)."""
+
+    door: int
+    req: bytes
+    batch: SpectraBatch
+    own: tuple[float, float] | None
+    came: int
 
 
 def run_worker(spec: WorkerSpec, stop: threading.Event | None = None) -> None:
-    """The worker's loop (see the module docstring); returns when the door says stop or ``stop`` is set."""
+    """The worker's loop (see the module docstring); returns when every door said stop or ``stop`` is set."""
     stop = stop or threading.Event()
     target = spec.reopen()
     if spec.warm_up:  # compile kernels before the first real batch (CuPy); NumPy's first pass is as fast
         warm = SpectraBatch.of(target.warm_up_spectra(8))
         target.score_queries(warm, (-np.inf, np.inf)) if spec.piece >= 0 else target.score(warm)  # type: ignore[attr-defined]
     ctx = zmq.Context()
-    sock = ctx.socket(zmq.DEALER)
-    sock.setsockopt(zmq.IDENTITY, spec.name.encode())
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.connect(spec.router)
+    socks = []
+    for router, _ in spec.doors:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.IDENTITY, spec.name.encode())
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(router)
+        socks.append(sock)
     busy = [0]  # since when the current batch is being scored (ns, monotonic); 0: idle
     beat = threading.Thread(target=_beats, args=(ctx, spec, busy, stop), name="beats", daemon=True)
     beat.start()
-    hello = {"name": spec.name, "piece": spec.piece, "pid": os.getpid(), "backend": target.backend.name,
-             "entries": target.entries, "device_bytes": target.device_bytes(),
-             "gpu": os.environ.get("CUDA_VISIBLE_DEVICES", "")}  # a local worker's GPU (`process_main`)  # fmt: skip
-    sock.send_multipart([b"hello", pickle.dumps(hello)])
-    dumps = pickle.dumps
+    hello = pickle.dumps({"name": spec.name, "piece": spec.piece, "pid": os.getpid(), "backend": target.backend.name,
+                          "entries": target.entries, "device_bytes": target.device_bytes(),
+                          "gpu": os.environ.get("CUDA_VISIBLE_DEVICES", "")})  # a local worker's GPU  # fmt: skip
+    for sock in socks:
+        sock.send_multipart([b"hello", hello])
+    poller = zmq.Poller()
+    for sock in socks:
+        poller.register(sock, zmq.POLLIN)
+    stopped: set[int] = set()
     try:
-        while not stop.is_set():
-            if not sock.poll(100):
+        while not stop.is_set() and len(stopped) < len(socks):
+            if not poller.poll(100):
                 continue
-            frames = sock.recv_multipart()
-            if frames[0] == b"stop":
-                break
-            req, (batch, own) = frames[1], pickle.loads(frames[2])
-            busy[0] = time.monotonic_ns()
-            try:
-                if own is None:
-                    reply: tuple[str, Any] = ("scored", named(target, target.score(batch)))
-                else:
-                    reply = ("queries", target.score_queries(batch, own))  # type: ignore[attr-defined]  # an index
-            except Exception as e:  # answered by the door with this reason
-                log.exception("%s: failed on a batch of %d spectra", spec.name, len(batch))
-                reply = ("error", f"{spec.name}: {type(e).__name__}: {e}")
-            took = time.monotonic_ns() - busy[0]  # the batch's scoring (the door's busy time a worker)
-            busy[0] = 0
-            sock.send_multipart([b"scored", req, dumps(reply, protocol=pickle.HIGHEST_PROTOCOL),
-                                 took.to_bytes(8, "little")])  # fmt: skip
+            asks = _take(socks, stopped)
+            while asks:
+                k = _round(asks)
+                now, asks = asks[:k], asks[k:]
+                busy[0] = start = time.monotonic_ns()
+                replies = answer(target, now, spec.name)
+                busy[0] = 0
+                _send(socks, now, replies, start, time.monotonic_ns() - start)
     finally:
         stop.set()
         beat.join(1.0)
-        sock.close(0)
+        for sock in socks:
+            sock.close(0)
         ctx.term()
 
 
+def _send(socks: list[zmq.Socket[bytes]], asks: list[Ask], replies: list[tuple[str, Any]], start: int, took: int
+          ) -> None:  # fmt: skip
+    """Each reply to its door, with the times of the module docstring (ns)."""
+    size = sum(len(a.batch) for a in asks)
+    for a, reply in zip(asks, replies, strict=True):
+        share = took * len(a.batch) // max(size, 1)  # its spectra's part of the merged batch's time
+        times = b"".join(t.to_bytes(8, "little") for t in (took, max(start - a.came, 0), share))
+        socks[a.door].send_multipart([b"scored", a.req, pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL),
+                                      times[:8], times[8:16], times[16:]])  # fmt: skip
+
+
+def _round(asks: list[Ask]) -> int:
+    """How many of the first ``asks`` to score as one: up to `MERGE_SPECTRA` spectra, at least one batch."""
+    k, n = 1, len(asks[0].batch)
+    while k < len(asks) and n + len(asks[k].batch) <= MERGE_SPECTRA:
+        n += len(asks[k].batch)
+        k += 1
+    return k
+
+
+def _take(socks: list[zmq.Socket[bytes]], stopped: set[int]) -> list[Ask]:
+    """Every batch waiting at any door's socket (a door's ``stop`` noted in ``stopped``)."""
+    asks = []
+    for k, sock in enumerate(socks):
+        while True:
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            if frames[0] == b"stop":
+                stopped.add(k)
+                continue
+            batch, own = pickle.loads(frames[2])
+            asks.append(Ask(k, frames[1], batch, own, time.monotonic_ns()))
+    return asks
+
+
+def answer(target: Any, asks: list[Ask], name: str) -> list[tuple[str, Any]]:
+    """Each ask's reply: ``("scored", ScoredBatch)`` for a batch answered whole, ``("queries", QueryScores)`` for
+    one scored in its mass range, ``("error", why)``. The batches answered whole are scored as one (what several
+    doors, or one door's batches queued behind each other, sent at once); one that fails is scored again alone,
+    so that only its own spectra get the error."""
+    replies: list[tuple[str, Any] | None] = [None] * len(asks)
+    whole = [i for i, a in enumerate(asks) if a.own is None]
+    if len(whole) > 1:
+        try:
+            scored = named(target, target.score(SpectraBatch.concat([asks[i].batch for i in whole])))
+            sizes = [len(asks[i].batch) for i in whole]
+            for i, end, n in zip(whole, np.cumsum(sizes).tolist(), sizes, strict=True):
+                replies[i] = ("scored", scored.take(np.arange(end - n, end)))
+        except Exception:  # noqa: BLE001  # each scored alone below: the failure answers its own batch only
+            log.warning("%s: a merged batch of %d failed; scoring its %d parts one by one", name,
+                        sum(len(asks[i].batch) for i in whole), len(whole))  # fmt: skip
+    for i, a in enumerate(asks):
+        if replies[i] is not None:
+            continue
+        try:
+            replies[i] = ("scored", named(target, target.score(a.batch))) if a.own is None else \
+                ("queries", target.score_queries(a.batch, a.own))  # fmt: skip
+        except Exception as e:  # answered by the door with this reason
+            log.exception("%s: failed on a batch of %d spectra", name, len(a.batch))
+            replies[i] = ("error", f"{name}: {type(e).__name__}: {e}")
+    return replies  # type: ignore[return-value]  # every one filled
+
+
 def _beats(ctx: zmq.Context[Any], spec: WorkerSpec, busy: list[int], stop: threading.Event) -> None:
-    push = ctx.socket(zmq.PUSH)
-    push.setsockopt(zmq.LINGER, 0)
-    push.setsockopt(zmq.SNDHWM, 10)
-    push.connect(spec.beats)
+    pushes = []
+    for _, beats in spec.doors:  # a PUSH a door (one PUSH connected to several would deal the beats out among them)
+        push = ctx.socket(zmq.PUSH)
+        push.setsockopt(zmq.LINGER, 0)
+        push.setsockopt(zmq.SNDHWM, 10)
+        push.connect(beats)
+        pushes.append(push)
     try:
         while not stop.wait(BEAT_S):
-            with contextlib.suppress(zmq.Again):  # the door is away: it will call us dead or hear the next one
-                took = time.monotonic_ns() - busy[0] if busy[0] else 0  # how long the batch in hand has taken
-                push.send_multipart([spec.name.encode(), str(took).encode()], zmq.NOBLOCK)
+            took = time.monotonic_ns() - busy[0] if busy[0] else 0  # how long the batch in hand has taken
+            for push in pushes:
+                with contextlib.suppress(zmq.Again):  # the door is away: it will call us dead or hear the next one
+                    push.send_multipart([spec.name.encode(), str(took).encode()], zmq.NOBLOCK)
     finally:
-        push.close(0)
+        for push in pushes:
+            push.close(0)
 
 
 def process_main(spec: WorkerSpec, parent: int) -> None:

@@ -46,6 +46,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from rtsearch.cluster.share import Share
 from rtsearch.config import SpectraMode
 from rtsearch.errors import EndpointError
 from rtsearch.serve.admission import Advice
@@ -89,13 +90,15 @@ def socket_pair() -> tuple[socket.socket, socket.socket]:
 class Lane:
     """This daemon is lane ``index`` of the lanes' front (`rtsearch.serve.lanes`): ``pipes``, its ends of the socket
     pairs with the front's intake processes; ``advice``, its `Advice` words shared with them; ``results``, where
-    they send the answers they give at its door (its publisher's ``inner``); ``device``, the GPU it scores on."""
+    they send the answers they give at its door (its publisher's ``inner``); ``device``, the GPU it scores on;
+    ``share``, where the lanes share a cluster's workers (`rtsearch.cluster.share`)."""
 
     index: int
     pipes: list[socket.socket]
     advice: Any
     results: str
     device: str = ""  # its CUDA_VISIBLE_DEVICES (`rtsearch.serve.runtime.gpu_of`); "": as inherited
+    share: Share | None = None
 
 
 class _Child:

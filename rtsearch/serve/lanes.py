@@ -25,7 +25,9 @@ opened by each).
   GPU k mod G (``CUDA_VISIBLE_DEVICES`` set in its process, the list given to the front kept) — or, scoring through
   a cluster of N workers of its own (``--cluster N``), sees every GPU, its list turned to start at GPU k·N mod G,
   so that its workers (worker i on the i-th: `rtsearch.cluster.placement.LocalPlacement`) follow the previous
-  lane's round the GPUs: a partition's pieces each on a GPU of their own, not all on the lane's (`lane_device`).
+  lane's round the GPUs: a partition's pieces each on a GPU of their own, not all on the lane's (`lane_device`) —
+  or, with ``[serve] lane_workers = "shared"``, the lanes' doors send to one cluster of N workers, started by lane
+  0 (`rtsearch.cluster.share`: each piece held once, each worker batching what every lane sends).
   Several intake
   processes hand it a run's messages in no set order, so it waits for ``run.end``'s ``n_spectra`` as behind several
   intakes. Only lane 0 finishes the journals an earlier daemon left (before any lane is fed).
@@ -55,6 +57,8 @@ from typing import Any
 
 import zmq
 
+from rtsearch.cluster.serve import shares_workers
+from rtsearch.cluster.share import Share
 from rtsearch.config import ServeConfig
 from rtsearch.errors import EndpointError, ServiceError
 from rtsearch.serve.admission import Advice
@@ -202,9 +206,11 @@ class Front:
             self.health.set(failure=why)
 
     def _start_lanes(self, pipes: list[list[tuple[socket.socket, socket.socket]]]) -> None:
+        shared = shares_workers(self.cfg)
         for lane in self.lanes:
+            share = Share(str(self.folder), lane.index, len(self.lanes)) if shared else None
             mine = Lane(lane.index, [row[lane.index][0] for row in pipes], lane.advice, lane.answers,
-                        device=lane_device(lane.index, self.gpus, self.cfg.cluster))
+                        device=lane_device(0 if shared else lane.index, self.gpus, self.cfg.cluster), share=share)
             lane.proc = self._spawn.Process(target=self.lane_main, args=(lane.results, lane.metrics_port, mine),
                                             name=f"rtsearch-lane-{lane.index}")  # fmt: skip
             lane.proc.start()

@@ -26,6 +26,7 @@ from collections.abc import Callable
 import numpy as np
 
 from rtsearch.cluster.serve import ClusterScorer, open_cluster
+from rtsearch.cluster.share import Share
 from rtsearch.config import BackendName, ServeConfig
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve import pacing
@@ -63,9 +64,11 @@ class WorkerPool(Expiry):
     def __init__(
         self, target: SearchTarget, cfg: ServeConfig, *, answer: Answers, refitter: Refitter,
         record: Callable[..., None], clock: Callable[[], int] = time.monotonic_ns,
-        cluster_backend: BackendName | None = None,
+        cluster_backend: BackendName | None = None, share: Share | None = None,
     ) -> None:  # fmt: skip
+        """``share``: a lane's of lanes sharing the cluster's workers (`rtsearch.cluster.share`)."""
         self.target, self.cfg, self.answer, self.refitter = target, cfg, answer, refitter
+        self.share = share
         self.record: Callable[..., None] = record  # `DaemonMetrics.record`
         self.clock = clock
         self.model = EngineTimeModel()
@@ -101,7 +104,7 @@ class WorkerPool(Expiry):
         threads = self.cfg.workers
         if self.cfg.cluster:  # replicate: depth threads a worker, one batch each; partition: depth, each batch on all
             self.cluster = await asyncio.to_thread(open_cluster, self.target, self.cfg, self.cluster_backend,
-                                                    self.record)  # fmt: skip
+                                                    self.record, self.share)  # fmt: skip
             lanes = self._lanes.lanes = self.batcher.lanes = self.cfg.cluster if self.cluster.mode == "replicate" else 1
             depth = int(env_number("RTSEARCH_CLUSTER_DEPTH", CLUSTER_DEPTH, positive=True))
             threads = max(threads, depth * lanes)

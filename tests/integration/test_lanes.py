@@ -221,3 +221,46 @@ async def test_lanes_each_scoring_through_a_cluster_of_their_own_lose_nothing_wh
         front.proc.send_signal(signal.SIGTERM)
         code = front.proc.wait(120)
     assert code == 0, front.log[-3000:]
+
+
+@pytest.mark.asyncio
+async def test_lanes_sharing_one_partition_lose_nothing_when_a_worker_dies(demo_index, ecoli_run, tmp_path):
+    """``--lanes 2 --cluster 2 --cluster-mode partition --lane-workers shared``: two workers in all (not two a
+    lane), each holding its piece once and scoring what both lanes send it. One SIGKILLed mid-run: lane 0 restarts
+    it, it says hello to both lanes, each sends its batches again; every spectrum of the four runs answered once,
+    both lanes' spectra scored by both workers, and the front stops cleanly."""
+    sp, rp, port = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}", free_port()
+    front = ServeProcess(["--index", str(demo_index.folder), "--config", str(bundled(TOML)), "--backend", "numpy",
+                          "--spectra", sp, "--spectra-mode", "pull", "--results", rp, "--metrics-port", str(port),
+                          "--results-dir", str(tmp_path), "--lanes", "2", "--intakes", "1", "--cluster", "2",
+                          "--cluster-mode", "partition", "--lane-workers", "shared"])  # fmt: skip
+    try:
+        assert front.wait_for(" ready: ", 240), front.log
+        up = re.findall(r"cluster: (w\d) up \(pid (\d+)", front.log)
+        assert len(up) == 4 and len(set(up)) == 2, front.log  # two workers, each up in both lanes' doors
+        col = Collector(rp).start()
+        sent = Sent()
+        with Sender(sp, mode="push", wait_s=20) as s:
+            await asyncio.to_thread(replay, s, [(RUNS[0], ecoli_run), (RUNS[1], ecoli_run)], speed=None, rate=150,
+                                    sent=sent)  # fmt: skip
+            os.kill(int(dict(up)["w0"]), signal.SIGKILL)
+            await asyncio.to_thread(replay, s, [(RUNS[2], ecoli_run), (RUNS[3], ecoli_run)], speed=None, rate=150,
+                                    sent=sent)  # fmt: skip
+        await asyncio.to_thread(col.wait, len(sent.ms2), idle_s=30, timeout_s=300)
+        col.stop()
+        report = col.report(sent.ms2)
+        assert report.lost == 0 and report.duplicates == 0, report
+        assert report.by_status.get("identified", 0) > 0, report
+        # restarted once, by lane 0 alone, and back in both lanes' doors
+        assert await asyncio.to_thread(_wait, lambda: len(re.findall(r"cluster: w0 up", front.log)) == 4, 60)
+        assert len({pid for name, pid in re.findall(r"cluster: (w\d) up \(pid (\d+)", front.log) if name == "w0"}) == 2
+        metrics = scrape(port)
+        scored = {k: v for k, v in metrics.items() if k.startswith("rtsearch_cluster_spectra_total{")}
+        assert len(scored) == 4 and all(v > 0 for v in scored.values()), scored  # each lane through each worker
+    finally:
+        front.proc.send_signal(signal.SIGTERM)
+        code = front.proc.wait(120)
+    assert code == 0, front.log[-3000:]
+    end = front.log[front.log.index("shutting down"):]  # the workers stop when both lanes said so, not restarted
+    assert "cluster: w0 stopped" in end and "cluster: w1 stopped" in end, end
+    assert "restarting" not in end and "shutdown bound" not in end, end

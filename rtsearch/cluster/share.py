@@ -1,0 +1,45 @@
+"""Lanes sharing one cluster's workers (``[serve] lane_workers = "shared"``, `rtsearch.serve.lanes`).
+
+With ``--lanes K --cluster N`` each lane is a daemon process with a front door of its own (`ClusterScorer`); shared,
+the K doors send to the same N workers instead of K × N: a partition's piece is held once (not once a lane), and a
+worker scores what every lane sent it in one batch (`rtsearch.cluster.worker`) — the lanes' halves of their batches
+become one batch a piece, as large as one lane's whole batch, on one process a GPU::
+
+    lane 0: door (ROUTER, PULL at ipc://…/cluster-0-*) ──┐   ┌── worker w0 (piece 0, GPU 0): a DEALER and a PUSH
+    lane 1: door (ROUTER, PULL at ipc://…/cluster-1-*) ──┼───┤   to every lane's door; says hello to each
+    …                                                    ┘   └── worker w1 (piece 1, GPU 1)
+
+The doors bind where the lanes' front said (`Share.door`, in its folder: the front knows them before any lane
+starts); lane 0's door starts the workers with every door's endpoints, and its placement restarts one that dies
+(it says hello to every door again, and each sends it what it held again). A worker stops when every door said
+stop. Local placement only (the endpoints are this host's); Ray's workers stay a lane's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Endpoints = tuple[str, str]  # a front door's ROUTER (batches) and PULL (heartbeats)
+
+
+@dataclass(frozen=True)
+class Share:
+    """Lane ``index`` of ``lanes`` sharing the workers; the doors' endpoints are in ``folder``."""
+
+    folder: str
+    index: int
+    lanes: int
+
+    def door(self, lane: int) -> Endpoints:
+        """Lane ``lane``'s door's endpoints."""
+        return f"ipc://{self.folder}/cluster-{lane}-router", f"ipc://{self.folder}/cluster-{lane}-beats"
+
+    @property
+    def doors(self) -> tuple[Endpoints, ...]:
+        """Every lane's, this one's first (a worker's first door is the one that started it)."""
+        return tuple(self.door(k) for k in range(self.lanes))
+
+    @property
+    def keeper(self) -> bool:
+        """Whether this lane starts (and restarts) the workers."""
+        return self.index == 0
