@@ -51,7 +51,8 @@ if [[ $modes == *" kernels "* ]]; then  # the precompiled kernels rtsearch seeds
   kc=$(mktemp -d)
   CUPY_CACHE_DIR=$kc python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_index_build.py \
     tests/gpu/test_parity.py tests/gpu/test_streaming.py tests/gpu/test_preprocess_kernel.py tests/gpu/test_upload.py \
-    tests/gpu/test_library_parity.py tests/gpu/test_topdown_parity.py tests/gpu/test_signal_parity.py 2>&1 \
+    tests/gpu/test_library_parity.py tests/gpu/test_topdown_parity.py tests/gpu/test_signal_parity.py \
+    tests/gpu/test_merge_kernel.py 2>&1 \
     | tee "$out/pytest_kernels.log"
   python3 bench/kernel_archive.py "$kc" "$out" || rc=1
 fi

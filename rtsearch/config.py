@@ -46,8 +46,9 @@ IonPair = Literal["b/y", "c/z"]  # fragment ions of top-down spectra: CID/HCD, o
 ClusterMode = Literal["auto", "replicate", "partition"]  # auto: replicate when the target fits a worker
 PlacementKind = Literal["local", "ray"]  # who starts and restarts cluster workers: processes here, or Ray actors
 # lanes x cluster (serve/lanes.py): the lanes share one cluster's workers (each piece held once, a worker batching
-# what every lane sends it), or each lane has workers of its own (lanes x cluster of them)
-LaneWorkers = Literal["shared", "own"]
+# what every lane sends it), or each lane has workers of its own (lanes x cluster of them); auto: own while the
+# target fits them whole, else shared (rtsearch/cluster/serve.py `plan`)
+LaneWorkers = Literal["auto", "shared", "own"]
 
 
 def choices(choice: Any) -> tuple[str, ...]:
@@ -142,7 +143,7 @@ class ServeConfig:
     cluster_host: str = "127.0.0.1"  # where workers reach this daemon (several hosts: its address on their network)
     worker_memory_gb: float = 0.0  # a cluster worker's room for the target (0: its share of its GPU; CPU: no limit)
     lanes: int = 1  # daemon processes the runs are spread over, behind one front (serve/lanes.py); 1: this one
-    lane_workers: LaneWorkers = "own"  # lanes with a cluster: one set of workers for all (local placement), or own
+    lane_workers: LaneWorkers = "auto"  # lanes with a cluster: one set of workers for all (local placement), or own
 
 
 @dataclass(frozen=True)

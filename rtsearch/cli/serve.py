@@ -75,8 +75,9 @@ def add_parser(sub: Any) -> None:
                    "runs at once: one run stays on one lane); default 1")
     d.add_argument("--lane-workers", choices=choices(LaneWorkers),
                    help="with --lanes and --cluster: shared (the lanes send to one cluster of N workers, each piece "
-                   "of a partition held once, each worker batching what every lane sends it; local placement) or "
-                   "own (each lane a cluster of N workers of its own); default own")
+                   "of a partition held once, each worker batching what every lane sends it; local placement), "
+                   "own (each lane a cluster of N workers of its own), or auto (default: own while the target fits "
+                   "each of the lanes' workers whole, else shared)")
 
 
 def run(args: argparse.Namespace, lane: Any = None) -> int:

@@ -20,14 +20,14 @@ from rtsearch.cluster.partition import LiveCuts, balance, bin_work, piece_work, 
 from rtsearch.cluster.pieces import Pieces
 from rtsearch.cluster.placement import LocalPlacement, Placement, RayPlacement
 from rtsearch.cluster.share import Share
-from rtsearch.config import BackendName, ServeConfig
+from rtsearch.config import BackendName, ClusterMode, ServeConfig
 from rtsearch.errors import ConfigError
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve.runtime import host_gpus
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ClusterScorer", "open_cluster", "partition_cuts", "shares_workers", "target_bytes"]
+__all__ = ["ClusterScorer", "may_share", "open_cluster", "partition_cuts", "plan", "target_bytes"]
 
 TARGET_SHARE = 0.6  # of a worker's share of its GPU, for the target (the rest: batches, CuPy's pool, the context)
 
@@ -48,17 +48,17 @@ def open_cluster(target: SearchTarget, cfg: ServeConfig, backend: BackendName,
                  ) -> ClusterScorer:  # fmt: skip
     """``cfg.cluster`` workers placed and up (each opened the target, or its slice, on ``backend`` and warmed up),
     their front door's scorer returned; the caller closes it (``__exit__``). ``share``: this daemon is a lane of
-    lanes sharing the workers (`rtsearch.cluster.share`; lane 0's door starts them)."""
+    lanes that may share the workers (`rtsearch.cluster.share`; lane 0's door starts them; `plan` decides)."""
     reopen = target.reopen(backend)
     if reopen is None:
         raise ConfigError("--cluster needs a target opened from its folder (--index, --library or --proteoforms)")
-    room = worker_memory(cfg, backend)
+    own, shared = worker_memory(cfg, backend), worker_memory(cfg, backend, shared=True)
+    mode, sharing, room = plan(cfg, target_bytes(target), own, shared if share is not None else None)
+    share = share if sharing else None
     pieces = None
-    mode = cfg.cluster_mode
-    if mode == "auto":
-        mode = "replicate" if target_bytes(target) <= room else "partition"
-        log.info("cluster: the target (%.2f GB) %s a worker's %.2f GB: %s", target_bytes(target) / 1e9,
-                 "fits" if mode == "replicate" else "does not fit", room / 1e9, mode)  # fmt: skip
+    log.info("cluster: the target (%.2f GB) %s a worker's %.2f GB: %s%s", target_bytes(target) / 1e9,
+             "fits" if target_bytes(target) <= room else "does not fit", room / 1e9, mode,
+             ", the lanes sharing the workers" if share else "")  # fmt: skip
     if mode == "partition":
         pieces = _pieces(target, cfg.cluster, room, backend)
     elif target_bytes(target) > room:
@@ -73,15 +73,32 @@ def open_cluster(target: SearchTarget, cfg: ServeConfig, backend: BackendName,
                          timeout_s=cfg.budget_ms / 1e3, record=record, share=share).__enter__()  # fmt: skip
 
 
-def shares_workers(cfg: ServeConfig) -> bool:
-    """Whether the lanes of ``cfg`` share one cluster's workers (``lane_workers = "shared"``, local placement)."""
-    return cfg.lanes > 1 and cfg.cluster > 0 and cfg.lane_workers == "shared" and cfg.cluster_placement == "local"
+def may_share(cfg: ServeConfig) -> bool:
+    """Whether the lanes of ``cfg`` may share one cluster's workers (``lane_workers`` not "own", local placement):
+    the lanes' front then gives each lane its door's endpoints (`rtsearch.cluster.share`); `plan` decides."""
+    return cfg.lanes > 1 and cfg.cluster > 0 and cfg.lane_workers != "own" and cfg.cluster_placement == "local"
 
 
-def worker_memory(cfg: ServeConfig, backend: BackendName) -> float:
+def plan(cfg: ServeConfig, size: float, own: float, shared: float | None) -> tuple[ClusterMode, bool, float]:
+    """The cluster's mode, whether the lanes share its workers, and a worker's room (bytes), for a target of
+    ``size`` bytes: ``own``, a worker's room when each lane has its own; ``shared``, when they share them (None:
+    they cannot). ``lane_workers = "auto"``: each lane its own workers while the target fits them whole (replicate,
+    as fast, and no lane waits for another's batches), else shared — replicated if the target fits a worker of the
+    larger share, else partitioned, each piece held once."""
+    sharing = shared is not None and cfg.lane_workers != "own"
+    if sharing and cfg.lane_workers == "auto":
+        sharing = cfg.cluster_mode == "partition" or size > own
+    room = shared if sharing and shared is not None else own
+    mode = cfg.cluster_mode
+    if mode == "auto":
+        mode = "replicate" if size <= room else "partition"
+    return mode, sharing, room
+
+
+def worker_memory(cfg: ServeConfig, backend: BackendName, *, shared: bool = False) -> float:
     """Bytes of the target a worker may hold: ``worker_memory_gb``, else `TARGET_SHARE` of its share of its GPU
     (CPU workers: no limit; the target is memory-mapped) — local workers: the ``lanes`` × ``cluster`` workers of the
-    lanes' clusters (``cluster`` when the lanes share them) spread evenly over the host's GPUs
+    lanes' clusters (``cluster`` when the lanes share them: ``shared``) spread evenly over the host's GPUs
     (`rtsearch.serve.lanes.lane_device`)."""
     if cfg.worker_memory_gb > 0:
         return cfg.worker_memory_gb * 1e9
@@ -89,7 +106,7 @@ def worker_memory(cfg: ServeConfig, backend: BackendName) -> float:
         return math.inf
     per_gpu, gpus = _gpu_memory(), max(host_gpus(), 1)
     share = min(cfg.gpus_per_worker, 1.0) if cfg.cluster_placement == "ray" and cfg.gpus_per_worker > 0 else \
-        1.0 / math.ceil((1 if shares_workers(cfg) else cfg.lanes) * cfg.cluster / gpus)  # fmt: skip
+        1.0 / math.ceil((1 if shared else cfg.lanes) * cfg.cluster / gpus)  # fmt: skip
     return TARGET_SHARE * per_gpu * share
 
 

@@ -26,8 +26,9 @@ opened by each).
   a cluster of N workers of its own (``--cluster N``), sees every GPU, its list turned to start at GPU k·N mod G,
   so that its workers (worker i on the i-th: `rtsearch.cluster.placement.LocalPlacement`) follow the previous
   lane's round the GPUs: a partition's pieces each on a GPU of their own, not all on the lane's (`lane_device`) —
-  or, with ``[serve] lane_workers = "shared"``, the lanes' doors send to one cluster of N workers, started by lane
-  0 (`rtsearch.cluster.share`: each piece held once, each worker batching what every lane sends).
+  or, shared (``[serve] lane_workers``: "auto" when the target does not fit each lane's workers whole), the lanes'
+  doors send to one cluster of N workers, started by lane 0 (`rtsearch.cluster.share`: each piece held once, each
+  worker batching what every lane sends).
   Several intake
   processes hand it a run's messages in no set order, so it waits for ``run.end``'s ``n_spectra`` as behind several
   intakes. Only lane 0 finishes the journals an earlier daemon left (before any lane is fed).
@@ -57,7 +58,7 @@ from typing import Any
 
 import zmq
 
-from rtsearch.cluster.serve import shares_workers
+from rtsearch.cluster.serve import may_share
 from rtsearch.cluster.share import Share
 from rtsearch.config import ServeConfig
 from rtsearch.errors import EndpointError, ServiceError
@@ -206,11 +207,11 @@ class Front:
             self.health.set(failure=why)
 
     def _start_lanes(self, pipes: list[list[tuple[socket.socket, socket.socket]]]) -> None:
-        shared = shares_workers(self.cfg)
+        shared = may_share(self.cfg)  # each lane decides, all alike (`rtsearch.cluster.serve.plan`)
         for lane in self.lanes:
             share = Share(str(self.folder), lane.index, len(self.lanes)) if shared else None
             mine = Lane(lane.index, [row[lane.index][0] for row in pipes], lane.advice, lane.answers,
-                        device=lane_device(0 if shared else lane.index, self.gpus, self.cfg.cluster), share=share)
+                        device=lane_device(lane.index, self.gpus, self.cfg.cluster), share=share)
             lane.proc = self._spawn.Process(target=self.lane_main, args=(lane.results, lane.metrics_port, mine),
                                             name=f"rtsearch-lane-{lane.index}")  # fmt: skip
             lane.proc.start()

@@ -50,7 +50,9 @@ WARM_UP_SIZES = (1, 7, 64, 512)  # batch sizes each worker scores before intake 
 # batches in flight a lane (`pacing`): with one its GPU waits while the daemon hands on the answers and sends the
 # next (busy 0.56-0.72); two, the next taken just in time and only when worth its fixed cost (`pacing.worth_rule`):
 # p99 <= 50 ms capacity at 200 Da x1.8 for one worker, x1.3 / x2.0 for two replicate / partition (bench/RESULTS.md,
-# 2026-11-27 00:00). ``RTSEARCH_CLUSTER_DEPTH`` sets it
+# 2026-11-27 00:00). ``RTSEARCH_CLUSTER_DEPTH`` sets it. Lanes sharing the workers each keep CLUSTER_DEPTH // lanes (at
+# least 1): two lanes of two pieces on two H200s at 200 Da, one a lane, scored 13,162 /s where two a lane shed and
+# scored 11,182 (bench/RESULTS.md, 2026-11-27 07:23)
 CLUSTER_DEPTH = 2
 OVERLAP_MIN = 1024  # spectra waiting before an engine thread other than the first takes a batch (`_take`)
 
@@ -106,7 +108,10 @@ class WorkerPool(Expiry):
             self.cluster = await asyncio.to_thread(open_cluster, self.target, self.cfg, self.cluster_backend,
                                                     self.record, self.share)  # fmt: skip
             lanes = self._lanes.lanes = self.batcher.lanes = self.cfg.cluster if self.cluster.mode == "replicate" else 1
-            depth = int(env_number("RTSEARCH_CLUSTER_DEPTH", CLUSTER_DEPTH, positive=True))
+            # lanes sharing the workers: the lanes' batches in flight a worker add up (`CLUSTER_DEPTH` in all)
+            share = getattr(self.cluster, "share", None)  # (a stand-in scorer in tests has none)
+            depth = int(env_number("RTSEARCH_CLUSTER_DEPTH", max(1, CLUSTER_DEPTH // share.lanes) if share else
+                                   CLUSTER_DEPTH, positive=True))  # fmt: skip
             threads = max(threads, depth * lanes)
         self._engines_left = threads
         self.results.thread.start()
