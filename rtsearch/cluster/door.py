@@ -17,9 +17,10 @@ waiting batch to a worker:
   the budget), then goes to a live worker whose slice covers it, if any (every worker, when each holds the
   whole target).
 
-A batch no live worker can take within ``timeout_s`` (the daemon's budget) raises `EngineError` (the daemon
-answers its spectra with the reason: nothing is lost); a late answer to a batch sent again is dropped (one answer
-a spectrum).
+Lanes may share one cluster (`rtsearch.cluster.share`): then each lane's door binds where the lanes' front said, and
+only lane 0's starts and restarts the workers. A batch no live worker can take within ``timeout_s`` (the daemon's
+budget) raises `EngineError` (the daemon answers its spectra with the reason: nothing is lost); a late answer to a
+batch sent again is dropped (one answer a spectrum).
 """
 
 from __future__ import annotations
@@ -86,8 +87,7 @@ class _Request:
     payload: bytes  # the pickled (`SpectraBatch`, its queries' mass range or None: all, best chosen by the worker)
     piece: int  # -1: any worker
     own: Own | None  # partition: the masses it needs scored (who else can stand in for its piece's worker)
-    future: concurrent.futures.Future[tuple[bytes, float, float, float]]  # pickled answer; seconds queued, scored
-    # there, and its share of that scoring (a worker scores the batches waiting for it as one)
+    future: concurrent.futures.Future[tuple[bytes, float, float, float]]  # answer; seconds queued, scored, its share
     first: float
     prefer: int = -1  # replicate: the worker asked for (-1: any)
     worker: str = ""

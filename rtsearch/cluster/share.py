@@ -1,4 +1,5 @@
-"""Lanes sharing one cluster's workers (``[serve] lane_workers = "shared"``, `rtsearch.serve.lanes`).
+"""Lanes sharing one cluster's workers (``[serve] lane_workers``: "shared", or "auto" when the target does not fit
+each lane's own workers whole: `rtsearch.cluster.serve.plan`; `rtsearch.serve.lanes`).
 
 With ``--lanes K --cluster N`` each lane is a daemon process with a front door of its own (`ClusterScorer`); shared,
 the K doors send to the same N workers instead of K × N: a partition's piece is held once (not once a lane), and a
@@ -36,7 +37,7 @@ class Share:
 
     @property
     def doors(self) -> tuple[Endpoints, ...]:
-        """Every lane's, this one's first (a worker's first door is the one that started it)."""
+        """Every lane's, in lane order: lane 0's, the keeper's, first (a worker's first door started it)."""
         return tuple(self.door(k) for k in range(self.lanes))
 
     @property

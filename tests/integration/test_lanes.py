@@ -182,6 +182,21 @@ def test_lanes_that_cannot_open_their_target_stop_the_front_with_a_clear_error(t
     assert "not an rtsearch index" in front.log and "exited with 2 while starting" in front.log, front.log[-3000:]
 
 
+async def _four_runs_killing(sp: str, rp: str, pid: int, run: list) -> None:  # type: ignore[type-arg]
+    """The four runs sent at 150 /s, ``pid`` SIGKILLed after the first two: every spectrum answered once."""
+    col = Collector(rp).start()
+    sent = Sent()
+    with Sender(sp, mode="push", wait_s=20) as s:
+        await asyncio.to_thread(replay, s, [(RUNS[0], run), (RUNS[1], run)], speed=None, rate=150, sent=sent)
+        os.kill(pid, signal.SIGKILL)
+        await asyncio.to_thread(replay, s, [(RUNS[2], run), (RUNS[3], run)], speed=None, rate=150, sent=sent)
+    await asyncio.to_thread(col.wait, len(sent.ms2), idle_s=30, timeout_s=300)
+    col.stop()
+    report = col.report(sent.ms2)
+    assert report.lost == 0 and report.duplicates == 0, report
+    assert report.by_status.get("identified", 0) > 0, report
+
+
 @pytest.mark.asyncio
 async def test_lanes_each_scoring_through_a_cluster_of_their_own_lose_nothing_when_a_worker_dies(
     demo_index, ecoli_run, tmp_path
@@ -198,19 +213,7 @@ async def test_lanes_each_scoring_through_a_cluster_of_their_own_lose_nothing_wh
         assert front.wait_for(" ready: ", 240), front.log
         workers = [int(pid) for pid in re.findall(r"cluster: w0 up \(pid (\d+)", front.log)]
         assert len(workers) == 2, front.log  # one worker a lane
-        col = Collector(rp).start()
-        sent = Sent()
-        with Sender(sp, mode="push", wait_s=20) as s:
-            await asyncio.to_thread(replay, s, [(RUNS[0], ecoli_run), (RUNS[1], ecoli_run)], speed=None, rate=150,
-                                    sent=sent)  # fmt: skip
-            os.kill(workers[0], signal.SIGKILL)  # a third of the way through the four runs
-            await asyncio.to_thread(replay, s, [(RUNS[2], ecoli_run), (RUNS[3], ecoli_run)], speed=None, rate=150,
-                                    sent=sent)  # fmt: skip
-        await asyncio.to_thread(col.wait, len(sent.ms2), idle_s=30, timeout_s=300)
-        col.stop()
-        report = col.report(sent.ms2)
-        assert report.lost == 0 and report.duplicates == 0, report
-        assert report.by_status.get("identified", 0) > 0, report
+        await _four_runs_killing(sp, rp, workers[0], ecoli_run)  # a third of the way through the four runs
         # the killed worker was called dead (or came back first) and a new one said hello in its lane
         assert re.search(r"cluster: w0 (silent for [\d.]+ s: dead|back \(pid)", front.log), front.log[-3000:]
         assert await asyncio.to_thread(_wait, lambda: len(re.findall(r"cluster: w0 up", front.log)) == 3, 60)
@@ -238,19 +241,7 @@ async def test_lanes_sharing_one_partition_lose_nothing_when_a_worker_dies(demo_
         assert front.wait_for(" ready: ", 240), front.log
         up = re.findall(r"cluster: (w\d) up \(pid (\d+)", front.log)
         assert len(up) == 4 and len(set(up)) == 2, front.log  # two workers, each up in both lanes' doors
-        col = Collector(rp).start()
-        sent = Sent()
-        with Sender(sp, mode="push", wait_s=20) as s:
-            await asyncio.to_thread(replay, s, [(RUNS[0], ecoli_run), (RUNS[1], ecoli_run)], speed=None, rate=150,
-                                    sent=sent)  # fmt: skip
-            os.kill(int(dict(up)["w0"]), signal.SIGKILL)
-            await asyncio.to_thread(replay, s, [(RUNS[2], ecoli_run), (RUNS[3], ecoli_run)], speed=None, rate=150,
-                                    sent=sent)  # fmt: skip
-        await asyncio.to_thread(col.wait, len(sent.ms2), idle_s=30, timeout_s=300)
-        col.stop()
-        report = col.report(sent.ms2)
-        assert report.lost == 0 and report.duplicates == 0, report
-        assert report.by_status.get("identified", 0) > 0, report
+        await _four_runs_killing(sp, rp, int(dict(up)["w0"]), ecoli_run)
         # restarted once, by lane 0 alone, and back in both lanes' doors
         assert await asyncio.to_thread(_wait, lambda: len(re.findall(r"cluster: w0 up", front.log)) == 4, 60)
         assert len({pid for name, pid in re.findall(r"cluster: (w\d) up \(pid (\d+)", front.log) if name == "w0"}) == 2
