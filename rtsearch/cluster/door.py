@@ -246,12 +246,9 @@ class ClusterScorer:
             return
         if frames[1] == b"hello":
             hello = pickle.loads(frames[2])
-            if w.pid and w.pid != int(hello["pid"]):  # restarted before it was called dead: what it held is gone
-                log.warning("cluster: %s back (pid %d -> %s): %d batches sent again", w.name, w.pid, hello["pid"],
-                            len(w.inflight))  # fmt: skip
-                self.deaths += 1
-                self.record(Cluster(w.name, w.piece, up=False, died=True, resent=len(w.inflight)))
-                self._requeue(w)
+            if w.pid and w.pid != int(hello["pid"]):  # a new process: what it held is gone (one death, called once)
+                self._died(w, f"back (pid {w.pid} -> {hello['pid']})") if w.alive else \
+                    log.info("cluster: %s back (pid %d -> %s)", w.name, w.pid, hello["pid"])  # fmt: skip
             w.pid, w.alive, w.last_beat, w.since_up, w.slowest = int(hello["pid"]), True, now, 0, 0.0
             self.record(Cluster(w.name, w.piece, up=True))
             gpu = f" on GPU {hello['gpu']}" if hello.get("gpu") else ""
@@ -300,19 +297,20 @@ class ClusterScorer:
             # calling it hung would fail its batches (a dead one is still noticed by its silence)
             spare = any(x.alive for x in self.workers.values() if x is not w)
             if w.alive and w.inflight and spare and w.busy_s > self._hang_s(w):
-                w.alive, w.hung = False, True
-                self.deaths += 1
-                log.warning("cluster: %s busy for %.1f s with %d spectra: hung; %d batches sent again", w.name,
-                            w.busy_s, w.outstanding, len(w.inflight))  # fmt: skip
-                self.record(Cluster(w.name, w.piece, up=False, died=True, resent=len(w.inflight)))
-                self._requeue(w)
+                w.hung = True
+                self._died(w, f"busy for {w.busy_s:.1f} s with {w.outstanding} spectra: hung")
             if w.alive and now - w.last_beat > DEAD_AFTER_S:
-                w.alive = False
-                self.deaths += 1
-                log.warning("cluster: %s silent for %.1f s: dead; %d batches sent again", w.name,
-                            now - w.last_beat, len(w.inflight))  # fmt: skip
-                self.record(Cluster(w.name, w.piece, up=False, died=True, resent=len(w.inflight)))
-                self._requeue(w)
+                self._died(w, f"silent for {now - w.last_beat:.1f} s: dead")
+
+    def _died(self, w: _Worker, why: str) -> None:
+        """``w`` called dead (or hung): its batches in flight sent again; one death in the metrics — of lanes
+        sharing the workers, the keeper's door's (every door sends its own batches again)."""
+        w.alive = False
+        self.deaths += 1
+        log.warning("cluster: %s %s; %d batches sent again", w.name, why, len(w.inflight))
+        self.record(Cluster(w.name, w.piece, up=False, died=self.share is None or self.share.keeper,
+                            resent=len(w.inflight)))  # fmt: skip
+        self._requeue(w)
 
     def _requeue(self, w: _Worker) -> None:
         """``w``'s batches in flight to be sent again, first in line (their answers from it, if any, dropped)."""

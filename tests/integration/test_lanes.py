@@ -248,6 +248,8 @@ async def test_lanes_sharing_one_partition_lose_nothing_when_a_worker_dies(demo_
         metrics = scrape(port)
         scored = {k: v for k, v in metrics.items() if k.startswith("rtsearch_cluster_spectra_total{")}
         assert len(scored) == 4 and all(v > 0 for v in scored.values()), scored  # each lane through each worker
+        deaths = {k: v for k, v in metrics.items() if k.startswith("rtsearch_cluster_worker_deaths_total{")}
+        assert sum(deaths.values()) == 1, deaths  # one worker killed once: counted by the lane that restarts it
     finally:
         front.proc.send_signal(signal.SIGTERM)
         code = front.proc.wait(120)

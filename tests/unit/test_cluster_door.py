@@ -129,6 +129,29 @@ def test_a_batch_held_by_a_failed_worker_is_answered_by_another(fault: str) -> N
     assert door.resent == 1 and door.deaths == 1 and 0.9 < took < 3.0, took
 
 
+def test_a_worker_called_dead_then_back_as_a_new_process_is_one_death() -> None:
+    """Killed, a worker falls silent (called dead: its batch sent again) and its restarted process says hello later:
+    one death, in the door's count and in the metrics, not one for the silence and one for the new pid."""
+    stats: list = []
+    placement = Scripted({"w0": "die", "w1": "ok"})
+    with ClusterScorer(None, placement, workers=2, record=stats.append) as door:  # type: ignore[arg-type]
+        door.workers["w1"].seconds_per_spectrum = 1.0  # the batch goes to w0 first, which dies on it
+        got = door.score(_batch([1000.0]))
+        assert got.reason == ["w1"] and door.deaths == 1
+        back = zmq.Context.instance().socket(zmq.DEALER)  # w0's restarted process (another pid), as a worker says it
+        back.setsockopt(zmq.IDENTITY, b"w0")
+        back.setsockopt(zmq.LINGER, 0)
+        back.connect(door.router)
+        back.send_multipart([b"hello", pickle.dumps({"name": "w0", "piece": -1, "pid": os.getpid() + 1,
+                                                     "backend": "numpy"})])  # fmt: skip
+        deadline = time.monotonic() + 5
+        while door.workers["w0"].pid != os.getpid() + 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        back.close(0)
+        assert door.workers["w0"].pid == os.getpid() + 1
+    assert door.deaths == 1 and sum(st.died for st in stats) == 1, [st for st in stats if st.died]
+
+
 def test_a_lone_slow_worker_is_waited_for_not_called_hung() -> None:
     # top-down batches vary 10x in time a spectrum: a lone worker past its hang time has no one to hand over to
     placement = Scripted({"w0": "slow"})
