@@ -45,10 +45,7 @@ IonPair = Literal["b/y", "c/z"]  # fragment ions of top-down spectra: CID/HCD, o
 # batches ("replicate"), or each owns a piece of the precursor-mass range cut by equal work ("partition")
 ClusterMode = Literal["auto", "replicate", "partition"]  # auto: replicate when the target fits a worker
 PlacementKind = Literal["local", "ray"]  # who starts and restarts cluster workers: processes here, or Ray actors
-# lanes x cluster (serve/lanes.py): the lanes share one cluster's workers (each piece held once, a worker batching
-# what every lane sends it), or each lane has workers of its own (lanes x cluster of them); auto: own while the
-# target fits them whole, else shared (rtsearch/cluster/serve.py `plan`)
-LaneWorkers = Literal["auto", "shared", "own"]
+LaneWorkers = Literal["auto", "shared", "own"]  # lanes x cluster: one set of workers or each lane's (cluster/share.py)
 
 
 def choices(choice: Any) -> tuple[str, ...]:

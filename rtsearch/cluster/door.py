@@ -246,9 +246,8 @@ class ClusterScorer:
             return
         if frames[1] == b"hello":
             hello = pickle.loads(frames[2])
-            if w.pid and w.pid != int(hello["pid"]):  # a new process: what it held is gone (one death, called once)
-                self._died(w, f"back (pid {w.pid} -> {hello['pid']})") if w.alive else \
-                    log.info("cluster: %s back (pid %d -> %s)", w.name, w.pid, hello["pid"])  # fmt: skip
+            if w.pid and w.pid != int(hello["pid"]) and w.alive:  # a new process before it was called dead
+                self._died(w, f"back (pid {w.pid} -> {hello['pid']})")  # (called dead already: that was its death)
             w.pid, w.alive, w.last_beat, w.since_up, w.slowest = int(hello["pid"]), True, now, 0, 0.0
             self.record(Cluster(w.name, w.piece, up=True))
             gpu = f" on GPU {hello['gpu']}" if hello.get("gpu") else ""

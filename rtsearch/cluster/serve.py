@@ -52,8 +52,8 @@ def open_cluster(target: SearchTarget, cfg: ServeConfig, backend: BackendName,
     reopen = target.reopen(backend)
     if reopen is None:
         raise ConfigError("--cluster needs a target opened from its folder (--index, --library or --proteoforms)")
-    own, shared = worker_memory(cfg, backend), worker_memory(cfg, backend, shared=True)
-    mode, sharing, room = plan(cfg, target_bytes(target), own, shared if share is not None else None)
+    shared = worker_memory(cfg, backend, shared=True) if share is not None else None
+    mode, sharing, room = plan(cfg, target_bytes(target), worker_memory(cfg, backend), shared)
     share = share if sharing else None
     pieces = None
     log.info("cluster: the target (%.2f GB) %s a worker's %.2f GB: %s%s", target_bytes(target) / 1e9,

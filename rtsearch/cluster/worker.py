@@ -133,9 +133,8 @@ def _send(socks: list[zmq.Socket[bytes]], asks: list[Ask], replies: list[tuple[s
     size = sum(len(a.batch) for a in asks)
     for a, reply in zip(asks, replies, strict=True):
         share = took * len(a.batch) // max(size, 1)  # its spectra's part of the merged batch's time
-        times = b"".join(t.to_bytes(8, "little") for t in (took, max(start - a.came, 0), share))
-        socks[a.door].send_multipart([b"scored", a.req, pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL),
-                                      times[:8], times[8:16], times[16:]])  # fmt: skip
+        times = [t.to_bytes(8, "little") for t in (took, max(start - a.came, 0), share)]
+        socks[a.door].send_multipart([b"scored", a.req, pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL), *times])
 
 
 def _round(asks: list[Ask]) -> int:

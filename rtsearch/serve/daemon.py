@@ -106,8 +106,7 @@ class Daemon:
                             settle_s=0.0 if self.intakes == 1 and lane is None else SETTLE_S, clock=clock)  # fmt: skip
         self.ends.runs = self.runs
         self.pool = WorkerPool(target, cfg, answer=self._answer, refitter=self.refitter, record=self.metrics.record,
-                               clock=clock, cluster_backend=cluster_backend,
-                               share=lane.share if lane else None)  # fmt: skip
+                               clock=clock, cluster_backend=cluster_backend, share=lane.share if lane else None)
         self.publisher: Publisher | None = None
         self.elution: ElutionService | None = None  # `[serve] elution`: MS1 followed for identified precursors
         self.intake: Intake | None = None
