@@ -115,7 +115,10 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
             ready_s = time.perf_counter() - t0
             pids = worker_pids("".join(served.log))
             gpus = dict(re.findall(r"cluster: (w\d+) up \(pid \d+, piece -?\d+, \w+ on GPU (\d+)", "".join(served.log)))
+            passed, failed = False, 0  # past capacity: `--stop-after` rates in a row over p99 or with losses
             for rate in args.rates.split(","):
+                if passed and args.stop_after and failed >= args.stop_after:
+                    break
                 before = summed(scrape(served.port))
                 spied = args.json.parent / f"py-spy-{label.replace(':', '-')}-{rate}.txt" if args.json else None
                 spy = py_spy(served.proc.pid, args.seconds, spied, args.py_spy_mode) \
@@ -128,6 +131,8 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
                     rows.append({"phase": "serve", "config": label, "ready_s": round(ready_s, 1),
                                  "scored_per_s": round(scored, 1), **inside(before, after, args), **r})
                     print(json.dumps(rows[-1]), flush=True)
+                    ok = r["lost"] == 0 and r["duplicates"] == 0 and r["latency_ms"]["p99"] <= args.p99_ms
+                    passed, failed = passed or ok, 0 if ok else failed + 1
                 if spy is not None:
                     spy.wait(60)
             if env:
@@ -315,6 +320,8 @@ def main() -> int:
     ap.add_argument("--gpus-per-worker", type=float, default=0.0)
     ap.add_argument("--rates", default="2000")
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--stop-after", type=int, default=0, metavar="N", help="a configuration's remaining rates skipped "
+                    "after N in a row over --p99-ms or with losses, once one rate was within (0: every rate)")
     ap.add_argument("--senders", type=int, default=2)
     ap.add_argument("--budget-ms", type=float, default=100.0)
     ap.add_argument("--p99-ms", type=float, default=50.0, help="a rate counts towards capacity at this p99 or less")
