@@ -11,9 +11,9 @@ a DEALER and a PUSH a door, where lanes share the workers (`rtsearch.cluster.sha
                 took-ns  waited-ns  share-ns ──▶
     PUSH    ── beat  name  busy-for-ns ──▶ PULL         every `BEAT_S`, from a thread of its own
 
-The worker's main thread only moves messages; its scoring threads (`scoring_threads`: two on a GPU, each on a CUDA
-stream of its own, so that one's host work runs beside the other's kernels) each take the batches waiting when it
-turns to them (from every door) and score them as one (`answer`: up to `MERGE_SPECTRA` spectra): ``took`` is that
+The worker's main thread only moves messages (a batch received and unpickled while the last one is scored); its
+scoring threads (`scoring_threads`: one by default; more each on a CUDA stream of its own) each take the batches
+waiting when it turns to them (from every door) and score them as one (`answer`: up to `MERGE_SPECTRA` spectra): ``took`` is that
 round's time, ``waited`` the time this batch waited for it to begin, ``share`` its spectra's part of ``took``. A
 worker ends when every door it serves said ``stop``, after answering what it holds.
 
@@ -48,7 +48,12 @@ log = logging.getLogger(__name__)
 
 BEAT_S = 0.2  # heartbeat period; the door calls a worker dead after `rtsearch.cluster.door.DEAD_AFTER_S` of silence
 MERGE_SPECTRA = 8192  # spectra of the batches waiting scored as one at most (`answer`; one batch may be larger)
-GPU_THREADS = 2  # scoring threads of a GPU worker (`scoring_threads`)
+# scoring threads of a GPU worker (`scoring_threads`): two, each on its own stream, lost to one on 2x H200 at 200 Da
+# (two lanes on one GPU 11,861 /s at p99 53.7 ms against 12,908 at 46.9; on two GPUs 16,523 against 23,293; same
+# call, bench/RESULTS.md 2026-11-27 10:10): the rounds overlapping on a GPU each take longer, and the daemon's cost
+# model a batch (which reads a round's time as the worker's) sheds early. One thread still has its batches received
+# and unpickled by the main thread while it scores.
+GPU_THREADS = 1
 
 
 @dataclass(frozen=True)
@@ -84,9 +89,8 @@ class Ask:
 
 
 def scoring_threads(backend: str) -> int:
-    """How many threads of a worker score at once: ``RTSEARCH_WORKER_THREADS``, else `GPU_THREADS` on a GPU (one
-    thread's host work, a round's unpickling, naming and pickling, beside the other's kernels), one on NumPy (the
-    cores are the daemon's too)."""
+    """How many threads of a worker score at once: ``RTSEARCH_WORKER_THREADS``, else `GPU_THREADS` on a GPU, one on
+    NumPy (the cores are the daemon's too)."""
     from rtsearch.serve.runtime import env_number
 
     return int(env_number("RTSEARCH_WORKER_THREADS", GPU_THREADS if backend == "cupy" else 1, positive=True))

@@ -88,6 +88,6 @@ def test_two_scoring_threads_answer_each_batch_once_to_its_door(target, data) ->
 
 def test_scoring_threads_default_by_backend_and_the_knob(monkeypatch) -> None:
     monkeypatch.delenv("RTSEARCH_WORKER_THREADS", raising=False)
-    assert (scoring_threads("cupy"), scoring_threads("numpy")) == (2, 1)
+    assert (scoring_threads("cupy"), scoring_threads("numpy")) == (1, 1)
     monkeypatch.setenv("RTSEARCH_WORKER_THREADS", "3")
     assert scoring_threads("numpy") == 3
