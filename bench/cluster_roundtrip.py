@@ -1,0 +1,66 @@
+"""A cluster batch's round trip against its worker's own time: what the door, the sockets and the worker's loop
+add to a batch (`rtsearch.cluster.door`, `rtsearch.cluster.worker`), on the bundled demo index, NumPy.
+
+One local worker process; batches of ``--sizes`` spectra of the bundled run scored one after the other through the
+door (``ClusterScorer.score``), the same batches in this process (``target.score``) beside: medians of the round trip,
+of the worker's own scoring time (its reply's ``scoring`` stage) and of the in-process time, and the overhead (round
+trip less the worker's own). ``--code DIR`` imports rtsearch from another checkout (say ``git archive C | tar -x``)
+to compare two versions on the same machine, one run after the other.
+
+    python bench/cluster_roundtrip.py [--sizes 1,16,64] [--batches 40] [--code DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1,16,64", help="spectra a batch, comma-separated")
+    ap.add_argument("--batches", type=int, default=40, help="batches a size")
+    ap.add_argument("--code", type=Path, default=Path(__file__).resolve().parents[1], help="the checkout to measure")
+    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "rtsearch-roundtrip")
+    args = ap.parse_args()
+    sys.path.insert(0, str(args.code.resolve()))
+    import numpy as np
+
+    from rtsearch.batch import SpectraBatch
+    from rtsearch.cli.demo import RUN, TOML, bundled, cached_index
+    from rtsearch.cluster.door import ClusterScorer
+    from rtsearch.cluster.placement import LocalPlacement
+    from rtsearch.config import load_config
+    from rtsearch.io.spectra import read_spectra
+    from rtsearch.scoring.backend import get_backend
+    from rtsearch.search.database import DatabaseTarget
+
+    index, _ = cached_index(args.cache)
+    target = DatabaseTarget(index, load_config(bundled(TOML)).search, get_backend("numpy"))
+    ms2 = [s for s in read_spectra(bundled(RUN)) if s.ms_level == 2]
+    for n in map(int, args.sizes.split(",")):
+        batches = [SpectraBatch.of(ms2[k : k + n]) for k in range(0, len(ms2) - n, n)][: args.batches]
+        trip, own, alone = [], [], []
+        with ClusterScorer(target.reopen("numpy"), LocalPlacement(), workers=1, timeout_s=30) as cluster:
+            cluster.score(batches[0])
+            for b in batches:
+                t = time.perf_counter()
+                scored = cluster.score(b)
+                trip.append(time.perf_counter() - t)
+                own.append(scored.stages["scoring"])
+                t = time.perf_counter()
+                target.score(b)
+                alone.append(time.perf_counter() - t)
+        med = {k: 1e3 * float(np.median(v)) for k, v in (("trip", trip), ("own", own), ("alone", alone))}
+        print(
+            f"{args.code.name}: n={n}: round trip {med['trip']:.2f} ms, worker's own {med['own']:.2f} ms, in process "
+            f"{med['alone']:.2f} ms; overhead {med['trip'] - med['own']:.2f} ms",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
