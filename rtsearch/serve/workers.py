@@ -90,6 +90,7 @@ class WorkerPool(Expiry):
         self._expiry = threading.Thread(target=self._expiry_loop, name="expiry", daemon=True)
         self._expiry_wake = threading.Event()  # spectra came in, or the pool stops: the expiry thread looks again
         self._expiry_due: int | None = None  # when the expiry thread looks next (None: when woken)
+        self._takers = 0  # engine threads waiting in `_take` for a batch of any size (`enqueue` leaves them the late)
         self._given_up: list[Claim] = []  # spectra an engine thread gave up, for the expiry thread to answer
         self.cluster: ClusterScorer | None = None  # ``[serve] cluster``: remote workers score (rtsearch/cluster/)
         self.cluster_backend = cluster_backend or target.backend.name  # where the cluster (else the target) computes
@@ -151,7 +152,10 @@ class WorkerPool(Expiry):
             # the expiry thread looks again only when a newcomer is due before what it waits for (usually only
             # the first spectrum into an empty queue: the others have later deadlines)
             due = self.batcher.expire_at()
-            wake = due is not None and (self._expiry_due is None or due < self._expiry_due)
+            # an engine thread idle here takes them (giving up the late on its way, waking the expiry thread for what
+            # it leaves waiting): waking that too cost each lone spectrum ~0.1 ms (bench/RESULTS.md, 2026-11-27)
+            wake = due is not None and (self._expiry_due is None or due < self._expiry_due) and \
+                not (self._takers and self.cluster is None)  # fmt: skip
         if wake:
             self._expiry_wake.set()
         self.record(Queue(waiting, in_flight))
@@ -326,27 +330,13 @@ class WorkerPool(Expiry):
         pay for large batches (bulk replay); under lone spectra they made more, smaller batches (bench/RESULTS.md)."""
         t0 = time.perf_counter()
         with self._cv:
-            while True:
-                if self._abandoned:
-                    return None
-                if self._expire(here=False):
-                    continue
-                if overlap_only and not self._closing and len(self.batcher) < OVERLAP_MIN:
-                    self._cv.wait(0.05)  # woken by `enqueue`, or looks again
-                    continue
-                if self.cluster is not None and not self._closing and (hold := self._lanes.hold_ns(
-                        self._busy, lane, self.clock(), len(self.batcher), self.cfg.max_batch, self.model,
-                        patient_until=self.batcher.aged_at(self._patience))) > 0:
-                    self._cv.wait(hold / 1e9)  # the lane's worker holds a batch: its next one taken just in time
-                    continue
-                handles = self.batcher.take(workers_free=1, now=self._closing or self._probing())
-                if handles is not None:
-                    claim = self._pending.claim(handles)  # gathered below, outside the lock the loop queues under
-                    break
-                if self._closing:
-                    return None
-                wake = self.batcher.wake_at()
-                self._cv.wait(None if wake is None else max(0.0, (wake - self.clock()) / 1e9))
+            self._takers += not overlap_only
+            try:
+                claim = self._wait_for_batch(overlap_only, lane)
+            finally:
+                self._takers -= not overlap_only
+            if claim is None:
+                return None
             self._in_flight += 1
             self._taken += 1
             number = self._taken
@@ -365,6 +355,29 @@ class WorkerPool(Expiry):
         waited = (self.clock() - jobs.stamps.received_mono) / 1e9
         self.record(Taken(len(jobs), waited, t1 - t0, time.perf_counter() - t1), queue)
         return number, jobs
+
+    def _wait_for_batch(self, overlap_only: bool, lane: int) -> Claim | None:
+        """(Under the condition.) `_take`'s wait: the next batch's claim (``None``: shutting down, nothing left)."""
+        while True:
+            if self._abandoned:
+                return None
+            if self._expire(here=False):
+                continue
+            if overlap_only and not self._closing and len(self.batcher) < OVERLAP_MIN:
+                self._cv.wait(0.05)  # woken by `enqueue`, or looks again
+                continue
+            if self.cluster is not None and not self._closing and (hold := self._lanes.hold_ns(
+                    self._busy, lane, self.clock(), len(self.batcher), self.cfg.max_batch, self.model,
+                    patient_until=self.batcher.aged_at(self._patience))) > 0:
+                self._cv.wait(hold / 1e9)  # the lane's worker holds a batch: its next one taken just in time
+                continue
+            handles = self.batcher.take(workers_free=1, now=self._closing or self._probing())
+            if handles is not None:
+                return self._pending.claim(handles)  # gathered by `_take`, outside the lock the loop queues under
+            if self._closing:
+                return None
+            wake = self.batcher.wake_at()
+            self._cv.wait(None if wake is None else max(0.0, (wake - self.clock()) / 1e9))
 
     def _done(self, number: int, size: int, seconds: float | None) -> bool:
         """Batch ``number`` left the engine (``seconds`` it took; ``None``: it failed); this worker is free

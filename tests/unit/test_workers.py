@@ -321,3 +321,48 @@ async def test_an_engine_threads_wait_for_its_next_batch_is_counted_apart(demo_i
     assert await pool.join(10)
     (first, *_) = taken
     assert first.size == len(spectra) and 0.25 < first.idle_s < 5.0 and 0.0 <= first.gather_s < 0.25, first
+
+
+class CountingEvent(threading.Event):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sets = 0
+
+    def set(self) -> None:
+        self.sets += 1
+        super().set()
+
+
+@pytest.mark.asyncio
+async def test_a_lone_spectrum_at_an_idle_engine_leaves_the_expiry_thread_asleep(demo_index):
+    """Each lone spectrum used to wake the expiry thread (~0.1 ms of Python holding the GIL beside the engine thread
+    that took it at once: bench/RESULTS.md, 2026-11-27); an engine thread idle in its wait takes it, and gives up
+    itself one already too late — which the expiry thread then answers ``shed``."""
+    target = SlowTarget(DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy")), 0.0)
+    spectra = list(read_spectra(bundled(RUN)))[:6]
+    got: list[str] = []
+
+    def answer(answers) -> None:
+        for _, results, _ in answers:
+            got.extend(st["status"] for st in results.messages())
+
+    pool = WorkerPool(target, ServeConfig(max_batch=8, max_queue=1000, linger_ms=0.0, workers=1), answer=answer,
+                      refitter=NoRefits(), record=lambda *a: None)  # fmt: skip
+    pool._expiry_wake = wake = CountingEvent()
+    await pool.start()
+    state = RunState(LiveRun("lone", target))
+    for sp in spectra:
+        while pool.in_flight or pool.waiting or pool._takers == 0:  # the engine idle, waiting for the next
+            await asyncio.sleep(0.005)
+        assert pool.enqueue(_jobs(state, [sp], time.monotonic_ns(), budget_ns=10**9)) == []
+    while len(got) < len(spectra):
+        await asyncio.sleep(0.01)
+    assert got.count("shed") == 0 and wake.sets == 0
+    while pool._takers == 0:
+        await asyncio.sleep(0.005)
+    pool.enqueue(_jobs(state, spectra[:1], time.monotonic_ns() - 999_500_000, budget_ns=10**9))  # late on arrival
+    while len(got) <= len(spectra):
+        await asyncio.sleep(0.01)
+    assert got[-1] == "shed" and wake.sets >= 1  # given up by the engine thread, answered by the expiry thread
+    pool.close()
+    assert await pool.join(10)
