@@ -5,9 +5,12 @@ One local worker process; batches of ``--sizes`` spectra of the bundled run scor
 door (``ClusterScorer.score``), the same batches in this process (``target.score``) beside: medians of the round trip,
 of the worker's own scoring time (its reply's ``scoring`` stage) and of the in-process time, and the overhead (round
 trip less the worker's own). ``--code DIR`` imports rtsearch from another checkout (say ``git archive C | tar -x``)
-to compare two versions on the same machine, one run after the other.
+to compare two versions on the same machine, one run after the other. ``--hog S`` runs a thread beside that holds
+the GIL (pure Python) S of every 10 ms, as a busy daemon's event loop and results thread do, under the GIL switch
+interval ``--switch`` (seconds; the daemon's is 1 ms with its engine elsewhere, `rtsearch.serve.runtime`): each
+hand-over in the round trip (engine thread → the door's dispatcher thread → back) then waits for the GIL.
 
-    python bench/cluster_roundtrip.py [--sizes 1,16,64] [--batches 40] [--code DIR]
+    python bench/cluster_roundtrip.py [--sizes 1,16,64] [--batches 40] [--code DIR] [--hog 0.5 --switch 0.001]
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -24,6 +28,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="1,16,64", help="spectra a batch, comma-separated")
     ap.add_argument("--batches", type=int, default=40, help="batches a size")
     ap.add_argument("--code", type=Path, default=Path(__file__).resolve().parents[1], help="the checkout to measure")
+    ap.add_argument("--hog", type=float, default=0.0, help="share of the time a thread beside holds the GIL (0-1)")
+    ap.add_argument("--switch", type=float, default=0.0, help="the GIL switch interval, s (0: Python's default)")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "rtsearch-roundtrip")
     args = ap.parse_args()
     sys.path.insert(0, str(args.code.resolve()))
@@ -38,6 +44,11 @@ def main() -> None:
     from rtsearch.scoring.backend import get_backend
     from rtsearch.search.database import DatabaseTarget
 
+    if args.switch > 0:
+        sys.setswitchinterval(args.switch)
+    stop = threading.Event()
+    if args.hog > 0:
+        threading.Thread(target=_hog, args=(args.hog, stop), daemon=True).start()
     index, _ = cached_index(args.cache)
     target = DatabaseTarget(index, load_config(bundled(TOML)).search, get_backend("numpy"))
     ms2 = [s for s in read_spectra(bundled(RUN)) if s.ms_level == 2]
@@ -56,10 +67,20 @@ def main() -> None:
                 alone.append(time.perf_counter() - t)
         med = {k: 1e3 * float(np.median(v)) for k, v in (("trip", trip), ("own", own), ("alone", alone))}
         print(
-            f"{args.code.name}: n={n}: round trip {med['trip']:.2f} ms, worker's own {med['own']:.2f} ms, in process "
-            f"{med['alone']:.2f} ms; overhead {med['trip'] - med['own']:.2f} ms",
+            f"{args.code.name} (hog {args.hog:g}, switch {sys.getswitchinterval() * 1e3:g} ms): n={n}: round trip "
+            f"{med['trip']:.2f} ms, worker's own {med['own']:.2f} ms, in process {med['alone']:.2f} ms; overhead "
+            f"{med['trip'] - med['own']:.2f} ms",
             flush=True,
         )
+
+
+def _hog(share: float, stop: threading.Event) -> None:
+    """Hold the GIL (a pure-Python loop) ``share`` of every 10 ms, sleep the rest."""
+    while not stop.is_set():
+        end = time.perf_counter() + 0.01 * share
+        while time.perf_counter() < end:
+            pass
+        time.sleep(0.01 * (1 - share))
 
 
 if __name__ == "__main__":
