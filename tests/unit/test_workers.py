@@ -211,22 +211,28 @@ def test_a_batch_far_faster_than_predicted_restarts_the_fit() -> None:
     assert 0.001 < m.predict(4) < 0.002
 
 
-@pytest.mark.asyncio
-async def test_nothing_is_given_up_while_nothing_is_in_flight(demo_index):
-    """A model that predicts a batch of one beyond the budget (0.5 s a spectrum, 100 ms budgets) gave up every
-    spectrum before an idle engine took it — until a probe 250 ms after the last batch — and learnt nothing
-    meanwhile (a 50 Da window on NumPy: 16 of 400 scored, bench/RESULTS.md). With nothing in flight the engine takes
-    what comes whatever the model says, and its first batch corrects the model: every spectrum is scored."""
+def _statuses_pool(demo_index, n: int) -> tuple[WorkerPool, object, list, list[str]]:
+    """A pool of one engine thread on the demo target (answering at once), ``n`` of the bundled run's spectra, and
+    the list its answers' statuses go to (the pool not started)."""
     target = SlowTarget(DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy")), 0.0)
-    spectra = list(read_spectra(bundled(RUN)))[:8]
     got: list[str] = []
 
     def answer(answers) -> None:
         for _, results, _ in answers:
             got.extend(st["status"] for st in results.messages())
 
-    cfg = ServeConfig(max_batch=8, max_queue=1000, linger_ms=0.0, workers=1)
-    pool = WorkerPool(target, cfg, answer=answer, refitter=NoRefits(), record=lambda *a: None)
+    pool = WorkerPool(target, ServeConfig(max_batch=8, max_queue=1000, linger_ms=0.0, workers=1), answer=answer,
+                      refitter=NoRefits(), record=lambda *a: None)  # fmt: skip
+    return pool, target, list(read_spectra(bundled(RUN)))[:n], got
+
+
+@pytest.mark.asyncio
+async def test_nothing_is_given_up_while_nothing_is_in_flight(demo_index):
+    """A model that predicts a batch of one beyond the budget (0.5 s a spectrum, 100 ms budgets) gave up every
+    spectrum before an idle engine took it — until a probe 250 ms after the last batch — and learnt nothing
+    meanwhile (a 50 Da window on NumPy: 16 of 400 scored, bench/RESULTS.md). With nothing in flight the engine takes
+    what comes whatever the model says, and its first batch corrects the model: every spectrum is scored."""
+    pool, target, spectra, got = _statuses_pool(demo_index, 8)
     await pool.start()
     pool.model.fixed_s, pool.model.per_item_s = 0.0, 0.5
     pool.model._w = pool.model._x = pool.model._y = pool.model._xx = pool.model._xy = 0.0
@@ -338,16 +344,7 @@ async def test_a_lone_spectrum_at_an_idle_engine_leaves_the_expiry_thread_asleep
     """Each lone spectrum used to wake the expiry thread (~0.1 ms of Python holding the GIL beside the engine thread
     that took it at once: bench/RESULTS.md, 2026-11-27); an engine thread idle in its wait takes it, and gives up
     itself one already too late — which the expiry thread then answers ``shed``."""
-    target = SlowTarget(DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy")), 0.0)
-    spectra = list(read_spectra(bundled(RUN)))[:6]
-    got: list[str] = []
-
-    def answer(answers) -> None:
-        for _, results, _ in answers:
-            got.extend(st["status"] for st in results.messages())
-
-    pool = WorkerPool(target, ServeConfig(max_batch=8, max_queue=1000, linger_ms=0.0, workers=1), answer=answer,
-                      refitter=NoRefits(), record=lambda *a: None)  # fmt: skip
+    pool, target, spectra, got = _statuses_pool(demo_index, 6)
     pool._expiry_wake = wake = CountingEvent()
     await pool.start()
     state = RunState(LiveRun("lone", target))
