@@ -57,6 +57,12 @@ LIVE_PANELS: list[tuple[str, str, str, list[dict[str, Any]]]] = [
       q(f"sum(rtsearch_batches_in_flight{{{LIVE}}})", "in flight")]),
     ("Queue wait", "s", "Time spectra waited in the micro-batcher before scoring.",
      quantiles("rtsearch_queue_wait_seconds", LIVE, (0.5, 0.99))),
+    ("Why spectra are shed: age on arrival and the predicted wait", "s",
+     "A spectrum whose age on arrival plus the predicted wait exceeds its budget is answered shed at the door: "
+     "ages rising point at the senders or the intake, the wait at the engine (and its model's fixed cost a batch).",
+     [*quantiles("rtsearch_arrival_age_seconds", LIVE, (0.5, 0.99)),
+      q(f"max(rtsearch_admission_wait_seconds{{{LIVE}}})", "predicted wait"),
+      q(f"max(rtsearch_engine_model_seconds{{{LIVE}, term=\"fixed\"}})", "model: fixed a batch")]),
     ("Batch size", "short", "Spectra per engine micro-batch (quantiles and mean).",
      [*quantiles("rtsearch_batch_size", LIVE, (0.5, 0.99)),
       q(f"sum(rate(rtsearch_batch_size_sum{{{LIVE}}}[{RATE}])) / "

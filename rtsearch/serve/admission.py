@@ -82,6 +82,13 @@ class Advice:
         return int(self.shared[_SLOPE])
 
 
+def arrival_age_s(ints: np.ndarray) -> np.ndarray:
+    """Each spectrum's age when its intake process received it (seconds: receipt ``wall_ns`` less ``sent_ns``), for
+    the rows whose sender stamped a plausible ``sent_ns`` (the metric the door's shedding is read against)."""
+    age = ints[:, _WALL] - ints[:, _SENT]
+    return np.maximum(age[(ints[:, _SENT] >= 0) & (np.abs(age) <= MAX_TRUSTED_AGE_NS)], 0) / 1e9
+
+
 def late_rows(
     ints: np.ndarray, floats: np.ndarray, *, wait_ns: int, default_budget_ms: float, now_ns: int | None = None,
     slope_ns: int = 0, ahead: int = 0,

@@ -112,6 +112,16 @@ class DaemonMetrics:
             "rtsearch_latency_seconds", "Time from receiving a spectrum to publishing its result",
             buckets=LATENCY_BUCKETS, registry=r,
         )  # fmt: skip
+        self.arrival_age = BulkHistogram(
+            "rtsearch_arrival_age_seconds", "Age of spectra when the intake received them (receipt less the sender's "
+            "sent_ns, where that clock is plausible): what the door counts against each budget",
+            buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.advised_wait = Gauge("rtsearch_admission_wait_seconds", "The wait a spectrum arriving now was last "
+                                  "predicted to have (the door's advice): a spectrum older than its budget less this "
+                                  "is shed", registry=r)  # fmt: skip
+        self.engine_model = Gauge("rtsearch_engine_model_seconds", "The engine-time model the admission predicts by: "
+                                  "a batch of n takes fixed + per_spectrum x n", ["term"], registry=r)  # fmt: skip
         self.queue_wait = BulkHistogram(
             "rtsearch_queue_wait_seconds", "Time a spectrum waited in the micro-batcher before scoring",
             buckets=LATENCY_BUCKETS, registry=r,
@@ -223,6 +233,8 @@ class DaemonMetrics:
                     for run in st.runs:
                         self.run_answered(self.instrument, run.run, run.results, run.identified, run.threshold)
                 case Received():
+                    if st.age_s is not None:
+                        self.arrival_age.observe_many(st.age_s)
                     for level, count in st.spectra.items():
                         self.received(level).inc(count)
                     for code, count in st.invalid.items():
@@ -230,6 +242,11 @@ class DaemonMetrics:
                 case Queue():
                     self.queue_depth.set(st.waiting)
                     self.in_flight.set(st.in_flight)
+                    if st.advised_wait_s is not None:
+                        self.advised_wait.set(st.advised_wait_s)
+                    if st.model_s is not None:
+                        self.engine_model.labels(term="fixed").set(st.model_s[0])
+                        self.engine_model.labels(term="per_spectrum").set(st.model_s[1])
                 case Taken():
                     self.queue_wait.observe_many(st.waited_s)
                     self.batch_size.observe(st.size)

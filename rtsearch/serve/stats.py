@@ -21,18 +21,24 @@ class Ready:
 
 @dataclass
 class Received:
-    """Messages the loop took from intake: spectra by MS level, malformed ones by reason code."""
+    """Messages the loop took from intake: spectra by MS level, malformed ones by reason code, and the spectra's age
+    when their intake process received them (seconds; where the sender's clock is plausible)."""
 
     spectra: dict[int, int] = field(default_factory=dict)
     invalid: dict[str, int] = field(default_factory=dict)
+    age_s: np.ndarray | None = None
 
 
 @dataclass
 class Queue:
-    """The batcher and the engine now: spectra waiting, batches being scored."""
+    """The batcher and the engine now: spectra waiting, batches being scored; where the pool said it, the wait a
+    spectrum arriving now was predicted (the door's advice, seconds) and the engine-time model it came from
+    (fixed seconds a batch, seconds a spectrum): what the admission sheds by."""
 
     waiting: int
     in_flight: int
+    advised_wait_s: float | None = None
+    model_s: tuple[float, float] | None = None
 
 
 @dataclass

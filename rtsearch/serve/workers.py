@@ -90,6 +90,7 @@ class WorkerPool(Expiry):
         self._expiry = threading.Thread(target=self._expiry_loop, name="expiry", daemon=True)
         self._expiry_wake = threading.Event()  # spectra came in, or the pool stops: the expiry thread looks again
         self._expiry_due: int | None = None  # when the expiry thread looks next (None: when woken)
+        self._advised_ns = 0  # the wait `_advise` said last (ns; the metrics' `Queue`)
         self._takers = 0  # engine threads waiting in `_take` for a batch of any size (`enqueue` leaves them the late)
         self._given_up: list[Claim] = []  # spectra an engine thread gave up, for the expiry thread to answer
         self.cluster: ClusterScorer | None = None  # ``[serve] cluster``: remote workers score (rtsearch/cluster/)
@@ -158,7 +159,8 @@ class WorkerPool(Expiry):
                 not (self._takers and self.cluster is None)  # fmt: skip
         if wake:
             self._expiry_wake.set()
-        self.record(Queue(waiting, in_flight))
+        model = self.model
+        self.record(Queue(waiting, in_flight, self._advised_ns / 1e9, (model.fixed_s, model.per_item_s)))
         return refused
 
     def _advise(self) -> None:
@@ -177,6 +179,7 @@ class WorkerPool(Expiry):
         model = self.model  # each spectrum queued after: its share of a full batch, over the lanes scoring at once
         per = (model.per_item_s + model.fixed_s / self.cfg.max_batch) / self.batcher.lanes
         self.advice.set_wait(wait, int(per * 1e9), elapsing_ns=free)
+        self._advised_ns = wait
 
     def _busy_until(self) -> int:
         """When the next engine thread is free (clock ns; now if one is; those after the first count with

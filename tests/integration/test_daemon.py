@@ -67,6 +67,12 @@ async def test_every_ms2_spectrum_is_answered_once(mode, intakes, engine, ecoli_
     assert sum(v for k, v in metrics.items() if k.startswith("rtsearch_results_total{")) == n_ms2
     assert metrics['rtsearch_spectra_received_total{ms_level="2"}'] == n_ms2
     assert metrics["rtsearch_latency_seconds_count"] == n_ms2
+    # what the admission sheds by: every spectrum's age on arrival (the sender stamps sent_ns), the model, the advice
+    received = sum(v for k, v in metrics.items() if k.startswith("rtsearch_spectra_received_total{"))
+    assert metrics["rtsearch_arrival_age_seconds_count"] == received >= n_ms2
+    assert 0 < metrics["rtsearch_arrival_age_seconds_sum"] / received < 1.0
+    assert metrics['rtsearch_engine_model_seconds{term="per_spectrum"}'] > 0
+    assert metrics["rtsearch_admission_wait_seconds"] >= 0
     assert metrics["rtsearch_identifications_total"] == report.by_status["identified"]
     # the run's results file: the offline columns, one row per MS2 spectrum
     (done,) = daemon.finished

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rtsearch.serve.admission import ADVICE_TTL_NS, MAX_TRUSTED_AGE_NS, Advice, late_rows
+from rtsearch.serve.admission import ADVICE_TTL_NS, MAX_TRUSTED_AGE_NS, Advice, arrival_age_s, late_rows
 from rtsearch.serve.chunks import FLOAT_COLUMNS, INT_COLUMNS, SpectraChunk
 
 MS = 1_000_000
@@ -21,6 +21,15 @@ def _columns(rows: list[tuple[int, int, int, float]]) -> tuple[np.ndarray, np.nd
         ints[i, INT_COLUMNS.index("wall_ns")] = wall
         floats[i, FLOAT_COLUMNS.index("budget_ms")] = budget
     return ints, floats
+
+
+def test_arrival_ages_by_hand() -> None:
+    """The ages the daemon's `rtsearch_arrival_age_seconds` counts: receipt less sent, where the sender's clock is
+    plausible; a stamp "after" receipt is age 0."""
+    t = 10**18
+    ints, _ = _columns([(2, t - 5 * MS, t, np.nan), (2, -1, t, np.nan), (1, t - 30 * MS, t, np.nan),
+                        (2, t + 2 * MS, t, np.nan), (2, t - MAX_TRUSTED_AGE_NS - 1, t, np.nan)])  # fmt: skip
+    assert arrival_age_s(ints).tolist() == [0.005, 0.03, 0.0]
 
 
 def test_late_rows_by_hand() -> None:
