@@ -158,17 +158,21 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
 
 def inside(before: dict[str, float], after: dict[str, float], args: argparse.Namespace) -> dict[str, Any]:
     """What the daemon did over one rate: its batches (how many, mean size, mean engine seconds, how many took over
-    20, 50, 100 ms), its engine threads' seconds by stage, the spectra shed by reason, and each cluster worker's
-    scoring seconds over the rate's seconds (how busy its GPU was kept)."""
+    20, 50, 100 ms), its engine threads' seconds by stage, the spectra shed by reason, the spectra's age on arrival
+    (mean; how many over 10, 25, 50 ms), and each cluster worker's scoring seconds over the rate's seconds (how busy
+    its GPU was kept)."""
     d = {k: v - before.get(k, 0.0) for k, v in after.items()}
     n = d.get("rtsearch_batch_size_count", 0.0)
     bucket = 'rtsearch_engine_batch_seconds_bucket{{le="{}"}}'
     slow: dict[str, Any] = {f"over_{ms}_ms": int(n - d.get(bucket.format(ms / 1e3), n))
                             for ms in (20, 50, 100)}  # batches slower than that (the engine's histogram buckets)
-    for name, key in (("latency", "answered_over"), ("queue_wait", "waited_over")):  # spectra, receipt to answer
-        total = d.get(f"rtsearch_{name}_seconds_count", 0.0)  # (to a batch): over 10, 25, 50 ms, daemon's clock
+    for name, key in (("latency", "answered_over"), ("queue_wait", "waited_over"), ("arrival_age", "arrived_over")):
+        # spectra, receipt to answer, to a batch, and sent to receipt (what the door sheds by): over 10, 25, 50 ms
+        total = d.get(f"rtsearch_{name}_seconds_count", 0.0)
         slow[key] = {ms: int(total - d.get(f'rtsearch_{name}_seconds_bucket{{le="{ms / 1e3}"}}', total))
                      for ms in (10, 25, 50)}  # fmt: skip
+    aged = d.get("rtsearch_arrival_age_seconds_count", 0.0)
+    slow["mean_arrival_age_ms"] = round(1e3 * d.get("rtsearch_arrival_age_seconds_sum", 0.0) / aged, 2) if aged else 0
     return {"batches": int(n), "mean_batch": round(d.get("rtsearch_batch_size_sum", 0.0) / n, 1) if n else None,
             "mean_batch_ms": round(1e3 * d.get("rtsearch_engine_batch_seconds_sum", 0.0) / n, 2) if n else None,
             **slow, "stage_s": {m[0]: round(v, 2) for k, v in d.items()
