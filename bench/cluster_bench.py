@@ -166,8 +166,9 @@ def inside(before: dict[str, float], after: dict[str, float], args: argparse.Nam
     bucket = 'rtsearch_engine_batch_seconds_bucket{{le="{}"}}'
     slow: dict[str, Any] = {f"over_{ms}_ms": int(n - d.get(bucket.format(ms / 1e3), n))
                             for ms in (20, 50, 100)}  # batches slower than that (the engine's histogram buckets)
-    for name, key in (("latency", "answered_over"), ("queue_wait", "waited_over"), ("arrival_age", "arrived_over")):
-        # spectra, receipt to answer, to a batch, and sent to receipt (what the door sheds by): over 10, 25, 50 ms
+    for name, key in (("latency", "answered_over"), ("queue_wait", "waited_over"), ("arrival_age", "arrived_over"),
+                      ("intake_wait", "intake_over")):
+        # spectra, receipt to answer, to a batch; sent to receipt, receipt to the daemon (what the door sheds by)
         total = d.get(f"rtsearch_{name}_seconds_count", 0.0)
         slow[key] = {ms: int(total - d.get(f'rtsearch_{name}_seconds_bucket{{le="{ms / 1e3}"}}', total))
                      for ms in (10, 25, 50)}  # fmt: skip

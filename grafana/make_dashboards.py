@@ -59,8 +59,11 @@ LIVE_PANELS: list[tuple[str, str, str, list[dict[str, Any]]]] = [
      quantiles("rtsearch_queue_wait_seconds", LIVE, (0.5, 0.99))),
     ("Why spectra are shed: age on arrival and the predicted wait", "s",
      "A spectrum whose age on arrival plus the predicted wait exceeds its budget is answered shed at the door: "
-     "ages rising point at the senders or the intake, the wait at the engine (and its model's fixed cost a batch).",
-     [*quantiles("rtsearch_arrival_age_seconds", LIVE, (0.5, 0.99)),
+     "ages on arrival rising point at the senders, the intake's wait (receipt to the daemon) at a daemon behind its "
+     "intake, the predicted wait at the engine (and its model's fixed cost a batch).",
+     [*(q(f"histogram_quantile({x}, sum by (le) (rate(rtsearch_{m}_seconds_bucket{{{LIVE}}}[{RATE}])))", f"{name} p{p}")
+        for m, name, x, p in (("arrival_age", "age on arrival", 0.5, 50), ("arrival_age", "age on arrival", 0.99, 99),
+                              ("intake_wait", "intake's wait", 0.99, 99))),
       q(f"max(rtsearch_admission_wait_seconds{{{LIVE}}})", "predicted wait"),
       q(f"max(rtsearch_engine_model_seconds{{{LIVE}, term=\"fixed\"}})", "model: fixed a batch")]),
     ("Batch size", "short", "Spectra per engine micro-batch (quantiles and mean).",

@@ -36,7 +36,7 @@ from rtsearch.serve.chunks import INT_COLUMNS, budgets_ns
 ADVICE_TTL_NS = 50_000_000  # an advice not renewed for 50 ms is stale: the daemon is idle, nothing waits
 MAX_TRUSTED_AGE_NS = 60 * 10**9  # a sent_ns further back (or ahead) means the sender's clock differs: age unknown
 
-_LEVEL, _SENT, _WALL = (INT_COLUMNS.index(c) for c in ("ms_level", "sent_ns", "wall_ns"))
+_LEVEL, _SENT, _WALL, _MONO = (INT_COLUMNS.index(c) for c in ("ms_level", "sent_ns", "wall_ns", "mono_ns"))
 # the words: wait ns, when it was said, ns a queued spectrum adds, ns of the wait that pass with the clock, taken
 _WAIT, _SAID, _SLOPE, _ELAPSING, _TAKEN = range(5)
 
@@ -82,11 +82,14 @@ class Advice:
         return int(self.shared[_SLOPE])
 
 
-def arrival_age_s(ints: np.ndarray) -> np.ndarray:
-    """Each spectrum's age when its intake process received it (seconds: receipt ``wall_ns`` less ``sent_ns``), for
-    the rows whose sender stamped a plausible ``sent_ns`` (the metric the door's shedding is read against)."""
+def arrival_times(ints: np.ndarray, now_mono_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """A chunk's spectra as the daemon takes them at ``now_mono_ns``: their age when their intake process received them
+    (seconds: receipt ``wall_ns`` less ``sent_ns``, for the rows whose sender stamped a plausible one) and how long
+    since that receipt (seconds, ``mono_ns``: the intake's hold and the pipe) — the two parts of the age the door's
+    shedding reads."""
     age = ints[:, _WALL] - ints[:, _SENT]
-    return np.maximum(age[(ints[:, _SENT] >= 0) & (np.abs(age) <= MAX_TRUSTED_AGE_NS)], 0) / 1e9
+    ok = (ints[:, _SENT] >= 0) & (np.abs(age) <= MAX_TRUSTED_AGE_NS)
+    return np.maximum(age[ok], 0) / 1e9, np.maximum(now_mono_ns - ints[:, _MONO], 0) / 1e9
 
 
 def late_rows(

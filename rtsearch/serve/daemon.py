@@ -41,7 +41,7 @@ from rtsearch import wire
 from rtsearch.config import BackendName, ServeConfig, mqtt_address
 from rtsearch.errors import EndpointError, ServiceError
 from rtsearch.search.target import SearchTarget
-from rtsearch.serve.admission import Advice, arrival_age_s
+from rtsearch.serve.admission import Advice, arrival_times
 from rtsearch.serve.chunks import FLOAT_COLUMNS, Received, ShedChunk, SpectraChunk, budgets_ns
 from rtsearch.serve.door import default_intakes
 from rtsearch.serve.elution import ElutionService
@@ -311,7 +311,7 @@ class Daemon:
         self.runs.received(zip(states, ms2, ms1, strict=True))
         if self.elution is not None and len(level) > len(jobs):
             self.elution.scans_of(chunk)
-        self.metrics.record(ReceivedStats(spectra=levels, age_s=arrival_age_s(chunk.ints)))
+        self.metrics.record(ReceivedStats(spectra=levels, arrival=arrival_times(chunk.ints, self.clock())))
         if (n_runs := len(self.runs)) != self._known_runs:  # a run opened (or ended): the gauge follows
             self._known_runs = n_runs
             self.metrics.record(Runs(n_runs))

@@ -117,6 +117,10 @@ class DaemonMetrics:
             "sent_ns, where that clock is plausible): what the door counts against each budget",
             buckets=LATENCY_BUCKETS, registry=r,
         )  # fmt: skip
+        self.intake_wait = BulkHistogram(
+            "rtsearch_intake_wait_seconds", "Time from the intake's receipt of a spectrum to the daemon's taking it "
+            "(held by the intake while the daemon lags, and the pipe)", buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
         self.advised_wait = Gauge("rtsearch_admission_wait_seconds", "The wait a spectrum arriving now was last "
                                   "predicted to have (the door's advice): a spectrum older than its budget less this "
                                   "is shed", registry=r)  # fmt: skip
@@ -233,8 +237,9 @@ class DaemonMetrics:
                     for run in st.runs:
                         self.run_answered(self.instrument, run.run, run.results, run.identified, run.threshold)
                 case Received():
-                    if st.age_s is not None:
-                        self.arrival_age.observe_many(st.age_s)
+                    if st.arrival is not None:
+                        self.arrival_age.observe_many(st.arrival[0])
+                        self.intake_wait.observe_many(st.arrival[1])
                     for level, count in st.spectra.items():
                         self.received(level).inc(count)
                     for code, count in st.invalid.items():

@@ -21,12 +21,13 @@ class Ready:
 
 @dataclass
 class Received:
-    """Messages the loop took from intake: spectra by MS level, malformed ones by reason code, and the spectra's age
-    when their intake process received them (seconds; where the sender's clock is plausible)."""
+    """Messages the loop took from intake: spectra by MS level, malformed ones by reason code, and the spectra's
+    arrival: their age when their intake process received them and the seconds since, as the loop takes them
+    (`rtsearch.serve.admission.arrival_times`)."""
 
     spectra: dict[int, int] = field(default_factory=dict)
     invalid: dict[str, int] = field(default_factory=dict)
-    age_s: np.ndarray | None = None
+    arrival: tuple[np.ndarray, np.ndarray] | None = None
 
 
 @dataclass

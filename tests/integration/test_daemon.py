@@ -71,6 +71,8 @@ async def test_every_ms2_spectrum_is_answered_once(mode, intakes, engine, ecoli_
     received = sum(v for k, v in metrics.items() if k.startswith("rtsearch_spectra_received_total{"))
     assert metrics["rtsearch_arrival_age_seconds_count"] == received >= n_ms2
     assert 0 < metrics["rtsearch_arrival_age_seconds_sum"] / received < 1.0
+    assert metrics["rtsearch_intake_wait_seconds_count"] == received
+    assert 0 < metrics["rtsearch_intake_wait_seconds_sum"] / received < 1.0
     assert metrics['rtsearch_engine_model_seconds{term="per_spectrum"}'] > 0
     assert metrics["rtsearch_admission_wait_seconds"] >= 0
     assert metrics["rtsearch_identifications_total"] == report.by_status["identified"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rtsearch.serve.admission import ADVICE_TTL_NS, MAX_TRUSTED_AGE_NS, Advice, arrival_age_s, late_rows
+from rtsearch.serve.admission import ADVICE_TTL_NS, MAX_TRUSTED_AGE_NS, Advice, arrival_times, late_rows
 from rtsearch.serve.chunks import FLOAT_COLUMNS, INT_COLUMNS, SpectraChunk
 
 MS = 1_000_000
@@ -24,12 +24,14 @@ def _columns(rows: list[tuple[int, int, int, float]]) -> tuple[np.ndarray, np.nd
 
 
 def test_arrival_ages_by_hand() -> None:
-    """The ages the daemon's `rtsearch_arrival_age_seconds` counts: receipt less sent, where the sender's clock is
-    plausible; a stamp "after" receipt is age 0."""
+    """What the daemon's `rtsearch_arrival_age_seconds` counts (receipt less sent, where the sender's clock is
+    plausible; a stamp "after" receipt is age 0) and `rtsearch_intake_wait_seconds` (receipt to the loop, every row)."""
     t = 10**18
     ints, _ = _columns([(2, t - 5 * MS, t, np.nan), (2, -1, t, np.nan), (1, t - 30 * MS, t, np.nan),
                         (2, t + 2 * MS, t, np.nan), (2, t - MAX_TRUSTED_AGE_NS - 1, t, np.nan)])  # fmt: skip
-    assert arrival_age_s(ints).tolist() == [0.005, 0.03, 0.0]
+    ints[:, INT_COLUMNS.index("mono_ns")] = [100 * MS, 101 * MS, 102 * MS, 103 * MS, 104 * MS]  # receipt, monotonic
+    age, since = arrival_times(ints, 105 * MS)
+    assert age.tolist() == [0.005, 0.03, 0.0] and since.tolist() == [0.005, 0.004, 0.003, 0.002, 0.001]
 
 
 def test_late_rows_by_hand() -> None:
