@@ -8,7 +8,8 @@ trip less the worker's own). ``--code DIR`` imports rtsearch from another checko
 to compare two versions on the same machine, one run after the other. ``--hog S`` runs a thread beside that holds
 the GIL (pure Python) S of every 10 ms, as a busy daemon's event loop and results thread do, under the GIL switch
 interval ``--switch`` (seconds; the daemon's is 1 ms with its engine elsewhere, `rtsearch.serve.runtime`): each
-hand-over in the round trip (engine thread → the door's dispatcher thread → back) then waits for the GIL.
+hand-over in the round trip (engine thread → the door's dispatcher thread → back) then waits for the GIL. Each
+size also prints the medians of a batch's legs through the door (`_stamp_legs`).
 
     python bench/cluster_roundtrip.py [--sizes 1,16,64] [--batches 40] [--code DIR] [--hog 0.5 --switch 0.001]
 """
@@ -21,6 +22,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 
 def main() -> None:
@@ -44,6 +46,7 @@ def main() -> None:
     from rtsearch.scoring.backend import get_backend
     from rtsearch.search.database import DatabaseTarget
 
+    legs = _stamp_legs(ClusterScorer)
     if args.switch > 0:
         sys.setswitchinterval(args.switch)
     stop = threading.Event()
@@ -57,6 +60,8 @@ def main() -> None:
         trip, own, alone = [], [], []
         with ClusterScorer(target.reopen("numpy"), LocalPlacement(), workers=1, timeout_s=30) as cluster:
             cluster.score(batches[0])
+            for stamps in legs.values():
+                stamps.clear()
             for b in batches:
                 t = time.perf_counter()
                 scored = cluster.score(b)
@@ -72,6 +77,43 @@ def main() -> None:
             f"{med['trip'] - med['own']:.2f} ms",
             flush=True,
         )
+        k = min(map(len, legs.values()))  # the legs of each batch through the door (one batch at a time)
+        at = np.array([legs[name][:k] for name in LEGS], dtype=np.int64)
+        print("    legs, median µs: " + ", ".join(f"{LEGS[j]} -> {LEGS[j + 1]} {np.median(at[j + 1] - at[j]) / 1e3:.0f}"
+                                                   for j in range(len(LEGS) - 1)), flush=True)  # fmt: skip
+
+
+LEGS = ("engine thread asks", "dispatcher sends", "dispatcher has the reply", "engine thread has it")
+
+
+def _stamp_legs(door: Any) -> dict[str, list[int]]:
+    """`ClusterScorer`'s methods wrapped to stamp each batch's legs (`LEGS`, `time.perf_counter_ns`): asked
+    (``_request``), sent to its worker by the dispatcher thread (``_send`` of a batch), its reply taken by the
+    dispatcher (``_from_worker`` of a reply), handed to the engine thread (``_wait`` returns)."""
+    legs: dict[str, list[int]] = {name: [] for name in LEGS}
+    request, send, reply, wait = door._request, door._send, door._from_worker, door._wait
+
+    def asked(self: Any, *a: Any, **k: Any) -> Any:
+        legs[LEGS[0]].append(time.perf_counter_ns())
+        return request(self, *a, **k)
+
+    def sent(self: Any, name: str, frames: list[bytes]) -> Any:
+        if frames[:1] == [b"batch"]:
+            legs[LEGS[1]].append(time.perf_counter_ns())
+        return send(self, name, frames)
+
+    def replied(self: Any, frames: list[bytes], now: float) -> Any:
+        if frames[1:2] == [b"scored"]:
+            legs[LEGS[2]].append(time.perf_counter_ns())
+        return reply(self, frames, now)
+
+    def waited(self: Any, futures: Any) -> Any:
+        out = wait(self, futures)
+        legs[LEGS[3]].append(time.perf_counter_ns())
+        return out
+
+    door._request, door._send, door._from_worker, door._wait = asked, sent, replied, waited
+    return legs
 
 
 def _hog(share: float, stop: threading.Event) -> None:
