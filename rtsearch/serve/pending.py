@@ -74,6 +74,8 @@ class Pending:
 
     def claim(self, handles: np.ndarray) -> Claim:
         """`take`'s bookkeeping: ``handles`` are forgotten here at once; the `Claim` gathers their jobs later."""
+        if len(self._starts) == 1 and len(handles) == self._left[self._starts[0]]:  # all that waits, of one chunk
+            return self._claim_last(handles)  # a lone spectrum: 0.06 -> 0.01 ms (bench/pending_bench.py --size 1)
         starts = np.asarray(self._starts, dtype=np.int64)
         seg = np.searchsorted(starts, handles, side="right") - 1
         order = np.argsort(seg, kind="stable")
@@ -95,3 +97,12 @@ class Pending:
         if done:  # one pass, not a list.remove a segment (hundreds of chunks a batch)
             self._starts = [s for s in self._starts if s not in done]
         return Claim(parts, len(handles))
+
+    def _claim_last(self, handles: np.ndarray) -> Claim:
+        """`claim` of every handle left of the one segment held: as the general path would, without its sorting."""
+        start = self._starts[0]
+        jobs, rows = self._segs.pop(start), handles - start
+        del self._left[start]
+        self._starts = []
+        whole = len(rows) == len(jobs) and (len(rows) < 2 or bool((rows[1:] > rows[:-1]).all()))
+        return Claim([(jobs, None if whole else rows)], len(handles))

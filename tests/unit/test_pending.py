@@ -77,3 +77,19 @@ def test_a_claim_forgets_its_handles_at_once_and_gathers_them_later_once():
     assert claim.jobs() is first
     whole = pending.claim(np.array([9]))
     assert whole.jobs().spectra.scan.tolist() == [300]
+
+
+def test_all_that_waits_of_one_chunk_is_claimed_as_the_general_path_would():
+    """The lone spectrum's path (`Pending._claim_last`): everything held, of one chunk — in order: handed on as it
+    is; in another order, or what is left of a chunk taken in part: copied in the handles' order."""
+    pending = Pending()
+    a = _jobs(0, 1)
+    assert pending.take(pending.add(a)) is a and len(pending) == 0
+    b = _jobs(100, 3)
+    hb = pending.add(b)
+    _check(pending.take(hb[[2, 0, 1]]), [102, 100, 101])
+    c = _jobs(200, 3)
+    hc = pending.add(c)
+    _check(pending.take(hc[[1]]), [201])
+    _check(pending.take(hc[[0, 2]]), [200, 202])
+    assert len(pending) == 0 and pending.add(_jobs(300, 2)).tolist() == [hc[-1] + 1, hc[-1] + 2]
