@@ -126,6 +126,7 @@ class DaemonMetrics:
                                   "is shed", registry=r)  # fmt: skip
         self.engine_model = Gauge("rtsearch_engine_model_seconds", "The engine-time model the admission predicts by: "
                                   "a batch of n takes fixed + per_spectrum x n", ["term"], registry=r)  # fmt: skip
+        self._model_terms = (self.engine_model.labels(term="fixed"), self.engine_model.labels(term="per_spectrum"))
         self.queue_wait = BulkHistogram(
             "rtsearch_queue_wait_seconds", "Time a spectrum waited in the micro-batcher before scoring",
             buckets=LATENCY_BUCKETS, registry=r,
@@ -249,9 +250,9 @@ class DaemonMetrics:
                     self.in_flight.set(st.in_flight)
                     if st.advised_wait_s is not None:
                         self.advised_wait.set(st.advised_wait_s)
-                    if st.model_s is not None:
-                        self.engine_model.labels(term="fixed").set(st.model_s[0])
-                        self.engine_model.labels(term="per_spectrum").set(st.model_s[1])
+                    if st.model_s is not None:  # (each enqueue: the children looked up once, in __init__)
+                        self._model_terms[0].set(st.model_s[0])
+                        self._model_terms[1].set(st.model_s[1])
                 case Taken():
                     self.queue_wait.observe_many(st.waited_s)
                     self.batch_size.observe(st.size)
