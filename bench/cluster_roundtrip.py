@@ -87,32 +87,16 @@ LEGS = ("engine thread asks", "dispatcher sends", "dispatcher has the reply", "e
 
 
 def _stamp_legs(door: Any) -> dict[str, list[int]]:
-    """`ClusterScorer`'s methods wrapped to stamp each batch's legs (`LEGS`, `time.perf_counter_ns`): asked
-    (``_request``), sent to its worker by the dispatcher thread (``_send`` of a batch), its reply taken by the
-    dispatcher (``_from_worker`` of a reply), handed to the engine thread (``_wait`` returns)."""
+    """`ClusterScorer`'s methods wrapped to stamp each batch's legs (`LEGS`): asked (``_request``), sent to its
+    worker by the dispatcher thread (``_send`` of a batch), its reply taken by the dispatcher (``_from_worker`` of a
+    reply), handed to the engine thread (``_wait`` returns)."""
+    from stamps import stamp
+
     legs: dict[str, list[int]] = {name: [] for name in LEGS}
-    request, send, reply, wait = door._request, door._send, door._from_worker, door._wait
-
-    def asked(self: Any, *a: Any, **k: Any) -> Any:
-        legs[LEGS[0]].append(time.perf_counter_ns())
-        return request(self, *a, **k)
-
-    def sent(self: Any, name: str, frames: list[bytes]) -> Any:
-        if frames[:1] == [b"batch"]:
-            legs[LEGS[1]].append(time.perf_counter_ns())
-        return send(self, name, frames)
-
-    def replied(self: Any, frames: list[bytes], now: float) -> Any:
-        if frames[1:2] == [b"scored"]:
-            legs[LEGS[2]].append(time.perf_counter_ns())
-        return reply(self, frames, now)
-
-    def waited(self: Any, futures: Any) -> Any:
-        out = wait(self, futures)
-        legs[LEGS[3]].append(time.perf_counter_ns())
-        return out
-
-    door._request, door._send, door._from_worker, door._wait = asked, sent, replied, waited
+    stamp(door, "_request", legs[LEGS[0]])
+    stamp(door, "_send", legs[LEGS[1]], when=lambda name, frames: frames[:1] == [b"batch"])
+    stamp(door, "_from_worker", legs[LEGS[2]], when=lambda frames, now: frames[1:2] == [b"scored"])
+    stamp(door, "_wait", legs[LEGS[3]], after=True)
     return legs
 
 

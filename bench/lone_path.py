@@ -29,26 +29,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 STAMPS: dict[str, list[int]] = collections.defaultdict(list)
 
 
-def _wrap(cls: Any, name: str, key: str, *, after: bool = False) -> None:
-    f = getattr(cls, name)
-
-    def stamped(self: Any, *a: Any, **k: Any) -> Any:
-        if not after:
-            STAMPS[key].append(time.perf_counter_ns())
-        out = f(self, *a, **k)
-        if after:
-            STAMPS[key].append(time.perf_counter_ns())
-        return out
-
-    setattr(cls, name, stamped)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rate", type=float, default=100.0)
     ap.add_argument("--seconds", type=float, default=5.0)
     args = ap.parse_args()
     import shell_probe
+    from stamps import stamp
 
     from rtsearch.serve import daemon, publish, workers
 
@@ -62,18 +49,21 @@ def main() -> None:
         return out
 
     workers.WorkerPool.enqueue = queued  # type: ignore[method-assign]
-    _wrap(daemon.Daemon, "_on_spectra", "1 event loop has it")
-    _wrap(workers.WorkerPool, "_wait_for_batch", "4 engine thread claims it", after=True)
-    _wrap(workers.WorkerPool, "_take", "5 engine thread took it", after=True)
-    _wrap(shell_probe.InstantEngine, "score", "6 scored", after=True)
-    _wrap(publish.Publisher, "publish", "7 publishing starts")
-    _wrap(publish.Publisher, "publish", "8 publishing ends", after=True)
+    stamp(daemon.Daemon, "_on_spectra", STAMPS["1 event loop has it"])
+    stamp(workers.WorkerPool, "_wait_for_batch", STAMPS["4 engine thread claims it"], after=True)
+    stamp(workers.WorkerPool, "_take", STAMPS["5 engine thread took it"], after=True)
+    stamp(shell_probe.InstantEngine, "score", STAMPS["6 scored"], after=True)
+    stamp(publish.Publisher, "publish", STAMPS["7 publishing starts"])
+    stamp(publish.Publisher, "publish", STAMPS["8 publishing ends"], after=True)
     probe = argparse.Namespace(rates=str(args.rate), seconds=args.seconds, cache=None, run_size=50_000, profile=None,
                                cprofile=0, profile_chars=0, cprofile_sort="tottime")  # fmt: skip
     asyncio.run(shell_probe.main_async(probe))
     n = len(STAMPS["2 enqueue starts"])
     skip = {"6 scored": len(STAMPS["6 scored"]) - n}  # the warm-up's batches were scored before the first
-    n -= 1  # the last take returns at the close, with nothing
+    counts = {k: len(v) - skip.get(k, 0) for k, v in STAMPS.items()}
+    if set(counts.values()) - {n, n + 1}:  # (the last take returns at the close, with nothing)
+        sys.exit(f"some batch held more than one spectrum: the stamps cannot be paired ({counts}); a lower --rate")
+    n -= 1
     keys = sorted(STAMPS)
     at = np.array([STAMPS[k][skip.get(k, 0) : skip.get(k, 0) + n] for k in keys], dtype=np.int64)
     for k in range(1, len(keys)):

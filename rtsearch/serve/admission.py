@@ -87,9 +87,15 @@ def arrival_times(ints: np.ndarray, now_mono_ns: int) -> tuple[np.ndarray, np.nd
     (seconds: receipt ``wall_ns`` less ``sent_ns``, for the rows whose sender stamped a plausible one) and how long
     since that receipt (seconds, ``mono_ns``: the intake's hold and the pipe) — the two parts of the age the door's
     shedding reads."""
-    age = ints[:, _WALL] - ints[:, _SENT]
-    ok = (ints[:, _SENT] >= 0) & (np.abs(age) <= MAX_TRUSTED_AGE_NS)
-    return np.maximum(age[ok], 0) / 1e9, np.maximum(now_mono_ns - ints[:, _MONO], 0) / 1e9
+    age, known = _ages(ints, ints[:, _WALL])
+    return age[known] / 1e9, np.maximum(now_mono_ns - ints[:, _MONO], 0) / 1e9
+
+
+def _ages(ints: np.ndarray, at_ns: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's age at ``at_ns`` (wall clock, ns; at least 0) and whether it is known: a ``sent_ns`` stamped, and
+    within `MAX_TRUSTED_AGE_NS` (further back or ahead, the sender's clock differs)."""
+    age = at_ns - ints[:, _SENT]
+    return np.maximum(age, 0), (ints[:, _SENT] >= 0) & (np.abs(age) <= MAX_TRUSTED_AGE_NS)
 
 
 def late_rows(
@@ -104,8 +110,8 @@ def late_rows(
     ms2 = ints[:, _LEVEL] >= 2
     if wait_ns <= 0:
         return np.zeros(0, np.int64), int(ms2.sum())
-    age = (ints[:, _WALL] if now_ns is None else now_ns) - ints[:, _SENT]
-    age = np.where((ints[:, _SENT] >= 0) & (np.abs(age) <= MAX_TRUSTED_AGE_NS), np.maximum(age, 0), 0)
+    age, known = _ages(ints, ints[:, _WALL] if now_ns is None else now_ns)
+    age = np.where(known, age, 0)
     room = budgets_ns(floats, default_budget_ms) - age - wait_ns  # ns each spectrum may still wait
     late = ms2 & (room < 0)
     if slope_ns > 0:  # each waits behind `ahead` and the rows before it with room left (late ones go at once)
