@@ -127,9 +127,11 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
                                  str(args.seconds), "--senders", str(args.senders), "--budget-ms",
                                  str(args.budget_ms), "--tag", label):  # fmt: skip
                     shed = r.get("statuses", {}).get("shed", 0)
-                    scored, after = (r["answered"] - shed) / args.seconds, summed(scrape(served.port))
+                    raw = scrape(served.port)
+                    scored, after = (r["answered"] - shed) / args.seconds, summed(raw)
                     rows.append({"phase": "serve", "config": label, "ready_s": round(ready_s, 1),
-                                 "scored_per_s": round(scored, 1), **inside(before, after, args), **r})
+                                 "scored_per_s": round(scored, 1), **inside(before, after, args),
+                                 "admission": admission(raw), **r})
                     print(json.dumps(rows[-1]), flush=True)
                     ok = r["lost"] == 0 and r["duplicates"] == 0 and r["latency_ms"]["p99"] <= args.p99_ms
                     passed, failed = passed or ok, 0 if ok else failed + 1
@@ -181,6 +183,19 @@ def inside(before: dict[str, float], after: dict[str, float], args: argparse.Nam
             "shed_by": {m[0]: int(v) for k, v in d.items()
                         if v and (m := re.findall(r'^rtsearch_shed_total\{reason="(\w+)"', k))},
             "busy": {w: round(v / args.seconds, 3) for w, v in by_worker(d, "busy_seconds").items()}}
+
+
+def admission(raw: dict[str, float]) -> dict[str, dict[str, float]]:
+    """Each lane's admission as the rate ends (gauges, ms): the door's last advised wait and the engine-time model's
+    fixed cost a batch and cost a spectrum it predicts by — a model inflated by a loaded host sheds at the door."""
+    out: dict[str, dict[str, float]] = {}
+    for key, v in raw.items():
+        lane = m[0] if (m := re.findall(r'lane="(\w+)"', key)) else "0"
+        if key.startswith("rtsearch_admission_wait_seconds"):
+            out.setdefault(lane, {})["wait_ms"] = round(v * 1e3, 3)
+        elif (t := re.findall(r'^rtsearch_engine_model_seconds\{.*term="(\w+)"', key)):
+            out.setdefault(lane, {})[f"{t[0]}_ms"] = round(v * 1e3, 4)
+    return out
 
 
 def killed(args: argparse.Namespace, mgf: Path, served: Served, label: str, pids: dict[str, int]) -> dict[str, Any]:

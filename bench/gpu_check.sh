@@ -147,8 +147,9 @@ if [[ $modes == *" cluster "* ]]; then
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
   if [[ -n ${BASELINE:-} ]]; then  # another checkout's cluster bench after this one's, same arguments, same index
     mkdir -p "$out/base"
+    eval "bargs=(${BASELINE_ARGS:-${CLUSTER_ARGS:-}})"  # BASELINE_ARGS: other arguments for it (fewer configurations)
     (cd "$BASELINE" && PYTHONPATH=/tmp/site:$PWD:$PWD/simulators python3 bench/cluster_bench.py --data "$RTSEARCH_DATA" \
-      --tools "$OLDPWD/.gpudata/tools" --index-cache "$OLDPWD/.benchcache/idx20k" "${args[@]}" \
+      --tools "$OLDPWD/.gpudata/tools" --index-cache "$OLDPWD/.benchcache/idx20k" "${bargs[@]}" \
       --json "$out/base/cluster.json" > "$out/base/cluster.log" 2>&1) || rc=1
   fi
 fi

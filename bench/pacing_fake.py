@@ -33,6 +33,7 @@ from rtsearch.batch import SpectraBatch
 from rtsearch.cli.demo import RUN, TOML, bundled, cached_index
 from rtsearch.config import ServeConfig, load_config
 from rtsearch.io.spectra import read_spectra
+from rtsearch.matches import STATUSES
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
 from rtsearch.search.live import LiveRun
@@ -40,6 +41,7 @@ from rtsearch.serve import workers
 from rtsearch.serve.admission import Advice, late_rows
 from rtsearch.serve.chunks import FLOAT_COLUMNS, INT_COLUMNS
 from rtsearch.serve.jobs import Jobs, RunState, Stamps
+from rtsearch.types import ResultStatus
 
 
 class FakeCluster:
@@ -58,6 +60,8 @@ class FakeCluster:
         self.sizes: list[int] = []
 
     def score(self, batch: SpectraBatch, *, worker: int = -1):
+        if self.mode == "partition":
+            return self._spread(batch)
         with self.guard:
             g = worker if worker >= 0 else min(range(self.gpus), key=self.outstanding.__getitem__)
             self.outstanding[g] += len(batch)
@@ -72,6 +76,31 @@ class FakeCluster:
         with self.guard:
             self.outstanding[g] -= len(batch)
             self.busy[g].append((start, end))
+            self.queued.append(start - arrived)
+            self.sizes.append(len(batch))
+        out.stages.update(queued=start - arrived, scoring=end - start)
+        time.sleep(self.host_s / 2)
+        return out
+
+    def _spread(self, batch: SpectraBatch):
+        """Partition: the batch on every GPU at once (each GPU's lock held), each scoring its share of the target:
+        ``fixed`` + ``per`` a spectrum over the GPUs."""
+        time.sleep(self.host_s / 2)
+        arrived = time.perf_counter()
+        for lock in self.locks:
+            lock.acquire()
+        try:
+            start = time.perf_counter()
+            out = self.answers.take(np.asarray(batch.scan) % self.n)
+            out.native_id = list(batch.native_id)
+            time.sleep(max(0.0, self.fixed_s + self.per_s * len(batch) / self.gpus - (time.perf_counter() - start)))
+            end = time.perf_counter()
+        finally:
+            for lock in self.locks:
+                lock.release()
+        with self.guard:
+            for g in self.busy:
+                g.append((start, end))
             self.queued.append(start - arrived)
             self.sizes.append(len(batch))
         out.stages.update(queued=start - arrived, scoring=end - start)
@@ -93,17 +122,22 @@ async def run(args: argparse.Namespace, depth: int, rate: float) -> dict:
     target = DatabaseTarget(index, load_config(bundled(TOML)).search, get_backend("numpy"))
     spectra = list(read_spectra(bundled(RUN)))
     fake = FakeCluster(target, spectra, args.gpus, args.host_ms / 1e3, args.fixed_ms / 1e3, args.per_ms / 1e3)
+    fake.mode = args.mode
     workers.open_cluster = lambda *a: fake  # type: ignore[assignment]
     os.environ["RTSEARCH_CLUSTER_DEPTH"] = str(depth)
     no_refits = type("NoRefits", (), {"refit": lambda self, states: None})()
     latency: list[np.ndarray] = []  # ms from receipt to answer, every answer (scored or shed by the pool)
+    shed_latency: list[np.ndarray] = []  # of them, the pool's shed answers (given up, predicted late)
+    shed = STATUSES.index(ResultStatus.SHED.value)
 
     def answer(answers: list) -> None:
         now = time.monotonic_ns()
         latency.extend((now - stamps.received_mono) / 1e6 for _, _, stamps in answers)
-        _hold_gil(args.daemon_ms / 1e3)
+        shed_latency.extend((now - st.received_mono[res.status == shed]) / 1e6 for _, res, st in answers)
+        _hold_gil((args.daemon_ms + args.daemon_per_ms * sum(len(st.received_mono) for _, _, st in answers)) / 1e3)
 
-    pool = workers.WorkerPool(target, ServeConfig(cluster=args.gpus, max_batch=4096, max_queue=100_000),
+    pool = workers.WorkerPool(target, ServeConfig(cluster=args.gpus, cluster_mode=args.mode, max_batch=4096,
+                                                  max_queue=100_000),
                               answer=answer, refitter=no_refits, record=lambda *a: None)  # fmt: skip
     await pool.start()
     advice = pool.advice = Advice() if args.door else None  # the intake door's advice (one intake process)
@@ -143,7 +177,7 @@ async def run(args: argparse.Namespace, depth: int, rate: float) -> dict:
             "mean_batch": round(float(np.mean(fake.sizes)), 1) if fake.sizes else 0.0,
             "busy": [round(sum(e - s for s, e in g) / args.seconds, 3) for g in fake.busy],
             "queued_median_ms": round(float(np.median(fake.queued)) * 1e3, 2) if fake.queued else 0.0,
-            **_percentiles(latency)}  # fmt: skip
+            **_percentiles(latency), **{f"shed_{k}": v for k, v in _percentiles(shed_latency).items()}}  # fmt: skip
 
 
 def _percentiles(latency: list[np.ndarray]) -> dict:
@@ -164,6 +198,9 @@ def main() -> None:
     ap.add_argument("--fixed-ms", type=float, default=5.0)
     ap.add_argument("--per-ms", type=float, default=0.2)
     ap.add_argument("--daemon-ms", type=float, default=0.0, help="Python holding the GIL a batch's answers")
+    ap.add_argument("--daemon-per-ms", type=float, default=0.0, help="... and more a spectrum answered")
+    ap.add_argument("--mode", choices=("replicate", "partition"), default="replicate",
+                    help="partition: each batch on every GPU at once, each scoring its share")
     ap.add_argument("--door", action="store_true", help="shed at an intake door first, by the pool's advice")
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "rtsearch-pacing-fake"))
     args = ap.parse_args()
