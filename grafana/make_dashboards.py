@@ -60,12 +60,13 @@ LIVE_PANELS: list[tuple[str, str, str, list[dict[str, Any]]]] = [
     ("Why spectra are shed: age on arrival and the predicted wait", "s",
      "A spectrum whose age on arrival plus the predicted wait exceeds its budget is answered shed at the door: "
      "ages on arrival rising point at the senders, the intake's wait (receipt to the daemon) at a daemon behind its "
-     "intake, the predicted wait at the engine (and its model's fixed cost a batch).",
+     "intake, the predicted wait at the engine (and its model's fixed cost a batch, on the engine and answering it).",
      [*(q(f"histogram_quantile({x}, sum by (le) (rate(rtsearch_{m}_seconds_bucket{{{LIVE}}}[{RATE}])))", f"{name} p{p}")
         for m, name, x, p in (("arrival_age", "age on arrival", 0.5, 50), ("arrival_age", "age on arrival", 0.99, 99),
                               ("intake_wait", "intake's wait", 0.99, 99))),
       q(f"max(rtsearch_admission_wait_seconds{{{LIVE}}})", "predicted wait"),
-      q(f"max(rtsearch_engine_model_seconds{{{LIVE}, term=\"fixed\"}})", "model: fixed a batch")]),
+      q(f"max(rtsearch_engine_model_seconds{{{LIVE}, term=\"fixed\"}})", "model: engine's fixed a batch"),
+      q(f"max(rtsearch_engine_model_seconds{{{LIVE}, term=\"tail_fixed\"}})", "model: answering's fixed a batch")]),
     ("Batch size", "short", "Spectra per engine micro-batch (quantiles and mean).",
      [*quantiles("rtsearch_batch_size", LIVE, (0.5, 0.99)),
       q(f"sum(rate(rtsearch_batch_size_sum{{{LIVE}}}[{RATE}])) / "

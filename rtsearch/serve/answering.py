@@ -38,12 +38,13 @@ Finished = tuple[Jobs, ScoredBatch, float, float]  # a scored batch: its jobs, i
 class Answering:
     """The results thread and its queue; see the module docstring.
 
-    ``idle()``: whether no spectrum waits for an engine (the GC runs then); ``observe(items, t_end)``: the
-    batches answered and when (perf_counter s), for the pool's engine-time model.
+    ``idle()``: whether no spectrum waits for an engine (the GC runs then); ``observe(items, t_start, t_end)``:
+    the batches answered, when answering them began and when it ended (perf_counter s), for the pool's models.
     """
 
     def __init__(self, *, answer: Callable[[list[Answer]], None], refitter: Refitter, record: Callable[..., None],
-                 idle: Callable[[], bool], observe: Callable[[list[Finished], float], None]) -> None:  # fmt: skip
+                 idle: Callable[[], bool], observe: Callable[[list[Finished], float, float], None],
+                 ) -> None:  # fmt: skip
         self.answer, self.refitter, self.record, self.idle, self.observe = answer, refitter, record, idle, observe
         self._queue: queue.Queue[Finished | None] = queue.Queue(FINISH_DEPTH)
         self._lock = threading.Lock()  # held while answers are built and sent, by whichever thread
@@ -96,7 +97,7 @@ class Answering:
         t4 = time.perf_counter()
         collect_garbage(idle=self.idle() and self._queue.empty())
         t5 = time.perf_counter()
-        self.observe(items, t5)
+        self.observe(items, t2, t5)
         share = 1 / len(items)  # the stages done for all of them, shared out
         for _, _, t0, t1 in items:
             stages = {"score": t1 - t0, "lock": t2 - t1, "results": (t3 - t2) * share, "publish": (t4 - t3) * share,

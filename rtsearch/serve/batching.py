@@ -124,7 +124,8 @@ class EngineTimeModel:
             self.per_item_s = my / mx
         self.fixed_s = max(my - self.per_item_s * mx, 0.0)
 
-    def predict(self, n: int) -> float:
+    def predict(self, n: Any) -> Any:
+        """Seconds for a batch of ``n`` (an int, or an array of sizes)."""
         return self.fixed_s + self.per_item_s * n
 
 
@@ -142,6 +143,8 @@ class MicroBatcher:
         self._earliest = _NEVER  # earliest deadline waiting
         self._oldest = _NEVER  # earliest arrival waiting
         self.lanes, self.overlap_s = 1, 0.0  # engines taking batches side by side; see `_engine_ns`
+        self.tail = EngineTimeModel(0.0, 0.0)  # a batch scored to its answers out (the caller fits it); `answer_s`
+        self.answering = EngineTimeModel(0.0, 0.0)  # the results thread's own time a batch (the caller fits it)
 
     def __len__(self) -> int:
         return self._n
@@ -181,15 +184,27 @@ class MicroBatcher:
         calls were 12-18 % of a busy lane's event loop, bench/RESULTS.md)."""
         return max(self.clock(), busy_until_ns) + int(self._engine_ns(self._n + n_new))
 
+    def model_terms(self) -> tuple[float, ...]:
+        """The models' seconds a batch and a spectrum: the engine's, the `tail`'s, `answering`'s (the metrics')."""
+        return tuple(x for m in (self.model, self.tail, self.answering) for x in (m.fixed_s, m.per_item_s))
+
+    def answer_s(self, n: int) -> float:
+        """Seconds from a batch of ``n`` taken to its answers out: the engine `model`'s, then the `tail`'s."""
+        return self.model.predict(n) + self.tail.predict(n)
+
     def _engine_ns(self, through: Any) -> Any:
-        """Engine ns until the spectrum ``through`` (1-based, waiting ones first; an int or an array) is answered:
-        the batches through it, each the model's fixed cost, plus its cost a spectrum — spread over `lanes`
+        """Ns until the spectrum ``through`` (1-based, waiting ones first; an int or an array) is answered: the
+        engine's batches through it, each the model's fixed cost, plus its cost a spectrum — spread over `lanes`
         engines scoring side by side (a cluster's workers), each batch but the first `overlap_s` less (what of a
-        batch's time is the daemon's own, done while its worker scores the one before: `rtsearch.serve.pacing`)."""
-        through = (through + self.lanes - 1) // self.lanes
-        batches = (through + self.policy.max_batch - 1) // self.policy.max_batch
+        batch's time is the daemon's own, done while its worker scores the one before: `rtsearch.serve.pacing`),
+        or the one results thread's time for all their batches where that is longer (answering is the slower stage)
+        — then the `tail` of its own batch (answering a batch goes on beside the engine's next one)."""
+        lane = (through + self.lanes - 1) // self.lanes
+        batches = (lane + self.policy.max_batch - 1) // self.policy.max_batch
         fixed, overlap = self.model.fixed_s, min(self.overlap_s, self.model.fixed_s)
-        return (batches * fixed - np.maximum(batches - 1, 0) * overlap + through * self.model.per_item_s) * 1e9
+        engine = batches * fixed - np.maximum(batches - 1, 0) * overlap + lane * self.model.per_item_s
+        answering = batches * self.lanes * self.answering.fixed_s + through * self.answering.per_item_s
+        return (np.maximum(engine, answering) + self.tail.predict(np.minimum(lane, self.policy.max_batch))) * 1e9
 
     def headroom_ns(self) -> int:
         """How long before its deadline a newcomer must be predicted answered to be queued: the margin and
@@ -201,7 +216,7 @@ class MicroBatcher:
         """How long before its deadline a waiting spectrum is given up: the least a batch takes (the model's batch
         of one) plus the margin and `EXPIRY_SLACK_MS` for waking up and answering those given up, so that they are
         answered ``shed`` before their budget is over, not after."""
-        return int((self.model.predict(1) + (self.policy.margin_ms + self.policy.slack_ms) / 1e3) * 1e9)
+        return int((self.answer_s(1) + (self.policy.margin_ms + self.policy.slack_ms) / 1e3) * 1e9)
 
     def expire_at(self) -> int | None:
         """When the earliest waiting spectrum is to be given up (`lead_ns` before its deadline; ``None``: none
@@ -228,7 +243,7 @@ class MicroBatcher:
         if not self._n:
             return None
         n = min(self._n, self.policy.max_batch)
-        return self._earliest - int((self.model.predict(n) + self.policy.margin_ms / 1e3) * 1e9)
+        return self._earliest - int((self.answer_s(n) + self.policy.margin_ms / 1e3) * 1e9)
 
     def wake_at(self) -> int | None:
         """When `take` could next return a batch with a worker free (``None``: only on arrival)."""

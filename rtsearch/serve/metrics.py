@@ -42,6 +42,8 @@ ENGINE_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 
 
 SHED_REASONS = ("door", "predicted_late", "expired", "queue_full", "shutdown")  # rtsearch.serve.admission
 WORKER_STAGES = ("take", "gather", "score", "lock", "results", "publish", "gc")
+MODEL_TERMS = ("fixed", "per_spectrum", "tail_fixed", "tail_per_spectrum",  # rtsearch_engine_model_seconds
+               "answering_fixed", "answering_per_spectrum")
 
 
 class BulkHistogram(Collector):
@@ -124,9 +126,12 @@ class DaemonMetrics:
         self.advised_wait = Gauge("rtsearch_admission_wait_seconds", "The wait a spectrum arriving now was last "
                                   "predicted to have (the door's advice): a spectrum older than its budget less this "
                                   "is shed", registry=r)  # fmt: skip
-        self.engine_model = Gauge("rtsearch_engine_model_seconds", "The engine-time model the admission predicts by: "
-                                  "a batch of n takes fixed + per_spectrum x n", ["term"], registry=r)  # fmt: skip
-        self._model_terms = (self.engine_model.labels(term="fixed"), self.engine_model.labels(term="per_spectrum"))
+        self.engine_model = Gauge("rtsearch_engine_model_seconds", "The time model the admission predicts by: "
+                                  "a batch of n takes fixed + per_spectrum x n on the engine, then tail_fixed + "
+                                  "tail_per_spectrum x n to be answered, of which answering_fixed + "
+                                  "answering_per_spectrum x n the results thread's own work (its pace)", ["term"],
+                                  registry=r)  # fmt: skip
+        self._model_terms = tuple(self.engine_model.labels(term=t) for t in MODEL_TERMS)
         self.queue_wait = BulkHistogram(
             "rtsearch_queue_wait_seconds", "Time a spectrum waited in the micro-batcher before scoring",
             buckets=LATENCY_BUCKETS, registry=r,
@@ -251,8 +256,8 @@ class DaemonMetrics:
                     if st.advised_wait_s is not None:
                         self.advised_wait.set(st.advised_wait_s)
                     if st.model_s is not None:  # (each enqueue: the children looked up once, in __init__)
-                        self._model_terms[0].set(st.model_s[0])
-                        self._model_terms[1].set(st.model_s[1])
+                        for child, v in zip(self._model_terms, st.model_s, strict=True):
+                            child.set(v)
                 case Taken():
                     self.queue_wait.observe_many(st.waited_s)
                     self.batch_size.observe(st.size)

@@ -1,6 +1,6 @@
 """When a cluster's engine threads take their next batch: just before a worker is free, not as soon as they are.
 
-With `rtsearch.serve.workers.CLUSTER_DEPTH` batches in flight a worker, its GPU does not wait while the daemon hands
+With `CLUSTER_DEPTH` batches in flight a worker, its GPU does not wait while the daemon hands
 on one batch's answers and gathers, pickles and sends the next (one batch in flight: the workers scored 0.64-0.72
 of the time at 500 Da, two: 0.93-0.99). But a thread that took whatever waited as soon as it was free sent a batch
 of a few spectra to queue behind the one being scored, and the fixed cost of a batch was paid again and again: two
@@ -32,11 +32,25 @@ LEAD_MS = 1.0  # the next batch is taken this much earlier still (the prediction
 # (p99 = the budget; bench/RESULTS.md, 2026-11-27 00:10)
 PATIENCE = 0.25
 HOST_HALFLIFE = 16  # batches: `HostTime`'s smoothing
+# batches in flight a lane (`pacing`): with one its GPU waits while the daemon hands on the answers and sends the
+# next (busy 0.56-0.72); two, the next taken just in time and only when worth its fixed cost (`pacing.worth_rule`):
+# p99 <= 50 ms capacity at 200 Da x1.8 for one worker, x1.3 / x2.0 for two replicate / partition (bench/RESULTS.md,
+# 2026-11-27 00:00). ``RTSEARCH_CLUSTER_DEPTH`` sets it. Lanes sharing the workers each keep CLUSTER_DEPTH // lanes (at
+# least 1): two lanes of two pieces on two H200s at 200 Da, one a lane, scored 13,162 /s where two a lane shed and
+# scored 11,182 (bench/RESULTS.md, 2026-11-27 07:23)
+CLUSTER_DEPTH = 2
 
 
 def lead_ns() -> int:
     """`LEAD_MS`, or ``RTSEARCH_CLUSTER_LEAD_MS`` when that is a number ≥ 0, in ns."""
     return int(env_number("RTSEARCH_CLUSTER_LEAD_MS", LEAD_MS) * 1e6)
+
+
+def depth(sharing: int | None = None) -> int:
+    """A lane's batches in flight a worker: `CLUSTER_DEPTH`, split between ``sharing`` lanes sharing the workers (at
+    least 1), or ``RTSEARCH_CLUSTER_DEPTH`` when that is a number > 0."""
+    return int(env_number("RTSEARCH_CLUSTER_DEPTH", max(1, CLUSTER_DEPTH // sharing) if sharing else CLUSTER_DEPTH,
+                          positive=True))
 
 
 def worth_rule() -> bool:
@@ -74,6 +88,7 @@ class Lanes:
         self.lanes, self.lead, self.host, self.worth = lanes, lead, HostTime(), worth
         self.lane_of: dict[int, int] = {}
         self.behind: dict[int, int] = {}
+        self.chained: set[int] = set()  # batches booked behind their lane's own (until they leave)
 
     def _last(self, due: dict[int, int], lane: int) -> int | None:
         """The number of ``lane``'s batch in flight predicted to leave last (``None``: it holds none)."""
@@ -118,6 +133,13 @@ class Lanes:
         self.lane_of[number] = lane
         if ahead is not None and start > now:
             self.behind[number] = ahead
+            self.chained.add(number)
+
+    def own_wait(self, number: int) -> bool:
+        """Whether batch ``number`` (in flight) was booked behind its lane's own batch: its wait at its worker was
+        predicted (`book`), not a cost the lane's predictions must learn — as a wait behind another lane's batch at
+        workers the lanes share is (learnt as the lane's engine time, or its batches are predicted early)."""
+        return number in self.chained
 
     def settle(self, due: dict[int, int], number: int, now: int) -> None:
         """Batch ``number`` came back at ``now``: those queued behind it (and behind them) move by how far off its
@@ -125,6 +147,7 @@ class Lanes:
         leaves."""
         late = now - due.pop(number, now)
         self.lane_of.pop(number, None)
+        self.chained.discard(number)
         self.behind.pop(number, None)
         after = [m for m, k in self.behind.items() if k == number]
         for m in after:  # running now

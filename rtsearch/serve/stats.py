@@ -34,12 +34,13 @@ class Received:
 class Queue:
     """The batcher and the engine now: spectra waiting, batches being scored; where the pool said it, the wait a
     spectrum arriving now was predicted (the door's advice, seconds) and the engine-time model it came from
-    (fixed seconds a batch, seconds a spectrum): what the admission sheds by."""
+    (fixed seconds a batch and seconds a spectrum of the engine, of a scored batch until answered — the tail —
+    and of the results thread's own work: `MicroBatcher.model_terms`): what the admission sheds by."""
 
     waiting: int
     in_flight: int
     advised_wait_s: float | None = None
-    model_s: tuple[float, float] | None = None
+    model_s: tuple[float, ...] | None = None
 
 
 @dataclass

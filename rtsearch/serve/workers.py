@@ -39,7 +39,7 @@ from rtsearch.serve.jobs import Jobs
 from rtsearch.serve.pending import Claim, Pending
 from rtsearch.serve.publish import Answer, unscored
 from rtsearch.serve.refits import Refitter
-from rtsearch.serve.runtime import env_number, name_os_thread
+from rtsearch.serve.runtime import name_os_thread
 from rtsearch.serve.stats import Queue, Stat, Taken
 from rtsearch.types import ResultStatus
 
@@ -47,13 +47,6 @@ log = logging.getLogger(__name__)
 
 SLOW_BATCH_S = float(os.environ.get("RTSEARCH_SLOW_BATCH_S", "0.5"))  # slower engine batches are logged
 WARM_UP_SIZES = (1, 7, 64, 512)  # batch sizes each worker scores before intake opens (and max_batch)
-# batches in flight a lane (`pacing`): with one its GPU waits while the daemon hands on the answers and sends the
-# next (busy 0.56-0.72); two, the next taken just in time and only when worth its fixed cost (`pacing.worth_rule`):
-# p99 <= 50 ms capacity at 200 Da x1.8 for one worker, x1.3 / x2.0 for two replicate / partition (bench/RESULTS.md,
-# 2026-11-27 00:00). ``RTSEARCH_CLUSTER_DEPTH`` sets it. Lanes sharing the workers each keep CLUSTER_DEPTH // lanes (at
-# least 1): two lanes of two pieces on two H200s at 200 Da, one a lane, scored 13,162 /s where two a lane shed and
-# scored 11,182 (bench/RESULTS.md, 2026-11-27 07:23)
-CLUSTER_DEPTH = 2
 OVERLAP_MIN = 1024  # spectra waiting before an engine thread other than the first takes a batch (`_take`)
 
 Answers = Callable[[list[Answer]], None]
@@ -110,10 +103,9 @@ class WorkerPool(Expiry):
             self.cluster = await asyncio.to_thread(open_cluster, self.target, self.cfg, self.cluster_backend,
                                                     self.record, self.share)  # fmt: skip
             lanes = self._lanes.lanes = self.batcher.lanes = self.cfg.cluster if self.cluster.mode == "replicate" else 1
-            # lanes sharing the workers: the lanes' batches in flight a worker add up (`CLUSTER_DEPTH` in all)
+            # lanes sharing the workers: the lanes' batches in flight a worker add up (`pacing.CLUSTER_DEPTH` in all)
             share = getattr(self.cluster, "share", None)  # (a stand-in scorer in tests has none)
-            depth = int(env_number("RTSEARCH_CLUSTER_DEPTH", max(1, CLUSTER_DEPTH // share.lanes) if share else
-                                   CLUSTER_DEPTH, positive=True))  # fmt: skip
+            depth = pacing.depth(share.lanes if share else None)
             threads = max(threads, depth * lanes)
         self._engines_left = threads
         self.results.thread.start()
@@ -159,8 +151,7 @@ class WorkerPool(Expiry):
                 not (self._takers and self.cluster is None)  # fmt: skip
         if wake:
             self._expiry_wake.set()
-        model = self.model
-        self.record(Queue(waiting, in_flight, self._advised_ns / 1e9, (model.fixed_s, model.per_item_s)))
+        self.record(Queue(waiting, in_flight, self._advised_ns / 1e9, self.batcher.model_terms()))
         return refused
 
     def _advise(self) -> None:
@@ -305,7 +296,7 @@ class WorkerPool(Expiry):
                 raise
             return
         t1 = time.perf_counter()
-        if not self._done(number, len(jobs), t1 - t0):
+        if not self._done(number, len(jobs), t1 - t0, scored.stages):
             return  # abandoned at the shutdown bound: the daemon answered it
         if t1 - t0 > SLOW_BATCH_S:
             log.warning("slow engine batch: %d spectra in %.1f ms (model predicted %.1f ms); stages %s", len(jobs),
@@ -315,15 +306,13 @@ class WorkerPool(Expiry):
         if self.waiting or not self.results.try_here((jobs, scored, t0, t1)):
             self.results.hand((jobs, scored, t0, t1))
 
-    def _observe_answered(self, items: list[Finished], t_end: float) -> None:
-        """Batches answered at ``t_end``: the model predicts when answers go out (scoring, the wait for the results
-        thread, results, publishing; not a cluster batch's wait at its worker behind another: `pacing`)."""
+    def _observe_answered(self, items: list[Finished], t_start: float, t_end: float) -> None:
+        """Batches answered from ``t_start`` to ``t_end``: the batcher's tail (scored to answered: the wait for the
+        results thread, then its work) and the results thread's pace (its work alone: `MicroBatcher.answering`)."""
         with self._cv:
-            for jobs, scored, t0, _ in items:
-                self.model.observe(len(jobs), t_end - t0 - scored.stages.get("queued", 0.0))
-                if "scoring" in scored.stages:  # a cluster's: the daemon's own time a batch (`pacing.HostTime`)
-                    self._lanes.host.observe(t_end - t0, scored.stages["queued"], scored.stages["scoring"])
-                    self.batcher.overlap_s = self._lanes.host.seconds if len(self._threads) > self._lanes.lanes else 0.0
+            for jobs, _, _, t1 in items:
+                self.batcher.tail.observe(len(jobs), t_end - t1)
+            self.batcher.answering.observe(sum(len(jobs) for jobs, *_ in items), t_end - t_start)
 
     def _take(self, overlap_only: bool = False, lane: int = 0) -> tuple[int, Jobs] | None:
         """Wait for the next batch and its number (``None``: shutting down and nothing is left); spectra that
@@ -382,11 +371,21 @@ class WorkerPool(Expiry):
             wake = self.batcher.wake_at()
             self._cv.wait(None if wake is None else max(0.0, (wake - self.clock()) / 1e9))
 
-    def _done(self, number: int, size: int, seconds: float | None) -> bool:
-        """Batch ``number`` left the engine (``seconds`` it took; ``None``: it failed); this worker is free
-        again. Whether the batch is still this worker's to answer (not abandoned at the shutdown bound)."""
+    def _done(self, number: int, size: int, seconds: float | None, stages: dict[str, float] | None = None) -> bool:
+        """Batch ``number`` left the engine (``seconds`` it took, its ``stages``; ``None``: it failed); this worker is
+        free again. Whether the batch is still this worker's to answer (not abandoned at the shutdown bound). The
+        model learns the engine's time alone (less a cluster batch's wait behind its lane's own at its worker:
+        `pacing.Lanes.own_wait`), not the answering after it, beside the next batch (`_observe_answered`; learnt
+        into the model it was charged to every batch ahead and the door shed two thirds: bench/RESULTS.md,
+        2026-11-27 14:40)."""
         stats: list[Stat] = []
         with self._cv:
+            if seconds is not None and size:
+                queued = (stages or {}).get("queued", 0.0)
+                self.model.observe(size, seconds - queued * self._lanes.own_wait(number))
+                if stages and "scoring" in stages:  # a cluster's: the daemon's own time a batch (`pacing.HostTime`)
+                    self._lanes.host.observe(seconds, queued, stages["scoring"])
+                    self.batcher.overlap_s = self._lanes.host.seconds if len(self._threads) > self._lanes.lanes else 0.0
             self._in_flight -= 1
             self._scored_at = self.clock()
             if self.cluster is not None:  # those queued behind it re-timed from its real end

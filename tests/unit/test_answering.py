@@ -67,7 +67,7 @@ def test_the_results_thread_takes_what_queued_behind_its_batch_with_it(target):
     no_refits = type("NoRefits", (), {"refit": lambda self, states: None})()
     thread = Answering(answer=lambda answers: calls.append(sum(len(r) for _, r, _ in answers)), refitter=no_refits,
                        record=lambda *a: None, idle=lambda: True,
-                       observe=lambda items, t: observed.extend(len(j) for j, *_ in items))  # fmt: skip
+                       observe=lambda items, t0, t1: observed.extend(len(j) for j, *_ in items))  # fmt: skip
     batches = [_jobs(spectra, 10 * k, 10, states) for k in range(3)]
     items = [(j, target.score(j.spectra), time.perf_counter(), time.perf_counter()) for j in batches]
     thread._lock.acquire()  # the thread busy with an earlier batch: these three queue (two) or wait to (one)

@@ -377,6 +377,34 @@ def test_predicted_done_counts_the_batch_in_flight_the_waiting_and_those_ahead()
         assert b.b.predicted_last(n, busy_until_ns=busy) == int(b.b.predicted_done(n, busy_until_ns=busy)[-1])
 
 
+def test_answering_a_batch_is_paid_once_by_a_newcomer_not_by_each_batch_ahead() -> None:
+    # the engine: fixed 4 ms, 1 ms a spectrum, batches of 3; answering a scored batch (the tail): 5 ms + 0.5 ms a
+    # spectrum, beside the engine's next batch. Engine busy until 10 ms, 2 waiting, 4 newcomers:
+    b, clock = _batcher(max_batch=3, fixed_s=0.004, per_item_s=0.001)
+    b.b.tail.fixed_s, b.b.tail.per_item_s = 0.005, 0.0005
+    b.add("w1", mass=500.0, budget_ms=1000)
+    b.add("w2", mass=600.0, budget_ms=1000)
+    done = b.b.predicted_done(4, busy_until_ns=10 * MS)
+    # as without the tail (10 + 4*batches + through) plus its own batch's tail, 5 + 0.5 * min(through, 3):
+    # through 3: 17 + 6.5; 4: 22 + 6.5; 5: 23 + 6.5; 6: 24 + 6.5 (each batch ahead charged the engine's time only)
+    assert (done / MS).tolist() == [23.5, 28.5, 29.5, 30.5]
+    assert b.b.answer_s(3) == pytest.approx(0.004 + 0.003 + 0.005 + 0.0015)
+    # given up a whole answer before the deadline: a batch of one on the engine and its tail, the margin, the slack
+    assert b.b.lead_ns() == int((0.005 + 0.0055 + (1.0 + b.b.policy.slack_ms) / 1e3) * 1e9)
+
+
+def test_where_answering_is_the_slower_stage_it_paces_the_batches_ahead() -> None:
+    # the engine: 4 ms a batch (batches of 3); the results thread 6 ms a batch of its own, 0.5 ms a spectrum: with
+    # 2 waiting and the engine free now, newcomer 4 (two batches through it) waits max(2 x 4, 2 x 6 + 4 x 0.5) = 14 ms
+    b, clock = _batcher(max_batch=3, fixed_s=0.004, per_item_s=0.0)
+    b.b.answering.fixed_s, b.b.answering.per_item_s = 0.006, 0.0005
+    b.add("w1", mass=500.0, budget_ms=1000)
+    b.add("w2", mass=600.0, budget_ms=1000)
+    assert (b.b.predicted_done(2, busy_until_ns=0) / MS).tolist() == [max(4, 6 + 1.5), max(8, 12 + 2.0)]
+    b.b.answering.fixed_s = 0.001  # the engine slower: it paces them (1 + 1.5 < 4; 2 + 2 < 8)
+    assert (b.b.predicted_done(2, busy_until_ns=0) / MS).tolist() == [4, 8]
+
+
 def test_expire_takes_out_only_those_past_their_deadline() -> None:
     b, clock = _batcher()
     b.add("a", mass=500.0, budget_ms=10)  # deadline 10 ms

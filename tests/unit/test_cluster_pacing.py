@@ -1,5 +1,5 @@
 """A cluster's batches in flight and when its engine threads take them (`rtsearch.serve.pacing`,
-`rtsearch.serve.workers.CLUSTER_DEPTH`): golden values by hand, then the pool against a one-GPU cluster whose
+`rtsearch.serve.pacing.CLUSTER_DEPTH`): golden values by hand, then the pool against a one-GPU cluster whose
 batches each cost the daemon's side `HOST_S` and the GPU `GPU_S`: with one batch in flight the GPU waits while the
 daemon works; with two it is kept busy, and the second batch, taken just in time, hardly waits at the worker."""
 
@@ -45,6 +45,20 @@ def test_a_lane_holding_no_batch_takes_one_at_once_else_just_before_it_is_free()
     assert lanes.hold_ns(due, 0, now) == 25 * MS and lanes.hold_ns(due, 1, now) == 0
     lanes.book(due, 2, 1, 20 * MS, now)
     assert lanes.earliest(due, now) == 120 * MS
+
+
+def test_only_a_wait_behind_the_lanes_own_batch_was_booked():
+    # batch 1 on a free lane 0; batch 2 booked behind it (its wait at the worker predicted); batch 3 on lane 1, free
+    # when booked: a wait it meets at its worker (behind another lane's batch, workers shared) was not predicted
+    lanes, due, now = _lanes(2, 4.0), {}, 100 * MS
+    lanes.book(due, 1, 0, 30 * MS, now)
+    lanes.book(due, 2, 0, 30 * MS, now)
+    lanes.book(due, 3, 1, 30 * MS, now)
+    assert [lanes.own_wait(m) for m in (1, 2, 3)] == [False, True, False]
+    lanes.settle(due, 1, 131 * MS)  # batch 2 runs now: its wait was still the booked one
+    assert lanes.own_wait(2) and not lanes.own_wait(1)
+    lanes.settle(due, 2, 160 * MS)
+    assert not lanes.own_wait(2) and lanes.chained == set()
 
 
 def test_with_the_worth_rule_a_batch_too_small_for_its_fixed_cost_waits_for_the_lane_to_be_free():

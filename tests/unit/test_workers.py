@@ -81,6 +81,10 @@ async def test_the_engine_scores_while_the_results_thread_answers(demo_index):
         assert time.perf_counter() - t0 < 30, "not every spectrum was answered"
     elapsed = time.perf_counter() - t0
     assert "results" in threads  # under load the results thread answers
+    # the model learnt the engine's time alone (scoring: 50 ms), the tail the answering after it (50 ms more, and
+    # any wait for the results thread): a batch ahead of a newcomer costs it the first, its own batch both
+    assert pool.model.predict(8) < 1.5 * STAGE_S, (pool.model.fixed_s, pool.model.per_item_s)
+    assert pool.batcher.tail.predict(8) >= 0.8 * STAGE_S, (pool.batcher.tail.fixed_s, pool.batcher.tail.per_item_s)
     # a lone batch, nothing else to score: the engine thread answers it itself (no hand-over)
     threads.clear()
     lone = [s.__class__(**{**{f: getattr(s, f) for f in s.__dataclass_fields__}, "scan": 10**6}) for s in spectra[:1]]
