@@ -40,6 +40,7 @@ from rtsearch.search.live import LiveRun
 from rtsearch.serve import workers
 from rtsearch.serve.admission import Advice, late_rows
 from rtsearch.serve.chunks import FLOAT_COLUMNS, INT_COLUMNS
+from rtsearch.serve.finish import LIVE_Q_REFRESH
 from rtsearch.serve.jobs import Jobs, RunState, Stamps
 from rtsearch.types import ResultStatus
 
@@ -145,7 +146,10 @@ async def run(args: argparse.Namespace, depth: int, rate: float) -> dict:
         g.clear()
     fake.queued.clear()
     fake.sizes.clear()
-    state, refused, sent, at_door = RunState(LiveRun("fake", target)), 0, 0, 0
+    # as the daemon's runs (`rtsearch.serve.finish`): the live discriminant's refits off the results thread (inline,
+    # each refit held the results thread 20-100 ms: answers late with the fake GPUs a third busy)
+    live = LiveRun("fake", target, refits="deferred", q_refresh=LIVE_Q_REFRESH)
+    state, refused, sent, at_door = RunState(live), 0, 0, 0
     t0 = time.perf_counter()
     while (elapsed := time.perf_counter() - t0) < args.seconds:
         n = int(elapsed * rate) - sent

@@ -188,7 +188,7 @@ class MicroBatcher:
         """The models' seconds a batch and a spectrum: the engine's, the `tail`'s, `answering`'s (the metrics')."""
         return tuple(x for m in (self.model, self.tail, self.answering) for x in (m.fixed_s, m.per_item_s))
 
-    def answer_s(self, n: int) -> float:
+    def answer_s(self, n: Any) -> Any:
         """Seconds from a batch of ``n`` taken to its answers out: the engine `model`'s, then the `tail`'s."""
         return self.model.predict(n) + self.tail.predict(n)
 
@@ -232,6 +232,21 @@ class MicroBatcher:
         keep = ~late
         self._set([(items[keep], mass[keep], arrived[keep], deadline[keep])] if keep.any() else [])
         return items[late]
+
+    def give_up_late(self, start_ns: int) -> np.ndarray:
+        """Take out the handles the next batch, starting at ``start_ns``, would answer after their deadline: the
+        fewest of the earliest deadlines whose going leaves a batch (what waits, ``max_batch`` at most) answered,
+        `answer_s` of it and the margin after ``start_ns``, by the earliest deadline kept. `lead_ns` gives up only
+        what a batch of one could not answer; between the two, spectra the deadline rule sent too late (behind a
+        busy worker) were scored and answered late (bench/RESULTS.md, 2026-11-27 14:50)."""
+        n, margin = min(self._n, self.policy.max_batch), self.policy.margin_ms / 1e3
+        if not self._n or self._earliest >= start_ns + int((self.answer_s(n) + margin) * 1e9):
+            return np.zeros(0, np.int64)  # (the batch of all that waits is in time for the first deadline)
+        deadline = np.sort(self._joined()[3])
+        kept = np.minimum(self._n - np.arange(self._n), self.policy.max_batch)  # kept if the first j go
+        done = start_ns + ((self.answer_s(kept) + margin) * 1e9).astype(np.int64)
+        fits = np.flatnonzero(deadline >= done)
+        return self.expire(int(deadline[fits[0]]) if fits.size else _NEVER)
 
     def aged_at(self, share: float) -> int:
         """When the waiting spectra will have spent ``share`` of their budget: ``share`` of the way from the first

@@ -76,6 +76,20 @@ class Expiry:
             self._expiry_wake.set()
         return True
 
+    def _give_up_behind(self, start_ns: int) -> bool:
+        """(Under the condition; an engine thread about to take a batch that starts at ``start_ns``: when its
+        worker is free.) Give up what that batch would answer late (`MicroBatcher.give_up_late`), for the expiry
+        thread to answer; whether there were any. Not while `_idle` (the model not asked, as in `_expire`)."""
+        if self._idle():
+            return False
+        late = self.batcher.give_up_late(start_ns)
+        if not len(late):
+            return False
+        self._given_up.append(self._pending.claim(late))
+        self._advise()
+        self._expiry_wake.set()
+        return True
+
     def _answer_given_up(self) -> None:
         """(Under the condition, released meanwhile: answering takes the runs' locks and the socket.) Answer
         ``shed`` the spectra given up so far."""

@@ -61,6 +61,14 @@ def worth_rule() -> bool:
     return env_number("RTSEARCH_CLUSTER_WORTH", 1.0) > 0
 
 
+def give_up_behind() -> bool:
+    """Whether an engine thread gives up, before it takes a batch, what that batch would answer late behind its
+    worker's (`rtsearch.serve.expiry.Expiry._give_up_behind`); on with ``RTSEARCH_GIVE_UP_BEHIND=1``. Off by default
+    until measured on the GPU: on the pacing fake (partition, 2 fake GPUs, 12,000 and 16,000 /s, alternated) it
+    scored 5-12 % fewer spectra for a max latency 40-46 ms against 42-53 (bench/RESULTS.md, 2026-11-27 15:10)."""
+    return env_number("RTSEARCH_GIVE_UP_BEHIND", 0.0) > 0
+
+
 def patience() -> float:
     """`PATIENCE`, or ``RTSEARCH_CLUSTER_PATIENCE`` when that is a number ≥ 0 (1: until the deadline's flush)."""
     return env_number("RTSEARCH_CLUSTER_PATIENCE", PATIENCE)

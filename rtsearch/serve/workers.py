@@ -91,7 +91,7 @@ class WorkerPool(Expiry):
         self._warmed = False  # an engine thread warmed up (with a cluster, the first one only)
         self._scored_at = clock()  # when a batch last left an engine (`_probing`)
         self._lanes = pacing.Lanes(1, pacing.lead_ns(), worth=pacing.worth_rule())  # a cluster's batches, by lane
-        self._patience = pacing.patience()
+        self._patience, self._behind = pacing.patience(), pacing.give_up_behind()
 
     # ---------------------------------------------------------------- the loop's side
 
@@ -363,6 +363,9 @@ class WorkerPool(Expiry):
                     patient_until=self.batcher.aged_at(self._patience))) > 0:
                 self._cv.wait(hold / 1e9)  # the lane's worker holds a batch: its next one taken just in time
                 continue
+            if self._behind and not self._closing and self._give_up_behind(self._lanes.free_at(self._busy, lane,
+                                                                                               self.clock())):
+                continue  # (`pacing.give_up_behind`; without a cluster no lane holds a batch: it starts now)
             handles = self.batcher.take(workers_free=1, now=self._closing or self._probing())
             if handles is not None:
                 return self._pending.claim(handles)  # gathered by `_take`, outside the lock the loop queues under

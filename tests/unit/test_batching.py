@@ -405,6 +405,27 @@ def test_where_answering_is_the_slower_stage_it_paces_the_batches_ahead() -> Non
     assert (b.b.predicted_done(2, busy_until_ns=0) / MS).tolist() == [4, 8]
 
 
+def test_what_the_next_batch_would_answer_late_is_given_up_before_it_is_taken() -> None:
+    # engine 4 ms + 1 ms a spectrum, tail 2 ms, margin 1 ms; three wait, deadlines 30, 36, 60 ms
+    b, clock = _batcher(max_batch=8, fixed_s=0.004, per_item_s=0.001, margin_ms=1.0)
+    b.b.tail.fixed_s = 0.002
+    b.add("a", mass=500.0, budget_ms=30)
+    b.add("b", mass=600.0, budget_ms=36)
+    b.add("c", mass=700.0, budget_ms=60)
+    # a batch of the three starting at 20 ms (its worker busy until then) is answered at 20 + 4 + 3 + 2 = 29 ms,
+    # +1 margin = 30: "a" (due at 30) would be late by the margin rule (deadline < 30 is false: kept)
+    assert b.b.give_up_late(20 * MS).tolist() == []
+    # starting at 26 ms: the three answered at 35, 36 with the margin: "a" (30) goes; then the two at 26 + 8 + 1 = 35,
+    # "b" (36) in time: it stays (the fewest given up: not every deadline before 36)
+    assert [b.names[h] for h in b.b.give_up_late(26 * MS).tolist()] == ["a"]
+    # "d" due at 40 ms; starting at 30 ms the three ("b" 36, "d" 40, "c" 60) are answered at 30 + 7 + 2 + 1 = 40:
+    # "b" goes; "d" and "c" at 30 + 6 + 2 + 1 = 39, in time for 40
+    b.add("d", mass=800.0, budget_ms=40)
+    assert [b.names[h] for h in b.b.give_up_late(30 * MS).tolist()] == ["b"]
+    assert b.take(workers_free=1, now=True) == ["c", "d"]
+    assert b.b.give_up_late(0).tolist() == []  # nothing waits
+
+
 def test_expire_takes_out_only_those_past_their_deadline() -> None:
     b, clock = _batcher()
     b.add("a", mass=500.0, budget_ms=10)  # deadline 10 ms

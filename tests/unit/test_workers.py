@@ -367,3 +367,24 @@ async def test_a_lone_spectrum_at_an_idle_engine_leaves_the_expiry_thread_asleep
     assert got[-1] == "shed" and wake.sets >= 1  # given up by the engine thread, answered by the expiry thread
     pool.close()
     assert await pool.join(10)
+
+
+def test_an_engine_thread_gives_up_what_its_batch_behind_a_busy_worker_would_answer_late(demo_index):
+    # `RTSEARCH_GIVE_UP_BEHIND`'s step, called as an engine thread calls it (under the condition): engine 10 ms a
+    # batch, answering 5 ms after; two spectra wait, due 40 and 60 ms after now
+    target = DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
+    pool = WorkerPool(target, ServeConfig(max_batch=8, max_queue=100), answer=lambda a: None, refitter=NoRefits(),
+                      record=lambda *a: None)  # fmt: skip
+    pool.model.fixed_s, pool.model.per_item_s, pool.batcher.tail.fixed_s = 0.010, 0.0, 0.005
+    spectra = list(read_spectra(bundled(RUN)))[:2]
+    now = time.monotonic_ns()
+    state = RunState(LiveRun("behind", target))
+    for s, budget_ms in zip(spectra, (40, 60), strict=True):
+        assert pool.enqueue(_jobs(state, [s], now, budget_ns=budget_ms * 10**6)) == []
+    with pool._cv:
+        assert not pool._give_up_behind(now + 30 * 10**6)  # idle: the model is not asked
+        pool._busy[1] = now + 30 * 10**6  # a batch in flight until 30 ms
+        # a batch of both starting at 30 ms is answered at 30 + 10 + 5 (+ 1 margin) = 46: the first (due 40) goes
+        assert pool._give_up_behind(now + 30 * 10**6)
+        assert [len(c.jobs()) for c in pool._given_up] == [1] and len(pool.batcher) == 1
+        assert not pool._give_up_behind(now + 30 * 10**6)  # the other, due 60, is in time alone
