@@ -32,7 +32,7 @@ LEAD_MS = 1.0  # the next batch is taken this much earlier still (the prediction
 # (p99 = the budget; bench/RESULTS.md, 2026-11-27 00:10)
 PATIENCE = 0.25
 HOST_HALFLIFE = 16  # batches: `HostTime`'s smoothing
-# batches in flight a lane (`pacing`): with one its GPU waits while the daemon hands on the answers and sends the
+# batches in flight a lane: with one its GPU waits while the daemon hands on the answers and sends the
 # next (busy 0.56-0.72); two, the next taken just in time and only when worth its fixed cost (`pacing.worth_rule`):
 # p99 <= 50 ms capacity at 200 Da x1.8 for one worker, x1.3 / x2.0 for two replicate / partition (bench/RESULTS.md,
 # 2026-11-27 00:00). ``RTSEARCH_CLUSTER_DEPTH`` sets it. Lanes sharing the workers each keep CLUSTER_DEPTH // lanes (at
