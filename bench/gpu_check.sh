@@ -25,6 +25,7 @@
 #   intake's wait: what the door sheds by). Its database is made
 #   of every FASTA under .gpudata/data: keep the other data folders elsewhere for figures comparable with RESULTS
 #   (kernels and parity need them all there: move them in after the cluster bench, in the same command)
+#   bench/cluster_call.sh runs issue 21's whole measurement through this mode and tars it (8 files come back at most)
 # tdcluster: bench/topdown_daemon.py with TDCLUSTER_ARGS (e.g. "--configs 1,2 --gpus-per-worker 1"); TD_DATA: a
 #   folder holding topdown-flashapp-ecoli (kept out of .gpudata/data, whose FASTAs make the cluster bench's database)
 # peers: bench/peers.py with PEERS_ARGS (Comet and Sage on the same FASTA and MGF; .deb/.whl in .gpudata/peers)
