@@ -49,7 +49,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "simulators"))
 
-from bench.cluster_reading import by_worker, gpu_memory, gpu_processes, summed, worker_pids  # noqa: E402
+from bench.cluster_reading import (  # noqa: E402
+    admission,
+    by_worker,
+    gpu_memory,
+    gpu_processes,
+    inside,
+    refined_rate,
+    summed,
+    worker_pids,
+)
 from bench.rtload_bench import py_spy, rt_load, write_mgf  # noqa: E402
 from bench.serving import Served, echo_floor, index_and_record  # noqa: E402
 from rtsearch.cluster.partition import (  # noqa: E402
@@ -115,28 +124,17 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
             ready_s = time.perf_counter() - t0
             pids = worker_pids("".join(served.log))
             gpus = dict(re.findall(r"cluster: (w\d+) up \(pid \d+, piece -?\d+, \w+ on GPU (\d+)", "".join(served.log)))
-            passed, failed = False, 0  # past capacity: `--stop-after` rates in a row over p99 or with losses
+            passed, failed, tried = False, 0, []  # past capacity: `--stop-after` rates in a row over p99 or lost
             for rate in args.rates.split(","):
                 if passed and args.stop_after and failed >= args.stop_after:
                     break
-                before = summed(scrape(served.port))
-                spied = args.json.parent / f"py-spy-{label.replace(':', '-')}-{rate}.txt" if args.json else None
-                spy = py_spy(served.proc.pid, args.seconds, spied, args.py_spy_mode) \
-                    if spied and rate in args.py_spy.split(",") else None  # fmt: skip
-                for r in rt_load(args.tools, mgf, served.spectra, served.results, "--rates", rate, "--seconds",
-                                 str(args.seconds), "--senders", str(args.senders), "--budget-ms",
-                                 str(args.budget_ms), "--tag", label):  # fmt: skip
-                    shed = r.get("statuses", {}).get("shed", 0)
-                    raw = scrape(served.port)
-                    scored, after = (r["answered"] - shed) / args.seconds, summed(raw)
-                    rows.append({"phase": "serve", "config": label, "ready_s": round(ready_s, 1),
-                                 "scored_per_s": round(scored, 1), **inside(before, after, args),
-                                 "admission": admission(raw), **r})
-                    print(json.dumps(rows[-1]), flush=True)
-                    ok = r["lost"] == 0 and r["duplicates"] == 0 and r["latency_ms"]["p99"] <= args.p99_ms
-                    passed, failed = passed or ok, 0 if ok else failed + 1
-                if spy is not None:
-                    spy.wait(60)
+                ok = one_rate(args, served, mgf, label, rate, ready_s, rows)
+                passed, failed = passed or ok, 0 if ok else failed + 1
+                tried.append((float(rate), ok))
+            for _ in range(args.refine):  # halfway between the best rate that passed and the next that did not
+                if (mid := refined_rate(tried)) is None:
+                    break
+                tried.append((mid, one_rate(args, served, mgf, label, f"{mid:g}", ready_s, rows)))
             if env:
                 rows.append({"phase": "workers", "config": label, "gpu_memory_mib": gpu_memory(),
                              "gpu_processes": gpu_processes()})  # fmt: skip
@@ -158,44 +156,29 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
     return rows
 
 
-def inside(before: dict[str, float], after: dict[str, float], args: argparse.Namespace) -> dict[str, Any]:
-    """What the daemon did over one rate: its batches (how many, mean size, mean engine seconds, how many took over
-    20, 50, 100 ms), its engine threads' seconds by stage, the spectra shed by reason, the spectra's age on arrival
-    (mean; how many over 10, 25, 50 ms), and each cluster worker's scoring seconds over the rate's seconds (how busy
-    its GPU was kept)."""
-    d = {k: v - before.get(k, 0.0) for k, v in after.items()}
-    n = d.get("rtsearch_batch_size_count", 0.0)
-    bucket = 'rtsearch_engine_batch_seconds_bucket{{le="{}"}}'
-    slow: dict[str, Any] = {f"over_{ms}_ms": int(n - d.get(bucket.format(ms / 1e3), n))
-                            for ms in (20, 50, 100)}  # batches slower than that (the engine's histogram buckets)
-    for name, key in (("latency", "answered_over"), ("queue_wait", "waited_over"), ("arrival_age", "arrived_over"),
-                      ("intake_wait", "intake_over")):
-        # spectra, receipt to answer, to a batch; sent to receipt, receipt to the daemon (what the door sheds by)
-        total = d.get(f"rtsearch_{name}_seconds_count", 0.0)
-        slow[key] = {ms: int(total - d.get(f'rtsearch_{name}_seconds_bucket{{le="{ms / 1e3}"}}', total))
-                     for ms in (10, 25, 50)}  # fmt: skip
-    aged = d.get("rtsearch_arrival_age_seconds_count", 0.0)
-    slow["mean_arrival_age_ms"] = round(1e3 * d.get("rtsearch_arrival_age_seconds_sum", 0.0) / aged, 2) if aged else 0
-    return {"batches": int(n), "mean_batch": round(d.get("rtsearch_batch_size_sum", 0.0) / n, 1) if n else None,
-            "mean_batch_ms": round(1e3 * d.get("rtsearch_engine_batch_seconds_sum", 0.0) / n, 2) if n else None,
-            **slow, "stage_s": {m[0]: round(v, 2) for k, v in d.items()
-                                if (m := re.findall(r'^rtsearch_worker_seconds_total\{stage="(\w+)"', k))},
-            "shed_by": {m[0]: int(v) for k, v in d.items()
-                        if v and (m := re.findall(r'^rtsearch_shed_total\{reason="(\w+)"', k))},
-            "busy": {w: round(v / args.seconds, 3) for w, v in by_worker(d, "busy_seconds").items()}}
-
-
-def admission(raw: dict[str, float]) -> dict[str, dict[str, float]]:
-    """Each lane's admission as the rate ends (gauges, ms): the door's last advised wait and the engine-time model's
-    fixed cost a batch and cost a spectrum it predicts by — a model inflated by a loaded host sheds at the door."""
-    out: dict[str, dict[str, float]] = {}
-    for key, v in raw.items():
-        lane = m[0] if (m := re.findall(r'lane="(\w+)"', key)) else "0"
-        if key.startswith("rtsearch_admission_wait_seconds"):
-            out.setdefault(lane, {})["wait_ms"] = round(v * 1e3, 3)
-        elif (t := re.findall(r'^rtsearch_engine_model_seconds\{.*term="(\w+)"', key)):
-            out.setdefault(lane, {})[f"{t[0]}_ms"] = round(v * 1e3, 4)
-    return out
+def one_rate(args: argparse.Namespace, served: Served, mgf: Path, label: str, rate: str, ready_s: float,
+             rows: list[dict[str, Any]]) -> bool:  # fmt: skip
+    """``rt_load.py`` at ``rate`` for ``--seconds``: its row (what the daemon did meanwhile beside the client's
+    figures) appended to ``rows``; whether it passed (nothing lost or answered twice, p99 within ``--p99-ms``)."""
+    before = summed(scrape(served.port))
+    spied = args.json.parent / f"py-spy-{label.replace(':', '-')}-{rate}.txt" if args.json else None
+    spy = py_spy(served.proc.pid, args.seconds, spied, args.py_spy_mode) \
+        if spied and rate in args.py_spy.split(",") else None  # fmt: skip
+    ok = True
+    for r in rt_load(args.tools, mgf, served.spectra, served.results, "--rates", rate, "--seconds",
+                     str(args.seconds), "--senders", str(args.senders), "--budget-ms", str(args.budget_ms),
+                     "--tag", label):  # fmt: skip
+        shed = r.get("statuses", {}).get("shed", 0)
+        raw = scrape(served.port)
+        scored, after = (r["answered"] - shed) / args.seconds, summed(raw)
+        rows.append({"phase": "serve", "config": label, "ready_s": round(ready_s, 1),
+                     "scored_per_s": round(scored, 1), **inside(before, after, args.seconds),
+                     "admission": admission(raw), **r})  # fmt: skip
+        print(json.dumps(rows[-1]), flush=True)
+        ok = ok and r["lost"] == 0 and r["duplicates"] == 0 and r["latency_ms"]["p99"] <= args.p99_ms
+    if spy is not None:
+        spy.wait(60)
+    return ok
 
 
 def killed(args: argparse.Namespace, mgf: Path, served: Served, label: str, pids: dict[str, int]) -> dict[str, Any]:
@@ -340,6 +323,8 @@ def main() -> int:
     ap.add_argument("--gpus-per-worker", type=float, default=0.0)
     ap.add_argument("--rates", default="2000")
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--refine", type=int, default=0, metavar="N", help="after a configuration's --rates, up to N more "
+                    "halfway between the best rate that passed and the next that failed (to 1,000 /s)")
     ap.add_argument("--stop-after", type=int, default=0, metavar="N", help="a configuration's remaining rates skipped "
                     "after N in a row over --p99-ms or with losses, once one rate was within (0: every rate)")
     ap.add_argument("--senders", type=int, default=2)

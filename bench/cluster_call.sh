@@ -4,7 +4,8 @@
 # killed in the latter), then partition (2:lanes:1:2 against 2:lanes:2:2, shared workers) with
 # RTSEARCH_GIVE_UP_BEHIND=0 (a worker killed) and =1 beside it; with BASELINE=DIR (a carried `git archive` of another
 # commit holding this checkout's bench/cluster_bench.py) that commit's replicate and partition after this one's.
-#   bash bench/cluster_call.sh        (REP_RATES, PAR_RATES, BUDGET_MS, WINDOW override the defaults below)
+#   bash bench/cluster_call.sh        (REP_RATES, PAR_RATES, BUDGET_MS, WINDOW, REFINE override the defaults below;
+#                                      REFINE: rates offered past the grid, halfway to the first that failed)
 # The database is made of every FASTA under .gpudata/data (bench/gpu_check.sh's cluster mode). About 7 min on 2x H200
 # (a device call's limit is 10): with BASELINE, offer fewer rates (REP_RATES, PAR_RATES) to stay within it.
 set -uo pipefail
@@ -14,7 +15,7 @@ mkdir -p "$r"
 python3 -c 'import time; t = time.perf_counter(); sum(i * i for i in range(10**7)); print("host loop s", time.perf_counter() - t)' \
   > "$r/host.txt"
 b="--gpus-per-worker 1 --search-toml \"precursor_tolerance = \\\"${WINDOW:-200 Da}\\\"\" --skip-engine --stop-after 2 \
---seconds 3 --senders 4 --budget-ms ${BUDGET_MS:-40} --p99-ms 50 --serve-args \"--backend cupy\""
+--seconds 3 --senders 4 --budget-ms ${BUDGET_MS:-40} --p99-ms 50 --refine ${REFINE:-1} --serve-args \"--backend cupy\""
 rep="$b --rates ${REP_RATES:-13000,16000,19000,22000,25000,28000,31000} --configs 2:lanes:1:1,2:lanes:2:1"
 par="$b --rates ${PAR_RATES:-7000,10000,13000,16000} --configs 2:lanes:1:2:partition,2:lanes:2:2:partition"
 export RTSEARCH_EXPIRY_SLACK_MS=${RTSEARCH_EXPIRY_SLACK_MS:-5} CLUSTER_TESTS=0

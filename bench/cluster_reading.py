@@ -1,12 +1,14 @@
 """Reading a cluster's daemon for the scale-out benchmarks (`bench/cluster_bench.py`, `bench/topdown_daemon.py`):
-its workers' counters (summed over a lanes' front's ``lane`` label), their pids from its log, the GPUs' memory and
-the processes holding it."""
+its workers' counters (summed over a lanes' front's ``lane`` label), what it did over a rate (`inside`), its
+admission's state (`admission`), its workers' pids from its log, the GPUs' memory and the processes holding it; and
+the next rate a capacity's search offers (`refined_rate`)."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 
 def by_worker(samples: dict[str, float], name: str) -> dict[str, float]:
@@ -25,6 +27,46 @@ def summed(samples: dict[str, float]) -> dict[str, float]:
             key = key[: lane.start()] + key[lane.end():]
             key = re.sub(r'worker="(w\d+)"', rf'worker="\1.{lane[1]}"', key).replace("{,", "{").replace("{}", "")
         out[key] = out.get(key, 0.0) + v
+    return out
+
+
+def inside(before: dict[str, float], after: dict[str, float], seconds: float) -> dict[str, Any]:
+    """What the daemon did over one rate: its batches (how many, mean size, mean engine seconds, how many took over
+    20, 50, 100 ms), its engine threads' seconds by stage, the spectra shed by reason, the spectra's age on arrival
+    (mean; how many over 10, 25, 50 ms), and each cluster worker's scoring seconds over the rate's seconds (how busy
+    its GPU was kept)."""
+    d = {k: v - before.get(k, 0.0) for k, v in after.items()}
+    n = d.get("rtsearch_batch_size_count", 0.0)
+    bucket = 'rtsearch_engine_batch_seconds_bucket{{le="{}"}}'
+    slow: dict[str, Any] = {f"over_{ms}_ms": int(n - d.get(bucket.format(ms / 1e3), n))
+                            for ms in (20, 50, 100)}  # batches slower than that (the engine's histogram buckets)
+    for name, key in (("latency", "answered_over"), ("queue_wait", "waited_over"), ("arrival_age", "arrived_over"),
+                      ("intake_wait", "intake_over")):
+        # spectra, receipt to answer, to a batch; sent to receipt, receipt to the daemon (what the door sheds by)
+        total = d.get(f"rtsearch_{name}_seconds_count", 0.0)
+        slow[key] = {ms: int(total - d.get(f'rtsearch_{name}_seconds_bucket{{le="{ms / 1e3}"}}', total))
+                     for ms in (10, 25, 50)}  # fmt: skip
+    aged = d.get("rtsearch_arrival_age_seconds_count", 0.0)
+    slow["mean_arrival_age_ms"] = round(1e3 * d.get("rtsearch_arrival_age_seconds_sum", 0.0) / aged, 2) if aged else 0
+    return {"batches": int(n), "mean_batch": round(d.get("rtsearch_batch_size_sum", 0.0) / n, 1) if n else None,
+            "mean_batch_ms": round(1e3 * d.get("rtsearch_engine_batch_seconds_sum", 0.0) / n, 2) if n else None,
+            **slow, "stage_s": {m[0]: round(v, 2) for k, v in d.items()
+                                if (m := re.findall(r'^rtsearch_worker_seconds_total\{stage="(\w+)"', k))},
+            "shed_by": {m[0]: int(v) for k, v in d.items()
+                        if v and (m := re.findall(r'^rtsearch_shed_total\{reason="(\w+)"', k))},
+            "busy": {w: round(v / seconds, 3) for w, v in by_worker(d, "busy_seconds").items()}}
+
+
+def admission(raw: dict[str, float]) -> dict[str, dict[str, float]]:
+    """Each lane's admission as the rate ends (gauges, ms): the door's last advised wait and the engine-time model's
+    fixed cost a batch and cost a spectrum it predicts by — a model inflated by a loaded host sheds at the door."""
+    out: dict[str, dict[str, float]] = {}
+    for key, v in raw.items():
+        lane = m[0] if (m := re.findall(r'lane="(\w+)"', key)) else "0"
+        if key.startswith("rtsearch_admission_wait_seconds"):
+            out.setdefault(lane, {})["wait_ms"] = round(v * 1e3, 3)
+        elif (t := re.findall(r'^rtsearch_engine_model_seconds\{.*term="(\w+)"', key)):
+            out.setdefault(lane, {})[f"{t[0]}_ms"] = round(v * 1e3, 4)
     return out
 
 
@@ -70,3 +112,18 @@ def gpu_processes() -> list[str]:
             return Path(name).name
 
     return [f"{pid} {comm(pid, name)} GPU {index.get(bus, bus)} {mib}" for pid, name, bus, mib in rows]
+
+
+def refined_rate(tried: list[tuple[float, bool]], *, finest: float = 1000.0) -> float | None:
+    """The next rate to offer between the highest that passed and the lowest above it that failed (``tried``: each
+    rate offered and whether it passed), halfway and rounded to 100 /s; ``None`` when nothing passed, nothing above
+    failed, or they are within ``finest`` of each other. A grid's steps bound a capacity (and an efficiency, a ratio
+    of two) to their width: 7,000 at one GPU where 10,000 failed (bench/RESULTS.md, 2026-11-27)."""
+    passed = [r for r, ok in tried if ok]
+    if not passed:
+        return None
+    best = max(passed)
+    above = [r for r, ok in tried if not ok and r > best]
+    if not above or min(above) - best < finest:
+        return None
+    return float(round((best + min(above)) / 2, -2))

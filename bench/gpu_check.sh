@@ -21,7 +21,8 @@
 #   --configs 2:replicate,2:partition' (local placement: worker k on GPU k mod GPUs); K:lanes:G configurations run
 #   --lanes K on the first G GPUs (K:lanes:G:C:MODE[:ROOM][:shared|:own]: with C workers, shared by the lanes or
 #   each lane's own); --search-toml "precursor_tolerance = \"200 Da\"" makes the GPU the limit; --stop-after 2 skips a
-#   configuration's rates past two in a row over --p99-ms (each row also reports the spectra's age on arrival and the
+#   configuration's rates past two in a row over --p99-ms, --refine N offers N more halfway to the first failing
+#   rate (each row also reports the spectra's age on arrival and the
 #   intake's wait: what the door sheds by). Its database is made
 #   of every FASTA under .gpudata/data: keep the other data folders elsewhere for figures comparable with RESULTS
 #   (kernels and parity need them all there: move them in after the cluster bench, in the same command)
