@@ -2,12 +2,11 @@
 # Issue 21's measurement in one device call, everything tarred into $OUT/cluster-call.tgz (the device tool brings back
 # 8 files at most: a baseline's results were lost once to that). Replicate (2:lanes:1:1 against 2:lanes:2:1, a worker
 # killed in the latter), then partition (2:lanes:1:2 against 2:lanes:2:2, shared workers) with
-# RTSEARCH_GIVE_UP_BEHIND=0 (a worker killed) and =1 beside it; with BASELINE=DIR (a carried `git archive` of another
-# commit holding this checkout's bench/cluster_bench.py) that commit's replicate and partition after this one's.
+# RTSEARCH_GIVE_UP_BEHIND=0 (a worker killed) and =1 beside it. (Another commit beside it: gpu_check.sh's BASELINE.)
 #   bash bench/cluster_call.sh        (REP_RATES, PAR_RATES, BUDGET_MS, WINDOW, REFINE override the defaults below;
 #                                      REFINE: rates offered past the grid, halfway to the first that failed)
 # The database is made of every FASTA under .gpudata/data (bench/gpu_check.sh's cluster mode). About 7 min on 2x H200
-# (a device call's limit is 10): with BASELINE, offer fewer rates (REP_RATES, PAR_RATES) to stay within it.
+# (a device call's limit is 10).
 set -uo pipefail
 out=${OUT:-/tmp/rtsearch-out}
 r=$out/r
@@ -27,18 +26,5 @@ run() {  # NAME ARGS [ENV=VALUE ...]: this checkout's cluster bench into $r/NAME
 run rep "$rep --kill-rate 4000 --kill-configs 2:lanes:2:1"
 run par "$par --kill-rate 4000 --kill-configs 2:lanes:2:2:partition" RTSEARCH_GIVE_UP_BEHIND=0
 run par_give_up "$par --kill-rate 0" RTSEARCH_GIVE_UP_BEHIND=1
-base() {  # NAME ARGS: the BASELINE checkout's cluster bench, same index and tools (wheels in /tmp/site: gpu_check's)
-  local name=$1 here=$PWD
-  mkdir -p "$r/$name"
-  eval "args=($2)"
-  (cd "$BASELINE" && PYTHONPATH=/tmp/site:$PWD:$PWD/simulators RTSEARCH_DATA=$here/.gpudata/data \
-    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1 \
-    python3 bench/cluster_bench.py --data "$here/.gpudata/data" --tools "$here/.gpudata/tools" \
-    --index-cache "$here/.benchcache/idx20k" "${args[@]}" --json "$r/$name/cluster.json" > "$r/$name/cluster.log" 2>&1)
-}
-if [[ -n ${BASELINE:-} ]]; then
-  base base_rep "$rep --kill-rate 0"
-  base base_par "$par --kill-rate 0"
-fi
 tar -C "$out" -czf "$out/cluster-call.tgz" r && rm -rf "$r"
 ls -l "$out"
