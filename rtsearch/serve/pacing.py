@@ -63,9 +63,10 @@ def worth_rule() -> bool:
 
 def give_up_behind() -> bool:
     """Whether an engine thread gives up, before it takes a batch, what that batch would answer late behind its
-    worker's (`rtsearch.serve.expiry.Expiry._give_up_behind`); on with ``RTSEARCH_GIVE_UP_BEHIND=1``. Off by default
-    until measured on the GPU: on the pacing fake (partition, 2 fake GPUs, 12,000 and 16,000 /s, alternated) it
-    scored 5-12 % fewer spectra for a max latency 40-46 ms against 42-53 (bench/RESULTS.md, 2026-11-27 15:10)."""
+    worker's (`rtsearch.serve.expiry.Expiry._give_up_behind`); on with ``RTSEARCH_GIVE_UP_BEHIND=1``. Off: on two
+    H100s it helped partition on two GPUs in one run and hurt replicate and one-GPU partition in others, each side
+    one run against run-to-run spreads as wide (bench/RESULTS.md, 2026-11-27 16:55); on the pacing fake it scored
+    5-12 % fewer spectra for a max latency 40-46 ms against 42-53."""
     return env_number("RTSEARCH_GIVE_UP_BEHIND", 0.0) > 0
 
 
