@@ -59,7 +59,7 @@ from bench.cluster_reading import (  # noqa: E402
     summed,
     worker_pids,
 )
-from bench.rtload_bench import py_spy, rt_load, write_mgf  # noqa: E402
+from bench.rtload_bench import lane_pids, py_spy, rt_load, write_mgf  # noqa: E402
 from bench.serving import Served, echo_floor, index_and_record  # noqa: E402
 from rtsearch.cluster.partition import (  # noqa: E402
     LiveCuts,
@@ -161,9 +161,12 @@ def one_rate(args: argparse.Namespace, served: Served, mgf: Path, label: str, ra
     """``rt_load.py`` at ``rate`` for ``--seconds``: its row (what the daemon did meanwhile beside the client's
     figures) appended to ``rows``; whether it passed (nothing lost or answered twice, p99 within ``--p99-ms``)."""
     before = summed(scrape(served.port))
-    spied = args.json.parent / f"py-spy-{label.replace(':', '-')}-{rate}.txt" if args.json else None
-    spy = py_spy(served.proc.pid, args.seconds, spied, args.py_spy_mode) \
-        if spied and rate in args.py_spy.split(",") else None  # fmt: skip
+    spies = []
+    if args.json and rate in args.py_spy.split(","):  # each lane by itself, else the daemon and its children
+        stem = f"py-spy-{label.replace(':', '-')}-{rate}"
+        pids = lane_pids(served.proc.pid) or {"": served.proc.pid}
+        spies = [py_spy(pid, args.seconds, args.json.parent / f"{stem}{'-' if lane else ''}{lane}.txt",
+                        args.py_spy_mode) for lane, pid in pids.items()]  # fmt: skip
     ok = True
     for r in rt_load(args.tools, mgf, served.spectra, served.results, "--rates", rate, "--seconds",
                      str(args.seconds), "--senders", str(args.senders), "--budget-ms", str(args.budget_ms),
@@ -176,7 +179,7 @@ def one_rate(args: argparse.Namespace, served: Served, mgf: Path, label: str, ra
                      "admission": admission(raw), **r})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
         ok = ok and r["lost"] == 0 and r["duplicates"] == 0 and r["latency_ms"]["p99"] <= args.p99_ms
-    if spy is not None:
+    for spy in spies:
         spy.wait(60)
     return ok
 
@@ -340,8 +343,11 @@ def main() -> int:
     ap.add_argument("--database-toml", default="",
                     help='[database] lines of the bench index, e.g. \'specificity = "semi"\' (~20x the peptides: a '
                     "target whose scoring makes the GPU the limit at 20 ppm; give it its own --index-cache)")
-    ap.add_argument("--py-spy", default="", metavar="RATES", help="py-spy record the daemon (and its children) at "
-                    "these rates, beside --json (bench/spy_summary.py reads them)")  # fmt: skip
+    ap.add_argument("--py-spy", default="", metavar="RATES", help="py-spy record each lane (a daemon without lanes: "
+                    "it and its children) at these rates, beside --json (bench/spy_summary.py reads them)")  # fmt: skip
+    ap.add_argument("--results-root", type=Path, default=None, metavar="DIR", help="the bench's temporary folder "
+                    "(the daemons' results files and journals) under DIR, e.g. /dev/shm: whether writing them to "
+                    "the disk holds the daemons back (default: the system's temporary folder)")  # fmt: skip
     ap.add_argument("--py-spy-mode", choices=("gil", "idle", "native"), default="gil")
     ap.add_argument("--skip-engine", action="store_true", help="serve through the --configs only")
     ap.add_argument("--balance-only", action="store_true")
@@ -349,7 +355,7 @@ def main() -> int:
     args = ap.parse_args()
     _, record, index = index_and_record(args.data, args.proteins, args.index_cache, _database(args.database_toml))
     print(json.dumps(record), flush=True)
-    with tempfile.TemporaryDirectory() as t:
+    with tempfile.TemporaryDirectory(dir=args.results_root) as t:
         tmp = Path(t)
         mgf = tmp / "runs.mgf"
         write_mgf(args.data, mgf)

@@ -3,10 +3,12 @@
 # 8 files at most: a baseline's results were lost once to that). Partition (2:lanes:1:2 against 2:lanes:2:2, shared
 # workers, a worker killed), then replicate on one GPU (2:lanes:1:1) and on two (2:lanes:2:1, a worker killed), then,
 # where OFF_PAR_RATES / ON_PAR_RATES are given, partition again with RTSEARCH_GIVE_UP_BEHIND=0 / =1. The replicate
-# efficiency is rep2's capacity over twice rep1's (two runs of one call). (Another commit: gpu_check.sh's BASELINE.)
-#   bash bench/cluster_call.sh    (PAR_RATES, REP1_RATES, REP2_RATES, REP2_CONFIGS, BUDGET_MS, WINDOW, REFINE, SPY override the
-#                                  defaults below; REFINE: rates offered past the grid, halfway to the first that
-#                                  failed; SPY: rates at which py-spy records the daemons, `cluster_bench.py --py-spy`)
+# efficiency is rep2's capacity over twice rep1's (two runs of one call); where SHM_REP2_RATES is given, rep2 again
+# with the daemons' results files and journals on /dev/shm (whether the disk's writes hold the lanes back). SPY=RATES
+# records each lane with py-spy at those rates. (Another commit beside this one: gpu_check.sh's BASELINE.)
+#   bash bench/cluster_call.sh    (PAR_RATES, REP1_RATES, REP2_RATES, REP2_CONFIGS, BUDGET_MS, WINDOW, REFINE
+#                                  override the defaults below; REFINE: rates offered past the grid, halfway to the
+#                                  first that failed)
 # The database is made of every FASTA under .gpudata/data (bench/gpu_check.sh's cluster mode). About 8 min on 2x H100
 # (a device call's limit is 10).
 set -uo pipefail
@@ -35,5 +37,7 @@ run rep2 "$b --configs $rep2 --rates ${REP2_RATES:-13000,16000,19000,22000} $spy
 --kill-configs ${rep2##*,}"
 [ -n "${OFF_PAR_RATES:-}" ] && run par_off "$b $par --rates $OFF_PAR_RATES --kill-rate 0" RTSEARCH_GIVE_UP_BEHIND=0
 [ -n "${ON_PAR_RATES:-}" ] && run par_on "$b $par --rates $ON_PAR_RATES --kill-rate 0" RTSEARCH_GIVE_UP_BEHIND=1
+[ -n "${SHM_REP2_RATES:-}" ] && run rep2_shm "$b --configs $rep2 --rates $SHM_REP2_RATES --results-root /dev/shm \
+--kill-rate 0"
 rm -rf "$(dirname "$r")"
 ls -l "$out"

@@ -87,18 +87,36 @@ def daemon(code: Path, tmp: Path, phase: Any, args: argparse.Namespace, label: s
 
 
 def py_spy(pid: int, seconds: float, out: Path, mode: str = "gil") -> subprocess.Popen[bytes]:
-    """``py-spy record`` of the daemon and its child processes for ``seconds`` from now (begun 1 s into the phase),
-    as collapsed stacks in ``out``: ``mode`` "gil" samples only the thread holding each process's GIL, "idle"
-    every thread, waiting or not (where a thread waits, for the GIL among others), "native" that with C frames."""
+    """``py-spy record`` of the daemon and its child processes for ``seconds`` from now (begun 1 s into the phase,
+    ended a second before it: at least 1 s), as collapsed stacks in ``out``: ``mode`` "gil" samples only the thread
+    holding each process's GIL, "idle" every thread, waiting or not (where a thread waits, for the GIL among others),
+    "native" that with C frames."""
     places = [Path(sys.executable).parent, *(Path(d) / "bin" for d in sys.path)]  # a venv's, or pip --target's
     found = [d / "py-spy" for d in places if (d / "py-spy").exists()]
     # with C frames py-spy falls behind at 200 samples a second over every process: the daemon's own, 50 a second
     how = {"gil": ["--gil", "--subprocesses"], "idle": ["--idle", "--subprocesses"], "native": ["--idle", "--native"]}
     rate = "50" if mode == "native" else "200"
+    span = max(1, int(seconds) - (2 if seconds > 3 else 1))
     cmd = [str(found[0]) if found else "py-spy", "record", *how[mode],
-           "--threads", "--format", "raw", "--rate", rate, "-d", str(max(1, int(seconds) - 2)),
+           "--threads", "--format", "raw", "--rate", rate, "-d", str(span),
            "-o", str(out), "-p", str(pid)]
     return subprocess.Popen(["sh", "-c", f"sleep 1; exec {' '.join(cmd)}"])
+
+
+def lane_pids(front: int) -> dict[str, int]:
+    """The lane processes (`rtsearch serve --lanes`: named ``lane_K``) among ``front``'s children, by name (none on a
+    daemon without lanes): a lane is recorded by itself (`py_spy` of the front with ``--subprocesses`` gave five
+    samples of 3 s at 13,000 /s, all of the front's, bench/RESULTS.md 2026-11-27 16:55)."""
+    found: dict[str, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # gone meanwhile
+            continue
+        name, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
+        if int(rest[1]) == front and name.startswith("lane"):  # (state, ppid, ...)
+            found[name] = int(stat.parent.name)
+    return found
 
 
 def main() -> int:
