@@ -26,11 +26,13 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
 from rtsearch.batch import SpectraBatch
 from rtsearch.cli.demo import RUN, TOML, bundled, cached_index
+from rtsearch.cluster.partition import owners, spectrum_masses
 from rtsearch.config import ServeConfig, load_config
 from rtsearch.io.spectra import read_spectra
 from rtsearch.matches import STATUSES
@@ -46,7 +48,8 @@ from rtsearch.types import ResultStatus
 
 
 class FakeCluster:
-    """What the pool sees of a replicate cluster (`rtsearch.cluster.door.ClusterScorer.score`)."""
+    """What the pool sees of a cluster (`rtsearch.cluster.door.ClusterScorer.score`): replicate, or with ``mode``
+    "partition" the mass range cut in a piece a GPU (`_spread`)."""
 
     mode = "replicate"
 
@@ -59,6 +62,10 @@ class FakeCluster:
         self.busy: list[list[tuple[float, float]]] = [[] for _ in range(gpus)]
         self.queued: list[float] = []
         self.sizes: list[int] = []
+        # partition: the mass range cut where as many of the run's spectra lie in each piece (`_spread`)
+        mass = spectrum_masses(np.array([s.precursor_mz for s in spectra]), [s.charges for s in spectra])
+        cuts = np.quantile(mass, np.arange(1, gpus) / gpus)
+        self.pieces = SimpleNamespace(serves=[(-np.inf, np.inf)] * gpus, cuts=SimpleNamespace(cuts=cuts))
 
     def score(self, batch: SpectraBatch, *, worker: int = -1):
         if self.mode == "partition":
@@ -84,27 +91,35 @@ class FakeCluster:
         return out
 
     def _spread(self, batch: SpectraBatch):
-        """Partition: the batch on every GPU at once (each GPU's lock held), each scoring its share of the target:
-        ``fixed`` + ``per`` a spectrum over the GPUs."""
+        """Partition: the batch's spectra to the owners of their neutral masses (`pieces`: the mass range cut in
+        ``gpus`` pieces of as many of the run's spectra each), each part on its GPU side by side, ``fixed`` + ``per``
+        a spectrum of it; the batch back when every part is (as `rtsearch.cluster.door.ClusterScorer` waits)."""
         time.sleep(self.host_s / 2)
-        arrived = time.perf_counter()
-        for lock in self.locks:
-            lock.acquire()
-        try:
-            start = time.perf_counter()
-            out = self.answers.take(np.asarray(batch.scan) % self.n)
-            out.native_id = list(batch.native_id)
-            time.sleep(max(0.0, self.fixed_s + self.per_s * len(batch) / self.gpus - (time.perf_counter() - start)))
-            end = time.perf_counter()
-        finally:
-            for lock in self.locks:
-                lock.release()
+        home = owners(spectrum_masses(batch.precursor_mz, batch.charges), self.pieces.cuts.cuts)
+        spans: list[tuple[float, float, float]] = []
+
+        def part(g: int, n: int) -> None:
+            arrived = time.perf_counter()
+            with self.locks[g]:
+                start = time.perf_counter()
+                time.sleep(self.fixed_s + self.per_s * n)
+                end = time.perf_counter()
+            with self.guard:
+                self.busy[g].append((start, end))
+                spans.append((arrived, start, end))
+
+        threads = [threading.Thread(target=part, args=(g, int(np.count_nonzero(home == g))))
+                   for g in np.unique(home).tolist()]  # fmt: skip
+        for t in threads:
+            t.start()
+        out = self.answers.take(np.asarray(batch.scan) % self.n)
+        out.native_id = list(batch.native_id)
+        for t in threads:
+            t.join()
         with self.guard:
-            for g in self.busy:
-                g.append((start, end))
-            self.queued.append(start - arrived)
+            self.queued.append(max(start - arrived for arrived, start, _ in spans))
             self.sizes.append(len(batch))
-        out.stages.update(queued=start - arrived, scoring=end - start)
+        out.stages.update(queued=max(s - a for a, s, _ in spans), scoring=max(e - s for _, s, e in spans))
         time.sleep(self.host_s / 2)
         return out
 
@@ -204,7 +219,7 @@ def main() -> None:
     ap.add_argument("--daemon-ms", type=float, default=0.0, help="Python holding the GIL a batch's answers")
     ap.add_argument("--daemon-per-ms", type=float, default=0.0, help="... and more a spectrum answered")
     ap.add_argument("--mode", choices=("replicate", "partition"), default="replicate",
-                    help="partition: each batch on every GPU at once, each scoring its share")
+                    help="partition: a batch's spectra on the GPUs that own their masses, side by side")
     ap.add_argument("--door", action="store_true", help="shed at an intake door first, by the pool's advice")
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "rtsearch-pacing-fake"))
     args = ap.parse_args()
