@@ -17,6 +17,8 @@ r=$(mktemp -d)/r  # outside $OUT, tarred there after each run: a call cut short 
 mkdir -p "$r" "$out"
 python3 -c 'import time; t = time.perf_counter(); sum(i * i for i in range(10**7)); print("host loop s", time.perf_counter() - t)' \
   > "$r/host.txt"
+# whether this machine stalls (all its CPUs at once: bench/RESULTS.md, 2026-11-23), to read beside its runs' spread
+python3 bench/machine_stalls.py --hz 200 --seconds 4 --per-cpu 0,5,10,15,20,25,30 >> "$r/host.txt" 2>&1
 b="--gpus-per-worker 1 --search-toml \"precursor_tolerance = \\\"${WINDOW:-200 Da}\\\"\" --skip-engine --stop-after 2 \
 --seconds 3 --senders 4 --budget-ms ${BUDGET_MS:-40} --p99-ms 50 --refine ${REFINE:-1} --serve-args \"--backend cupy\""
 par="--configs 2:lanes:1:2:partition,2:lanes:2:2:partition"
