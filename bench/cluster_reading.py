@@ -58,8 +58,9 @@ def inside(before: dict[str, float], after: dict[str, float], seconds: float) ->
 
 
 def admission(raw: dict[str, float]) -> dict[str, dict[str, float]]:
-    """Each lane's admission as the rate ends (gauges, ms): the door's last advised wait and the engine-time model's
-    fixed cost a batch and cost a spectrum it predicts by — a model inflated by a loaded host sheds at the door."""
+    """Each lane's admission as the rate ends (gauges, ms): the door's last advised wait and the time model's terms it
+    predicts by (`rtsearch.serve.metrics.MODEL_TERMS`: the engine's, the tail's, the results thread's, each a
+    batch and a spectrum) — a model inflated by a loaded host sheds at the door."""
     out: dict[str, dict[str, float]] = {}
     for key, v in raw.items():
         lane = m[0] if (m := re.findall(r'lane="(\w+)"', key)) else "0"

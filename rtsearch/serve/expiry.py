@@ -18,6 +18,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import numpy as np
+
 from rtsearch.serve.batching import MicroBatcher
 from rtsearch.serve.pending import Claim, Pending
 from rtsearch.serve.publish import unscored
@@ -65,10 +67,14 @@ class Expiry:
         expiry thread): answer them ``shed`` now; else (an engine thread, which goes on to score) the expiry
         thread does — answering thousands a second under overload took a lone engine thread from its GPUs."""
         lead = self.batcher.headroom_ns() if self._idle() else self.batcher.lead_ns()
-        expired = self.batcher.expire(self.clock() + lead)
-        if not len(expired):
+        return self._give_up(self.batcher.expire(self.clock() + lead), here=here)
+
+    def _give_up(self, handles: np.ndarray, *, here: bool) -> bool:
+        """(Under the condition.) The spectra of ``handles``, taken out of the batcher, given up: answered ``shed``
+        now (``here``) or by the expiry thread; whether there were any."""
+        if not len(handles):
             return False
-        self._given_up.append(self._pending.claim(expired))  # gathered when answered, outside the lock
+        self._given_up.append(self._pending.claim(handles))  # gathered when answered, outside the lock
         self._advise()
         if here:
             self._answer_given_up()
@@ -80,15 +86,7 @@ class Expiry:
         """(Under the condition; an engine thread about to take a batch that starts at ``start_ns``: when its
         worker is free.) Give up what that batch would answer late (`MicroBatcher.give_up_late`), for the expiry
         thread to answer; whether there were any. Not while `_idle` (the model not asked, as in `_expire`)."""
-        if self._idle():
-            return False
-        late = self.batcher.give_up_late(start_ns)
-        if not len(late):
-            return False
-        self._given_up.append(self._pending.claim(late))
-        self._advise()
-        self._expiry_wake.set()
-        return True
+        return not self._idle() and self._give_up(self.batcher.give_up_late(start_ns), here=False)
 
     def _answer_given_up(self) -> None:
         """(Under the condition, released meanwhile: answering takes the runs' locks and the socket.) Answer
