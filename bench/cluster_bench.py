@@ -59,6 +59,7 @@ from bench.cluster_reading import (  # noqa: E402
     summed,
     worker_pids,
 )
+from bench.latency_timeline import Timeline  # noqa: E402
 from bench.rtload_bench import lane_pids, py_spy, rt_load, write_mgf  # noqa: E402
 from bench.serving import Served, echo_floor, index_and_record  # noqa: E402
 from rtsearch.cluster.partition import (  # noqa: E402
@@ -168,6 +169,7 @@ def one_rate(args: argparse.Namespace, served: Served, mgf: Path, label: str, ra
         spies = [py_spy(pid, args.seconds, args.json.parent / f"{stem}{'-' if lane else ''}{lane}.txt",
                         args.py_spy_mode) for lane, pid in pids.items()]  # fmt: skip
     ok = True
+    timeline = Timeline(served.results, args.timeline_ms)
     for r in rt_load(args.tools, mgf, served.spectra, served.results, "--rates", rate, "--seconds",
                      str(args.seconds), "--senders", str(args.senders), "--budget-ms", str(args.budget_ms),
                      "--tag", label):  # fmt: skip
@@ -176,7 +178,7 @@ def one_rate(args: argparse.Namespace, served: Served, mgf: Path, label: str, ra
         scored, after = (r["answered"] - shed) / args.seconds, summed(raw)
         rows.append({"phase": "serve", "config": label, "ready_s": round(ready_s, 1),
                      "scored_per_s": round(scored, 1), **inside(before, after, args.seconds),
-                     "admission": admission(raw), **r})  # fmt: skip
+                     "admission": admission(raw), **r, **timeline.stop()})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
         ok = ok and r["lost"] == 0 and r["duplicates"] == 0 and r["latency_ms"]["p99"] <= args.p99_ms
     for spy in spies:
@@ -348,6 +350,8 @@ def main() -> int:
     ap.add_argument("--results-root", type=Path, default=None, metavar="DIR", help="the bench's temporary folder "
                     "(the daemons' results files and journals) under DIR, e.g. /dev/shm: whether writing them to "
                     "the disk holds the daemons back (default: the system's temporary folder)")  # fmt: skip
+    ap.add_argument("--timeline-ms", type=float, default=0.0, metavar="MS",
+                    help="each rate's answers binned by when they came, MS a bin (bench/latency_timeline.py; 0: none)")
     ap.add_argument("--py-spy-mode", choices=("gil", "idle", "native"), default="gil")
     ap.add_argument("--skip-engine", action="store_true", help="serve through the --configs only")
     ap.add_argument("--balance-only", action="store_true")
