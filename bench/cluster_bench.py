@@ -51,6 +51,7 @@ sys.path.insert(0, str(ROOT / "simulators"))
 
 from bench.cluster_reading import (  # noqa: E402
     admission,
+    busy_by_process,
     by_worker,
     gpu_memory,
     gpu_processes,
@@ -61,7 +62,7 @@ from bench.cluster_reading import (  # noqa: E402
 )
 from bench.latency_timeline import Timeline  # noqa: E402
 from bench.rtload_bench import lane_pids, py_spy, rt_load, write_mgf  # noqa: E402
-from bench.serving import Served, echo_floor, index_and_record  # noqa: E402
+from bench.serving import Served, cpu_by_thread, echo_floor, index_and_record  # noqa: E402
 from rtsearch.cluster.partition import (  # noqa: E402
     LiveCuts,
     balance,
@@ -129,13 +130,13 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
             for rate in args.rates.split(","):
                 if passed and args.stop_after and failed >= args.stop_after:
                     break
-                ok = one_rate(args, served, mgf, label, rate, ready_s, rows)
+                ok = one_rate(args, served, mgf, label, rate, ready_s, rows, pids)
                 passed, failed = passed or ok, 0 if ok else failed + 1
                 tried.append((float(rate), ok))
             for _ in range(args.refine):  # halfway between the best rate that passed and the next that did not
                 if (mid := refined_rate(tried)) is None:
                     break
-                tried.append((mid, one_rate(args, served, mgf, label, f"{mid:g}", ready_s, rows)))
+                tried.append((mid, one_rate(args, served, mgf, label, f"{mid:g}", ready_s, rows, pids)))
             if env:
                 rows.append({"phase": "workers", "config": label, "gpu_memory_mib": gpu_memory(),
                              "gpu_processes": gpu_processes()})  # fmt: skip
@@ -158,9 +159,12 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
 
 
 def one_rate(args: argparse.Namespace, served: Served, mgf: Path, label: str, rate: str, ready_s: float,
-             rows: list[dict[str, Any]]) -> bool:  # fmt: skip
+             rows: list[dict[str, Any]], pids: dict[str, int]) -> bool:  # fmt: skip
     """``rt_load.py`` at ``rate`` for ``--seconds``: its row (what the daemon did meanwhile beside the client's
-    figures) appended to ``rows``; whether it passed (nothing lost or answered twice, p99 within ``--p99-ms``)."""
+    figures; ``busy_process``: each worker process's busy fraction, `busy_by_process`; ``cpu_s``: the CPU seconds
+    of each thread of the daemon and of its child processes — behind lanes, each lane's — over the rate's ``wall``
+    seconds, the client's warm-up and drain included) appended to ``rows``; whether it passed (nothing lost or
+    answered twice, p99 within ``--p99-ms``)."""
     before = summed(scrape(served.port))
     spies = []
     if args.json and rate in args.py_spy.split(","):  # each lane by itself, else the daemon and its children
@@ -170,14 +174,18 @@ def one_rate(args: argparse.Namespace, served: Served, mgf: Path, label: str, ra
                         args.py_spy_mode) for lane, pid in pids.items()]  # fmt: skip
     ok = True
     timeline = Timeline(served.results, args.timeline_ms)
+    cpu0, t0 = cpu_by_thread(served.proc.pid), time.perf_counter()
     for r in rt_load(args.tools, mgf, served.spectra, served.results, "--rates", rate, "--seconds",
                      str(args.seconds), "--senders", str(args.senders), "--budget-ms", str(args.budget_ms),
                      "--tag", label):  # fmt: skip
         shed = r.get("statuses", {}).get("shed", 0)
         raw = scrape(served.port)
         scored, after = (r["answered"] - shed) / args.seconds, summed(raw)
+        did = inside(before, after, args.seconds)
+        cpu = {k: round(v - cpu0.get(k, 0.0), 2) for k, v in cpu_by_thread(served.proc.pid).items()}
+        did["cpu_s"] = {k: v for k, v in cpu.items() if v > 0.05} | {"wall": round(time.perf_counter() - t0, 2)}
         rows.append({"phase": "serve", "config": label, "ready_s": round(ready_s, 1),
-                     "scored_per_s": round(scored, 1), **inside(before, after, args.seconds),
+                     "scored_per_s": round(scored, 1), **did, "busy_process": busy_by_process(did["busy"], pids),
                      "admission": admission(raw), **r, **timeline.stop()})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
         ok = ok and r["lost"] == 0 and r["duplicates"] == 0 and r["latency_ms"]["p99"] <= args.p99_ms
@@ -243,7 +251,8 @@ def capacities(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dic
             n, one_gpu = int(c.split(":")[2]), caps.get(":".join([*c.split(":")[:2], "1", *c.split(":")[3:]]))
         pairs = zip((cap, most), one_gpu or (0.0, 0.0), strict=True)
         eff = [round(x / (n * one), 3) if one and n > 1 else None for x, one in pairs]
-        busy = {"busy_at_saturated": at_most[c].get("busy"), "per_busy_s": round(per_busy[c], 1),
+        busy = {"busy_at_saturated": at_most[c].get("busy_process", at_most[c].get("busy")),
+                "per_busy_s": round(per_busy[c], 1),
                 "busy_efficiency": round(per_busy[c] / one_busy, 3) if one_busy else None} if c in per_busy else {}
         out.append({"phase": "capacity", "config": c, "p99_ms_at_most": args.p99_ms, "scored_per_s": cap,
                     "efficiency": eff[0], "saturated_per_s": most, "saturated_efficiency": eff[1],

@@ -84,6 +84,22 @@ def worker_pids(log: str) -> dict[str, int]:
     return pids
 
 
+def busy_by_process(busy: dict[str, float], pids: dict[str, int]) -> dict[str, float]:
+    """Each worker process's busy fraction from `inside`'s ``busy`` (by lane: ``w0.1`` is lane 1's ``w0``) and
+    `worker_pids`: a worker the lanes share (one process of that name) counted by every lane's door for its own
+    spectra's share of each merged batch, so its lanes' figures summed; a lane's own worker as it is. (Read lane by
+    lane, the shared partition workers looked 0.2-0.4 busy while they were 0.8-0.9: bench/RESULTS.md, 2026-11-27.)"""
+    processes: dict[str, int] = {}
+    for key in pids:
+        processes[key.split(".")[0]] = processes.get(key.split(".")[0], 0) + 1
+    out: dict[str, float] = {}
+    for key, v in busy.items():
+        name = key.split(".")[0]
+        key = name if processes.get(name) == 1 else key
+        out[key] = round(out.get(key, 0.0) + v, 3)
+    return out
+
+
 def gpu_memory() -> list[int]:
     """Memory used on each GPU of the host now (MiB; empty without nvidia-smi)."""
     try:

@@ -1,8 +1,9 @@
-"""The scale-out bench's capacity search (`bench.cluster_reading.refined_rate`): golden values by hand."""
+"""The scale-out bench's readings (`bench.cluster_reading`): the capacity search (`refined_rate`) and each worker
+process's busy fraction (`busy_by_process`), golden values by hand."""
 
 from __future__ import annotations
 
-from bench.cluster_reading import refined_rate
+from bench.cluster_reading import busy_by_process, refined_rate
 
 
 def test_the_next_rate_is_halfway_between_the_best_pass_and_the_next_failure():
@@ -20,3 +21,17 @@ def test_no_next_rate_without_a_pass_a_failure_above_it_or_room():
     assert refined_rate([(7000, True), (10000, True)]) is None  # nothing above failed: the grid's top rate
     assert refined_rate([(7000, True), (7900, False)]) is None  # within 1,000 /s
     assert refined_rate([(7000, True), (7900, False)], finest=500) == 7400  # (7,450 rounds to even: 7,400)
+
+
+def test_a_worker_the_lanes_share_is_as_busy_as_its_lanes_shares_together():
+    # four lanes sharing w0 and w1 (each one process: its pid logged by every lane, kept once), each lane's door
+    # counting its own spectra's share of the merged batches: w0 0.22 + 0.21 + 0.23 + 0.22 = 0.88
+    busy = {"w0.0": 0.22, "w1.0": 0.2, "w0.1": 0.21, "w1.1": 0.19, "w0.2": 0.23, "w1.2": 0.2, "w0.3": 0.22, "w1.3": 0.2}
+    assert busy_by_process(busy, {"w0": 101, "w1": 102}) == {"w0": 0.88, "w1": 0.79}
+
+
+def test_a_lanes_own_workers_stay_apart():
+    # two lanes, each its own w0 (two processes: w0 and w0.1 in the log's order): each as its door read it
+    busy = {"w0.0": 0.95, "w0.1": 0.93}
+    assert busy_by_process(busy, {"w0": 101, "w0.1": 202}) == {"w0.0": 0.95, "w0.1": 0.93}
+    assert busy_by_process({"w0.0": 0.5}, {"w0": 101}) == {"w0": 0.5}  # one lane, one worker
