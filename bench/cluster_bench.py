@@ -55,6 +55,8 @@ from bench.cluster_reading import (  # noqa: E402
     by_worker,
     gpu_memory,
     gpu_processes,
+    host_busy,
+    host_cpu,
     inside,
     refined_rate,
     summed,
@@ -163,7 +165,8 @@ def one_rate(args: argparse.Namespace, served: Served, mgf: Path, label: str, ra
     """``rt_load.py`` at ``rate`` for ``--seconds``: its row (what the daemon did meanwhile beside the client's
     figures; ``busy_process``: each worker process's busy fraction, `busy_by_process`; ``cpu_s``: the CPU seconds
     of each thread of the daemon and of its child processes — behind lanes, each lane's — over the rate's ``wall``
-    seconds, the client's warm-up and drain included) appended to ``rows``; whether it passed (nothing lost or
+    seconds, the client's warm-up and drain included; ``host_busy``: the share of all the host's CPU time busy
+    meanwhile) appended to ``rows``; whether it passed (nothing lost or
     answered twice, p99 within ``--p99-ms``)."""
     before = summed(scrape(served.port))
     spies = []
@@ -174,7 +177,7 @@ def one_rate(args: argparse.Namespace, served: Served, mgf: Path, label: str, ra
                         args.py_spy_mode) for lane, pid in pids.items()]  # fmt: skip
     ok = True
     timeline = Timeline(served.results, args.timeline_ms)
-    cpu0, t0 = cpu_by_thread(served.proc.pid), time.perf_counter()
+    cpu0, host0, t0 = cpu_by_thread(served.proc.pid), host_cpu(), time.perf_counter()
     for r in rt_load(args.tools, mgf, served.spectra, served.results, "--rates", rate, "--seconds",
                      str(args.seconds), "--senders", str(args.senders), "--budget-ms", str(args.budget_ms),
                      "--tag", label):  # fmt: skip
@@ -184,6 +187,7 @@ def one_rate(args: argparse.Namespace, served: Served, mgf: Path, label: str, ra
         did = inside(before, after, args.seconds)
         cpu = {k: round(v - cpu0.get(k, 0.0), 2) for k, v in cpu_by_thread(served.proc.pid).items()}
         did["cpu_s"] = {k: v for k, v in cpu.items() if v > 0.05} | {"wall": round(time.perf_counter() - t0, 2)}
+        did["host_busy"] = host_busy(host0, host_cpu())  # all of the host's CPUs (the client's and workers' too)
         rows.append({"phase": "serve", "config": label, "ready_s": round(ready_s, 1),
                      "scored_per_s": round(scored, 1), **did, "busy_process": busy_by_process(did["busy"], pids),
                      "admission": admission(raw), **r, **timeline.stop()})  # fmt: skip

@@ -100,6 +100,23 @@ def busy_by_process(busy: dict[str, float], pids: dict[str, int]) -> dict[str, f
     return out
 
 
+def host_cpu() -> tuple[int, int]:
+    """This host's CPU time so far, all CPUs together, from /proc/stat's first line: (busy, total) ticks (busy: all
+    but idle and iowait); two readings' differences give how busy the host was between them (`host_busy`)."""
+    try:
+        ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    total = sum(ticks[:8])  # user nice system idle iowait irq softirq steal (guest time is inside user)
+    return total - ticks[3] - ticks[4], total
+
+
+def host_busy(before: tuple[int, int], after: tuple[int, int]) -> float | None:
+    """The share of the host's CPU time that was busy between two `host_cpu` readings (``None``: unknown)."""
+    total = after[1] - before[1]
+    return round((after[0] - before[0]) / total, 3) if total > 0 else None
+
+
 def gpu_memory() -> list[int]:
     """Memory used on each GPU of the host now (MiB; empty without nvidia-smi)."""
     try:

@@ -1,9 +1,9 @@
 """The scale-out bench's readings (`bench.cluster_reading`): the capacity search (`refined_rate`) and each worker
-process's busy fraction (`busy_by_process`), golden values by hand."""
+process's busy fraction (`busy_by_process`), the host's (`host_busy`), golden values by hand."""
 
 from __future__ import annotations
 
-from bench.cluster_reading import busy_by_process, refined_rate
+from bench.cluster_reading import busy_by_process, host_busy, host_cpu, refined_rate
 
 
 def test_the_next_rate_is_halfway_between_the_best_pass_and_the_next_failure():
@@ -35,3 +35,11 @@ def test_a_lanes_own_workers_stay_apart():
     busy = {"w0.0": 0.95, "w0.1": 0.93}
     assert busy_by_process(busy, {"w0": 101, "w0.1": 202}) == {"w0.0": 0.95, "w0.1": 0.93}
     assert busy_by_process({"w0.0": 0.5}, {"w0": 101}) == {"w0": 0.5}  # one lane, one worker
+
+
+def test_the_hosts_busy_share_between_two_readings():
+    # 50 busy ticks of 100 between the readings: half; nothing elapsed: unknown
+    assert host_busy((100, 1000), (150, 1100)) == 0.5
+    assert host_busy((100, 1000), (100, 1000)) is None
+    busy, total = host_cpu()  # this machine's /proc/stat: busy ticks never exceed the total
+    assert total > 0 and 0 <= busy <= total
