@@ -13,8 +13,9 @@
 #                                  BUDGET_MS, WINDOW, REFINE, TIMELINE_MS override the defaults below; REFINE: rates
 #                                  offered past the grid, halfway to the first that failed; TIMELINE_MS: each rate's
 #                                  answers binned by when they came, bench/latency_timeline.py, 0: none)
-# The database is made of every FASTA under .gpudata/data (bench/gpu_check.sh's cluster mode). About 8 min on 2x H100
-# (a device call's limit is 10).
+# The database is made of every FASTA under .gpudata/data (bench/gpu_check.sh's cluster mode). About 7-8 min on 2x H100
+# (a device call's limit is 10). Read it with `python bench/cluster_summary.py cluster-call.tgz` (the Done-when's
+# figures: capacities, efficiency a GPU of each mode against its best one-GPU configuration, balance, kills).
 set -uo pipefail
 out=${OUT:-/tmp/rtsearch-out}
 r=$(mktemp -d)/r  # outside $OUT, tarred there after each run: a call cut short still brings back what it finished

@@ -1,0 +1,35 @@
+"""Issue 21's Done-when figures read across one call's runs (`bench.cluster_summary`): golden values by hand."""
+
+from __future__ import annotations
+
+from bench.cluster_summary import capacity, efficiencies, gpus, mode
+
+
+def _row(config: str, offered: float, scored: float, p99: float, lost: int = 0) -> dict:
+    return {"phase": "serve", "config": config, "offered_hz": offered, "scored_per_s": scored, "lost": lost,
+            "duplicates": 0, "latency_ms": {"p99": p99}}  # fmt: skip
+
+
+def test_a_configurations_capacity_is_its_best_rate_within_the_p99_and_lossless():
+    rows = [_row("2:lanes:1:1", 10000, 10000, 30.0), _row("2:lanes:1:1", 13000, 12500, 49.0),
+            _row("2:lanes:1:1", 16000, 13000, 51.0),  # over 50 ms: not a capacity
+            _row("2:lanes:1:1", 14500, 12900, 45.0, lost=1),  # a spectrum lost: not one either
+            _row("2:lanes:2:1", 19000, 5000, 60.0)]  # no rate within: 0  # fmt: skip
+    assert capacity(rows) == {"2:lanes:1:1": (12500, 13000, 49.0), "2:lanes:2:1": (0.0, 0.0, 0.0)}
+
+
+def test_each_modes_efficiency_is_its_best_on_n_gpus_against_twice_its_best_on_one():
+    caps = {"2:lanes:1:1": (13681.0, 0, 0), "4:lanes:1:1": (13744.0, 0, 0), "4:lanes:2:1": (25218.0, 0, 0),
+            "2:lanes:2:1": (24745.0, 0, 0), "4:lanes:1:2:partition": (12925.0, 0, 0),
+            "4:lanes:2:2:partition": (18992.0, 0, 0)}  # fmt: skip
+    eff = efficiencies(caps)
+    # replicate: 25,218 / (2 × 13,744) = 0.9174; partition: 18,992 / (2 × 12,925) = 0.7347
+    assert eff["replicate"] == {"one_gpu": ("4:lanes:1:1", 13744.0), "n_gpus": ("4:lanes:2:1", 25218.0),
+                                "efficiency": 0.917}  # fmt: skip
+    assert eff["partition"]["efficiency"] == 0.735
+    assert gpus("4:lanes:2:2:partition") == 2 and gpus("2:replicate") == 1
+    assert mode("4:lanes:2:4:partition") == "partition" and mode("4:lanes:2:1") == "replicate"
+
+
+def test_no_efficiency_without_both_gpu_counts():
+    assert efficiencies({"2:lanes:1:1": (13000.0, 0, 0)}) == {}
