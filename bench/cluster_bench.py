@@ -59,6 +59,7 @@ from bench.cluster_reading import (  # noqa: E402
     host_cpu,
     inside,
     refined_rate,
+    round_sizes,
     summed,
     worker_pids,
 )
@@ -163,11 +164,11 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
 def one_rate(args: argparse.Namespace, served: Served, mgf: Path, label: str, rate: str, ready_s: float,
              rows: list[dict[str, Any]], pids: dict[str, int]) -> bool:  # fmt: skip
     """``rt_load.py`` at ``rate`` for ``--seconds``: its row (what the daemon did meanwhile beside the client's
-    figures; ``busy_process``: each worker process's busy fraction, `busy_by_process`; ``cpu_s``: the CPU seconds
-    of each thread of the daemon and of its child processes — behind lanes, each lane's — over the rate's ``wall``
-    seconds, the client's warm-up and drain included; ``host_busy``: the share of all the host's CPU time busy
-    meanwhile) appended to ``rows``; whether it passed (nothing lost or
-    answered twice, p99 within ``--p99-ms``)."""
+    figures; ``busy_process``: each worker process's busy fraction, `busy_by_process`; ``round_spectra``: its mean
+    round, `round_sizes`; ``cpu_s``: the CPU seconds of each thread of the daemon and of its child processes —
+    behind lanes, each lane's — over the rate's ``wall`` seconds, the client's warm-up and drain included;
+    ``host_busy``: the share of all the host's CPU time busy meanwhile) appended to ``rows``; whether it passed
+    (nothing lost or answered twice, p99 within ``--p99-ms``)."""
     before = summed(scrape(served.port))
     spies = []
     if args.json and rate in args.py_spy.split(","):  # each lane by itself, else the daemon and its children
@@ -190,6 +191,7 @@ def one_rate(args: argparse.Namespace, served: Served, mgf: Path, label: str, ra
         did["host_busy"] = host_busy(host0, host_cpu())  # all of the host's CPUs (the client's and workers' too)
         rows.append({"phase": "serve", "config": label, "ready_s": round(ready_s, 1),
                      "scored_per_s": round(scored, 1), **did, "busy_process": busy_by_process(did["busy"], pids),
+                     "round_spectra": round_sizes(did["spectra"], did["rounds"], pids),
                      "admission": admission(raw), **r, **timeline.stop()})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
         ok = ok and r["lost"] == 0 and r["duplicates"] == 0 and r["latency_ms"]["p99"] <= args.p99_ms

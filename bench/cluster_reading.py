@@ -34,7 +34,7 @@ def inside(before: dict[str, float], after: dict[str, float], seconds: float) ->
     """What the daemon did over one rate: its batches (how many, mean size, mean engine seconds, how many took over
     20, 50, 100 ms), its engine threads' seconds by stage, the spectra shed by reason, the spectra's age on arrival
     (mean; how many over 10, 25, 50 ms), and each cluster worker's scoring seconds over the rate's seconds (how busy
-    its GPU was kept)."""
+    its GPU was kept), the spectra it scored and in how many rounds (`round_sizes`)."""
     d = {k: v - before.get(k, 0.0) for k, v in after.items()}
     n = d.get("rtsearch_batch_size_count", 0.0)
     bucket = 'rtsearch_engine_batch_seconds_bucket{{le="{}"}}'
@@ -54,7 +54,9 @@ def inside(before: dict[str, float], after: dict[str, float], seconds: float) ->
                                 if (m := re.findall(r'^rtsearch_worker_seconds_total\{stage="(\w+)"', k))},
             "shed_by": {m[0]: int(v) for k, v in d.items()
                         if v and (m := re.findall(r'^rtsearch_shed_total\{reason="(\w+)"', k))},
-            "busy": {w: round(v / seconds, 3) for w, v in by_worker(d, "busy_seconds").items()}}
+            "busy": {w: round(v / seconds, 3) for w, v in by_worker(d, "busy_seconds").items()},
+            "rounds": {w: round(v, 1) for w, v in by_worker(d, "rounds").items()},
+            "spectra": {w: int(v) for w, v in by_worker(d, "spectra").items()}}
 
 
 def admission(raw: dict[str, float]) -> dict[str, dict[str, float]]:
@@ -82,6 +84,13 @@ def worker_pids(log: str) -> dict[str, int]:
         key = next(k for k in (name, *(f"{name}.{i}" for i in range(1, 1000))) if k not in pids)
         pids[key] = int(pid)
     return pids
+
+
+def round_sizes(spectra: dict[str, float], rounds: dict[str, float], pids: dict[str, int]) -> dict[str, float]:
+    """Each worker process's mean round (the batches waiting at it, scored as one), in spectra, from `inside`'s
+    ``spectra`` and ``rounds`` by lane (a shared worker's lanes summed, as `busy_by_process` does)."""
+    s, r = busy_by_process(spectra, pids), busy_by_process(rounds, pids)
+    return {w: round(s[w] / r[w], 1) for w in s if r.get(w)}
 
 
 def busy_by_process(busy: dict[str, float], pids: dict[str, int]) -> dict[str, float]:

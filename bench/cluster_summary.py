@@ -1,8 +1,8 @@
 """Issue 21's Done-when figures from one `bench/cluster_call.sh` call: each configuration's rows (offered, scored,
-p99, shed; each worker process's busy share; the results thread's milliseconds a batch — what grows in a run that
-sheds; the host's CPU) and, across the call's runs (partition, one-GPU and two-GPU replicate are separate cluster
-benches), each mode's capacity on one GPU and on N, the efficiency against the best one-GPU configuration, the work
-balance and the kills.
+p99, shed; each worker process's busy share and mean round in spectra; the results thread's milliseconds a batch —
+what grows in a run that sheds; the host's CPU) and, across the call's runs (partition, one-GPU and two-GPU
+replicate are separate cluster benches), each mode's capacity on one GPU and on N, the efficiency against the best
+one-GPU configuration, the work balance and the kills.
 
     python bench/cluster_summary.py cluster-call.tgz      (or the folder it unpacks to)
 """
@@ -86,7 +86,7 @@ def report(rows: list[dict[str, Any]]) -> str:
             lines.append(f"{r['run']:8} {r['config']:24} {r['offered_hz']:>8.0f} scored {r['scored_per_s']:>8.0f} "
                          f"p99 {lat['p99']:6.1f} shed {r['statuses'].get('shed', 0):>6} lost {r['lost']} "
                          f"batch {r['mean_batch']} results {_results_ms(r)} ms host {r.get('host_busy')} "
-                         f"busy {_busy(r)}")  # fmt: skip
+                         f"busy {_busy(r)} rounds {r.get('round_spectra')}")  # fmt: skip
         elif r.get("phase") == "workers" and "spectra" in r:
             lines.append(f"{r['run']:8} {r['config']:24} spectra a worker max/mean {r['max_over_mean']}")
         elif r.get("phase") == "killed":

@@ -109,6 +109,12 @@ LIVE_PANELS: list[tuple[str, str, str, list[dict[str, Any]]]] = [
      "others in partition mode: its piece of the mass range is too light (a daemon without a cluster: 0).",
      [q(f"sum by (worker) (rate(rtsearch_cluster_busy_seconds_total{{{LIVE}}}[{RATE}])) or vector(0)",
         "{{worker}} busy")]),
+    ("Cluster workers: spectra a round", "short",
+     "With --cluster: the spectra each worker scores in one round (the batches waiting at it, from every lane, scored "
+     "as one); small rounds pay a round's fixed cost more often (a daemon without a cluster: 0).",
+     [q(f"(sum by (worker) (rate(rtsearch_cluster_spectra_total{{{LIVE}}}[{RATE}])) / "
+        f"sum by (worker) (rate(rtsearch_cluster_rounds_total{{{LIVE}}}[{RATE}]))) or vector(0)",
+        "{{worker}} spectra a round")]),
     ("GPU memory", "bytes", "Bytes held by the GPU memory pool (0 on the NumPy backend).",
      [q(f"sum by (instance) (rtsearch_gpu_memory_used_bytes{{{LIVE}}})", "{{instance}}")]),
     ("Ready and index", "short", "1 once the index is loaded and intake is open; peptides in the index.",

@@ -278,7 +278,8 @@ class ClusterScorer:
             queued, share = int.from_bytes(frames[5], "little") / 1e9, int.from_bytes(frames[6], "little") / 1e9
         w.batches, w.spectra, w.since_up = w.batches + 1, w.spectra + req.size, w.since_up + req.size
         w.scoring_s += share
-        self.record(Cluster(w.name, w.piece, up=True, spectra=req.size, busy_s=share))
+        rounds = share / scoring if scoring > 0 else 1.0  # its part of the round it was scored in (by spectra)
+        self.record(Cluster(w.name, w.piece, up=True, spectra=req.size, busy_s=share, rounds=rounds))
         with self._lock:
             del self._requests[rid]
         req.future.set_result((frames[3], queued, scoring, share))

@@ -179,6 +179,9 @@ class DaemonMetrics:
                                        ["worker"], registry=r)  # fmt: skip
         self.cluster_busy = Counter("rtsearch_cluster_busy_seconds_total", "Seconds a cluster worker spent scoring "
                                     "(its rate over wall time: how busy it is)", ["worker"], registry=r)  # fmt: skip
+        self.cluster_rounds = Counter("rtsearch_cluster_rounds_total", "Rounds a cluster worker scored (the batches "
+                                      "waiting at it scored as one; spectra over rounds: a round's mean size)",
+                                      ["worker"], registry=r)  # fmt: skip
         self.cluster_deaths = Counter("rtsearch_cluster_worker_deaths_total", "Cluster workers called dead (silent "
                                       "1 s, or back as a new process)", registry=r)  # fmt: skip
         self.cluster_resent = Counter("rtsearch_cluster_resent_batches_total",
@@ -288,6 +291,7 @@ class DaemonMetrics:
                     if st.spectra:
                         self.cluster_spectra.labels(worker=st.worker).inc(st.spectra)
                         self.cluster_busy.labels(worker=st.worker).inc(st.busy_s)
+                        self.cluster_rounds.labels(worker=st.worker).inc(st.rounds)
                     if st.died:
                         self.cluster_deaths.inc()
                     if st.resent:

@@ -63,6 +63,10 @@ async def serve_files(dev, data, dev_indexes, folder: Path, backend: str = "nump
             assert all(metrics[f'rtsearch_cluster_worker_up{{piece="{p}",worker="w{k}"}}'] == 1
                        for k, p in enumerate(pieces)), metrics  # fmt: skip
             assert sum(metrics[f'rtsearch_cluster_spectra_total{{worker="w{k}"}}'] for k in range(n)) >= len(sent.ms2)
+            for w in door.status():  # type: ignore[union-attr]  # each batch its part of a round: at most one a batch
+                if w["batches"]:  # (its parts by spectra, in whole nanoseconds: a round's sum may fall short of 1)
+                    rounds = metrics[f'rtsearch_cluster_rounds_total{{worker="{w["name"]}"}}']
+                    assert 0.99 <= rounds <= w["batches"] + 1e-9, (w, rounds)
     assert col.report(sent.ms2).lost == 0
     if cluster:
         assert sum(spread) >= len(sent.ms2) and (cluster["cluster_mode"] == "replicate" or min(spread) > 0), spread

@@ -1,9 +1,10 @@
 """The scale-out bench's readings (`bench.cluster_reading`): the capacity search (`refined_rate`) and each worker
-process's busy fraction (`busy_by_process`), the host's (`host_busy`), golden values by hand."""
+process's busy fraction (`busy_by_process`) and mean round (`round_sizes`), the host's busy share (`host_busy`),
+golden values by hand."""
 
 from __future__ import annotations
 
-from bench.cluster_reading import busy_by_process, host_busy, host_cpu, refined_rate
+from bench.cluster_reading import busy_by_process, host_busy, host_cpu, refined_rate, round_sizes
 
 
 def test_the_next_rate_is_halfway_between_the_best_pass_and_the_next_failure():
@@ -43,3 +44,11 @@ def test_the_hosts_busy_share_between_two_readings():
     assert host_busy((100, 1000), (100, 1000)) is None
     busy, total = host_cpu()  # this machine's /proc/stat: busy ticks never exceed the total
     assert total > 0 and 0 <= busy <= total
+
+
+def test_a_shared_workers_mean_round_counts_every_lanes_spectra_and_rounds():
+    # w0 shared by two lanes: (300 + 100) spectra in (4 + 4) rounds: 50 a round; two lanes' own w0: each its own
+    assert round_sizes({"w0.0": 300, "w0.1": 100}, {"w0.0": 4.0, "w0.1": 4.0}, {"w0": 1}) == {"w0": 50.0}
+    assert round_sizes({"w0.0": 300, "w0.1": 100}, {"w0.0": 4.0, "w0.1": 4.0}, {"w0": 1, "w0.1": 2}) == \
+        {"w0.0": 75.0, "w0.1": 25.0}  # fmt: skip
+    assert round_sizes({"w0.0": 10}, {}, {"w0": 1}) == {}  # no round counted (an older daemon): none
