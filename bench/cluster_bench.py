@@ -163,12 +163,9 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
 
 def one_rate(args: argparse.Namespace, served: Served, mgf: Path, label: str, rate: str, ready_s: float,
              rows: list[dict[str, Any]], pids: dict[str, int]) -> bool:  # fmt: skip
-    """``rt_load.py`` at ``rate`` for ``--seconds``: its row (what the daemon did meanwhile beside the client's
-    figures; ``busy_process``: each worker process's busy fraction, `busy_by_process`; ``round_spectra``: its mean
-    round, `round_sizes`; ``cpu_s``: the CPU seconds of each thread of the daemon and of its child processes —
-    behind lanes, each lane's — over the rate's ``wall`` seconds, the client's warm-up and drain included;
-    ``host_busy``: the share of all the host's CPU time busy meanwhile) appended to ``rows``; whether it passed
-    (nothing lost or answered twice, p99 within ``--p99-ms``)."""
+    """``rt_load.py`` at ``rate`` for ``--seconds``: its row (the daemon meanwhile beside the client's figures: each
+    worker process's busy share and mean round, `busy_by_process`, `round_sizes`; ``cpu_s``, each thread's CPU
+    seconds over the rate's ``wall``, every lane's; ``host_busy``) appended to ``rows``; whether it passed."""
     before = summed(scrape(served.port))
     spies = []
     if args.json and rate in args.py_spy.split(","):  # each lane by itself, else the daemon and its children
