@@ -99,17 +99,21 @@ def _ticks(stat: str) -> int:
 
 
 def cpu_by_thread(pid: int) -> dict[str, float]:
-    """CPU seconds used so far by each thread of process ``pid`` and of its children, by ``process/thread``
-    name (the daemon names its threads and child processes at the OS level, `name_os_thread`; its own main
-    thread, the event loop, is ``loop``); threads of one name summed."""
+    """CPU seconds used so far by each thread of process ``pid`` and of its descendants (a lanes' front's lanes and
+    their cluster workers too), by ``process/thread`` name (the daemon names its threads and child processes at the
+    OS level, `name_os_thread`; its own main thread, the event loop, is ``loop``); threads of one name summed."""
     hz = os.sysconf("SC_CLK_TCK")
-    procs = [pid]
+    parent: dict[int, int] = {}
     for d in Path("/proc").iterdir():
         try:
-            if d.name.isdigit() and int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                procs.append(int(d.name))
+            if d.name.isdigit():
+                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
+    procs, k = [pid], 0
+    while k < len(procs):  # breadth first: each process's children after it
+        procs += [c for c, pp in parent.items() if pp == procs[k]]
+        k += 1
     out: dict[str, float] = {}
     for p in procs:
         try:
