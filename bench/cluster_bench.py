@@ -174,11 +174,12 @@ def one_rate(args: argparse.Namespace, served: Served, mgf: Path, label: str, ra
         spies = [py_spy(pid, args.seconds, args.json.parent / f"{stem}{'-' if lane else ''}{lane}.txt",
                         args.py_spy_mode) for lane, pid in pids.items()]  # fmt: skip
     ok = True
-    timeline = Timeline(served.results, args.timeline_ms)
     cpu0, host0, t0 = cpu_by_thread(served.proc.pid), host_cpu(), time.perf_counter()
-    for r in rt_load(args.tools, mgf, served.spectra, served.results, "--rates", rate, "--seconds",
-                     str(args.seconds), "--senders", str(args.senders), "--budget-ms", str(args.budget_ms),
-                     "--tag", label):  # fmt: skip
+    with Timeline(served.results, args.timeline_ms) as timeline:  # (rt_load's lines come once it has ended)
+        lines = rt_load(args.tools, mgf, served.spectra, served.results, "--rates", rate, "--seconds",
+                        str(args.seconds), "--senders", str(args.senders), "--budget-ms", str(args.budget_ms),
+                        "--tag", label)  # fmt: skip
+    for r in lines:
         shed = r.get("statuses", {}).get("shed", 0)
         raw = scrape(served.port)
         scored, after = (r["answered"] - shed) / args.seconds, summed(raw)
@@ -189,7 +190,7 @@ def one_rate(args: argparse.Namespace, served: Served, mgf: Path, label: str, ra
         rows.append({"phase": "serve", "config": label, "ready_s": round(ready_s, 1),
                      "scored_per_s": round(scored, 1), **did, "busy_process": busy_by_process(did["busy"], pids),
                      "round_spectra": round_sizes(did["spectra"], did["rounds"], pids),
-                     "admission": admission(raw), **r, **timeline.stop()})  # fmt: skip
+                     "admission": admission(raw), **r, **timeline.result})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
         ok = ok and r["lost"] == 0 and r["duplicates"] == 0 and r["latency_ms"]["p99"] <= args.p99_ms
     for spy in spies:

@@ -44,21 +44,24 @@ def bins(at_ns: np.ndarray, latency_ms: np.ndarray, shed: np.ndarray, bin_ms: fl
 
 
 class Timeline:
-    """This script beside a run, as a process (``bin_ms`` 0: none); `stop` ends it and gives ``{"timeline": …}``
-    (``{}`` without one, or when it wrote nothing)."""
+    """This script beside a run, as a process (``bin_ms`` 0: none), for a ``with`` block; after it, ``result`` is
+    ``{"timeline": …}`` (``{}`` without one, or when it wrote nothing)."""
 
     def __init__(self, results: str, bin_ms: float) -> None:
         self._out = Path(tempfile.mkdtemp()) / "timeline.json"
         self._proc = subprocess.Popen([sys.executable, __file__, "--results", results, "--out", str(self._out),
                                        "--bin-ms", str(bin_ms)]) if bin_ms else None  # fmt: skip
+        self.result: dict[str, Any] = {}
         time.sleep(0.3 if bin_ms else 0.0)  # subscribed before the run's first answer
 
-    def stop(self) -> dict[str, Any]:
-        if self._proc is None:
-            return {}
-        self._proc.terminate()
-        self._proc.wait(60)
-        return {"timeline": json.loads(self._out.read_text())} if self._out.exists() else {}
+    def __enter__(self) -> Timeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(60)
+            self.result = {"timeline": json.loads(self._out.read_text())} if self._out.exists() else {}
 
 
 def main() -> None:
