@@ -35,6 +35,14 @@ def quantiles(metric: str, sel: str, qs: tuple[float, ...] = (0.5, 0.9, 0.99)) -
 
 
 # (title, unit, description, targets); panels are laid out two per row in this order
+def _by_pid(series: str) -> str:
+    """A cluster worker's ``series`` (one a lane behind lanes) with its process (``pid``) joined from
+    ``rtsearch_cluster_worker_up``: summed by worker and pid, lanes' own workers of one name stay apart and a worker
+    the lanes share is their sum (each lane counts its own part of it)."""
+    return (f"{series} * on (instance, lane, worker) group_left (pid) "
+            f"max by (instance, lane, worker, pid) (rtsearch_cluster_worker_up{{{LIVE}}} == 1)")  # fmt: skip
+
+
 LIVE_PANELS: list[tuple[str, str, str, list[dict[str, Any]]]] = [
     ("Spectra received /s", "reqps", "Valid spectra arriving on the spectra socket, by MS level.",
      [q(f"sum by (ms_level) (rate(rtsearch_spectra_received_total{{{LIVE}}}[{RATE}]))", "MS{{ms_level}}")]),
@@ -107,14 +115,14 @@ LIVE_PANELS: list[tuple[str, str, str, list[dict[str, Any]]]] = [
     ("Cluster workers: share of time scoring", "percentunit",
      "With --cluster: the share of wall time each worker spends scoring (its device kept busy); one well below the "
      "others in partition mode: its piece of the mass range is too light (a daemon without a cluster: 0).",
-     [q(f"sum by (worker) (rate(rtsearch_cluster_busy_seconds_total{{{LIVE}}}[{RATE}])) or vector(0)",
-        "{{worker}} busy")]),
+     [q(f"sum by (worker, pid) ({_by_pid('rate(rtsearch_cluster_busy_seconds_total{' + LIVE + '}[' + RATE + '])')})"
+        " or vector(0)", "{{worker}} (pid {{pid}}) busy")]),
     ("Cluster workers: spectra a round", "short",
      "With --cluster: the spectra each worker scores in one round (the batches waiting at it, from every lane, scored "
      "as one); small rounds pay a round's fixed cost more often (a daemon without a cluster: 0).",
-     [q(f"(sum by (worker) (rate(rtsearch_cluster_spectra_total{{{LIVE}}}[{RATE}])) / "
-        f"sum by (worker) (rate(rtsearch_cluster_rounds_total{{{LIVE}}}[{RATE}]))) or vector(0)",
-        "{{worker}} spectra a round")]),
+     [q(f"(sum by (worker, pid) ({_by_pid('rate(rtsearch_cluster_spectra_total{' + LIVE + '}[' + RATE + '])')}) / "
+        f"sum by (worker, pid) ({_by_pid('rate(rtsearch_cluster_rounds_total{' + LIVE + '}[' + RATE + '])')}))"
+        " or vector(0)", "{{worker}} (pid {{pid}}) spectra a round")]),
     ("GPU memory", "bytes", "Bytes held by the GPU memory pool (0 on the NumPy backend).",
      [q(f"sum by (instance) (rtsearch_gpu_memory_used_bytes{{{LIVE}}})", "{{instance}}")]),
     ("Ready and index", "short", "1 once the index is loaded and intake is open; peptides in the index.",

@@ -249,7 +249,7 @@ class ClusterScorer:
             if w.pid and w.pid != int(hello["pid"]) and w.alive:  # a new process before it was called dead
                 self._died(w, f"back (pid {w.pid} -> {hello['pid']})")  # (called dead already: that was its death)
             w.pid, w.alive, w.last_beat, w.since_up, w.slowest = int(hello["pid"]), True, now, 0, 0.0
-            self.record(Cluster(w.name, w.piece, up=True))
+            self.record(Cluster(w.name, w.piece, up=True, pid=w.pid))
             gpu = f" on GPU {hello['gpu']}" if hello.get("gpu") else ""
             log.info("cluster: %s up (pid %d, piece %d, %s%s; %d entries, %.3f GB on its device)", w.name, w.pid,
                      w.piece, hello["backend"], gpu, hello.get("entries", 0),
@@ -279,7 +279,7 @@ class ClusterScorer:
         w.batches, w.spectra, w.since_up = w.batches + 1, w.spectra + req.size, w.since_up + req.size
         w.scoring_s += share
         rounds = share / scoring if scoring > 0 else 1.0  # its part of the round it was scored in (by spectra)
-        self.record(Cluster(w.name, w.piece, up=True, spectra=req.size, busy_s=share, rounds=rounds))
+        self.record(Cluster(w.name, w.piece, up=True, spectra=req.size, busy_s=share, rounds=rounds, pid=w.pid))
         with self._lock:
             del self._requests[rid]
         req.future.set_result((frames[3], queued, scoring, share))
@@ -308,7 +308,7 @@ class ClusterScorer:
         w.alive = False
         self.deaths += 1
         log.warning("cluster: %s %s; %d batches sent again", w.name, why, len(w.inflight))
-        self.record(Cluster(w.name, w.piece, up=False, died=self.share is None or self.share.keeper,
+        self.record(Cluster(w.name, w.piece, up=False, pid=w.pid, died=self.share is None or self.share.keeper,
                             resent=len(w.inflight)))  # fmt: skip
         self._requeue(w)
 

@@ -174,7 +174,9 @@ class DaemonMetrics:
                                        "MS1 scans, precursors or run ends the elution service's full queue dropped",
                                        registry=r)  # fmt: skip
         self.cluster_up = Gauge("rtsearch_cluster_worker_up", "1 while a cluster worker answers (its piece of the "
-                                "precursor-mass range: -1 in replicate mode)", ["worker", "piece"], registry=r)
+                                "precursor-mass range: -1 in replicate mode; its process: lanes' own workers of one "
+                                "name are told apart by it, a worker the lanes share is one)",
+                                ["worker", "piece", "pid"], registry=r)  # fmt: skip
         self.cluster_spectra = Counter("rtsearch_cluster_spectra_total", "Spectra a cluster worker scored",
                                        ["worker"], registry=r)  # fmt: skip
         self.cluster_busy = Counter("rtsearch_cluster_busy_seconds_total", "Seconds a cluster worker spent scoring "
@@ -287,7 +289,7 @@ class DaemonMetrics:
                     self.ready.set(int(st.ready))
                     self.health.set(ready=st.ready, state=None if st.ready else "shutting down")
                 case kinds.Cluster():
-                    self.cluster_up.labels(worker=st.worker, piece=str(st.piece)).set(int(st.up))
+                    self.cluster_up.labels(worker=st.worker, piece=str(st.piece), pid=str(st.pid)).set(int(st.up))
                     if st.spectra:
                         self.cluster_spectra.labels(worker=st.worker).inc(st.spectra)
                         self.cluster_busy.labels(worker=st.worker).inc(st.busy_s)

@@ -126,7 +126,8 @@ class Elution:
 
 @dataclass
 class Cluster:
-    """A cluster worker (`rtsearch.cluster.door`): up or not, its piece (-1: replicate), spectra it answered and
+    """A cluster worker (`rtsearch.cluster.door`) of process ``pid`` (0: none yet): up or not, its piece (-1:
+    replicate), spectra it answered and
     the seconds it spent scoring them (``busy_s``) in ``rounds`` (a batch's part of the round its worker scored it
     in: the batches waiting there scored as one); ``died``: it was called dead (silent, or back as a new process)
     and its batches ``resent``."""
@@ -137,6 +138,7 @@ class Cluster:
     spectra: int = 0
     busy_s: float = 0.0
     rounds: float = 0.0
+    pid: int = 0
     died: bool = False
     resent: int = 0
 

@@ -60,8 +60,9 @@ async def serve_files(dev, data, dev_indexes, folder: Path, backend: str = "nump
             pieces = range(n) if door.mode == "partition" else [-1] * n  # type: ignore[union-attr]
             sliced = door.pieces is not None and all(np.isfinite(s).any() for s in door.pieces.serves)  # type: ignore[union-attr]
             assert sliced == ("worker_memory_gb" in cluster), door.pieces.serves if door.pieces else None  # type: ignore[union-attr]
-            assert all(metrics[f'rtsearch_cluster_worker_up{{piece="{p}",worker="w{k}"}}'] == 1
-                       for k, p in enumerate(pieces)), metrics  # fmt: skip
+            pid = {w["name"]: w["pid"] for w in door.status()}  # type: ignore[union-attr]
+            assert all(metrics[f'rtsearch_cluster_worker_up{{pid="{pid[f"w{k}"]}",piece="{p}",worker="w{k}"}}'] == 1
+                       for k, p in enumerate(pieces)), metrics  # each worker up, by its process  # fmt: skip
             assert sum(metrics[f'rtsearch_cluster_spectra_total{{worker="w{k}"}}'] for k in range(n)) >= len(sent.ms2)
             for w in door.status():  # type: ignore[union-attr]  # each batch its part of a round: at most one a batch
                 if w["batches"]:  # (its parts by spectra, in whole nanoseconds: a round's sum may fall short of 1)
