@@ -55,9 +55,11 @@ from bench.cluster_reading import (  # noqa: E402
     by_worker,
     gpu_memory,
     gpu_processes,
+    gpus_of,
     host_busy,
     host_cpu,
     inside,
+    passed,
     refined_rate,
     round_sizes,
     summed,
@@ -170,9 +172,9 @@ def one_rate(args: argparse.Namespace, served: Served, mgf: Path, label: str, ra
     spies = []
     if args.json and rate in args.py_spy.split(","):  # each lane by itself, else the daemon and its children
         stem = f"py-spy-{label.replace(':', '-')}-{rate}"
-        pids = lane_pids(served.proc.pid) or {"": served.proc.pid}
+        lanes = lane_pids(served.proc.pid) or {"": served.proc.pid}
         spies = [py_spy(pid, args.seconds, args.json.parent / f"{stem}{'-' if lane else ''}{lane}.txt",
-                        args.py_spy_mode) for lane, pid in pids.items()]  # fmt: skip
+                        args.py_spy_mode) for lane, pid in lanes.items()]  # fmt: skip
     ok = True
     cpu0, host0, t0 = cpu_by_thread(served.proc.pid), host_cpu(), time.perf_counter()
     with Timeline(served.results, args.timeline_ms) as timeline:  # (rt_load's lines come once it has ended)
@@ -192,7 +194,7 @@ def one_rate(args: argparse.Namespace, served: Served, mgf: Path, label: str, ra
                      "round_spectra": round_sizes(did["spectra"], did["rounds"], pids),
                      "admission": admission(raw), **r, **timeline.result})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
-        ok = ok and r["lost"] == 0 and r["duplicates"] == 0 and r["latency_ms"]["p99"] <= args.p99_ms
+        ok = ok and passed(r, args.p99_ms)
     for spy in spies:
         spy.wait(60)
     return ok
@@ -237,7 +239,7 @@ def capacities(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dic
         if r["phase"] != "serve":
             continue
         cap = caps.setdefault(r["config"], [0.0, 0.0])
-        if r["lost"] == 0 and r["duplicates"] == 0 and r["latency_ms"]["p99"] <= args.p99_ms:
+        if passed(r, args.p99_ms):
             cap[0] = max(cap[0], r["scored_per_s"])
         if r["scored_per_s"] >= cap[1]:
             cap[1], at_most[r["config"]] = r["scored_per_s"], r
@@ -245,7 +247,7 @@ def capacities(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dic
                 if sum(r.get("busy", {}).values()) > 0}  # fmt: skip
     single = next((caps[c] for c in caps if c.split(":")[0] == "1"), None)
     one_busy = next((per_busy[c] for c in caps if c.split(":")[0] == "1" and c in per_busy), None)
-    one_gpu_caps = [cap for c, (cap, _) in caps.items() if _gpus(c) == 1]
+    one_gpu_caps = [cap for c, (cap, _) in caps.items() if gpus_of(c) == 1]
     best_one = max(one_gpu_caps, default=0.0)
     out = []
     for c, (cap, most) in caps.items():
@@ -260,17 +262,10 @@ def capacities(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dic
                 "busy_efficiency": round(per_busy[c] / one_busy, 3) if one_busy else None} if c in per_busy else {}
         out.append({"phase": "capacity", "config": c, "p99_ms_at_most": args.p99_ms, "scored_per_s": cap,
                     "efficiency": eff[0], "saturated_per_s": most, "saturated_efficiency": eff[1],
-                    "best_one_gpu_efficiency": round(cap / (_gpus(c) * best_one), 3) if best_one and _gpus(c) > 1
+                    "best_one_gpu_efficiency": round(cap / (gpus_of(c) * best_one), 3) if best_one and gpus_of(c) > 1
                     else None, **busy})  # fmt: skip
         print(json.dumps(out[-1]), flush=True)
     return out
-
-
-def _gpus(c: str) -> int:
-    """The GPUs configuration ``c`` scores on (with ``--gpus-per-worker 1``): N of ``N:MODE``, G of ``K:lanes:G``, 1
-    for one engine."""
-    parts = c.split(":")
-    return int(parts[2]) if parts[1:2] == ["lanes"] else int(parts[0]) if parts[0].isdigit() else 1
 
 
 def _database(lines: str) -> Any:

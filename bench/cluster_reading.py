@@ -157,6 +157,18 @@ def gpu_processes() -> list[str]:
     return [f"{pid} {comm(pid, name)} GPU {index.get(bus, bus)} {mib}" for pid, name, bus, mib in rows]
 
 
+def passed(row: dict[str, Any], p99_ms: float) -> bool:
+    """Whether a rate's row counts towards a capacity: nothing lost or answered twice, p99 within ``p99_ms``."""
+    return row["lost"] == 0 and row["duplicates"] == 0 and row["latency_ms"]["p99"] <= p99_ms
+
+
+def gpus_of(config: str) -> int:
+    """The GPUs a ``--configs`` entry scores on (with ``--gpus-per-worker 1``): N of ``N:MODE``, G of
+    ``K:lanes:G``, 1 for one engine."""
+    parts = config.split(":")
+    return int(parts[2]) if parts[1:2] == ["lanes"] else int(parts[0]) if parts[0].isdigit() else 1
+
+
 def refined_rate(tried: list[tuple[float, bool]], *, finest: float = 1000.0) -> float | None:
     """The next rate to offer between the highest that passed and the lowest above it that failed (``tried``: each
     rate offered and whether it passed), halfway and rounded to 100 /s; ``None`` when nothing passed, nothing above

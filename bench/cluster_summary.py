@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.cluster_reading import gpus_of, passed  # noqa: E402
 
 
 def rows_of(folder: Path) -> list[dict[str, Any]]:
@@ -25,12 +30,6 @@ def rows_of(folder: Path) -> list[dict[str, Any]]:
             if line.startswith("{"):
                 out.append({"run": log.parent.name, **json.loads(line)})
     return out
-
-
-def gpus(config: str) -> int:
-    """The GPUs of ``K:lanes:G[...]`` (1 for any other form)."""
-    parts = config.split(":")
-    return int(parts[2]) if parts[1:2] == ["lanes"] else 1
 
 
 def mode(config: str) -> str:
@@ -45,8 +44,7 @@ def capacity(rows: list[dict[str, Any]], p99_ms: float = 50.0) -> dict[str, tupl
         if r.get("phase") != "serve":
             continue
         best = out.get(r["config"], (0.0, 0.0, 0.0))
-        ok = r["lost"] == 0 and r["duplicates"] == 0 and r["latency_ms"]["p99"] <= p99_ms
-        if ok and r["scored_per_s"] > best[0]:
+        if passed(r, p99_ms) and r["scored_per_s"] > best[0]:
             best = (r["scored_per_s"], r["offered_hz"], r["latency_ms"]["p99"])
         out[r["config"]] = best
     return out
@@ -57,13 +55,13 @@ def efficiencies(caps: dict[str, tuple[float, float, float]]) -> dict[str, dict[
     (best N-GPU / (N × best one-GPU))."""
     out: dict[str, dict[str, Any]] = {}
     for m in ("replicate", "partition"):
-        one = max(((c, v[0]) for c, v in caps.items() if mode(c) == m and gpus(c) == 1), key=lambda x: x[1],
+        one = max(((c, v[0]) for c, v in caps.items() if mode(c) == m and gpus_of(c) == 1), key=lambda x: x[1],
                   default=None)  # fmt: skip
-        many = max(((c, v[0]) for c, v in caps.items() if mode(c) == m and gpus(c) > 1), key=lambda x: x[1],
+        many = max(((c, v[0]) for c, v in caps.items() if mode(c) == m and gpus_of(c) > 1), key=lambda x: x[1],
                    default=None)  # fmt: skip
         if one is None or many is None:
             continue
-        eff = round(many[1] / (gpus(many[0]) * one[1]), 3) if one[1] else None
+        eff = round(many[1] / (gpus_of(many[0]) * one[1]), 3) if one[1] else None
         out[m] = {"one_gpu": one, "n_gpus": many, "efficiency": eff}
     return out
 
@@ -100,7 +98,7 @@ def report(rows: list[dict[str, Any]]) -> str:
     for c, (cap, offered, p99) in caps.items():
         lines.append(f"capacity {c:24} {cap:>8.0f} /s (offered {offered:.0f}, p99 {p99})")
     for m, e in efficiencies(caps).items():
-        lines.append(f"{m}: one GPU {e['one_gpu'][0]} {e['one_gpu'][1]:.0f}; {gpus(e['n_gpus'][0])} GPUs "
+        lines.append(f"{m}: one GPU {e['one_gpu'][0]} {e['one_gpu'][1]:.0f}; {gpus_of(e['n_gpus'][0])} GPUs "
                      f"{e['n_gpus'][0]} {e['n_gpus'][1]:.0f}; efficiency a GPU {e['efficiency']}")  # fmt: skip
     return "\n".join(lines)
 

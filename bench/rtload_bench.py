@@ -36,7 +36,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "simulators"))
 
-from bench.serving import Served, cpu_by_thread, daemon_metrics, echo_floor, free_port, index_and_record  # noqa: E402
+from bench.serving import (  # noqa: E402
+    Served,
+    cpu_by_thread,
+    daemon_metrics,
+    echo_floor,
+    free_port,
+    index_and_record,
+    processes,
+)
 from bench.serving import write_mgf as write_spectra  # noqa: E402
 from bench.stream_bench import RUNS  # noqa: E402
 from rtsearch.io.spectra import read_spectra  # noqa: E402
@@ -107,16 +115,7 @@ def lane_pids(front: int) -> dict[str, int]:
     """The lane processes (`rtsearch serve --lanes`: named ``lane_K``) among ``front``'s children, by name (none on a
     daemon without lanes): a lane is recorded by itself (`py_spy` of the front with ``--subprocesses`` gave five
     samples of 3 s at 13,000 /s, all of the front's, bench/RESULTS.md 2026-11-27 16:55)."""
-    found: dict[str, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:  # gone meanwhile
-            continue
-        name, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
-        if int(rest[1]) == front and name.startswith("lane"):  # (state, ppid, ...)
-            found[name] = int(stat.parent.name)
-    return found
+    return {name: pid for pid, (parent, name) in processes().items() if parent == front and name.startswith("lane")}
 
 
 def main() -> int:

@@ -98,21 +98,28 @@ def _ticks(stat: str) -> int:
     return int(fields[11]) + int(fields[12])  # utime + stime (fields 14 and 15 of proc(5))
 
 
+def processes() -> dict[int, tuple[int, str]]:
+    """Every process of this host now: pid → (parent pid, name as it named itself: `name_os_thread`)."""
+    out: dict[int, tuple[int, str]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+            out[int(stat.parent.name)] = (int(text[text.rindex(")") + 2 :].split()[1]),
+                                          text[text.index("(") + 1 : text.rindex(")")])  # fmt: skip
+        except (OSError, ValueError, IndexError):  # gone meanwhile
+            continue
+    return out
+
+
 def cpu_by_thread(pid: int) -> dict[str, float]:
     """CPU seconds used so far by each thread of process ``pid`` and of its descendants (a lanes' front's lanes and
     their cluster workers too), by ``process/thread`` name (the daemon names its threads and child processes at the
     OS level, `name_os_thread`; its own main thread, the event loop, is ``loop``); threads of one name summed."""
     hz = os.sysconf("SC_CLK_TCK")
-    parent: dict[int, int] = {}
-    for d in Path("/proc").iterdir():
-        try:
-            if d.name.isdigit():
-                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
+    table = processes()
     procs, k = [pid], 0
     while k < len(procs):  # breadth first: each process's children after it
-        procs += [c for c, pp in parent.items() if pp == procs[k]]
+        procs += [c for c, (parent, _) in table.items() if parent == procs[k]]
         k += 1
     out: dict[str, float] = {}
     for p in procs:

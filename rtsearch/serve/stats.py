@@ -127,10 +127,9 @@ class Elution:
 @dataclass
 class Cluster:
     """A cluster worker (`rtsearch.cluster.door`) of process ``pid`` (0: none yet): up or not, its piece (-1:
-    replicate), spectra it answered and
-    the seconds it spent scoring them (``busy_s``) in ``rounds`` (a batch's part of the round its worker scored it
-    in: the batches waiting there scored as one); ``died``: it was called dead (silent, or back as a new process)
-    and its batches ``resent``."""
+    replicate), spectra it answered and the seconds it spent scoring them (``busy_s``) in ``rounds`` (a batch's
+    part of the round its worker scored it in: the batches waiting there scored as one); ``died``: it was called
+    dead (silent, or back as a new process) and its batches ``resent``."""
 
     worker: str
     piece: int

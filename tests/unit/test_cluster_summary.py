@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bench.cluster_summary import capacity, efficiencies, gpus, mode
+from bench.cluster_reading import gpus_of
+from bench.cluster_summary import capacity, efficiencies, mode
 
 
 def _row(config: str, offered: float, scored: float, p99: float, lost: int = 0) -> dict:
@@ -27,7 +28,7 @@ def test_each_modes_efficiency_is_its_best_on_n_gpus_against_twice_its_best_on_o
     assert eff["replicate"] == {"one_gpu": ("4:lanes:1:1", 13744.0), "n_gpus": ("4:lanes:2:1", 25218.0),
                                 "efficiency": 0.917}  # fmt: skip
     assert eff["partition"]["efficiency"] == 0.735
-    assert gpus("4:lanes:2:2:partition") == 2 and gpus("2:replicate") == 1
+    assert gpus_of("4:lanes:2:2:partition") == 2 and gpus_of("2:replicate") == 2 and gpus_of("one engine") == 1
     assert mode("4:lanes:2:4:partition") == "partition" and mode("4:lanes:2:1") == "replicate"
 
 
