@@ -9,7 +9,7 @@
 # ON_PAR_RATES (partition again with RTSEARCH_GIVE_UP_BEHIND=0 / =1), AB_ENV with AB_RATES (the two-GPU replicate
 # again with that environment), SHM_REP2_RATES (again with the daemons' results files and journals on /dev/shm),
 # SPY=RATES (each lane recorded with py-spy at those rates). (Another commit beside this one: gpu_check.sh's BASELINE.)
-#   bash bench/cluster_call.sh    (PAR_RATES, PAR_CONFIGS, REP1_RATES, REP1_CONFIGS, REP2_RATES, REP2_CONFIGS,
+#   bash bench/cluster_call.sh    (PARTS (default "par rep1 rep2"), PAR_RATES, PAR_CONFIGS, REP1_RATES, REP1_CONFIGS, REP2_RATES, REP2_CONFIGS,
 #                                  BUDGET_MS, WINDOW, REFINE, TIMELINE_MS override the defaults below; REFINE: rates
 #                                  offered past the grid, halfway to the first that failed; TIMELINE_MS: each rate's
 #                                  answers binned by when they came, bench/latency_timeline.py, 0: none)
@@ -40,12 +40,13 @@ spy=${SPY:+--py-spy $SPY}
 # replicate: each GPU count its own grid (a grid shared by both stopped at the one-GPU figure's neighbourhood: two
 # GPUs passed its top); partition: one grid, each configuration stopping after two failures (`--stop-after 2`);
 # partition first, the one-GPU replicate next, the two-GPU replicate last, each configuration refined once
-run par "$b $par --rates ${PAR_RATES:-10000,13000,16000,19000,22000,25000} $spy --kill-rate 4000 \
+parts=" ${PARTS:-par rep1 rep2} "  # PARTS: which of the three runs below (the optional ones follow their variables)
+[[ $parts == *" par "* ]] && run par "$b $par --rates ${PAR_RATES:-10000,13000,16000,19000,22000,25000} $spy --kill-rate ${KILL_RATE:-4000} \
 --kill-configs ${pc##*,}"
-run rep1 "$b --configs ${REP1_CONFIGS:-2:lanes:1:1,4:lanes:1:1} --rates ${REP1_RATES:-10000,11500,13000,14500,16000} \
+[[ $parts == *" rep1 "* ]] && run rep1 "$b --configs ${REP1_CONFIGS:-2:lanes:1:1,4:lanes:1:1} --rates ${REP1_RATES:-10000,11500,13000,14500,16000} \
 $spy --kill-rate 0"
 rep2=${REP2_CONFIGS:-2:lanes:2:1,4:lanes:2:1}  # the N-GPU replicate configurations; a worker of the last one is killed
-run rep2 "$b --configs $rep2 --rates ${REP2_RATES:-19000,22000,25000,28000,31000} $spy --kill-rate 4000 \
+[[ $parts == *" rep2 "* ]] && run rep2 "$b --configs $rep2 --rates ${REP2_RATES:-19000,22000,25000,28000,31000} $spy --kill-rate ${KILL_RATE:-4000} \
 --kill-configs ${rep2##*,}"
 [ -n "${OFF_PAR_RATES:-}" ] && run par_off "$b $par --rates $OFF_PAR_RATES --kill-rate 0" RTSEARCH_GIVE_UP_BEHIND=0
 [ -n "${ON_PAR_RATES:-}" ] && run par_on "$b $par --rates $ON_PAR_RATES --kill-rate 0" RTSEARCH_GIVE_UP_BEHIND=1

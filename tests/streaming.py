@@ -105,10 +105,10 @@ class ServeProcess:
         with self._cv:
             return "".join(self.lines)
 
-    def wait_for(self, text: str, timeout: float) -> bool:
-        """Whether a line holding ``text`` came within ``timeout`` seconds."""
+    def wait_for(self, text: str, timeout: float, count: int = 1) -> bool:
+        """Whether ``count`` lines holding ``text`` came within ``timeout`` seconds."""
         with self._cv:
-            return self._cv.wait_for(lambda: any(text in line for line in self.lines), timeout)
+            return self._cv.wait_for(lambda: sum(text in line for line in self.lines) >= count, timeout)
 
     def kill(self) -> None:
         if self.proc.poll() is None:

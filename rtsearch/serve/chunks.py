@@ -16,6 +16,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import orjson
@@ -30,6 +31,8 @@ from rtsearch.wire_peaks import peak_problems
 SPECTRA, MESSAGE, READY, ERROR, CLOSED, SHED = 1, 2, 3, 4, 5, 6
 STOP = b"S"
 
+CHUNK_MAX = 512  # spectra a chunk at most (read, merged): bounds the daemon's lock hold a chunk
+T = TypeVar("T")  # an item a daemon takes from its intake: a chunk, a shed report, a message
 _HEAD = struct.Struct("<QBI")  # length of the rest, kind, number of parts
 
 
@@ -174,6 +177,27 @@ class ShedChunk:
     def from_parts(cls, parts: Sequence[memoryview]) -> ShedChunk:
         meta = orjson.loads(parts[0])
         return cls(SpectraChunk.from_parts(parts[2:]), meta["reason"], np.frombuffer(parts[1], dtype=np.int64))
+
+
+def merged(items: Sequence[T], limit: int) -> list[T]:
+    """``items`` in order with each run of consecutive `SpectraChunk` s joined, up to ``limit`` spectra a chunk: the
+    daemon's cost is per chunk (its queue's admission, the metrics), so chunks that queued up behind a busy event
+    loop cost it once together, not once each — the more it lags, the less each spectrum costs it. Other items
+    (control messages, shed reports) keep their place between the runs."""
+    out: list[T] = []
+    run: list[SpectraChunk] = []
+    size = 0
+    for item in [*items, None]:
+        if isinstance(item, SpectraChunk) and (not run or size + len(item) <= limit):
+            run.append(item)
+            size += len(item)
+            continue
+        if run:
+            out.append(run[0] if len(run) == 1 else SpectraChunk.concat(run))  # type: ignore[arg-type]
+        run, size = ([item], len(item)) if isinstance(item, SpectraChunk) else ([], 0)
+        if item is not None and not isinstance(item, SpectraChunk):
+            out.append(item)
+    return out
 
 
 class ChunkBuilder:

@@ -42,7 +42,7 @@ from rtsearch.config import BackendName, ServeConfig, mqtt_address
 from rtsearch.errors import EndpointError, ServiceError
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve.admission import Advice, arrival_times
-from rtsearch.serve.chunks import FLOAT_COLUMNS, Received, ShedChunk, SpectraChunk, budgets_ns
+from rtsearch.serve.chunks import CHUNK_MAX, FLOAT_COLUMNS, Received, ShedChunk, SpectraChunk, budgets_ns, merged
 from rtsearch.serve.door import default_intakes
 from rtsearch.serve.elution import ElutionService
 from rtsearch.serve.engine_process import scores_in_process
@@ -272,7 +272,7 @@ class Daemon:
 
     async def _ingest(self, intake: Intake) -> None:
         async for items in intake:
-            for item in items:
+            for item in merged(items, CHUNK_MAX):  # chunks queued behind a busy loop: taken as one
                 if isinstance(item, SpectraChunk):
                     self._on_spectra(item)
                 elif isinstance(item, ShedChunk):

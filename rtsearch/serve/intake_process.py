@@ -42,6 +42,7 @@ import zmq
 from rtsearch.matches import Results
 from rtsearch.serve.admission import Advice, late_rows
 from rtsearch.serve.chunks import (
+    CHUNK_MAX,
     CLOSED,
     ERROR,
     FLOAT_COLUMNS,
@@ -53,10 +54,11 @@ from rtsearch.serve.chunks import (
     Received,
     ShedChunk,
     SpectraChunk,
+    merged,
     pack,
 )  # fmt: skip
 from rtsearch.serve.publisher_process import send_results
-from rtsearch.serve.reader import CHUNK_MAX, Reader
+from rtsearch.serve.reader import Reader
 from rtsearch.serve.routing import LaneOf
 from rtsearch.serve.runtime import name_os_thread
 
@@ -105,7 +107,7 @@ class Door:
     def apply(self, items: list[SpectraChunk | Received]) -> list[Item]:
         """``items`` without the spectra answered here, consecutive chunks merged (at most `CHUNK_MAX` rows each),
         after the report of those answered (when due): what goes to the daemon now."""
-        out = _merged(self.screen(items, hand_over=True))
+        out = merged(self.screen(items, hand_over=True), CHUNK_MAX)
         for sent in out:  # in arrival order
             if isinstance(sent, Received):
                 self._unacked.append(sent.mono_ns)
@@ -184,22 +186,6 @@ class Door:
 
     def close(self) -> None:
         self.push.close()
-
-
-def _merged(items: list[SpectraChunk | Received]) -> list[SpectraChunk | Received]:
-    """``items`` with consecutive chunks joined, up to `CHUNK_MAX` spectra each (the daemon's cost is per chunk)."""
-    out: list[SpectraChunk | Received] = []
-    run: list[SpectraChunk] = []
-    for item in [*items, None]:
-        if isinstance(item, SpectraChunk) and sum(map(len, run)) + len(item) <= CHUNK_MAX:
-            run.append(item)
-            continue
-        if run:
-            out.append(run[0] if len(run) == 1 else SpectraChunk.concat(run))
-        run = [item] if isinstance(item, SpectraChunk) else []
-        if isinstance(item, Received):
-            out.append(item)
-    return out
 
 
 def send_items(conn: socket.socket, items: Sequence[Item]) -> None:

@@ -10,13 +10,12 @@ import time
 
 import zmq
 
-from rtsearch.serve.chunks import ChunkBuilder, Received, SpectraChunk, block_items
+from rtsearch.serve.chunks import CHUNK_MAX, ChunkBuilder, Received, SpectraChunk, block_items
 from rtsearch.serve.routing import LaneOf
 from rtsearch.wire import RawSpectrum, RunEnd, decode
 from rtsearch.wire_batch import SPECTRA as SPECTRA_TOPIC
 from rtsearch.wire_batch import SpectraBlock, decode_spectra
 
-CHUNK_MAX = 512  # messages per chunk at most: bounds the daemon's lock hold per chunk
 FLUSH_S = 0.001  # a chunk goes at most this long after its first message was read
 COALESCE_HZ = 4000.0  # above this arrival rate a chunk waits (up to FLUSH_S) for more messages
 RATE_WINDOW = 32  # arrivals the rate is measured over

@@ -211,8 +211,10 @@ async def test_lanes_each_scoring_through_a_cluster_of_their_own_lose_nothing_wh
                           "--cluster", "1"])  # fmt: skip
     try:
         assert front.wait_for(" ready: ", 240), front.log
+        # one worker a lane (the lanes write their logs themselves: the second's line may come after "ready")
+        assert front.wait_for("cluster: w0 up (pid ", 30, count=2), front.log
         workers = [int(pid) for pid in re.findall(r"cluster: w0 up \(pid (\d+)", front.log)]
-        assert len(workers) == 2, front.log  # one worker a lane
+        assert len(workers) == 2, front.log
         await _four_runs_killing(sp, rp, workers[0], ecoli_run)  # a third of the way through the four runs
         # the killed worker was called dead (or came back first) and a new one said hello in its lane
         assert re.search(r"cluster: w0 (silent for [\d.]+ s: dead|back \(pid)", front.log), front.log[-3000:]

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rtsearch.io.spectra import read_spectra
-from rtsearch.serve.chunks import MESSAGE, SPECTRA, Received, SpectraChunk, Unpacker, pack
+from rtsearch.serve.chunks import MESSAGE, SPECTRA, Received, SpectraChunk, Unpacker, merged, pack
 from rtsearch.serve.reader import Reader
 from rtsearch.types import Spectrum
 from rtsearch.wire import Invalid, RunEnd, RunStart, SpectrumMessage, decode, encode_spectrum
@@ -97,6 +97,23 @@ def test_native_ids_follow_their_rows_through_split_and_concat(pipe, data) -> No
     both = SpectraChunk.concat([without, taken])
     assert both.ids == ["", spectra[3].native_id, spectra[7].native_id]
     assert [sp.native_id for _, sp, *_ in both.rows()] == both.ids
+
+
+def test_merged_joins_consecutive_chunks_up_to_the_limit_and_keeps_messages_in_place(pipe, data) -> None:
+    """Chunks that queued up are taken as one (the daemon's cost is per chunk), never past a message between them
+    nor past ``limit`` spectra; every spectrum is there once, in order."""
+    spectra = list(read_spectra(data / "ecoli-small" / "Ecoli_MS2_small.mzML"))[:12]
+    one = [_read_all(*pipe, [encode_spectrum(s, sent_ns=k)]) for k, s in enumerate(spectra)]
+    chunks = [c for (c,) in one]  # a chunk a spectrum
+    end = Received(RunEnd(spectra[0].run, 5), 1, 2)
+    items = [*chunks[:5], end, *chunks[5:]]
+    out = merged(items, 4)
+    assert [len(i) if isinstance(i, SpectraChunk) else "end" for i in out] == [4, 1, "end", 4, 3]
+    rows = [sp.scan for i in out if isinstance(i, SpectraChunk) for _, sp, *_ in i.rows()]
+    assert rows == [s.scan for s in spectra]
+    sent = [sent for i in out if isinstance(i, SpectraChunk) for _, _, sent, *_ in i.rows()]
+    assert sent == list(range(12))
+    assert merged(chunks[:1], 4)[0] is chunks[0] and merged([end], 4) == [end] and merged([], 4) == []
 
 
 def _outcome(item: SpectrumMessage | Invalid | RunStart | RunEnd) -> tuple[object, ...]:
