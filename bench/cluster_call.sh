@@ -9,8 +9,9 @@
 # ON_PAR_RATES (partition again with RTSEARCH_GIVE_UP_BEHIND=0 / =1), AB_ENV with AB_RATES (the two-GPU replicate
 # again with that environment), SHM_REP2_RATES (again with the daemons' results files and journals on /dev/shm),
 # SPY=RATES (each lane recorded with py-spy at those rates). (Another commit beside this one: gpu_check.sh's BASELINE.)
-#   bash bench/cluster_call.sh    (PARTS (default "par rep1 rep2"), PAR_RATES, PAR_CONFIGS, REP1_RATES, REP1_CONFIGS, REP2_RATES, REP2_CONFIGS,
-#                                  BUDGET_MS, WINDOW, REFINE, TIMELINE_MS override the defaults below; REFINE: rates
+#   bash bench/cluster_call.sh    (PARTS: which runs, default "par rep1 rep2"; PAR_RATES, PAR_CONFIGS, REP1_RATES,
+#                                  REP1_CONFIGS, REP2_RATES, REP2_CONFIGS, KILL_RATE (0: no kill), BUDGET_MS, WINDOW,
+#                                  REFINE, TIMELINE_MS override the defaults below; REFINE: rates
 #                                  offered past the grid, halfway to the first that failed; TIMELINE_MS: each rate's
 #                                  answers binned by when they came, bench/latency_timeline.py, 0: none)
 # The database is made of every FASTA under .gpudata/data (bench/gpu_check.sh's cluster mode). About 7-8 min on 2x H100
