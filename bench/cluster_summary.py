@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.cluster_reading import gpus_of, passed  # noqa: E402
+from bench.cluster_reading import gpus_of, passed, python_speed  # noqa: E402
 
 
 def rows_of(folder: Path) -> list[dict[str, Any]]:
@@ -76,8 +76,10 @@ def _results_ms(r: dict[str, Any]) -> float | None:
     return round(1e3 * sum(st.get(k, 0.0) for k in ("results", "publish", "gc")) / n, 2) if n else None
 
 
-def report(rows: list[dict[str, Any]]) -> str:
-    lines = []
+def report(rows: list[dict[str, Any]], host: str = "") -> str:
+    """The summary of a call's ``rows`` (`rows_of`), after its host.txt's Python speed (``host``, when given)."""
+    speed = python_speed(host)
+    lines = [speed] if speed else []
     for r in rows:
         if r.get("phase") == "serve":
             lat = r["latency_ms"]
@@ -110,9 +112,15 @@ def main() -> None:
     if args.call.is_file():
         with tempfile.TemporaryDirectory() as tmp, tarfile.open(args.call) as tar:
             tar.extractall(tmp, filter="data")
-            print(report(rows_of(Path(tmp))))
+            print(report(rows_of(Path(tmp)), _host(Path(tmp))))
     else:
-        print(report(rows_of(args.call)))
+        print(report(rows_of(args.call), _host(args.call)))
+
+
+def _host(folder: Path) -> str:
+    """The call's host.txt (`bench/cluster_call.sh`), "" when it has none."""
+    found = sorted(folder.rglob("host.txt"))
+    return found[0].read_text() if found else ""
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ golden values by hand."""
 
 from __future__ import annotations
 
-from bench.cluster_reading import busy_by_process, host_busy, host_cpu, refined_rate, round_sizes
+from bench.cluster_reading import busy_by_process, host_busy, host_cpu, python_speed, refined_rate, round_sizes
 
 
 def test_the_next_rate_is_halfway_between_the_best_pass_and_the_next_failure():
@@ -52,3 +52,12 @@ def test_a_shared_workers_mean_round_counts_every_lanes_spectra_and_rounds():
     assert round_sizes({"w0.0": 300, "w0.1": 100}, {"w0.0": 4.0, "w0.1": 4.0}, {"w0": 1, "w0.1": 2}) == \
         {"w0.0": 75.0, "w0.1": 25.0}  # fmt: skip
     assert round_sizes({"w0.0": 10}, {}, {"w0": 1}) == {}  # no round counted (an older daemon): none
+
+
+def test_the_hosts_python_speed_is_read_from_host_txt_and_a_slow_one_marked():
+    # host.txt as bench/cluster_call.sh writes it: the loop's line, then machine_stalls.py's
+    fast = "host loop s 0.672729014999998\ncpu   0: median 0.834 ms p99 1.172 max 3.27; 0 slow\n"
+    assert python_speed(fast) == "host: one-core Python loop 0.67 s"
+    slow = "host: one-core Python loop 1.04 s (slow: lanes saturate sooner)"
+    assert python_speed("host loop s 1.0418020769999998\n") == slow
+    assert python_speed("") is None and python_speed("cpu 0: median 0.8 ms\n") is None
