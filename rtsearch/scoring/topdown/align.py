@@ -74,9 +74,10 @@ def align(prm: np.ndarray, prefix: np.ndarray, *, tolerance: float, max_shifts: 
     H = np.full((layers, m, n), NONE, np.int64)
     D[:, 0, 0] = H[:, 0, :] = 0  # the origin, in every layer: D[u, c] is "at most u and c"
     _write(last_i, last_j, last_d, np.array([0]), np.array([0]), np.array([0.0]), reach, tolerance)
-    cols = np.arange(1, n)
+    cols, pc = np.arange(1, n), p[1:]
+    counted = np.arange(layers) % fc > 0  # the layers with a known shift to spend: a known diagonal leads there
     for i in range(1, m):
-        delta = s[i] - p[cols]
+        delta = s[i] - pc
         end = i == m - 1
         ok = np.abs(delta) <= limit + (end_tol if end else 0.0)
         if end:
@@ -85,20 +86,23 @@ def align(prm: np.ndarray, prefix: np.ndarray, *, tolerance: float, max_shifts: 
         d = delta[ok]
         gain = 0 if end else 1
         within = end_tol if end else tolerance
-        prev = [_predecessor(last_i, last_j, last_d, d - x, j, reach, tolerance, within) for x in (0.0, *known)]
-        for f in range(layers):
-            u, c = divmod(f, fc)
-            best = np.full(j.shape[0], NONE, np.int64)
-            for q, (prev_i, prev_j) in enumerate(prev):  # the diagonal (same layer), a known shift's (one fewer)
-                if q and not c:
-                    break
-                has = prev_i >= 0
-                best[has] = np.maximum(best[has], D[f - (q > 0), prev_i[has], prev_j[has]])
-            if u:
-                best = np.maximum(best, H[f - fc, i - 1, j - 1])
-            D[f, i, j] = np.where(best > NONE, best + gain, NONE)
-            row = np.maximum(D[f, i], H[f, i - 1])
-            H[f, i] = np.maximum.accumulate(row)
+        # every layer of the row at once (a row's layers read only earlier rows): from the diagonal, the same layer;
+        # from a known shift's diagonal, the layer with one known shift fewer; from the row above, one unknown fewer
+        best = np.full((layers, j.shape[0]), NONE, np.int64)
+        for q, x in enumerate((0.0, *known)):
+            prev_i, prev_j = _predecessor(last_i, last_j, last_d, d - x, j, reach, tolerance, within)
+            has = np.flatnonzero(prev_i >= 0)
+            if not has.size:
+                continue
+            came = D[:, prev_i[has], prev_j[has]]
+            if q:
+                best[1:, has] = np.where(counted[1:, None], np.maximum(best[1:, has], came[:-1]), best[1:, has])
+            else:
+                best[:, has] = np.maximum(best[:, has], came)
+        if layers > fc:
+            best[fc:] = np.maximum(best[fc:], H[:-fc, i - 1, j - 1])
+        D[:, i, j] = np.where(best > NONE, best + gain, NONE)
+        H[:, i] = np.maximum.accumulate(np.maximum(D[:, i], H[:, i - 1]), axis=1)
         _write(last_i, last_j, last_d, np.full(j.shape[0], i), j, d, reach, tolerance)
     return Alignment(tuple(int(D[f, m - 1, n - 1]) if m > 1 else NONE for f in range(layers)))
 
@@ -117,16 +121,14 @@ def _write(last_i: np.ndarray, last_j: np.ndarray, last_d: np.ndarray, i: np.nda
 
 def _predecessor(last_i: np.ndarray, last_j: np.ndarray, last_d: np.ndarray, d: np.ndarray, j: np.ndarray,
                  reach: float, tolerance: float, within: float) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """For cells at shifts ``d``, columns ``j``: the latest earlier cell on their diagonal (-1: none)."""
-    key = _key(d, reach, tolerance)
-    best_i = np.full(d.shape[0], -1, np.int64)
-    best_j = np.full(d.shape[0], -1, np.int64)
+    """For cells at shifts ``d``, columns ``j``: the latest earlier cell on their diagonal (-1: none) — of the cells
+    in their bin and those beside it that can hold a shift within ``within``, the one of the latest row, then column
+    (each bin's looked at at once, a cell as row × 2³² + column: the largest is the latest)."""
     r = int(np.ceil(within / tolerance))  # bins either side that can hold a shift within ``within``
-    for off in range(-r, r + 1):
-        kk = np.clip(key + off, 0, last_i.shape[0] - 1)
-        ci, cj, cd = last_i[kk], last_j[kk], last_d[kk]
-        ok = (ci >= 0) & (cj < j) & (np.abs(cd - d) <= within)
-        newer = ok & ((ci > best_i) | ((ci == best_i) & (cj > best_j)))
-        best_i = np.where(newer, ci, best_i)
-        best_j = np.where(newer, cj, best_j)
-    return best_i, best_j
+    kk = _key(d, reach, tolerance) + np.arange(-r, r + 1)[:, None]
+    kk = np.minimum(np.maximum(kk, 0), last_i.shape[0] - 1)
+    ci, cj = last_i[kk], last_j[kk]
+    ok = (ci >= 0) & (cj < j) & (np.abs(last_d[kk] - d) <= within)
+    latest = np.where(ok, (ci << 32) | cj, -1).max(axis=0)
+    found = latest >= 0
+    return np.where(found, latest >> 32, -1), np.where(found, latest & 0xFFFFFFFF, -1)
