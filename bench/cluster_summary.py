@@ -105,6 +105,12 @@ def report(rows: list[dict[str, Any]], host: str = "") -> str:
     return "\n".join(lines)
 
 
+def _host(folder: Path) -> str:
+    """The call's host.txt (`bench/cluster_call.sh`), "" when it has none."""
+    found = sorted(folder.rglob("host.txt"))
+    return found[0].read_text() if found else ""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("call", type=Path, help="cluster-call.tgz, or the folder it unpacks to")
@@ -115,12 +121,6 @@ def main() -> None:
             print(report(rows_of(Path(tmp)), _host(Path(tmp))))
     else:
         print(report(rows_of(args.call), _host(args.call)))
-
-
-def _host(folder: Path) -> str:
-    """The call's host.txt (`bench/cluster_call.sh`), "" when it has none."""
-    found = sorted(folder.rglob("host.txt"))
-    return found[0].read_text() if found else ""
 
 
 if __name__ == "__main__":

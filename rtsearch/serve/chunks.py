@@ -184,6 +184,8 @@ def merged(items: Sequence[T], limit: int) -> list[T]:
     daemon's cost is per chunk (its queue's admission, the metrics), so chunks that queued up behind a busy event
     loop cost it once together, not once each — the more it lags, the less each spectrum costs it. Other items
     (control messages, shed reports) keep their place between the runs."""
+    if len(items) < 2:  # the usual wake-up, and a lone spectrum's: nothing to join
+        return list(items)
     out: list[T] = []
     run: list[SpectraChunk] = []
     size = 0
