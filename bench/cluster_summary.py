@@ -96,13 +96,27 @@ def report(rows: list[dict[str, Any]], host: str = "") -> str:
     balance = next((r for r in rows if r.get("phase") == "balance" and r.get("pieces") == 2), None)
     if balance:
         lines.append(f"index cut in two: candidates max/mean {balance['index_max_over_mean']}")
-    caps = capacity(rows)
-    for c, (cap, offered, p99) in caps.items():
-        lines.append(f"capacity {c:24} {cap:>8.0f} /s (offered {offered:.0f}, p99 {p99})")
-    for m, e in efficiencies(caps).items():
-        lines.append(f"{m}: one GPU {e['one_gpu'][0]} {e['one_gpu'][1]:.0f}; {gpus_of(e['n_gpus'][0])} GPUs "
-                     f"{e['n_gpus'][0]} {e['n_gpus'][1]:.0f}; efficiency a GPU {e['efficiency']}")  # fmt: skip
+    for group, runs in variants(rows).items():  # the call's own runs, then each variant's apart (an A/B's side)
+        caps = capacity([r for r in rows if r["run"] in runs])
+        tag = f" [{group}]" if group else ""
+        for c, (cap, offered, p99) in caps.items():
+            lines.append(f"capacity {c:24} {cap:>8.0f} /s (offered {offered:.0f}, p99 {p99}){tag}")
+        for m, e in efficiencies(caps).items():
+            lines.append(f"{m}: one GPU {e['one_gpu'][0]} {e['one_gpu'][1]:.0f}; {gpus_of(e['n_gpus'][0])} GPUs "
+                         f"{e['n_gpus'][0]} {e['n_gpus'][1]:.0f}; efficiency a GPU {e['efficiency']}{tag}")  # fmt: skip
     return "\n".join(lines)
+
+
+BASE_RUNS = ("par", "rep1", "rep2")  # bench/cluster_call.sh's runs as configured; the others rerun them otherwise
+
+
+def variants(rows: list[dict[str, Any]]) -> dict[str, tuple[str, ...]]:
+    """The runs read together: "" the call's own (`BASE_RUNS`), and each other run (an environment's A/B side,
+    e.g. ``par_ab``) on its own, so that its figures never count as the call's."""
+    names = sorted({r["run"] for r in rows if r.get("phase") == "serve"})
+    out = {"": tuple(n for n in names if n in BASE_RUNS)}
+    out.update({n: (n,) for n in names if n not in BASE_RUNS})
+    return out
 
 
 def _host(folder: Path) -> str:

@@ -61,6 +61,13 @@ def worth_rule() -> bool:
     return env_number("RTSEARCH_CLUSTER_WORTH", 1.0) > 0
 
 
+def piece_queues() -> bool:
+    """Whether a partition's spectra are queued by the piece that owns them, each piece's engine threads taking its
+    own (`rtsearch.serve.batching`), not each batch spread over every piece and waiting on the slowest; off with
+    ``RTSEARCH_PIECE_QUEUES=0``."""
+    return env_number("RTSEARCH_PIECE_QUEUES", 1.0) > 0
+
+
 def give_up_behind() -> bool:
     """Whether an engine thread gives up, before it takes a batch, what that batch would answer late behind its
     worker's (`rtsearch.serve.expiry.Expiry._give_up_behind`); on with ``RTSEARCH_GIVE_UP_BEHIND=1``. Off: on two

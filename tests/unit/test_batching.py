@@ -312,3 +312,43 @@ def test_many_at_once_are_one_segment_and_the_queue_bound_cuts_the_tail() -> Non
 
 
 # ---------------------------------------------------------------- overload decided on arrival
+
+
+# ---------------------------------------------------------------- a partition piece's own spectra (``within``)
+
+
+def test_a_piece_takes_its_own_spectra_by_their_own_deadlines() -> None:
+    # linger 50, margin 1, engine 4 ms + 1 ms per item; pieces own [-inf, 1000) and [1000, inf):
+    #   a (900) at t = 0, budget 40 -> deadline 40; b (1500) at t = 0, budget 20 -> deadline 20 (the earliest)
+    #   c (1100) at t = 1, budget 30 -> deadline 31
+    #   low piece: a alone: flush = 40 - (4 + 1) - 1 = 34 ms
+    #   high piece: b and c, earliest 20: flush = 20 - (4 + 2) - 1 = 13 ms (all three: 20 - 7 - 1 = 12 ms)
+    b, clock = _batcher(linger_ms=50, fixed_s=0.004, per_item_s=0.001, margin_ms=1)
+    low, high = (-np.inf, 1000.0), (1000.0, np.inf)
+    b.add("a", mass=900.0, budget_ms=40)
+    b.add("b", mass=1500.0, budget_ms=20)
+    clock.at_ms(1)
+    b.add("c", mass=1100.0, budget_ms=30)
+    assert (b.waiting(), b.waiting(low), b.waiting(high), b.waiting((2000.0, np.inf))) == (3, 1, 2, 0)
+    assert (b.wake_at(), b.wake_at(low), b.wake_at(high)) == (12_000_000, 34_000_000, 13_000_000)
+    assert b.wake_at((2000.0, np.inf)) is None
+    clock.at_ms(12)  # the whole queue's flush, not the high piece's
+    assert b.take(workers_free=1, within=high) is None
+    clock.at_ms(13)
+    assert b.take(workers_free=1, within=low) is None  # its own deadline is later
+    assert b.take(workers_free=1, within=high) == ["c", "b"]  # by mass
+    assert (len(b), b.waiting(high), b.wake_at()) == (1, 0, 34_000_000)  # a waits, its own deadline as before
+    assert b.take(workers_free=1, within=high) is None
+    assert b.take(workers_free=1, within=low, now=True) == ["a"]
+    assert len(b) == 0
+
+
+def test_a_full_piece_goes_at_once_and_takes_its_nearest_in_mass() -> None:
+    # max_batch 2: the high piece's three spectra fill a batch; the two nearest the earliest deadline (e, 1210) go
+    b, _ = _batcher(max_batch=2, linger_ms=50, fixed_s=0.004, per_item_s=0.0)
+    b.add("low", mass=500.0, budget_ms=100)
+    for name, mass, budget in (("d", 1000.0, 90), ("e", 1210.0, 60), ("f", 1200.0, 80)):
+        b.add(name, mass=mass, budget_ms=budget)
+    assert b.take(workers_free=1, within=(600.0, np.inf)) == ["f", "e"]
+    assert b.take(workers_free=1, within=(600.0, np.inf)) is None  # d alone, not due
+    assert sorted(b.drain()) == ["d", "low"]

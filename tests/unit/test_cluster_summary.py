@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from bench.cluster_reading import gpus_of
-from bench.cluster_summary import capacity, efficiencies, mode
+from bench.cluster_summary import capacity, efficiencies, mode, report, variants
 
 
 def _row(config: str, offered: float, scored: float, p99: float, lost: int = 0) -> dict:
     return {"phase": "serve", "config": config, "offered_hz": offered, "scored_per_s": scored, "lost": lost,
-            "duplicates": 0, "latency_ms": {"p99": p99}}  # fmt: skip
+            "duplicates": 0, "latency_ms": {"p99": p99}, "statuses": {}, "mean_batch": 1.0}  # fmt: skip
 
 
 def test_a_configurations_capacity_is_its_best_rate_within_the_p99_and_lossless():
@@ -34,3 +34,13 @@ def test_each_modes_efficiency_is_its_best_on_n_gpus_against_twice_its_best_on_o
 
 def test_no_efficiency_without_both_gpu_counts():
     assert efficiencies({"2:lanes:1:1": (13000.0, 0, 0)}) == {}
+
+
+def test_an_ab_runs_figures_are_read_apart_from_the_calls():
+    rows = [{"run": "par", **_row("4:lanes:1:2:partition", 9000, 9000, 40.0)},
+            {"run": "rep2", **_row("4:lanes:2:1", 25000, 24000, 45.0)},
+            {"run": "par_ab", **_row("4:lanes:1:2:partition", 12000, 11000, 45.0)}]  # fmt: skip
+    assert variants(rows) == {"": ("par", "rep2"), "par_ab": ("par_ab",)}
+    out = report(rows)
+    assert "capacity 4:lanes:1:2:partition        9000 /s (offered 9000, p99 40.0)\n" in out
+    assert out.endswith("capacity 4:lanes:1:2:partition       11000 /s (offered 12000, p99 45.0) [par_ab]")
