@@ -7,7 +7,8 @@
 # on two GPUs never lost to two: bench/RESULTS.md, 2026-11-27 19:14). The efficiency of each mode: its best two-GPU
 # capacity over twice its best one-GPU capacity, read across the runs of the call. Optional: OFF_PAR_RATES /
 # ON_PAR_RATES (partition again with RTSEARCH_GIVE_UP_BEHIND=0 / =1), AB_ENV with AB_RATES (the two-GPU replicate
-# again with that environment), PAR_AB_ENV with PAR_AB_RATES (partition so), SHM_REP2_RATES (again with the daemons' results files and journals on /dev/shm),
+# again with that environment), PAR_AB_ENV with PAR_AB_RATES (partition so), SHM_REP2_RATES (again with the
+# daemons' results files and journals on /dev/shm),
 # SPY=RATES (each lane recorded with py-spy at those rates). (Another commit beside this one: gpu_check.sh's BASELINE.)
 #   bash bench/cluster_call.sh    (PARTS: which runs, default "par rep1 rep2"; PAR_RATES, PAR_CONFIGS, REP1_RATES,
 #                                  REP1_CONFIGS, REP2_RATES, REP2_CONFIGS, KILL_RATE (0: no kill), BUDGET_MS, WINDOW,
@@ -56,7 +57,7 @@ rep2=${REP2_CONFIGS:-2:lanes:2:1,4:lanes:2:1}  # the N-GPU replicate configurati
 # shellcheck disable=SC2086
 [ -n "${AB_RATES:-}" ] && run rep2_ab "$b --configs $rep2 --rates $AB_RATES --kill-rate 0" ${AB_ENV:-}
 # PAR_AB_ENV="NAME=VALUE ..." PAR_AB_RATES=R,...: the partition configurations again at R with that environment (e.g.
-# RTSEARCH_PIECE_QUEUES=0: each batch spread over every piece, as before the pieces' own queues)
+# RTSEARCH_PIECE_QUEUES=1: each piece's spectra queued apart, `rtsearch.serve.pacing.piece_queues`)
 # shellcheck disable=SC2086
 [ -n "${PAR_AB_RATES:-}" ] && run par_ab "$b $par --rates $PAR_AB_RATES --kill-rate 0" ${PAR_AB_ENV:-}
 [ -n "${SHM_REP2_RATES:-}" ] && run rep2_shm "$b --configs $rep2 --rates $SHM_REP2_RATES --results-root /dev/shm \
