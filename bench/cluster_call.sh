@@ -57,7 +57,7 @@ rep2=${REP2_CONFIGS:-2:lanes:2:1,4:lanes:2:1}  # the N-GPU replicate configurati
 # shellcheck disable=SC2086
 [ -n "${AB_RATES:-}" ] && run rep2_ab "$b --configs $rep2 --rates $AB_RATES --kill-rate 0" ${AB_ENV:-}
 # PAR_AB_ENV="NAME=VALUE ..." PAR_AB_RATES=R,...: the partition configurations again at R with that environment (e.g.
-# RTSEARCH_PIECE_QUEUES=1: each piece's spectra queued apart, `rtsearch.serve.pacing.piece_queues`)
+# RTSEARCH_CLUSTER_DEPTH=2: two batches in flight a lane)
 # shellcheck disable=SC2086
 [ -n "${PAR_AB_RATES:-}" ] && run par_ab "$b $par --rates $PAR_AB_RATES --kill-rate 0" ${PAR_AB_ENV:-}
 [ -n "${SHM_REP2_RATES:-}" ] && run rep2_shm "$b --configs $rep2 --rates $SHM_REP2_RATES --results-root /dev/shm \

@@ -58,17 +58,6 @@ class Pieces:
         self.cuts.hold(self.serves)
         self._lo, self._hi = (np.array(x, np.float64) for x in zip(*self.serves, strict=True))
 
-    def masses(self, batch: SpectraBatch) -> np.ndarray:
-        """Each spectrum's mass as the pieces own them (Da, neutral at its first charge; none known: 0, piece 0's):
-        what the daemon queues them by, each piece's engine threads taking its `span` (`rtsearch.serve.batching`)."""
-        return np.nan_to_num(spectrum_masses(batch.precursor_mz, batch.charges), nan=0.0, posinf=0.0, neginf=0.0)
-
-    def span(self, piece: int) -> Own:
-        """The masses piece ``piece`` owns now (the cuts move: `LiveCuts`)."""
-        with self._lock:
-            cuts = self.cuts.cuts
-        return (float(cuts[piece - 1]) if piece > 0 else -np.inf, float(cuts[piece]) if piece < len(cuts) else np.inf)
-
     def route(self, batch: SpectraBatch) -> list[Part]:
         """The batch's parts: per piece, the spectra it answers whole, and the queries it scores of spectra split."""
         n = len(batch)

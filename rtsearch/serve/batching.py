@@ -23,11 +23,6 @@ deadline, so the batch's candidate ranges overlap. Bounded: beyond
 object a spectrum: integer handles (the caller's) and their mass, arrival and
 deadline in arrays.
 
-A partition cluster's workers each score a range of precursor masses (`rtsearch.cluster.pieces`): the daemon
-queues such spectra by that mass, and each worker's engine threads take only their range (``within``: `take`,
-`wake_at`, `waiting`), so that a batch goes to one worker and waits on no other (Li et al.'s spectra split by
-precursor mass, each GPU a queue of its own).
-
 Overload is decided when spectra arrive, not after they waited: `predicted_done` says when each
 newcomer would be answered (after the batch in flight, the spectra waiting, and those ahead of it,
 at the engine's measured speed); the daemon answers ``shed`` at once those that would miss their
@@ -48,7 +43,6 @@ import numpy as np
 from rtsearch.serve.runtime import env_number
 
 MS = 1_000_000  # ns per millisecond
-Within = tuple[float, float]  # a range of the batcher's masses, [lo, hi)
 
 
 # waking up to give spectra up, and answering a pile of them, take time too: they go this much earlier. On a busy
@@ -262,53 +256,30 @@ class MicroBatcher:
 
     def flush_at(self) -> int | None:
         """Clock time at which the waiting spectra must go to meet the earliest deadline."""
-        return self._flush(self._n, self._earliest) if self._n else None
+        if not self._n:
+            return None
+        n = min(self._n, self.policy.max_batch)
+        return self._earliest - int((self.answer_s(n) + self.policy.margin_ms / 1e3) * 1e9)
 
-    def _flush(self, n: int, earliest: int) -> int:
-        """When ``n`` spectra waiting must go to meet ``earliest``, their earliest deadline."""
-        return earliest - int((self.answer_s(min(n, self.policy.max_batch)) + self.policy.margin_ms / 1e3) * 1e9)
+    def wake_at(self) -> int | None:
+        """When `take` could next return a batch with a worker free (``None``: only on arrival)."""
+        flush = self.flush_at()
+        if flush is None:
+            return None
+        return min(self._oldest + int(self.policy.linger_ms * MS), flush)
 
-    def wake_at(self, within: Within | None = None) -> int | None:
-        """When `take` could next return a batch with a worker free (``None``: only on arrival); of the spectra of
-        mass ``within`` only, if given."""
-        if within is not None:
-            n, earliest, oldest = self._range(within)[1:]
-            return self._wake(n, earliest, oldest)
-        return self._wake(self._n, self._earliest, self._oldest)
-
-    def waiting(self, within: Within | None = None) -> int:
-        """The spectra waiting (of mass ``within``, if given)."""
-        return self._n if within is None else self._range(within)[1]
-
-    def take(self, *, workers_free: int, now: bool = False, within: Within | None = None) -> np.ndarray | None:
+    def take(self, *, workers_free: int, now: bool = False) -> np.ndarray | None:
         """The handles of the next batch to score, by mass, or ``None`` when it should wait (or no worker is free).
 
-        ``now``: don't wait for deadlines or lingering (shutting down, nothing more will come). ``within``: of the
-        spectra of mass in that range only (their own deadlines and arrivals decide).
+        ``now``: don't wait for deadlines or lingering (shutting down, nothing more will come).
         """
         if not self._n or workers_free <= 0:
             return None
-        mine, n, earliest, oldest = self._range(within) if within is not None else (None, self._n, 0, 0)
-        if not n:
-            return None
-        full = now or n >= self.policy.max_batch
-        wake = self.wake_at() if mine is None else self._wake(n, earliest, oldest)
+        full = now or self._n >= self.policy.max_batch
+        wake = self.wake_at()
         if not full and (wake is None or self.clock() < wake):
             return None
-        return self._select(mine)
-
-    def _wake(self, n: int, earliest: int, oldest: int) -> int | None:
-        return min(oldest + int(self.policy.linger_ms * MS), self._flush(n, earliest)) if n else None
-
-    def _range(self, within: Within) -> tuple[np.ndarray, int, int, int]:
-        """The waiting spectra of mass in ``within`` (a mask over `_joined`), how many, their earliest deadline and
-        arrival."""
-        _, mass, arrived, deadline = self._joined()
-        mine = (mass >= within[0]) & (mass < within[1])
-        n = int(np.count_nonzero(mine))
-        if not n:
-            return mine, 0, _NEVER, _NEVER
-        return mine, n, int(deadline[mine].min()), int(arrived[mine].min())
+        return self._select()
 
     def drain(self) -> np.ndarray:
         """Every handle waiting, in arrival order (at shutdown)."""
@@ -330,16 +301,7 @@ class MicroBatcher:
         self._earliest = min((int(seg[3].min()) for seg in segs), default=_NEVER)
         self._oldest = min((int(seg[2].min()) for seg in segs), default=_NEVER)
 
-    def _select(self, mine: np.ndarray | None = None) -> np.ndarray:
-        """Take the next batch: of the spectra ``mine`` selects (a mask over `_joined`), if given."""
-        if mine is not None:
-            items, mass, arrived, deadline = self._joined()
-            rest = ~mine
-            others = (items[rest], mass[rest], arrived[rest], deadline[rest])
-            self._set([(items[mine], mass[mine], arrived[mine], deadline[mine])])
-            chosen = self._select()
-            self._set([seg for seg in (others, *self._segs) if len(seg[0])])
-            return chosen
+    def _select(self) -> np.ndarray:
         items, mass, arrived, deadline = self._joined()
         cap = self.policy.max_batch
         by_mass = np.argsort(mass, kind="stable")

@@ -61,16 +61,6 @@ def worth_rule() -> bool:
     return env_number("RTSEARCH_CLUSTER_WORTH", 1.0) > 0
 
 
-def piece_queues() -> bool:
-    """Whether a partition's spectra are queued by the piece that owns them, each piece's engine threads taking its
-    own (`rtsearch.serve.batching`), not each batch spread over every piece and waiting on the slowest; on with
-    ``RTSEARCH_PIECE_QUEUES=1``. Off: on two H100s (bench/RESULTS.md, 2026-11-28 00:58, same call) four lanes of
-    four pieces so took batches of 2.5-4 spectra, each costing its lane's results thread 4-5 ms, and scored 1,152-
-    2,472 /s where spread batches (26-58 spectra) scored 8,095-13,082; a piece's threads would have to wait for
-    batches worth their lane's cost a batch first."""
-    return env_number("RTSEARCH_PIECE_QUEUES", 0.0) > 0
-
-
 def give_up_behind() -> bool:
     """Whether an engine thread gives up, before it takes a batch, what that batch would answer late behind its
     worker's (`rtsearch.serve.expiry.Expiry._give_up_behind`); on with ``RTSEARCH_GIVE_UP_BEHIND=1``. Off: on two

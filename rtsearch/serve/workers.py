@@ -4,8 +4,7 @@ The `WorkerPool` owns the `MicroBatcher` and the count of batches in flight, und
 queues spectra, the workers take batches). Each engine thread binds its own CUDA stream (`Backend.bind_worker`) or,
 on a GPU by default, starts its own engine process (`rtsearch.serve.engine_process`: scoring off the daemon's GIL) —
 or, with ``[serve] cluster``, scores through the cluster's front door (`rtsearch.cluster`; threads by lane — a
-replicate worker, or a partition's piece, its spectra queued by mass and taken by its own threads, or its batch
-spread over them all — taken just in time: `rtsearch.serve.pacing`) —
+replicate worker, or partition's batch spread over them all — taken just in time: `rtsearch.serve.pacing`) —
 warms up, then loops: wait until the batcher releases a batch (threads after the first: a large one, `OVERLAP_MIN`),
 score it and hand it to the results thread (`rtsearch.serve.answering`: answers built, published and counted in
 the order scored), or, when that thread is idle and no spectrum waits, answer the batch itself. An engine failure
@@ -26,7 +25,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rtsearch.cluster.pieces import Pieces
 from rtsearch.cluster.serve import ClusterScorer, open_cluster
 from rtsearch.cluster.share import Share
 from rtsearch.config import BackendName, ServeConfig
@@ -64,7 +62,8 @@ class WorkerPool(Expiry):
         cluster_backend: BackendName | None = None, share: Share | None = None,
     ) -> None:  # fmt: skip
         """``share``: a lane's of lanes sharing the cluster's workers (`rtsearch.cluster.share`)."""
-        self.target, self.cfg, self.answer, self.refitter, self.share = target, cfg, answer, refitter, share
+        self.target, self.cfg, self.answer, self.refitter = target, cfg, answer, refitter
+        self.share = share
         self.record: Callable[..., None] = record  # `DaemonMetrics.record`
         self.clock = clock
         self.model = EngineTimeModel()
@@ -89,7 +88,6 @@ class WorkerPool(Expiry):
         self._given_up: list[Claim] = []  # spectra an engine thread gave up, for the expiry thread to answer
         self.cluster: ClusterScorer | None = None  # ``[serve] cluster``: remote workers score (rtsearch/cluster/)
         self.cluster_backend = cluster_backend or target.backend.name  # where the cluster (else the target) computes
-        self._pieces: Pieces | None = None  # a partition's, each piece's spectra queued by mass (`pacing.piece_queues`)
         self._warmed = False  # an engine thread warmed up (with a cluster, the first one only)
         self._scored_at = clock()  # when a batch last left an engine (`_probing`)
         self._lanes = pacing.Lanes(1, pacing.lead_ns(), worth=pacing.worth_rule())  # a cluster's batches, by lane
@@ -101,13 +99,12 @@ class WorkerPool(Expiry):
         """Start the engine threads; each warms up before this returns."""
         warm: list[asyncio.Future[None]] = []
         threads = self.cfg.workers
-        if self.cfg.cluster:  # depth threads a replicate worker, a partition's piece, or (each batch on all) in all
+        if self.cfg.cluster:  # replicate: depth threads a worker, one batch each; partition: depth, each batch on all
             self.cluster = await asyncio.to_thread(open_cluster, self.target, self.cfg, self.cluster_backend,
                                                     self.record, self.share)  # fmt: skip
-            replicate = self.cluster.mode == "replicate"
-            self._pieces = None if replicate or not pacing.piece_queues() else getattr(self.cluster, "pieces", None)
-            lanes = self._lanes.lanes = self.batcher.lanes = self.cfg.cluster if replicate or self._pieces else 1
-            share = getattr(self.cluster, "share", None)  # lanes sharing the workers: their depths add up (`pacing`)
+            lanes = self._lanes.lanes = self.batcher.lanes = self.cfg.cluster if self.cluster.mode == "replicate" else 1
+            # lanes sharing the workers: the lanes' batches in flight a worker add up (`pacing.CLUSTER_DEPTH` in all)
+            share = getattr(self.cluster, "share", None)  # (a stand-in scorer in tests has none)
             depth = pacing.depth(share.lanes if share else None)
             threads = max(threads, depth * lanes)
         self._engines_left = threads
@@ -137,8 +134,7 @@ class WorkerPool(Expiry):
                                 f"overload: answering it would take {wait_ms:.0f} ms, beyond its budget"))  # fmt: skip
                 jobs = jobs.take(np.flatnonzero(~late))
             handles = self._pending.add(jobs)
-            mass = jobs.spectra.precursor_mz if self._pieces is None else self._pieces.masses(jobs.spectra)
-            k = self.batcher.add(handles, mass=mass, budget_ms=jobs.stamps.budget_ns / 1e6,
+            k = self.batcher.add(handles, mass=jobs.spectra.precursor_mz, budget_ms=jobs.stamps.budget_ns / 1e6,
                                  arrived_ns=jobs.stamps.received_mono)  # fmt: skip
             if k < len(handles):
                 refused.append((self._pending.take(handles[k:]), "queue_full",
@@ -254,8 +250,9 @@ class WorkerPool(Expiry):
             return
         warm.set_result(None)
         try:
-            overlap_only = k > 0 and self.cluster is None  # beside the first, own process: large batches (`_take`)
-            lane = k % self._lanes.lanes  # a cluster's: thread k scores on replicate worker (partition piece) k mod N
+            # beside the first, an engine thread of its own process overlaps large batches only (`_take`)
+            overlap_only = k > 0 and self.cluster is None
+            lane = k % self._lanes.lanes  # a cluster's: replicate, thread k scores on worker k mod N (`pacing`)
             if self.cluster is not None and self.cluster.mode == "replicate":
                 score = functools.partial(self.cluster.score, worker=lane)
             while (taken := self._take(overlap_only, lane)) is not None:
@@ -361,29 +358,29 @@ class WorkerPool(Expiry):
             if overlap_only and not self._closing and len(self.batcher) < OVERLAP_MIN:
                 self._cv.wait(0.05)  # woken by `enqueue`, or looks again
                 continue
-            # a piece's own spectra (its span moves; closing, any thread takes any: none is left where none takes)
-            within = None if self._pieces is None or self._closing else self._pieces.span(lane)
             if self.cluster is not None and not self._closing and (hold := self._lanes.hold_ns(
-                    self._busy, lane, self.clock(), self.batcher.waiting(within), self.cfg.max_batch, self.model,
+                    self._busy, lane, self.clock(), len(self.batcher), self.cfg.max_batch, self.model,
                     patient_until=self.batcher.aged_at(self._patience))) > 0:
                 self._cv.wait(hold / 1e9)  # the lane's worker holds a batch: its next one taken just in time
                 continue
             if self._behind and not self._closing and self._give_up_behind(self._lanes.free_at(self._busy, lane,
                                                                                                self.clock())):
                 continue  # (`pacing.give_up_behind`; without a cluster no lane holds a batch: it starts now)
-            handles = self.batcher.take(workers_free=1, now=self._closing or self._probing(), within=within)
+            handles = self.batcher.take(workers_free=1, now=self._closing or self._probing())
             if handles is not None:
                 return self._pending.claim(handles)  # gathered by `_take`, outside the lock the loop queues under
             if self._closing:
                 return None
-            wake = self.batcher.wake_at(within)
+            wake = self.batcher.wake_at()
             self._cv.wait(None if wake is None else max(0.0, (wake - self.clock()) / 1e9))
 
     def _done(self, number: int, size: int, seconds: float | None, stages: dict[str, float] | None = None) -> bool:
-        """Batch ``number`` left the engine (``seconds`` it took, its ``stages``; ``None``: it failed); whether it is
-        still this worker's to answer (not abandoned at the shutdown bound). The model learns the engine's time alone
-        (less a cluster batch's wait behind its lane's own: `pacing.Lanes.own_wait`), not the answering after it
-        (`_observe_answered`; charged to every batch ahead, the door shed two thirds: bench/RESULTS.md, 11-27 14:40)."""
+        """Batch ``number`` left the engine (``seconds`` it took, its ``stages``; ``None``: it failed); this worker is
+        free again. Whether the batch is still this worker's to answer (not abandoned at the shutdown bound). The
+        model learns the engine's time alone (less a cluster batch's wait behind its lane's own at its worker:
+        `pacing.Lanes.own_wait`), not the answering after it, beside the next batch (`_observe_answered`; learnt
+        into the model it was charged to every batch ahead and the door shed two thirds: bench/RESULTS.md,
+        2026-11-27 14:40)."""
         stats: list[Stat] = []
         with self._cv:
             if seconds is not None and size:
@@ -396,7 +393,7 @@ class WorkerPool(Expiry):
             self._scored_at = self.clock()
             if self.cluster is not None:  # those queued behind it re-timed from its real end
                 self._lanes.settle(self._busy, number, self._scored_at)
-            (self._cv.notify_all if self._pieces else self._cv.notify)()  # another (a piece's own) may wait on it
+            self._cv.notify()  # another worker may be waiting on the batcher
             stats.append(Queue(len(self.batcher), self._in_flight))
             mine = self._scoring.pop(number, None) is not None
         self.record(*stats)

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import pytest
@@ -59,8 +58,6 @@ async def serve_files(dev, data, dev_indexes, folder: Path, backend: str = "nump
             n = cluster["cluster"]
             door = daemon.pool.cluster
             pieces = range(n) if door.mode == "partition" else [-1] * n  # type: ignore[union-attr]
-            queued_apart = door.mode == "partition" and os.environ.get("RTSEARCH_PIECE_QUEUES") == "1"  # type: ignore[union-attr]
-            assert (daemon.pool._pieces is not None) == queued_apart  # the pieces' own queues, where asked
             sliced = door.pieces is not None and all(np.isfinite(s).any() for s in door.pieces.serves)  # type: ignore[union-attr]
             assert sliced == ("worker_memory_gb" in cluster), door.pieces.serves if door.pieces else None  # type: ignore[union-attr]
             pid = {w["name"]: w["pid"] for w in door.status()}  # type: ignore[union-attr]
@@ -95,10 +92,10 @@ async def test_three_workers_give_one_engines_results(dev, data, dev_indexes, tm
     await same_files(dev, data, dev_indexes, tmp_path, "numpy", 3, placement="ray", modes=CI_MODES[dev.name])
 
 
-MODES = ("replicate", "partition", "pieces", "sliced")  # pieces: partition, each piece's spectra queued apart
+MODES = ("replicate", "partition", "sliced")
 # CI's share of the modes: every mode on BSA1 (two FASTAs), one on each other run, so that every mode and every run
 # is compared (16 daemons down to 10: CI's 15 minutes); the GPU test runs every mode on every run
-CI_MODES = {"BSA1": MODES, "Ecoli_MS2_small": ("partition", "pieces"), "demo": ("sliced",),
+CI_MODES = {"BSA1": MODES, "Ecoli_MS2_small": ("partition",), "demo": ("sliced",),
             "SmallCalibratible_Yeast": ("replicate",)}  # fmt: skip
 
 
@@ -111,12 +108,11 @@ async def same_files(dev, data, dev_indexes, tmp_path: Path, backend: str, worke
     target = DatabaseTarget(load_index(dev_indexes[dev.fastas]), dev.search_config(), get_backend("numpy"))
     room = (0.5 + 0.5 / workers) * target_bytes(target)  # a slice each (a piece by work can hold more bytes)
     sliced = {"cluster_mode": "auto", "worker_memory_gb": room / 1e9}
-    for mode, extra in (("replicate", {}), ("partition", {}), ("pieces", {}), ("sliced", sliced)):
+    for mode, extra in (("replicate", {}), ("partition", {}), ("sliced", sliced)):
         if mode not in modes:
             continue
-        settings = {"cluster_mode": "partition" if mode == "pieces" else mode, "cluster_placement": placement, **extra}
-        with mock.patch.dict(os.environ, {"RTSEARCH_PIECE_QUEUES": str(int(mode == "pieces"))}):  # `pacing`
-            many = await serve_files(dev, data, dev_indexes, tmp_path / mode, backend, cluster=workers, **settings)
+        settings = {"cluster_mode": mode, "cluster_placement": placement, **extra}
+        many = await serve_files(dev, data, dev_indexes, tmp_path / mode, backend, cluster=workers, **settings)
         assert many.keys() == one.keys()
         for run, rows in one.items():
             # top-1, charge, decoy and both q-values the same; the run's rescored discriminant to rounding (its

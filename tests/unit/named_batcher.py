@@ -38,11 +38,8 @@ class Named:
     def flush_at(self) -> int | None:
         return self.b.flush_at()
 
-    def wake_at(self, within: tuple[float, float] | None = None) -> int | None:
-        return self.b.wake_at(within)
-
-    def waiting(self, within: tuple[float, float] | None = None) -> int:
-        return self.b.waiting(within)
+    def wake_at(self) -> int | None:
+        return self.b.wake_at()
 
 
 def batcher(

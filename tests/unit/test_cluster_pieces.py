@@ -104,23 +104,3 @@ def test_cuts_weigh_the_spectra_by_what_they_cost_their_workers(data, dev_indexe
     assert pieces.cost.per_spectrum == pytest.approx(2e-4, rel=1e-3) and pieces.cost.per_candidate < 1e-9
     first, last = given[0], given[-1]  # the first batch weighed by its candidates; the last alike, as they cost
     assert first.std() / first.mean() > 0.3 and last.std() / last.mean() < 0.01, (first, last)
-
-
-def test_a_pieces_own_spectra_go_to_it_alone(data, dev_indexes) -> None:
-    """The daemon queues a partition's spectra by `Pieces.masses` and piece k's threads take `span(k)`: such a batch
-    is one whole part for piece k (it waits on no other worker), and the spans cover every spectrum once."""
-    whole = DatabaseTarget.open(dev_indexes[ECOLI], DEMO.search_config(), get_backend("numpy"))
-    _, run = DEMO.paths(data)
-    batch = SpectraBatch.of([s for s in read_spectra(run) if s.ms_level == 2])
-    cuts = partition_cuts(whole, 3)
-    mass = Pieces(whole, cuts, [(-np.inf, np.inf)] * 3, [None] * 3).masses(batch)  # type: ignore[list-item]
-    cuts.cuts = np.quantile(mass, [0.3, 0.7])  # (the index's cuts leave this run nearly all in piece 0)
-    pieces = Pieces(whole, cuts, [(-np.inf, np.inf)] * 3, [None] * 3)  # type: ignore[list-item]
-    spans = [pieces.span(k) for k in range(3)]
-    assert spans[0][0] == -np.inf and spans[-1][1] == np.inf
-    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
-    mine = [np.flatnonzero((mass >= lo) & (mass < hi)) for lo, hi in spans]
-    assert sorted(np.concatenate(mine).tolist()) == list(range(len(batch))) and min(map(len, mine)) > 20
-    for k, rows in enumerate(mine):
-        plan = pieces.route(batch.take(rows))
-        assert [(p.piece, p.whole, len(p.rows)) for p in plan] == [(k, True, len(rows))]
