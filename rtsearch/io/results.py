@@ -4,8 +4,8 @@ Columns are the table's ``column_names`` (`rtsearch.search.table.result_columns`
 the same first columns for every kind of search, then the kind's own); empty cells
 (nulls) for spectra without a match. A run's file in the daemon's results folder is
 `results_path`: the run's name made safe for a file name. Written column-wise through Arrow (C++, without the
-GIL for the formatting), so a daemon finishing a run does not stall its
-scoring thread. The file is written to a temporary name in the same folder
+GIL for the formatting), so a daemon finishing a run does not stall its scoring thread; a TSV's rows are formatted
+in parts on threads side by side (`TSV_PART_ROWS`). The file is written to a temporary name in the same folder
 and renamed, so a reader never sees half a file.
 """
 
@@ -16,6 +16,8 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -39,6 +41,9 @@ class Table(Protocol):
 
 
 _STRINGS = frozenset({"run", "spectrum_id", "peptide", "proteins", "reason"})
+# rows a thread formats at least: Arrow's CSV writer is one thread a call (it leaves the GIL), and formatting the
+# numbers was most of writing 50,000 rows (0.34 s on the development machine; in two parts on its two cores 0.18 s)
+TSV_PART_ROWS = 4096
 
 
 def _array(name: str, values: Any) -> pa.Array:
@@ -85,15 +90,34 @@ def write_columns(cols: dict[str, Any], names: tuple[str, ...], path: str | Path
         if suffix == ".parquet":
             pq.write_table(arrow, tmp)
         else:
-            opts = pacsv.WriteOptions(delimiter="\t", quoting_style="none", include_header=False)
             with open(tmp, "wb") as fh:  # Arrow would quote the header's names
                 fh.write(("\t".join(names) + "\n").encode())
-                pacsv.write_csv(arrow, fh, write_options=opts)
+                for part in _tsv_parts(arrow):
+                    fh.write(part)
         os.replace(tmp, p)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return arrow.num_rows
+
+
+def _tsv_parts(arrow: pa.Table) -> Iterator[pa.Buffer]:
+    """``arrow``'s rows as TSV (no header, no quoting), in order, in parts formatted on threads side by side."""
+    opts = pacsv.WriteOptions(delimiter="\t", quoting_style="none", include_header=False)
+    n = arrow.num_rows
+    parts = max(1, min(os.cpu_count() or 1, n // TSV_PART_ROWS))
+    step = -(-n // parts) if n else 0
+
+    def formatted(start: int) -> pa.Buffer:
+        sink = pa.BufferOutputStream()
+        pacsv.write_csv(arrow.slice(start, step), sink, write_options=opts)
+        return sink.getvalue()
+
+    if parts == 1:
+        yield formatted(0)
+        return
+    with ThreadPoolExecutor(parts, thread_name_prefix="tsv") as pool:
+        yield from pool.map(formatted, range(0, n, step))
 
 
 _FILE_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
