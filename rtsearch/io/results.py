@@ -41,9 +41,11 @@ class Table(Protocol):
 
 
 _STRINGS = frozenset({"run", "spectrum_id", "peptide", "proteins", "reason"})
-# rows a thread formats at least: Arrow's CSV writer is one thread a call (it leaves the GIL), and formatting the
-# numbers was most of writing 50,000 rows (0.34 s on the development machine; in two parts on its two cores 0.18 s)
+# rows a thread formats at least, on at most TSV_THREADS: Arrow's CSV writer is one thread a call (it leaves the GIL),
+# and formatting the numbers was most of writing 50,000 rows (on an H100 host's 16 cores, 0.27-0.38 s in one part,
+# 0.14-0.15 s in parts: bench/RESULTS.md, 2026-11-28 01:20); a daemon writing a run's file takes a few cores briefly
 TSV_PART_ROWS = 4096
+TSV_THREADS = 8
 
 
 def _array(name: str, values: Any) -> pa.Array:
@@ -105,7 +107,7 @@ def _tsv_parts(arrow: pa.Table) -> Iterator[pa.Buffer]:
     """``arrow``'s rows as TSV (no header, no quoting), in order, in parts formatted on threads side by side."""
     opts = pacsv.WriteOptions(delimiter="\t", quoting_style="none", include_header=False)
     n = arrow.num_rows
-    parts = max(1, min(os.cpu_count() or 1, n // TSV_PART_ROWS))
+    parts = max(1, min(os.cpu_count() or 1, TSV_THREADS, n // TSV_PART_ROWS))
     step = -(-n // parts) if n else 0
 
     def formatted(start: int) -> pa.Buffer:
