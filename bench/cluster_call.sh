@@ -2,9 +2,10 @@
 # Issue 21's measurement in one device call, everything tarred into $OUT/cluster-call.tgz (the device tool brings back
 # 8 files at most: a baseline's results were lost once to that). Partition (PAR_CONFIGS; default four lanes sharing
 # two pieces on one GPU, then two and four pieces on two GPUs; a worker of the last killed), then replicate on one
-# GPU (REP1_CONFIGS: two and four lanes, each lane its own worker) and on two (REP2_CONFIGS; a worker of the last
-# killed). Lanes scaled with the GPUs keep the one-GPU configuration's daemon and worker processes a GPU (four lanes
-# on two GPUs never lost to two: bench/RESULTS.md, 2026-11-27 19:14). The efficiency of each mode: its best two-GPU
+# GPU (REP1_CONFIGS: four lanes, each its own worker) and on two (REP2_CONFIGS; a worker of the last killed). Lanes
+# scaled with the GPUs keep the one-GPU configuration's daemon and worker processes a GPU (four lanes never lost to
+# two: bench/RESULTS.md, 2026-11-27 19:14; the defaults are the configurations and rates of the Done-when calls since,
+# about 6 minutes on 2x H100). The efficiency of each mode: its best two-GPU
 # capacity over twice its best one-GPU capacity, read across the runs of the call. Optional: OFF_PAR_RATES /
 # ON_PAR_RATES (partition again with RTSEARCH_GIVE_UP_BEHIND=0 / =1), AB_ENV with AB_RATES (the two-GPU replicate
 # again with that environment), PAR_AB_ENV with PAR_AB_RATES (partition so), SHM_REP2_RATES (again with the
@@ -43,12 +44,12 @@ spy=${SPY:+--py-spy $SPY}
 # GPUs passed its top); partition: one grid, each configuration stopping after two failures (`--stop-after 2`);
 # partition first, the one-GPU replicate next, the two-GPU replicate last, each configuration refined once
 parts=" ${PARTS:-par rep1 rep2} "  # PARTS: which of the three runs below (the optional ones follow their variables)
-[[ $parts == *" par "* ]] && run par "$b $par --rates ${PAR_RATES:-10000,13000,16000,19000,22000,25000} $spy --kill-rate ${KILL_RATE:-4000} \
+[[ $parts == *" par "* ]] && run par "$b $par --rates ${PAR_RATES:-9000,12000,15000,18000,21000,24000} $spy --kill-rate ${KILL_RATE:-4000} \
 --kill-configs ${pc##*,}"
-[[ $parts == *" rep1 "* ]] && run rep1 "$b --configs ${REP1_CONFIGS:-2:lanes:1:1,4:lanes:1:1} --rates ${REP1_RATES:-10000,11500,13000,14500,16000} \
+[[ $parts == *" rep1 "* ]] && run rep1 "$b --configs ${REP1_CONFIGS:-4:lanes:1:1} --rates ${REP1_RATES:-11500,13000,14500,16000} \
 $spy --kill-rate 0"
-rep2=${REP2_CONFIGS:-2:lanes:2:1,4:lanes:2:1}  # the N-GPU replicate configurations; a worker of the last one is killed
-[[ $parts == *" rep2 "* ]] && run rep2 "$b --configs $rep2 --rates ${REP2_RATES:-19000,22000,25000,28000,31000} $spy --kill-rate ${KILL_RATE:-4000} \
+rep2=${REP2_CONFIGS:-4:lanes:2:1}  # the N-GPU replicate configurations; a worker of the last one is killed
+[[ $parts == *" rep2 "* ]] && run rep2 "$b --configs $rep2 --rates ${REP2_RATES:-22000,25000,28000,31000} $spy --kill-rate ${KILL_RATE:-4000} \
 --kill-configs ${rep2##*,}"
 [ -n "${OFF_PAR_RATES:-}" ] && run par_off "$b $par --rates $OFF_PAR_RATES --kill-rate 0" RTSEARCH_GIVE_UP_BEHIND=0
 [ -n "${ON_PAR_RATES:-}" ] && run par_on "$b $par --rates $ON_PAR_RATES --kill-rate 0" RTSEARCH_GIVE_UP_BEHIND=1
