@@ -116,7 +116,8 @@ class Door:
         return [*self.report(), *out]
 
     def screen(self, items: list[SpectraChunk | Received], *, hand_over: bool = False) -> list[SpectraChunk | Received]:
-        """``items`` without the spectra answered here now (those held are aged to now: ``hand_over`` false).
+        """``items`` without the spectra answered here now, each aged to now (what this process spent on them since
+        receipt counts: on a busy machine it may not run for tens of ms). ``hand_over``: they go to the daemon.
 
         A spectrum's wait is the daemon's queue (`Advice.wait_ns`), plus what the spectra handed over since that
         advice add to it (`Advice.slope_ns`; those of the other intake processes counted as this one's), plus
@@ -129,7 +130,7 @@ class Door:
         said = self.advice.said_ns()
         if said != self._said:
             self._said, self._admitted = said, 0
-        slope, now = self.advice.slope_ns(), None if hand_over else time.time_ns()
+        slope, now = self.advice.slope_ns(), time.time_ns()
         out: list[SpectraChunk | Received] = []
         for item in items:
             if isinstance(item, SpectraChunk):

@@ -52,10 +52,13 @@ def _started() -> None:
 
 
 def _child_start(parent: int) -> None:
-    """In the refit process: one BLAS thread, and an end when the daemon is gone (even SIGKILLed)."""
+    """In the refit process: one BLAS thread, an end when the daemon is gone (even SIGKILLed), and a lower priority
+    (nice 10): its fits are background work that must not take the CPU from the processes answering (on 2 cores
+    at ten times capacity it took 55-80 % of a core as `top -H` read it)."""
     single_threaded_blas()
     exit_with_parent(parent)
     name_os_thread("refit")
+    os.nice(10)
 
 
 class Refitter:
