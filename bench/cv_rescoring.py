@@ -6,6 +6,7 @@ Reads the results files that `rtsearch search` wrote for the four dev runs — w
 
 - ``all``: the run's discriminant fitted on every PSM it then ranks (`rtsearch.search.lda.fit`, what
   `rtsearch search` does);
+- ``resetS``: RESET (`reset`), decoys split with seed S;
 - ``loro``: each run scored by the discriminant fitted on the other three runs' PSMs (none of its own);
 - ``cvK xR``: K folds, each scored by `fit` on the other folds, its scores centred and scaled by the decoys that
   model was fitted on (median 0, standard deviation 1: many decoys, where a fold's own 1 % threshold would rest on
@@ -74,6 +75,35 @@ def cross_validated(folds: int, repeats: int) -> Scorer:
     return score
 
 
+def reset(seed: int) -> Scorer:
+    """RESET (Freestone, Käll, Noble & Keich, "How to train a post-processor for tandem mass spectrometry proteomics
+    database search while maintaining control of the false discovery rate", J. Proteome Res.,
+    doi:10.1021/acs.jproteome.4c00742): half the decoys, drawn at random, train the discriminant as its
+    negatives, the other half join the targets unlabelled; the training half is then dropped and the estimating
+    half, never seen as decoys, estimates the FDR counted twice (2 × decoys / targets). Returns scores with the
+    training decoys NaN (`count` reads a NaN decoy as dropped, and counts the rest's decoys twice)."""
+
+    def score(x: np.ndarray, decoy: np.ndarray) -> np.ndarray:
+        train = decoy & (np.random.default_rng(seed).random(len(x)) < 0.5)
+        out = lda.fit(x, train, FEATURES, start=PRIMARY).score(x)
+        out[train] = np.nan
+        return out
+
+    score.reset = True  # type: ignore[attr-defined]
+    return score
+
+
+def q_twice(s: np.ndarray, decoy: np.ndarray) -> np.ndarray:
+    """q-values with each decoy counted twice (`reset`'s estimate), NaN rows dropped (q = 1)."""
+    q = np.ones(len(s))
+    ok = np.flatnonzero(np.isfinite(s))
+    order = ok[np.argsort(-s[ok], kind="stable")]
+    d = np.cumsum(decoy[order])
+    fdr = 2 * d / np.maximum(np.arange(1, len(order) + 1) - d, 1)
+    q[order] = np.minimum(np.minimum.accumulate(fdr[::-1])[::-1], 1.0)
+    return q
+
+
 def other_runs(runs: dict[str, Run]) -> dict[str, np.ndarray]:
     """``loro``: each run scored by the discriminant fitted on the other runs' PSMs (none of its own)."""
     out = {}
@@ -90,7 +120,8 @@ def count(runs: dict[str, Run], scorer: Scorer | None) -> tuple[str, int, int]:
     scored = other_runs(runs) if scorer is None else {}
     for name, (x, decoy, entrapment) in runs.items():
         s = scored[name] if scorer is None else scorer(x, decoy)
-        ok = (q_values(s, decoy) <= 0.01) & ~decoy
+        q = q_twice(s, decoy) if getattr(scorer, "reset", False) else q_values(s, decoy)
+        ok = (q <= 0.01) & ~decoy & np.isfinite(s)
         a, e = int(ok.sum()), int((ok & entrapment).sum())
         cells.append(f"{a}/{e}")
         accepted, entrapped = accepted + a, entrapped + e
@@ -122,6 +153,8 @@ def main() -> int:
             scorer = fit_on_all
         elif scheme == "loro":
             scorer = None
+        elif scheme.startswith("reset"):  # reset<seed>
+            scorer = reset(int(scheme[5:] or 0))
         elif scheme in FEATURES:  # one feature alone, e.g. the primary score
             scorer = (lambda col: lambda x, _: x[:, col])(FEATURES.index(scheme))
         else:
