@@ -94,14 +94,8 @@ def reset(seed: int) -> Scorer:
 
 
 def q_twice(s: np.ndarray, decoy: np.ndarray) -> np.ndarray:
-    """q-values with each decoy counted twice (`reset`'s estimate), NaN rows dropped (q = 1)."""
-    q = np.ones(len(s))
-    ok = np.flatnonzero(np.isfinite(s))
-    order = ok[np.argsort(-s[ok], kind="stable")]
-    d = np.cumsum(decoy[order])
-    fdr = 2 * d / np.maximum(np.arange(1, len(order) + 1) - d, 1)
-    q[order] = np.minimum(np.minimum.accumulate(fdr[::-1])[::-1], 1.0)
-    return q
+    """q-values with each decoy counted twice (`reset`'s estimate; NaN rows, the dropped, at q = 1)."""
+    return np.minimum(2 * q_values(s, decoy), 1.0)
 
 
 def other_runs(runs: dict[str, Run]) -> dict[str, np.ndarray]:
