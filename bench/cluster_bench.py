@@ -299,16 +299,19 @@ def _room(text: str, target_gb: float) -> float:
 
 
 def _lanes_args(c: str, tmp: Path, args: argparse.Namespace, one: list[str], target_gb: float) -> list[str]:
-    """``K:lanes:G[:C[:MODE[:ROOM]]][:shared|:own]``'s serve arguments: ``--lanes K``, with ``--cluster C`` (its
-    workers on GPUs, one each, where ``--gpus-per-worker`` says so) in ``MODE`` (default: the daemon's, auto), each
-    worker with room for ``ROOM`` of the target (GB, or ``0.6x``: that fraction; default: its share of its GPU);
-    ``shared``: the lanes send to one cluster of C workers (``--lane-workers``; default: the daemon's)."""
+    """``K:lanes:G[:C[:MODE[:ROOM]]][:shared|:own][:xP]``'s serve arguments: ``--lanes K``, with ``--cluster C``
+    (its workers on GPUs, one each, where ``--gpus-per-worker`` says so) in ``MODE`` (default: the daemon's, auto),
+    each worker with room for ``ROOM`` of the target (GB, or ``0.6x``: that fraction; default: its share of its GPU);
+    ``shared``: the lanes send to one cluster of C workers (``--lane-workers``; default: the daemon's); ``xP``:
+    partition, P workers a piece (``[serve] piece_workers``: C / P pieces)."""
     k, _, _, *rest = c.split(":")
+    per_piece = rest.pop()[1:] if rest and rest[-1][:1] == "x" else "1"
     share = rest.pop() if rest and rest[-1] in ("shared", "own") else ""
     if not rest:
         return ["--lanes", k, *one]
     room = _room(rest[2], target_gb) if len(rest) > 2 else 0.0
-    toml = _toml(tmp, c, args.search_toml, args.gpus_per_worker, room, serve=args.serve_toml)
+    toml = _toml(tmp, c, args.search_toml, args.gpus_per_worker, room,
+                 serve=f"{args.serve_toml}\npiece_workers = {per_piece}")
     return ["--lanes", k, "--cluster", rest[0], *(["--cluster-mode", rest[1]] if len(rest) > 1 else []),
             *(["--lane-workers", share] if share else []), "--placement", args.placement,
             "--config", str(toml)]  # fmt: skip

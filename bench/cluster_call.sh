@@ -30,6 +30,8 @@ python3 bench/machine_stalls.py --hz 200 --seconds 4 --per-cpu 0,5,10,15,20,25,3
 b="--gpus-per-worker 1 --search-toml \"precursor_tolerance = \\\"${WINDOW:-200 Da}\\\"\" --skip-engine --stop-after 2 \
 --seconds 3 --senders 4 --budget-ms ${BUDGET_MS:-40} --p99-ms 50 --refine ${REFINE:-1} --serve-args \"--backend cupy\" \
 --timeline-ms ${TIMELINE_MS:-250}"
+toml() { [ -n "$1" ] && echo "--serve-toml \"$1\""; }  # SERVE_TOML: [serve] lines for every daemon (e.g. publishers = 1)
+b="$b $(toml "${SERVE_TOML:-}")"
 pc=${PAR_CONFIGS:-4:lanes:1:2:partition,4:lanes:2:2:partition,4:lanes:2:4:partition}  # a worker of the last one is killed
 par="--configs $pc"
 export RTSEARCH_EXPIRY_SLACK_MS=${RTSEARCH_EXPIRY_SLACK_MS:-5} CLUSTER_TESTS=0
@@ -56,7 +58,10 @@ rep2=${REP2_CONFIGS:-4:lanes:2:1}  # the N-GPU replicate configurations; a worke
 # AB_ENV="NAME=VALUE ..." AB_RATES=R,...: the N-GPU replicate again at R with that environment (e.g.
 # RTSEARCH_GIL_SWITCH_S=0.0001: a lane's threads winning the GIL back sooner), beside its own run above
 # shellcheck disable=SC2086
-[ -n "${AB_RATES:-}" ] && run rep2_ab "$b --configs $rep2 --rates $AB_RATES --kill-rate 0" ${AB_ENV:-}
+# AB_SERVE_TOML: the A/B run's [serve] lines instead of SERVE_TOML's ("" for none)
+ab=$b
+[ -n "${AB_SERVE_TOML+set}" ] && ab="${b%--serve-toml*} $(toml "$AB_SERVE_TOML")"
+[ -n "${AB_RATES:-}" ] && run rep2_ab "$ab --configs $rep2 --rates $AB_RATES --kill-rate 0" ${AB_ENV:-}
 # PAR_AB_ENV="NAME=VALUE ..." PAR_AB_RATES=R,...: the partition configurations again at R with that environment (e.g.
 # RTSEARCH_CLUSTER_DEPTH=2: two batches in flight a lane)
 # shellcheck disable=SC2086

@@ -41,9 +41,8 @@ LibraryMode = Literal["auto", "narrow", "open"]
 NTermForm = Literal["none", "nme", "nme_acetyl", "m_acetyl"]
 ProteoformDecoys = Literal["shuffle", "reverse", "none"]
 IonPair = Literal["b/y", "c/z"]  # fragment ions of top-down spectra: CID/HCD, or ETD/ECD/EThcD
-# how cluster workers share the work (rtsearch/cluster/door.py): each holds the whole target and takes whole
-# batches ("replicate"), or each owns a piece of the precursor-mass range cut by equal work ("partition")
-ClusterMode = Literal["auto", "replicate", "partition"]  # auto: replicate when the target fits a worker
+# cluster workers (cluster/door.py): each the whole target, taking whole batches ("replicate"), or a piece of
+ClusterMode = Literal["auto", "replicate", "partition"]  # the mass range cut by equal work; auto: replicate if it fits
 PlacementKind = Literal["local", "ray"]  # who starts and restarts cluster workers: processes here, or Ray actors
 LaneWorkers = Literal["auto", "shared", "own"]  # lanes x cluster: one set of workers or each lane's (cluster/share.py)
 
@@ -139,6 +138,7 @@ class ServeConfig:
     gpus_per_worker: float = 0.0  # placement "ray": GPUs each worker asks for (0.5: two share one; 0: CPU workers)
     cluster_host: str = "127.0.0.1"  # where workers reach this daemon (several hosts: its address on their network)
     worker_memory_gb: float = 0.0  # a cluster worker's room for the target (0: its share of its GPU; CPU: no limit)
+    piece_workers: int = 1  # partition: the workers holding each piece (cluster / piece_workers pieces; door.py)
     lanes: int = 1  # daemon processes the runs are spread over, behind one front (serve/lanes.py); 1: this one
     lane_workers: LaneWorkers = "auto"  # lanes with a cluster: one set of workers for all (local placement), or own
 
@@ -323,7 +323,7 @@ SERVE_RANGES: dict[str, tuple[float, float]] = {
     "max_batch": (1, 1_000_000), "max_queue": (1, 100_000_000), "workers": (1, 8), "publishers": (0, 16),
     "intakes": (0, 32), "cluster": (0, 256), "gpus_per_worker": (0.0, 8.0), "worker_memory_gb": (0.0, 1e6),
     "metrics_port": (0, 65535), "mqtt_queue": (1, 10_000_000), "max_open_runs": (1, 100_000),
-    "run_idle_s": (1.0, 7 * 86_400.0), "lanes": (1, 64),
+    "run_idle_s": (1.0, 7 * 86_400.0), "lanes": (1, 64), "piece_workers": (1, 16),
 }  # fmt: skip
 
 

@@ -10,12 +10,12 @@ waiting batch to a worker:
   (``score(worker=)``: `rtsearch.serve.pacing`'s lanes) while that one lives, else to the live worker with the fewest
   spectra outstanding (ties: the fastest, by its measured seconds per spectrum);
 - ``partition``: the precursor-mass range is cut by Li et al.'s equal-work rule (`rtsearch.cluster.partition`;
-  `LiveCuts`: cut again as the spectra come) and each worker holds its piece's slice of the target; a spectrum
-  goes whole to the owner of its mass, which answers it, or — when a query of it lies beyond that worker's slice
-  — each query to the owner of its mass, and the door chooses the spectrum's best over them
-  (`rtsearch.cluster.pieces`). A piece whose owner is dead waits for the restarted owner `FAILOVER_S` (or half
-  the budget), then goes to a live worker whose slice covers it, if any (every worker, when each holds the
-  whole target).
+  `LiveCuts`: cut again as the spectra come), each piece's slice held by ``[serve] piece_workers`` workers (worker k:
+  piece k mod pieces); a spectrum goes whole to an owner of its mass (lane j of lanes sharing the workers: copy j mod
+  piece_workers, as a replicate lane keeps to its worker; else the least held), which answers it, or — when a query
+  lies beyond that slice — each query to an owner of its mass, and the door chooses the spectrum's best over them
+  (`rtsearch.cluster.pieces`). A piece whose owners are dead waits for a restarted one `FAILOVER_S` (or half the
+  budget), then goes to a live worker whose slice covers it, if any (any, when each holds the whole target).
 
 Lanes may share one cluster (`rtsearch.cluster.share`): then each lane's door binds where the lanes' front said, and
 only lane 0's starts and restarts the workers. A batch no live worker can take within ``timeout_s`` (the daemon's
@@ -64,6 +64,7 @@ SHARED_STOP_S = 60.0  # shared workers: how long the lane that started them wait
 class _Worker:
     name: str
     piece: int
+    copy: int = 0  # partition: which of its piece's `piece_workers` workers it is (worker k: k // pieces)
     pid: int = 0
     alive: bool = False
     last_beat: float = 0.0
@@ -89,7 +90,7 @@ class _Request:
     own: Own | None  # partition: the masses it needs scored (who else can stand in for its piece's worker)
     future: concurrent.futures.Future[tuple[bytes, float, float, float]]  # answer; seconds queued, scored, its share
     first: float
-    prefer: int = -1  # replicate: the worker asked for (-1: any)
+    prefer: int = -1  # replicate: the worker asked for; partition: its piece's copy (-1: any)
     worker: str = ""
     sent: float = 0.0
 
@@ -104,12 +105,14 @@ class ClusterScorer:
         """``record``: the daemon's metrics' (`Cluster` stats, from the dispatcher thread); ``share``: this door is
         a lane's of lanes sharing the workers (`rtsearch.cluster.share`: its endpoints there; the keeper's starts
         them)."""
-        if pieces is not None and len(pieces.reopens) != workers:
-            raise ValueError("partition needs a piece a worker")
+        if pieces is not None and workers % len(pieces.reopens):
+            raise ValueError("partition needs the same number of workers for each piece")
         self.reopen, self.placement, self.pieces = reopen, placement, pieces
         self.mode = "replicate" if pieces is None else "partition"
         self.timeout_s, self.record, self.share = timeout_s, record, share
-        self.workers = {f"w{k}": _Worker(f"w{k}", k if pieces else -1) for k in range(workers)}
+        n = len(pieces.reopens) if pieces else workers
+        self.workers = {f"w{k}": _Worker(f"w{k}", k % n if pieces else -1, k // n) for k in range(workers)}
+        self._copy = share.index % (workers // n) if share else -1  # lanes sharing: the copies this lane's go to
         self._ctx = zmq.Context()
         self._router = self._ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a restarted worker takes its name back
@@ -180,8 +183,8 @@ class ClusterScorer:
         by ``worker`` (its number) while it lives, else by the live one with the fewest spectra outstanding."""
         if self.pieces is None:
             return self._wait([self._request(batch, -1, None, prefer=worker)])[0]
-        plan = self.pieces.route(batch)
-        answers = self._wait([self._request(batch.take(p.rows), p.piece, p.own, whole=p.whole) for p in plan])
+        plan, c = self.pieces.route(batch), self._copy
+        answers = self._wait([self._request(batch.take(p.rows), p.piece, p.own, whole=p.whole, prefer=c) for p in plan])
         return self.pieces.finish(batch, list(zip(plan, answers, strict=True)))
 
     def _request(self, batch: SpectraBatch, piece: int, own: Own | None, *, whole: bool = True, prefer: int = -1
@@ -353,9 +356,9 @@ class ClusterScorer:
     def _choose(self, req: _Request, now: float) -> _Worker | None:
         live = [w for w in self.workers.values() if w.alive]
         if req.piece >= 0:
-            owner = self.workers[f"w{req.piece}"]
-            if owner.alive:
-                return owner
+            if owners := [w for w in live if w.piece == req.piece]:  # `piece_workers` of them: the lane's copy,
+                kept = [w for w in owners if w.copy == req.prefer]  # else the least held
+                return kept[0] if kept else min(owners, key=lambda w: (w.outstanding, w.seconds_per_spectrum))
             if now - req.first < min(FAILOVER_S, self.timeout_s / 2):
                 return None
             assert self.pieces is not None and req.own is not None

@@ -43,7 +43,7 @@ Own = tuple[float, float]  # a piece's precursor masses, [lo, hi) Da
 @dataclass
 class Pieces:
     """``target`` (a `rtsearch.search.database.DatabaseTarget` of the whole index, on the host) routes and
-    finishes; ``cuts`` split the mass range into ``len(reopens)`` pieces; worker k opens ``reopens[k]`` (its
+    finishes; ``cuts`` split the mass range into ``len(reopens)`` pieces; piece k's workers open ``reopens[k]`` (its
     slice) and can score queries of mass in ``serves[k]``."""
 
     target: Any

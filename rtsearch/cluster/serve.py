@@ -60,7 +60,10 @@ def open_cluster(target: SearchTarget, cfg: ServeConfig, backend: BackendName,
              "fits" if target_bytes(target) <= room else "does not fit", room / 1e9, mode,
              ", the lanes sharing the workers" if share else "")  # fmt: skip
     if mode == "partition":
-        pieces = _pieces(target, cfg.cluster, room, backend)
+        if cfg.cluster % cfg.piece_workers:
+            raise ConfigError(f"[serve] cluster ({cfg.cluster}) must be a multiple of piece_workers "
+                              f"({cfg.piece_workers}): each piece is held by piece_workers workers")  # fmt: skip
+        pieces = _pieces(target, cfg.cluster // cfg.piece_workers, room, backend)
     elif target_bytes(target) > room:
         raise ConfigError(f"the target needs {target_bytes(target) / 1e9:.2f} GB, a cluster worker has "
                           f"{room / 1e9:.2f} GB: cluster_mode = \"partition\" (or \"auto\")")  # fmt: skip
@@ -111,7 +114,7 @@ def worker_memory(cfg: ServeConfig, backend: BackendName, *, shared: bool = Fals
 
 
 def _pieces(target: SearchTarget, workers: int, room: float, backend: BackendName) -> Pieces:
-    """Each worker's piece and slice of ``target``, ``room`` bytes each at most."""
+    """``workers`` pieces and their slices of ``target``, ``room`` bytes each at most."""
     cuts = partition_cuts(target, workers)
     per_peptide, shared = target.slice_sizes()  # type: ignore[attr-defined]  # an index: `partition_cuts` checked
     size, start = bin_work(_masses(target), weights=per_peptide)

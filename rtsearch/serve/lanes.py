@@ -162,6 +162,9 @@ class Front:
             for lane in self.lanes:
                 xsub.connect(lane.results)
             forwarder = Forwarder(ctx, xsub, xpub, name="results-fan-in").start()
+            # bound before the lanes start (tens of seconds with a cluster): a port in use is said at once, and no
+            # other process takes it meanwhile; what comes before the intake processes waits in the socket
+            door = Door(cfg.spectra, mode=cfg.spectra_mode, io_threads=IO_THREADS)
             self.health.set(state=f"starting {len(self.lanes)} lanes")
             pipes = [[socket_pair() for _ in self.lanes] for _ in range(self.intakes)]  # [intake][lane]: (lane, intake)
             self._start_lanes(pipes)
@@ -169,7 +172,6 @@ class Front:
             if not stop.is_set() and not self._failure:  # (a lane that failed to start: shut down, raise below)
                 registry = Registry(ctx, f"ipc://{self.folder / 'registry'}", len(self.lanes))
                 self.metrics.runs = registry.runs
-                door = Door(cfg.spectra, mode=cfg.spectra_mode, io_threads=IO_THREADS)
                 intakes = self._start_intakes(door.inner, registry.endpoint, [[p[1] for p in row] for row in pipes])
                 door.start()
                 self.endpoints["spectra"] = door.endpoint

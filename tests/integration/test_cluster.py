@@ -57,7 +57,8 @@ async def serve_files(dev, data, dev_indexes, folder: Path, backend: str = "nump
             metrics = scrape(daemon.endpoints.metrics_port)
             n = cluster["cluster"]
             door = daemon.pool.cluster
-            pieces = range(n) if door.mode == "partition" else [-1] * n  # type: ignore[union-attr]
+            per_piece = cluster.get("piece_workers", 1)  # workers k and k + n / per_piece hold the same piece
+            pieces = [k % (n // per_piece) for k in range(n)] if door.mode == "partition" else [-1] * n  # type: ignore[union-attr]
             sliced = door.pieces is not None and all(np.isfinite(s).any() for s in door.pieces.serves)  # type: ignore[union-attr]
             assert sliced == ("worker_memory_gb" in cluster), door.pieces.serves if door.pieces else None  # type: ignore[union-attr]
             pid = {w["name"]: w["pid"] for w in door.status()}  # type: ignore[union-attr]
@@ -92,11 +93,11 @@ async def test_three_workers_give_one_engines_results(dev, data, dev_indexes, tm
     await same_files(dev, data, dev_indexes, tmp_path, "numpy", 3, placement="ray", modes=CI_MODES[dev.name])
 
 
-MODES = ("replicate", "partition", "sliced")
+MODES = ("replicate", "partition", "sliced", "paired")  # paired: partition with two workers a piece
 # CI's share of the modes: every mode on BSA1 (two FASTAs), one on each other run, so that every mode and every run
-# is compared (16 daemons down to 10: CI's 15 minutes); the GPU test runs every mode on every run
-CI_MODES = {"BSA1": MODES, "Ecoli_MS2_small": ("partition",), "demo": ("sliced",),
-            "SmallCalibratible_Yeast": ("replicate",)}  # fmt: skip
+# is compared (20 daemons down to 11: CI's 15 minutes); the GPU test runs every mode on every run
+CI_MODES = {"BSA1": MODES[:3], "Ecoli_MS2_small": ("partition",), "demo": ("sliced",),
+            "SmallCalibratible_Yeast": ("replicate", "paired")}  # fmt: skip
 
 
 async def same_files(dev, data, dev_indexes, tmp_path: Path, backend: str, workers: int, *,
@@ -108,11 +109,12 @@ async def same_files(dev, data, dev_indexes, tmp_path: Path, backend: str, worke
     target = DatabaseTarget(load_index(dev_indexes[dev.fastas]), dev.search_config(), get_backend("numpy"))
     room = (0.5 + 0.5 / workers) * target_bytes(target)  # a slice each (a piece by work can hold more bytes)
     sliced = {"cluster_mode": "auto", "worker_memory_gb": room / 1e9}
-    for mode, extra in (("replicate", {}), ("partition", {}), ("sliced", sliced)):
+    paired = {"cluster_mode": "partition", "piece_workers": 2, "cluster": 4}  # two pieces, two workers each
+    for mode, extra in (("replicate", {}), ("partition", {}), ("sliced", sliced), ("paired", paired)):
         if mode not in modes:
             continue
-        settings = {"cluster_mode": mode, "cluster_placement": placement, **extra}
-        many = await serve_files(dev, data, dev_indexes, tmp_path / mode, backend, cluster=workers, **settings)
+        settings = {"cluster_mode": mode, "cluster_placement": placement, "cluster": workers, **extra}
+        many = await serve_files(dev, data, dev_indexes, tmp_path / mode, backend, **settings)
         assert many.keys() == one.keys()
         for run, rows in one.items():
             # top-1, charge, decoy and both q-values the same; the run's rescored discriminant to rounding (its

@@ -37,22 +37,24 @@ def test_metrics_port_in_use(index_dir):
     assert proc.stderr.strip().splitlines()[-1].startswith(f"rtsearch: error: metrics port 127.0.0.1:{port}:")
 
 
+@pytest.mark.parametrize("lanes", ["1", "2"])
 @pytest.mark.parametrize("which", ["--results", "--spectra"])
-def test_zeromq_endpoint_in_use(index_dir, which):
+def test_zeromq_endpoint_in_use(index_dir, which, lanes):
+    """Also behind the lanes' front, which binds both before it starts any lane (said at once, no lane's work lost)."""
     ctx = zmq.Context()
     holder = ctx.socket(zmq.PUB)
     port = holder.bind_to_random_port("tcp://127.0.0.1")
     try:
         other = "--spectra" if which == "--results" else "--results"
         proc = _serve(index_dir, "--metrics-port", "0", "--spectra-mode", "pull", which, f"tcp://127.0.0.1:{port}",
-                      other, "tcp://127.0.0.1:*")  # fmt: skip
+                      other, "tcp://127.0.0.1:*", "--lanes", lanes)  # fmt: skip
     finally:
         holder.close(0)
         ctx.term()
     assert proc.returncode == 2
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("rtsearch: error: ") and "Address already in use" in last
-    assert "Traceback" not in proc.stderr
+    assert "Traceback" not in proc.stderr and " up: spectra " not in proc.stderr  # no lane was started
 
 
 def _plain(*args: str) -> subprocess.CompletedProcess[str]:

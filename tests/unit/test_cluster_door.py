@@ -211,6 +211,38 @@ def test_a_dead_owners_piece_goes_only_to_a_worker_whose_slice_covers_it(w0_hold
     assert took < 4.5
 
 
+def test_a_piece_held_by_two_workers_goes_to_the_one_less_held_and_past_a_dead_one_at_once() -> None:
+    """``[serve] piece_workers = 2``: workers w0, w2 hold piece 0 and w1, w3 piece 1. A batch for piece 0 while
+    w0 holds another goes to w2, not behind it; a lane keeping to the second copies sends to w2 while w0 is idle; a
+    batch whose first owner dies goes to the piece's other owner as soon as the dead one is called dead, without
+    `FAILOVER_S`'s wait for a restart."""
+    import concurrent.futures
+
+    from rtsearch.cluster.door import DEAD_AFTER_S, FAILOVER_S
+
+    placement = Scripted({"w0": "slow", "w1": "die", "w2": "ok", "w3": "ok"})
+    whole = [(-np.inf, np.inf)] * 2
+    with ClusterScorer(None, placement, workers=4, pieces=Split(whole), timeout_s=10.0) as door:  # type: ignore[arg-type]
+        assert [w.piece for w in door.workers.values()] == [0, 1, 0, 1]
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            held = pool.submit(door.score, _batch([1000.0]))  # to w0 (both idle: the first), which holds it
+            time.sleep(0.3)
+            t0 = time.monotonic()
+            other = door.score(_batch([1100.0]))
+            assert other.reason == ["w2"] and time.monotonic() - t0 < 0.5 and not held.done()
+            assert held.result(5).reason == ["w0"]
+        door._copy = 1  # a lane keeping to the second copies (lane 1 of lanes sharing the workers): w2, w0 idle
+        assert door.score(_batch([1000.0])).reason == ["w2"]
+        door._copy = -1
+        t0 = time.monotonic()
+        got = door.score(_batch([2000.0]))  # to w1 (idle, the first of piece 1), which dies with it
+        took = time.monotonic() - t0
+    assert got.reason == ["w3"] and placement.answered["w1"] == [] and placement.answered["w3"] == [1]
+    assert DEAD_AFTER_S - 0.2 < took < DEAD_AFTER_S + FAILOVER_S  # silent since its last beat (0.1 s apart)
+    with pytest.raises(ValueError, match="same number of workers"):
+        ClusterScorer(None, Scripted({}), workers=3, pieces=Split(whole))  # type: ignore[arg-type]
+
+
 def test_with_no_live_worker_a_batch_is_answered_with_the_reason_within_the_budget() -> None:
     from rtsearch.serve.engine_process import EngineError
 
