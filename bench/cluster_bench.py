@@ -142,6 +142,10 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
                 if (mid := refined_rate(tried)) is None:
                     break
                 tried.append((mid, one_rate(args, served, mgf, label, f"{mid:g}", ready_s, rows, pids)))
+            for share in [] if any(ok for _, ok in tried) else [float(x) for x in args.below.split(",") if x]:
+                low = float(args.rates.split(",")[0]) * share  # none passed: lower, until one does
+                if one_rate(args, served, mgf, label, f"{low:g}", ready_s, rows, pids):
+                    break
             if env:
                 rows.append({"phase": "workers", "config": label, "gpu_memory_mib": gpu_memory(),
                              "gpu_processes": gpu_processes()})  # fmt: skip
@@ -352,6 +356,9 @@ def main() -> int:
                     "(default: every one with several workers)")  # fmt: skip
     ap.add_argument("--search-toml", default="",
                     help='[search] lines for each config, e.g. \'precursor_tolerance = "500 ppm"\'')  # fmt: skip
+    ap.add_argument("--below", default="0.75,0.5", metavar="SHARES",
+                    help="when no rate passed: these shares of the first rate in turn, until one passes (a slow "
+                         "host's capacity still measured; empty: none)")
     ap.add_argument("--serve-toml", default="", help="[serve] lines for each config, e.g. 'linger_ms = 10.0'")
     ap.add_argument("--database-toml", default="",
                     help='[database] lines of the bench index, e.g. \'specificity = "semi"\' (~20x the peptides: a '

@@ -16,7 +16,9 @@
 #                                  REFINE, TIMELINE_MS override the defaults below; REFINE: rates
 #                                  offered past the grid, halfway to the first that failed; TIMELINE_MS: each rate's
 #                                  answers binned by when they came, bench/latency_timeline.py, 0: none)
-# The database is made of every FASTA under .gpudata/data (bench/gpu_check.sh's cluster mode). About 7-8 min on 2x H100
+# A configuration none of whose rates passed tries 0.75 and 0.5 of its first rate (cluster_bench.py --below): on a
+# slow-Python host every rate of a grid may shed (bench/RESULTS.md, "Two workers a piece"), and the call still
+# measures a capacity. The database is made of every FASTA under .gpudata/data (bench/gpu_check.sh's cluster mode). About 7-8 min on 2x H100
 # (a device call's limit is 10). Read it with `python bench/cluster_summary.py cluster-call.tgz` (the Done-when's
 # figures: capacities, efficiency a GPU of each mode against its best one-GPU configuration, balance, kills).
 set -uo pipefail
