@@ -11,7 +11,9 @@
 # again with that environment), PAR_AB_ENV with PAR_AB_RATES (partition so), SHM_REP2_RATES (again with the
 # daemons' results files and journals on /dev/shm),
 # SPY=RATES (each lane recorded with py-spy at those rates). (Another commit beside this one: gpu_check.sh's BASELINE.)
-#   bash bench/cluster_call.sh    (PARTS: which runs, default "par rep1 rep2"; PAR_RATES, PAR_CONFIGS, REP1_RATES,
+#   bash bench/cluster_call.sh    (PARTS: which runs, default "par rep1 rep2"; SENDERS: rt_load's senders, a run
+#                                  each, default 4: a run is one lane's, so K lanes need K senders; PAR_RATES,
+#                                  PAR_CONFIGS, REP1_RATES,
 #                                  REP1_CONFIGS, REP2_RATES, REP2_CONFIGS, KILL_RATE (0: no kill), BUDGET_MS, WINDOW,
 #                                  REFINE, TIMELINE_MS override the defaults below; REFINE: rates
 #                                  offered past the grid, halfway to the first that failed; TIMELINE_MS: each rate's
@@ -30,7 +32,7 @@ python3 -c 'import time; t = time.perf_counter(); sum(i * i for i in range(10**7
 # whether this machine stalls (all its CPUs at once: bench/RESULTS.md, 2026-11-23), to read beside its runs' spread
 python3 bench/machine_stalls.py --hz 200 --seconds 4 --per-cpu 0,5,10,15,20,25,30 >> "$r/host.txt" 2>&1
 b="--gpus-per-worker 1 --search-toml \"precursor_tolerance = \\\"${WINDOW:-200 Da}\\\"\" --skip-engine --stop-after 2 \
---seconds 3 --senders 4 --budget-ms ${BUDGET_MS:-40} --p99-ms 50 --refine ${REFINE:-1} --serve-args \"--backend cupy\" \
+--seconds 3 --senders ${SENDERS:-4} --budget-ms ${BUDGET_MS:-40} --p99-ms 50 --refine ${REFINE:-1} --serve-args \"--backend cupy\" \
 --timeline-ms ${TIMELINE_MS:-250}"
 toml() { [ -n "$1" ] && echo "--serve-toml \"$1\""; }  # SERVE_TOML: [serve] lines for every daemon (e.g. publishers = 1)
 b="$b $(toml "${SERVE_TOML:-}")"
