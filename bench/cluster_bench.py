@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "simulators"))
 
+from bench.cluster_configs import config_file, serve_args  # noqa: E402
 from bench.cluster_reading import (  # noqa: E402
     admission,
     busy_by_process,
@@ -114,14 +115,9 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
             rows.append({"phase": "floor", **r})
             print(json.dumps(rows[-1]), flush=True)
     one = [] if not (args.search_toml or args.serve_toml) else \
-        ["--config", str(_toml(tmp, "one", args.search_toml, serve=args.serve_toml))]  # fmt: skip
+        ["--config", str(config_file(tmp, "one", args.search_toml, serve=args.serve_toml))]  # fmt: skip
     configs = [("one engine", one)] * (not args.skip_engine) + [
-        (c, _lanes_args(c, tmp, args, one, target_gb) if c.split(":")[1] == "lanes" else
-            ["--cluster", c.split(":")[0], "--cluster-mode", c.split(":")[1], "--placement", args.placement,
-             "--config", str(_toml(tmp, c, args.search_toml, args.gpus_per_worker,
-                                   _room((c.split(":") + ["0"])[2], target_gb), args.serve_toml))])
-        for c in args.configs.split(",") if c
-    ]  # fmt: skip
+        (c, serve_args(c, tmp, args, one, target_gb)) for c in args.configs.split(",") if c]
     for label, extra in configs:
         t0 = time.perf_counter()
         parts = label.split(":")  # K:lanes:G — K lanes on the first G GPUs (lane k on GPU k mod G)
@@ -295,39 +291,6 @@ def _free_device_memory() -> None:
         return
     cupy.get_default_memory_pool().free_all_blocks()
     cupy.get_default_pinned_memory_pool().free_all_blocks()
-
-
-def _room(text: str, target_gb: float) -> float:
-    """``worker_memory_gb`` of a ``--configs`` entry: GB, or ``0.6x``: that fraction of the target."""
-    return float(text[:-1]) * target_gb if text.endswith("x") else float(text)
-
-
-def _lanes_args(c: str, tmp: Path, args: argparse.Namespace, one: list[str], target_gb: float) -> list[str]:
-    """``K:lanes:G[:C[:MODE[:ROOM]]][:shared|:own][:xP]``'s serve arguments: ``--lanes K``, with ``--cluster C``
-    (its workers on GPUs, one each, where ``--gpus-per-worker`` says so) in ``MODE`` (default: the daemon's, auto),
-    each worker with room for ``ROOM`` of the target (GB, or ``0.6x``: that fraction; default: its share of its GPU);
-    ``shared``: the lanes send to one cluster of C workers (``--lane-workers``; default: the daemon's); ``xP``:
-    partition, P workers a piece (``[serve] piece_workers``: C / P pieces)."""
-    k, _, _, *rest = c.split(":")
-    per_piece = rest.pop()[1:] if rest and rest[-1][:1] == "x" else "1"
-    share = rest.pop() if rest and rest[-1] in ("shared", "own") else ""
-    if not rest:
-        return ["--lanes", k, *one]
-    room = _room(rest[2], target_gb) if len(rest) > 2 else 0.0
-    toml = _toml(tmp, c, args.search_toml, args.gpus_per_worker, room,
-                 serve=f"{args.serve_toml}\npiece_workers = {per_piece}")
-    return ["--lanes", k, "--cluster", rest[0], *(["--cluster-mode", rest[1]] if len(rest) > 1 else []),
-            *(["--lane-workers", share] if share else []), "--placement", args.placement,
-            "--config", str(toml)]  # fmt: skip
-
-
-def _toml(tmp: Path, label: str, search: str, gpus: float = 0.0, memory_gb: float = 0.0, serve: str = "") -> Path:
-    """A configuration file: ``search`` as its [search] section; [serve] with the workers' GPUs and memory and
-    ``serve``'s lines."""
-    path = tmp / f"config-{label.replace(':', '-')}.toml"
-    path.write_text((f"[search]\n{search}\n" if search else "")
-                    + f"[serve]\ngpus_per_worker = {gpus}\nworker_memory_gb = {memory_gb}\n{serve}\n")  # fmt: skip
-    return path
 
 
 def main() -> int:

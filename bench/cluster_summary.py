@@ -76,6 +76,15 @@ def _results_ms(r: dict[str, Any]) -> float | None:
     return round(1e3 * sum(st.get(k, 0.0) for k in ("results", "publish", "gc")) / n, 2) if n else None
 
 
+def lane_cpu_s(r: dict[str, Any]) -> float | None:
+    """The busiest lane process's CPU seconds over the row (its threads' ``cpu_s``, ``lane_K/...``, summed)."""
+    lanes: dict[str, float] = {}
+    for k, v in (r.get("cpu_s") or {}).items():
+        if k.startswith("lane_"):
+            lanes[k.split("/")[0]] = lanes.get(k.split("/")[0], 0.0) + v
+    return round(max(lanes.values()), 2) if lanes else None
+
+
 def report(rows: list[dict[str, Any]], host: str = "") -> str:
     """The summary of a call's ``rows`` (`rows_of`), after its host.txt's Python speed (``host``, when given)."""
     speed = python_speed(host)
@@ -86,6 +95,7 @@ def report(rows: list[dict[str, Any]], host: str = "") -> str:
             lines.append(f"{r['run']:8} {r['config']:24} {r['offered_hz']:>8.0f} scored {r['scored_per_s']:>8.0f} "
                          f"p99 {lat['p99']:6.1f} shed {r['statuses'].get('shed', 0):>6} lost {r['lost']} "
                          f"batch {r['mean_batch']} results {_results_ms(r)} ms host {r.get('host_busy')} "
+                         f"lane cpu {lane_cpu_s(r)} s of {(r.get('cpu_s') or {}).get('wall')} "
                          f"busy {_busy(r)} rounds {r.get('round_spectra')}")  # fmt: skip
         elif r.get("phase") == "workers" and "spectra" in r:
             lines.append(f"{r['run']:8} {r['config']:24} spectra a worker max/mean {r['max_over_mean']}")

@@ -137,11 +137,20 @@ def serve(conn: Connection, reopen: Reopen, parent: int, name: str) -> None:
         except (EOFError, OSError):
             return  # the daemon closed the pipe (or is gone)
         try:
-            reply: tuple[str, Any] = ("scored", named(target, target.score(batch)))  # named here, not in the daemon
-        except Exception as e:  # answered by the daemon with this reason, as a thread's failure would be
-            log.exception("engine failed on a batch of %d spectra", len(batch))
-            reply = ("error", f"{type(e).__name__}: {e}")
+            reply: tuple[str, Any] = ("scored", score_named(target, batch))  # named here, not in the daemon
+        except EngineError as e:  # answered by the daemon with this reason, as a thread's failure would be
+            reply = ("error", str(e))
         send_object(conn, reply)
+
+
+def score_named(target: SearchTarget, batch: SpectraBatch) -> ScoredBatch:
+    """``batch`` scored and its matches named by ``target`` (an engine process's work, and a lone batch's in the
+    engine thread: `LoneFirst`); a failure is logged and raised as `EngineError` with the exception's name and text."""
+    try:
+        return named(target, target.score(batch))
+    except Exception as e:
+        log.exception("engine failed on a batch of %d spectra", len(batch))
+        raise EngineError(f"{type(e).__name__}: {e}") from None
 
 
 def open_scorer(target: SearchTarget, host: EngineHost, name: str,
@@ -182,11 +191,7 @@ class LoneFirst:
             if not here:
                 return self.process(batch)
             self.lone += 1
-            try:
-                return named(self.target, self.target.score(batch))
-            except Exception as e:  # as the process's failures are: the batch answered with the reason
-                log.exception("engine failed on a lone batch of %d spectra", len(batch))
-                raise EngineError(f"{type(e).__name__}: {e}") from None
+            return score_named(self.target, batch)
         finally:
             self.done_at = time.perf_counter()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.cluster_reading import gpus_of
-from bench.cluster_summary import capacity, efficiencies, mode, report, variants
+from bench.cluster_summary import capacity, efficiencies, lane_cpu_s, mode, report, variants
 
 
 def _row(config: str, offered: float, scored: float, p99: float, lost: int = 0) -> dict:
@@ -44,3 +44,8 @@ def test_an_ab_runs_figures_are_read_apart_from_the_calls():
     out = report(rows)
     assert "capacity 4:lanes:1:2:partition        9000 /s (offered 9000, p99 40.0)\n" in out
     assert out.endswith("capacity 4:lanes:1:2:partition       11000 /s (offered 12000, p99 45.0) [par_ab]")
+
+
+def test_a_rows_busiest_lane_is_its_threads_cpu_summed():
+    row = {"cpu_s": {"lane_0/lane_0": 1.3, "lane_0/results": 0.4, "lane_1/lane_1": 1.0, "w0/w0": 5.0, "wall": 7.0}}
+    assert lane_cpu_s(row) == 1.7 and lane_cpu_s({"cpu_s": {"wall": 7.0}}) is None
