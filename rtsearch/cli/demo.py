@@ -69,6 +69,9 @@ def add_parser(sub: Any) -> None:
         "identifications as they arrive, then a summary. Needs no GPU and no broker.",
     )
     e.add_argument("--rate", type=float, default=200.0, metavar="HZ", help="spectra per second sent (default 200)")
+    e.add_argument("--budget-ms", type=float, default=1000.0, metavar="MS",
+                   help="each spectrum's latency budget (default 1000: a replay on a busy laptop answers every "
+                   "spectrum scored; `rtsearch serve` defaults to 100, and sheds what would be later)")
     e.add_argument("--out", default="demo-out", metavar="DIR", help="folder for the results file (default demo-out)")
     e.add_argument("--cache", metavar="DIR", help="index cache folder (default ~/.cache/rtsearch)")
     add_backend_argument(e)
@@ -79,6 +82,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from rtsearch.search.database import DatabaseTarget
     from rtsearch.serve.daemon import Daemon, Finished
+    from rtsearch.types import ResultStatus
     from rtsearch_sim.collector import Collector
     from rtsearch_sim.replay import Sender, Sent, load_run, replay
 
@@ -96,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
           f"{'built into' if built else 'loaded from'} {cache}")  # fmt: skip
     serve = ServeConfig(
         spectra="tcp://127.0.0.1:*", spectra_mode="pull", results="tcp://127.0.0.1:*", metrics_port=0,
-        mqtt=args.mqtt or "", instrument="demo", results_dir=args.out,
+        mqtt=args.mqtt or "", instrument="demo", results_dir=args.out, budget_ms=args.budget_ms,
     )  # fmt: skip
     spectra = load_run(bundled(RUN))
     finished: list[Finished] = []
@@ -152,7 +156,9 @@ def run(args: argparse.Namespace) -> int:
     report = col.report(sent.ms2, first_ns=sent.first_ns)
     s = finished[0].summary
     lat = report.latency_ms
-    print(f"\n{s.spectra} MS2 spectra answered of {report.sent} sent ({report.lost} lost); "
+    shed = s.by_status.get(ResultStatus.SHED.value, 0)
+    print(f"\n{s.spectra} MS2 spectra answered of {report.sent} sent ({report.lost} lost, {shed} shed over their "
+          f"{args.budget_ms:g} ms budget); "
           f"{s.identified_running} identified live (running q <= 0.01); "
           f"{s.psms_at_1pct} PSMs and {s.peptides_at_1pct} peptides at 1% FDR after the run")
     print(f"latency sent -> result: p50 {lat.get('p50', float('nan')):.2f} ms, p99 {lat.get('p99', float('nan')):.2f} "

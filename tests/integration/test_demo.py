@@ -20,12 +20,15 @@ def test_demo_replays_the_bundled_run_through_the_daemon(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no GPU: scoring with NumPy on the CPU" in out or out.startswith("GPU: ")
     assert "MQTT: no broker given" in out
-    m = re.search(r"(\d+) MS2 spectra answered of (\d+) sent \((\d+) lost\); (\d+) identified live .*?; "
-                  r"(\d+) PSMs and (\d+) peptides at 1% FDR", out)  # fmt: skip
+    m = re.search(r"(\d+) MS2 spectra answered of (\d+) sent \((\d+) lost, (\d+) shed over their 1000 ms budget\); "
+                  r"(\d+) identified live .*?; (\d+) PSMs and (\d+) peptides at 1% FDR", out)  # fmt: skip
     assert m, out
-    answered, sent, lost, live, psms, _peptides = map(int, m.groups())
+    answered, sent, lost, shed, live, psms, _peptides = map(int, m.groups())
     assert answered == sent == 139 and lost == 0
-    assert psms >= 85  # the search-core floor for this run
+    # the demo's budget lets a busy 2-core machine score every spectrum: with the serve default, 100 ms, a CI run
+    # found 81 PSMs, and four busy processes beside the demo had 72 of the 139 shed
+    assert shed == 0, out
+    assert psms >= 85, out  # the search-core floor for this run
     # identifications were printed as they arrived, one line each
     assert len(re.findall(r"^  scan +\d+ ", out, flags=re.M)) == live > 0
     assert re.search(r"latency sent -> result: p50 [\d.]+ ms, p99 [\d.]+ ms", out)
