@@ -171,14 +171,20 @@ class PeptideIndex:
         ids = np.asarray(ids, dtype=np.int64)
         if len(ids) < ONE_BY_ONE_BELOW:
             return [self.protein_accessions(i) for i in ids.tolist()]
-        base = self.forms.base[ids]
+        keys, bounds = self.protein_keys(ids)
+        flat = self._protein_names()[keys].tolist()
+        return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+    def protein_keys(self, ids: np.ndarray) -> tuple[np.ndarray, list[int]]:
+        """The proteins of each peptide of ``ids`` (all >= 0) as numbers, one gather: a target's protein ``k`` is
+        ``k``, a decoy's ``k + len(proteins)`` (the order of `_protein_names`); peptide ``j``'s are
+        ``keys[bounds[j]:bounds[j + 1]]``."""
+        base = self.forms.base[np.asarray(ids, dtype=np.int64)]
         links, bounds = _gather(self.base_proteins, self.base_protein_offsets[base],
                                 self.base_protein_offsets[base + 1])  # fmt: skip
-        # a decoy's proteins are the names after the targets' (`_protein_names`): one gather names every link
         decoy = np.asarray(self.bases.is_decoy[base], dtype=bool)
         shift = np.repeat(np.where(decoy, len(self.proteins), 0), np.diff(bounds))
-        flat = self._protein_names()[links.astype(np.int64) + shift].tolist()
-        return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        return links.astype(np.int64) + shift, bounds
 
     def _protein_names(self) -> np.ndarray:
         """The proteins' names, then the same with the decoy prefix (objects: `accessions` gathers them)."""

@@ -4,8 +4,10 @@ Matches are peptides of the index (ids: their rank by mass). A run's discriminan
 is fitted twice (Percolator-style, `rtsearch.search.lda`): first on uncalibrated
 features (|ppm| for the precursor error), then, on that fit's confident targets,
 the precursor error becomes a z-score against the run's own offset and spread
-(`recenter_ppm`) and the retention time is predicted from composition
-(`rtsearch.scoring.database.retention`), and the discriminant is fitted again.
+(`recenter_ppm`), the retention time is predicted from composition
+(`rtsearch.scoring.database.retention`), the PSMs that fit accepts give each PSM
+its sibling evidence (`rtsearch.scoring.database.siblings`), and the discriminant
+is fitted again.
 """
 
 from __future__ import annotations
@@ -24,14 +26,18 @@ from rtsearch.scoring.database.engine import Engine
 from rtsearch.scoring.database.features import FEATURES
 from rtsearch.scoring.database.partial import QueryScores
 from rtsearch.scoring.database.retention import rt_error
+from rtsearch.scoring.database.siblings import sibling_evidence
 from rtsearch.search import warmup
-from rtsearch.search.fdr import confident
+from rtsearch.search.fdr import confident, q_values
 from rtsearch.search.lda import fit
 from rtsearch.search.live import named
 from rtsearch.search.target import Reopen, RunFit
 from rtsearch.types import C13_DELTA, PROTON, Spectrum
 
-_Z2, _SIGNED, _RT = (FEATURES.index(f) for f in ("ppm_error_z2", "signed_ppm_error", "rt_error"))
+_Z2, _SIGNED, _RT, _SIB = (FEATURES.index(f) for f in ("ppm_error_z2", "signed_ppm_error", "rt_error", "siblings"))
+# the discriminant's shrinkage (`rtsearch.search.lda.fit`, 1e-3 there): with `siblings`, 0.1 held the dev runs' 1:1
+# entrapment to 0 matches in 273 accepted (bench/RESULTS.md, 2026-11-28: 0.001-0.3 measured)
+RIDGE = 0.1
 
 
 def recenter_ppm(x: np.ndarray, good: np.ndarray) -> None:
@@ -168,12 +174,16 @@ class DatabaseTarget:
         fitted on the rows ``train``, every row calibrated and scored."""
         x = self.live_features(x)
         rows = np.ones(len(x), bool) if train is None else train
-        disc = fit(x[rows], decoy[rows], FEATURES, start=self.primary)
+        disc = fit(x[rows], decoy[rows], FEATURES, start=self.primary, ridge=RIDGE)
+        first = disc.score(x[rows])
         good = np.zeros(len(x), bool)
-        good[rows] = confident(disc.score(x[rows]), decoy[rows])
+        good[rows] = confident(first, decoy[rows])
+        likely = np.zeros(len(x), bool)  # targets and decoys alike: `siblings`
+        likely[rows] = q_values(first, decoy[rows]) <= 0.01
         recenter_ppm(x, good)
         x[:, _RT] = rt_error(self.index, ids, rt, good)
-        disc = fit(x[rows], decoy[rows], FEATURES, start=self.primary)
+        x[:, _SIB] = sibling_evidence(self.index, ids, likely)
+        disc = fit(x[rows], decoy[rows], FEATURES, start=self.primary, ridge=RIDGE)
         score = np.empty(len(x))
         score[rows] = disc.score(x[rows])  # apart: the same sums, to the last bit, as with no other rows
         score[~rows] = disc.score(x[~rows])

@@ -34,13 +34,13 @@ class Discriminant:
         return ((x - self.mean) / self.std) @ self.weights
 
 
-def fisher(x: np.ndarray, positive: np.ndarray, negative: np.ndarray) -> np.ndarray:
-    """Fisher direction ``Sw^-1 (mu_pos - mu_neg)`` for standardized ``x``."""
+def fisher(x: np.ndarray, positive: np.ndarray, negative: np.ndarray, ridge: float = RIDGE) -> np.ndarray:
+    """Fisher direction ``(Sw + ridge I)^-1 (mu_pos - mu_neg)`` for standardized ``x``."""
     a, b = x[positive], x[negative]
     sw = np.cov(a, rowvar=False, bias=True) * len(a) + np.cov(b, rowvar=False, bias=True) * len(b)
     sw = np.atleast_2d(sw) / max(len(a) + len(b), 1)
-    sw += RIDGE * np.eye(sw.shape[0])
-    sw[np.diag_indices_from(sw)] = np.where(np.diag(sw) > RIDGE, np.diag(sw), 1.0)
+    sw += ridge * np.eye(sw.shape[0])
+    sw[np.diag_indices_from(sw)] = np.where(np.diag(sw) > ridge, np.diag(sw), 1.0)
     w = np.linalg.solve(sw, a.mean(axis=0) - b.mean(axis=0))
     norm = np.linalg.norm(w)
     return w / norm if norm > 0 else w
@@ -63,12 +63,14 @@ def best_feature(z: np.ndarray, decoy: np.ndarray) -> np.ndarray:
 
 
 def fit(
-    x: np.ndarray, is_decoy: np.ndarray, names: tuple[str, ...], *, start: str, iterations: int = 10
+    x: np.ndarray, is_decoy: np.ndarray, names: tuple[str, ...], *, start: str, iterations: int = 10,
+    ridge: float = RIDGE,
 ) -> Discriminant:
     """Fit the discriminant on one run's top PSMs (``x``: [n, features]).
 
     The first positives are the targets accepted by the best single feature
-    (Percolator's start); ``start`` names the feature used when it ties.
+    (Percolator's start); ``start`` names the feature used when it ties;
+    ``ridge`` shrinks the within-class scatter (standardized features).
     """
     mean = x.mean(axis=0)
     std = x.std(axis=0)
@@ -96,7 +98,7 @@ def fit(
         if used is not None and np.array_equal(pos, used):
             break  # the same positives would give the same weights again: a fixed point
         used = pos
-        w = fisher(z, pos, decoy)
+        w = fisher(z, pos, decoy, ridge)
         if not np.all(np.isfinite(w)):
             break
         weights = w

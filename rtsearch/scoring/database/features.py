@@ -46,6 +46,7 @@ FEATURES: tuple[str, ...] = (
     "log_candidates",
     "poisson",
     "rt_error",
+    "siblings",  # filled per run (rtsearch.scoring.database.siblings)
 )
 
 
@@ -270,6 +271,7 @@ def _features(
         "prelim_count": got["prelim"],
         "log_candidates": np.log1p(queries.hi[bq] - queries.lo[bq]),
         "rt_error": np.zeros(sp.shape[0]),  # filled per run by rtsearch.search.table
+        "siblings": np.zeros(sp.shape[0]),  # likewise
         "poisson": poisson_evidence(
             (n_b + n_y).astype(np.int64),
             2 * (length - 1) * np.clip(z - 1, 1, max_fragment_charge) * match_probability[sp],
