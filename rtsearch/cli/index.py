@@ -22,7 +22,8 @@ def add_parser(sub: Any) -> None:
         description="Digest proteins, add decoys and modifications, build the fragment index, "
         "and write it to a folder that searches load memory-mapped.",
     )
-    b.add_argument("--fasta", nargs="+", required=True, metavar="FASTA", help="protein databases")
+    b.add_argument("--fasta", nargs="+", action="extend", required=True, metavar="FASTA",
+                   help="protein databases (several after one --fasta, or --fasta again: all are read)")
     b.add_argument("--config", metavar="TOML", help="[database] settings (defaults: trypsin, 2 missed cleavages, ...)")
     b.add_argument("--out", required=True, metavar="DIR", help="index folder to write (replaced if it is an index)")
     add_backend_argument(b)

@@ -21,7 +21,8 @@ def add_parser(sub: Any) -> None:
         "not, acetylated or not) and shuffled DECOY_ proteins, with the known PTMs a top-down search may place; "
         "write them to a folder that searches load memory-mapped. Settings: the [proteoforms] table of --config.",
     )  # fmt: skip
-    b.add_argument("--fasta", nargs="+", required=True, metavar="FASTA", help="protein databases")
+    b.add_argument("--fasta", nargs="+", action="extend", required=True, metavar="FASTA",
+                   help="protein databases (several after one --fasta, or --fasta again: all are read)")
     b.add_argument("--config", metavar="TOML", help="[proteoforms] settings (defaults: the four N-terminal forms, "
                    "Acetyl@K Phospho@STY Oxidation@M Methyl@KR Dimethyl@KR, shuffled decoys)")  # fmt: skip
     b.add_argument("--out", required=True, metavar="DIR", help="folder to write (replaced if it is one)")

@@ -35,6 +35,16 @@ def bsa_index(tmp_path_factory, data) -> Path:
     return out
 
 
+def test_fasta_given_twice_reads_both(tmp_path):
+    """``--fasta A --fasta B`` is ``--fasta A B`` (argparse's default kept only B: an index silently without A)."""
+    a, b = tmp_path / "a.fasta", tmp_path / "b.fasta"
+    a.write_text(">A one\nMKWVTFISLLLLFSSAYSRGVFRR\n")
+    b.write_text(">B two\nMSDKIIHLTDDSFDTDVLKADGAILVDFWAEWCGPCK\n")
+    proc = run_cli("index", "build", "--fasta", str(a), "--fasta", str(b), "--out", str(tmp_path / "i"))
+    assert proc.returncode == 0, proc.stderr
+    assert "2 proteins" in proc.stdout, proc.stdout
+
+
 def test_index_info(bsa_index):
     proc = run_cli("index", "info", str(bsa_index))
     assert proc.returncode == 0

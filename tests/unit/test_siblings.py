@@ -24,7 +24,8 @@ def index(tmp_path_factory) -> PeptideIndex:
 
 
 def _id(index: PeptideIndex, seq: str, decoy: bool = False) -> int:
-    hits = [i for i in range(len(index)) if index.sequence(i) == seq and bool(index.is_decoy(np.array([i]))[0]) == decoy]
+    hits = [i for i in range(len(index))
+            if index.sequence(i) == seq and bool(index.is_decoy(np.array([i]))[0]) == decoy]  # fmt: skip
     assert len(hits) == 1, (seq, hits)
     return hits[0]
 
