@@ -14,10 +14,7 @@ Both are columns, their arrays sent out of band (`rtsearch.serve.pipes`: no copy
 batch of 300 spectra is ~0.6 MB out, ~50 kB back, with
 the matches' names (`rtsearch.search.live.named`: ProForma and proteins), worked out here rather than by the
 daemon's results thread, which shares the daemon's GIL.
-A lone spectrum skips the hop (`LoneFirst`): a batch of at most `LONE_MAX` spectra that finds the engine idle for
-`LONE_IDLE_S` is scored in the engine thread, on the daemon's own copy of the target (a lone daemon opens it on the
-same backend), where the GIL is free at such a rate. An exception in the child comes back as `EngineError` with its
-text (the batch is answered with it, as in a
+An exception in the child comes back as `EngineError` with its text (the batch is answered with it, as in a
 thread); a child that dies raises `EngineGone`, and the worker thread stops (the daemon then shuts down,
 answering what it holds). The child ends with the daemon, even a SIGKILLed one (`exit_with_parent`).
 """
@@ -38,15 +35,12 @@ from rtsearch.matches import ScoredBatch
 from rtsearch.search.live import named
 from rtsearch.search.target import Reopen, SearchTarget
 from rtsearch.serve.pipes import recv_object, send_object
-from rtsearch.serve.runtime import as_child, env_number, stop_child
+from rtsearch.serve.runtime import as_child, stop_child
 
 log = logging.getLogger(__name__)
 
 Scorer = Callable[[SpectraBatch], ScoredBatch]
 START_TIMEOUT_S = 600.0  # opening a large index on a fresh machine (and CuPy's first import) takes a while
-# a batch this small after the engine was idle this long is scored in the engine thread (`LoneFirst`);
-# RTSEARCH_LONE_MAX=0: never
-LONE_MAX, LONE_IDLE_S = int(env_number("RTSEARCH_LONE_MAX", 2)), 0.002
 
 
 class EngineError(RuntimeError):
@@ -144,8 +138,8 @@ def serve(conn: Connection, reopen: Reopen, parent: int, name: str) -> None:
 
 
 def score_named(target: SearchTarget, batch: SpectraBatch) -> ScoredBatch:
-    """``batch`` scored and its matches named by ``target`` (an engine process's work, and a lone batch's in the
-    engine thread: `LoneFirst`); a failure is logged and raised as `EngineError` with the exception's name and text."""
+    """``batch`` scored and its matches named by ``target`` (an engine process's work); a failure is logged and
+    raised as `EngineError` with the exception's name and text."""
     try:
         return named(target, target.score(batch))
     except Exception as e:
@@ -168,32 +162,7 @@ def open_scorer(target: SearchTarget, host: EngineHost, name: str,
     reopen = target.reopen(target.backend.name)
     assert reopen is not None
     engine = EngineProcess(reopen, name).start()
-    return (LoneFirst(target, engine.score) if LONE_MAX else engine.score), engine
-
-
-class LoneFirst:
-    """A scorer: a lone batch (at most `LONE_MAX` spectra, the engine idle `LONE_IDLE_S` before it) by ``target``
-    in the calling thread, every other batch by ``process`` (its engine process's `EngineProcess.score`).
-
-    At 200 spectra/s the process's round trip (two pipe hops, two wake-ups) is what a lone spectrum pays for it:
-    measured on an H100 host, 3.41 ms p50 through the process against 2.92 in a thread (bench/RESULTS.md, "An engine
-    process"), while the daemon's GIL, which the process keeps the engine's Python off under load, is idle at such a
-    rate; a rate that keeps the engine busy makes larger or closer batches, and those go to the process."""
-
-    def __init__(self, target: SearchTarget, process: Scorer) -> None:
-        self.target, self.process = target, process
-        self.done_at = 0.0  # when the last batch came back (perf_counter seconds)
-        self.lone = 0  # batches scored here
-
-    def __call__(self, batch: SpectraBatch) -> ScoredBatch:
-        here = len(batch) <= LONE_MAX and time.perf_counter() - self.done_at >= LONE_IDLE_S
-        try:
-            if not here:
-                return self.process(batch)
-            self.lone += 1
-            return score_named(self.target, batch)
-        finally:
-            self.done_at = time.perf_counter()
+    return engine.score, engine
 
 
 def scores_in_process(target: SearchTarget, host: EngineHost) -> bool:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 
 import numpy as np
 import pytest
 
 from rtsearch.batch import SpectraBatch
-from rtsearch.serve.engine_process import LONE_IDLE_S, EngineError, EngineGone, EngineProcess, LoneFirst, open_scorer
+from rtsearch.serve.engine_process import EngineError, EngineGone, EngineProcess, open_scorer
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, replay
 from tests.streaming import running, serve_config
@@ -58,41 +57,12 @@ def test_thread_is_the_default_on_numpy_and_process_when_asked(engine):
     score, proc = open_scorer(engine, "auto", "engine_test")
     assert proc is None and score == engine.score
     score, proc = open_scorer(engine, "process", "engine_test")
-    try:  # a lone batch first here, the rest in the process (`LoneFirst`)
-        assert proc is not None and proc.alive() and isinstance(score, LoneFirst) and score.process == proc.score
+    try:
+        assert proc is not None and proc.alive() and score == proc.score
     finally:
         assert proc is not None
         proc.close()
     assert not proc.alive()
-
-
-def test_a_lone_batch_after_an_idle_moment_is_scored_here_the_rest_in_the_process(engine, ecoli_run):
-    """`LoneFirst`: one or two spectra after the engine was idle `LONE_IDLE_S` are scored in the calling thread
-    (named there, as the process names its), three, or one straight after another batch, in the process — the same
-    answers either way; a failure here is an `EngineError`, as the process's."""
-    ms2 = _ms2(ecoli_run)
-    calls = []
-    with EngineProcess(engine.reopen("numpy"), "engine_test") as remote:
-        def process(batch):
-            calls.append(len(batch))
-            return remote.score(batch)
-
-        score, lone = LoneFirst(engine, process), []
-        for k in range(40, 43):
-            time.sleep(2 * LONE_IDLE_S)
-            lone.append(score(SpectraBatch.of(ms2[k:k + 1])))
-        assert score.lone == 3 and calls == []
-        three = score(SpectraBatch.of(ms2[40:43]))
-        right_after = score(SpectraBatch.of(ms2[40:41]))
-        assert calls == [3, 1] and score.lone == 3
-        bad = SpectraBatch.of(ms2[:1])
-        time.sleep(2 * LONE_IDLE_S)
-        with pytest.raises(EngineError, match="Error"):
-            score(dataclasses.replace(bad, offsets=bad.offsets * 1000))
-    assert [b.names.peptides[0] for b in lone] == three.names.peptides  # type: ignore[union-attr]
-    np.testing.assert_array_equal(np.concatenate([b.best.features for b in lone]), three.best.features)
-    assert right_after.names.peptides == lone[0].names.peptides  # type: ignore[union-attr]
-    assert any(three.names.peptides)  # type: ignore[union-attr]  # real matches compared, not empty names
 
 
 def _send_and_collect(spectra_ep: str, results_ep: str, runs) -> tuple[Sent, Collector]:
