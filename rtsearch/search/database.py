@@ -63,6 +63,7 @@ class DatabaseTarget:
     features: tuple[str, ...] = FEATURES
     result_fields: tuple[str, ...] = ()
     levels: tuple[str, str] = ("PSMs", "peptides")
+    ridge: float = RIDGE  # the run's discriminants' shrinkage, at the run's end and live (rtsearch.search.live)
 
     def __init__(
         self, index: PeptideIndex, cfg: SearchConfig, backend: Backend | None = None, *, engine: Engine | None = None

@@ -22,8 +22,11 @@ fits carried from other runs were measured there and lost identifications on run
 (bench/RESULTS.md); what holds the 1 % is a stronger shrinkage of the discriminant and one feature that a
 random match rarely has, sibling evidence (`rtsearch.scoring.database.siblings`): 0 entrapment matches in 273
 accepted, where the plain fit let 3 in 231. The daemon's running q-values rank the live features (no sibling
-evidence yet, the plain shrinkage) by a discriminant of the run so far (`rtsearch.search.live`); its results
-file gets the run-end fit.
+evidence yet, the same shrinkage) by a discriminant of the run so far, fitted from its 100th scored PSM on
+(`rtsearch.search.live`), and give none (q = 1) before a run holds 50 scored PSMs: with fewer, decoys / targets
+is 0 for the targets that come before the first decoys, and those were most of the live false matches (the dev
+runs' live answers, `bench/live_entrapment.py`: 164 accepted / 16 entrapment before, 111-118 / 0-1 with these
+rules); its results file gets the run-end fit.
 
 Here FDR at a threshold is ``decoys / targets`` at or above it (no +1), and
 q-values are made monotone from the bottom up. Equal scores share the FDR

@@ -9,11 +9,14 @@ q-values exactly as the offline search does (`rtsearch.search.table.PsmTable`).
 Running q-values rank by the primary score until ``REFIT_FIRST`` spectra of the
 run are scored; then by the run's own discriminant, fitted on everything so
 far (on the target's ``live_features``: for a database, |ppm| instead of the
-run's z-score and no retention time) and refitted whenever the count doubles up to ``REFIT_LAST``, with every
-PSM so far re-ranked. With ``refits="inline"`` the refit runs inside the
-`add_scored` call that crosses the count; with ``refits="deferred"`` (the
-daemon) `LiveRun.refit_due` hands it out to run elsewhere, off the scoring
-path, and `LiveRun.install` brings the result back. ``q_refresh`` is
+run's z-score and no retention time; with the target's ``ridge``, as its run-end fit) and refitted whenever the
+count doubles up to ``REFIT_LAST``, with every PSM so far re-ranked. A run's PSMs answered before it holds
+``LIVE_FROM`` scored ones get q = 1 (no estimate yet): before a run's first decoys rank, decoys / targets says 0
+for whatever target comes first, and on the dev runs with a 1:1 entrapment those early answers were most of
+the live false matches (bench/RESULTS.md, "Running q-values that entrapment confirms"). With
+``refits="inline"`` the refit runs inside the `add_scored` call that crosses the count; with
+``refits="deferred"`` (the daemon) `LiveRun.refit_due` hands it out to run elsewhere, off the scoring path,
+and `LiveRun.install` brings the result back. ``q_refresh`` is
 `RunningFdr`'s: the daemon lets a batch read its q-values off a curve at most
 1 % of the run old rather than pay a pass over the run per spectrum.
 The primary score alone separates poorly on large databases; the discriminant
@@ -31,13 +34,14 @@ import numpy as np
 
 from rtsearch.matches import STATUSES, Names, Results, ScoredBatch, unscored_batch
 from rtsearch.search.fdr import RunningFdr
-from rtsearch.search.lda import Discriminant, fit
+from rtsearch.search.lda import RIDGE, Discriminant, fit
 from rtsearch.search.table import PsmTable
 from rtsearch.search.target import SearchTarget
 from rtsearch.types import ResultStatus
 
 IDENTIFIED_AT = 0.01  # running q-value at which a target PSM is reported as identified
-REFIT_FIRST = 500  # scored spectra before the first live discriminant; refitted at every doubling after
+REFIT_FIRST = 100  # scored spectra before the first live discriminant; refitted at every doubling after
+LIVE_FROM = 50  # scored spectra a run holds before its running q-values are given (q = 1 before: no estimate)
 REFIT_LAST = 8000  # no refits beyond this: the fit stabilizes, and its cost grows with the run
 Refits = Literal["inline", "deferred"]
 _IDENTIFIED, _UNIDENTIFIED = STATUSES.index("identified"), STATUSES.index("unidentified")
@@ -79,6 +83,7 @@ class LiveRun:
         self.refits = refits
         self.q_refresh = q_refresh
         self.features = target.features
+        self.ridge = getattr(target, "ridge", RIDGE)  # the target's run-end discriminant's, where it sets one
         self.table = PsmTable(target)
         self.fdr = RunningFdr(refresh=q_refresh)
         self.by_status: dict[str, int] = dict.fromkeys((s.value for s in ResultStatus), 0)
@@ -98,9 +103,10 @@ class LiveRun:
             self._x.append(x)
             self._d.append(decoy)
         if self.refits == "inline" and (refit := self.refit_due()) is not None:
-            return self.install(refit())[-len(x) :]  # every PSM re-ranked, this batch's read off
-        s = self.discriminant.score(x) if self.discriminant is not None else x[:, self._col]
-        return self.fdr.add(s, decoy)
+            q = self.install(refit())[-len(x) :]  # every PSM re-ranked, this batch's read off
+        else:
+            q = self.fdr.add(self.discriminant.score(x) if self.discriminant is not None else x[:, self._col], decoy)
+        return q if self._n_scored >= LIVE_FROM else np.ones_like(q)
 
     def refit_due(self) -> Callable[[], Discriminant] | None:
         """The live discriminant's refit when the run has grown enough (``None``: not now).
@@ -116,7 +122,7 @@ class LiveRun:
         while self._next_fit <= self._n_scored:
             self._next_fit *= 2
         self._fitting = True
-        return functools.partial(fit, all_x, all_d, self.features, start=self.primary)
+        return functools.partial(fit, all_x, all_d, self.features, start=self.primary, ridge=self.ridge)
 
     def install(self, discriminant: Discriminant | None) -> np.ndarray:
         """Rank every PSM so far by a refitted ``discriminant``; their q-values, in scoring order.

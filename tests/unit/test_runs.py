@@ -11,6 +11,7 @@ from rtsearch.config import load_config
 from rtsearch.io.spectra import read_spectra
 from rtsearch.scoring.backend import get_backend
 from rtsearch.scoring.database.features import FEATURES
+from rtsearch.search import database
 from rtsearch.search import live as runs
 from rtsearch.search.database import DatabaseTarget
 from rtsearch.search.fdr import q_values
@@ -52,6 +53,7 @@ def test_one_result_per_spectrum_with_the_wire_fields(scored):
 
 def test_the_live_discriminant_is_refitted_and_reranks_everything(scored, monkeypatch):
     index, batch = scored
+    monkeypatch.setattr(runs, "REFIT_FIRST", 500)
     _, raw = _feed(index, batch)  # 139 < REFIT_FIRST: primary score only
     monkeypatch.setattr(runs, "REFIT_FIRST", 40)
     live, fitted = _feed(index, batch)
@@ -72,6 +74,34 @@ def test_the_live_discriminant_is_refitted_and_reranks_everything(scored, monkey
     assert checked >= 40
     ident = lambda rs: sum(r["status"] == ResultStatus.IDENTIFIED.value for r in rs)  # noqa: E731
     assert ident(fitted) >= ident(raw)
+
+
+def test_no_running_q_before_the_run_holds_live_from_scored_psms(scored, monkeypatch):
+    """PSMs answered while their run holds fewer than `LIVE_FROM` scored ones (their batch included) get q = 1 and
+    are not identified; without that rule the demo run's first targets rank above every decoy, at q = 0."""
+    index, batch = scored
+    monkeypatch.setattr(runs, "REFIT_FIRST", 500)  # the primary score throughout: the two feeds rank alike
+
+    def feed() -> list[tuple[int, dict]]:
+        live, out = LiveRun("r", index), []
+        for s in range(0, len(batch), 10):
+            msgs = live.add_scored(batch.take(range(s, min(s + 10, len(batch))))).messages()
+            out.extend((live._n_scored, r) for r in msgs if "peptide" in r)
+        return out
+
+    gated = feed()
+    early = [r for n, r in gated if n < runs.LIVE_FROM]
+    assert early and all(r["q_value"] == 1.0 and r["status"] == "unidentified" for r in early)
+    assert any(r["status"] == "identified" for n, r in gated if n >= runs.LIVE_FROM)
+    monkeypatch.setattr(runs, "LIVE_FROM", 0)
+    ungated = feed()
+    assert any(r["q_value"] == 0.0 and r["status"] == "identified" for n, r in ungated[: len(early)])
+    assert [r for n, r in ungated[len(early):]] == [r for n, r in gated[len(early):]]  # the rest as before
+
+
+def test_the_live_fit_shrinks_as_the_run_end_fit(scored):
+    index, _ = scored
+    assert LiveRun("r", index).ridge == index.ridge == database.RIDGE
 
 
 def test_no_refits_and_no_kept_features_beyond_refit_last(scored, monkeypatch):
