@@ -143,7 +143,8 @@ async def test_results_that_fail_to_build_are_answered_and_the_daemon_goes_on(ta
     assert sorted(r["scan"] for r in results) == sorted(s.scan for s in run[:50])
     errors = [r for r in results if "internal error: RuntimeError: injected" in r.get("reason", "")]
     assert len(errors) == failed[0] and all(r["status"] == "unidentified" for r in errors)
-    assert failed[0] <= 10 and sum(r["status"] == "identified" for r in results) > 10  # the rest was scored
+    # the rest was scored (a run of 50 gets no running q-values: `rtsearch.search.live.LIVE_FROM`)
+    assert failed[0] <= 10 and sum("peptide" in r and not r.get("reason") for r in results) > 10
 
 
 async def test_the_mqtt_publisher_is_restarted(target, run, tmp_path):
