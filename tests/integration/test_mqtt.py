@@ -79,10 +79,12 @@ async def test_mqtt_topics_and_a_broker_killed_mid_run(demo_index, data, tmp_pat
                 with Sender(daemon.endpoints.spectra, mode="push", wait_s=20) as s:
                     replay(s, [(name, spectra)], speed=None, rate=rate, sent=sent)
 
-            # first run, slowly; the broker dies a third of the way through
+            # first run, slowly; the broker dies once PSMs have come (a run's first 50 get no running q-values:
+            # `rtsearch.search.live.LIVE_FROM`), about halfway through
             sender = asyncio.create_task(asyncio.to_thread(send, "before", run, 60.0))
-            assert await asyncio.to_thread(_wait, lambda: col.count() >= 45, 60)
+            assert await asyncio.to_thread(_wait, lambda: listener.on("rtsearch/lab1/before/psm"), 60)
             psm_before_kill = len(listener.on("rtsearch/lab1/before/psm"))
+            answered_before_kill = col.count()
             broker.kill()
             await sender
             await asyncio.to_thread(col.wait, len(sent.ms2), idle_s=20, timeout_s=120)
@@ -91,7 +93,7 @@ async def test_mqtt_topics_and_a_broker_killed_mid_run(demo_index, data, tmp_pat
             assert col.report(sent.ms2).lost == 0
             assert down["rtsearch_mqtt_connected"] == 0
             assert down["rtsearch_mqtt_dropped_total"] > 0
-            assert psm_before_kill > 0
+            assert psm_before_kill > 0 and answered_before_kill < len(sent.ms2)  # killed mid-run
 
             # the broker comes back on the same port: the daemon reconnects and publishes again
             broker.start()
@@ -100,7 +102,7 @@ async def test_mqtt_topics_and_a_broker_killed_mid_run(demo_index, data, tmp_pat
             assert await asyncio.to_thread(
                 _wait, lambda: listener.on("rtsearch/lab1/status").count(b"online") >= 2, 20
             )
-            await asyncio.to_thread(send, "after", run[:40], 500.0)
+            await asyncio.to_thread(send, "after", run[:80], 500.0)
             await asyncio.to_thread(col.wait, len(sent.ms2), idle_s=20, timeout_s=60)
             col.stop()
             assert col.report(sent.ms2).lost == 0
@@ -113,7 +115,7 @@ async def test_mqtt_topics_and_a_broker_killed_mid_run(demo_index, data, tmp_pat
         identified = [r for r in col.results() if r["run"] == "after" and r["status"] == "identified"]
         assert after and {(r["scan"], r["peptide"]) for r in after} == {(r["scan"], r["peptide"]) for r in identified}
         (summary,) = [json.loads(p) for p in listener.on("rtsearch/lab1/after/summary")]
-        assert summary["run"] == "after" and summary["spectra"] == 40
+        assert summary["run"] == "after" and summary["spectra"] == 80
         # a retained status is what a late subscriber sees first
         late = Listener(broker.port, "lab1")
         assert await asyncio.to_thread(
