@@ -54,7 +54,7 @@ async def test_every_ms2_spectrum_is_answered_once(mode, intakes, engine, ecoli_
     n_ms2 = sum(1 for s in ecoli_run if s.ms_level == 2)
     assert report.sent == n_ms2 == 139
     assert report.lost == 0 and report.duplicates == 0 and report.unexpected == 0
-    assert report.by_status.get("identified", 0) > 20
+    assert report.by_status.get("identified", 0) > 10  # live: none before 50 scored (`rtsearch.search.live`)
     assert sum(report.by_status.values()) == n_ms2
     results = col.results()
     for r in results:
