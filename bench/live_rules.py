@@ -10,6 +10,10 @@ line per setting: live-identified targets, those of entrapment proteins only, es
 
     python bench/live_rules.py --data ../shared/data --work /tmp/entrapw [--refit-first 100,500]
         [--live-from 0,50] [--ridge 0.001,0.1]
+
+``--bulk N --index-cache DIR``: instead, one run of N looped bench spectra (`bench/bulk_bench.py`'s) against the
+20,000-protein bench index with its ``ENTRAPMENT_`` proteins (`bench/search_bench.py`'s; built once into DIR),
+``--batch 32``, a check on spectra the settings were not chosen on (its entrapment is not 1:1: the direction only).
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ from tests.devruns import DEV_RUNS  # noqa: E402
 IDENTIFIED = STATUSES.index("identified")
 
 
-def replay(target: DatabaseTarget, scored: ScoredBatch, batch: int, ridge: float) -> tuple[int, int]:
+def replay(target: DatabaseTarget, scored: ScoredBatch, batch: int, ridge: float,
+           prefix: str = PREFIX) -> tuple[int, int]:  # fmt: skip
     """Live-identified targets and those of entrapment proteins only, ``scored`` fed ``batch`` spectra at a time."""
     run = live.LiveRun("run", target, refits="inline")
     run.ridge = ridge
@@ -48,7 +53,7 @@ def replay(target: DatabaseTarget, scored: ScoredBatch, batch: int, ridge: float
         rows = {r: j for j, r in enumerate(np.flatnonzero(res.matched).tolist())}  # names are of matched rows
         hits = np.flatnonzero(res.status == IDENTIFIED).tolist()
         accepted += len(hits)
-        entrapment += sum(all(p.startswith(PREFIX) for p in res.proteins[rows[k]] or [""]) for k in hits)
+        entrapment += sum(all(p.startswith(prefix) for p in res.proteins[rows[k]] or [""]) for k in hits)
     return accepted, entrapment
 
 
@@ -62,6 +67,20 @@ def scored_runs(data: Path, work: Path) -> list[tuple[str, DatabaseTarget, Score
     return runs
 
 
+def bulk_run(data: Path, cache: Path, n: int) -> tuple[str, DatabaseTarget, ScoredBatch]:
+    """``n`` looped bench spectra scored (NumPy, batches of 2,048) against the bench index, as one run."""
+    from bench.bulk_bench import looped_spectra
+    from bench.serving import index_and_record
+    from rtsearch.config import SearchConfig
+    from rtsearch.matches import concat_batches
+
+    index_and_record(data, 20_000, cache)  # built once into ``cache``
+    target = DatabaseTarget.open(cache, SearchConfig(), get_backend("numpy"))
+    sp = looped_spectra(data, n)
+    parts = [live.named(target, target.score(SpectraBatch.of(sp[i : i + 2048]))) for i in range(0, n, 2048)]
+    return "bulk", target, concat_batches(parts)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, required=True)
@@ -70,13 +89,21 @@ def main() -> int:
     ap.add_argument("--live-from", default="0,50", help="LIVE_FROM values")
     ap.add_argument("--ridge", default="0.001,0.1", help="the live fit's ridge values")
     ap.add_argument("--batch", type=int, default=2, help="spectra a batch (default 2: a daemon at a few hundred /s)")
+    ap.add_argument("--bulk", type=int, default=0, help="one run of this many looped bench spectra instead")
+    ap.add_argument("--index-cache", type=Path, help="the bench index's folder (--bulk)")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    runs = scored_runs(args.data, args.work)
+    prefix = PREFIX
+    if args.bulk:
+        if args.index_cache is None:
+            ap.error("--bulk needs --index-cache")
+        runs, prefix = [bulk_run(args.data, args.index_cache, args.bulk)], "ENTRAPMENT_"
+    else:
+        runs = scored_runs(args.data, args.work)
     grid = itertools.product(*(map(float, v.split(",")) for v in (args.refit_first, args.live_from, args.ridge)))
     for refit_first, live_from, ridge in grid:
         live.REFIT_FIRST, live.LIVE_FROM = int(refit_first), int(live_from)
-        per: dict[str, Any] = {name: replay(target, scored, args.batch, ridge) for name, target, scored in runs}
+        per: dict[str, Any] = {name: replay(target, scored, args.batch, ridge, prefix) for name, target, scored in runs}
         pooled = estimate(sum(a for a, _ in per.values()), sum(e for _, e in per.values()))
         print(json.dumps({"refit_first": int(refit_first), "live_from": int(live_from), "ridge": ridge, **pooled,
                           "runs": {k: list(v) for k, v in per.items()}}), flush=True)  # fmt: skip

@@ -26,10 +26,6 @@ import pytest
 
 from tests.devruns import DEV_RUNS
 
-# one after another on one pytest-xdist worker (scripts/test): it keeps both cores busy, and the
-# tests that assert time budgets must not run beside it
-pytestmark = pytest.mark.xdist_group("serial")
-
 MEASURED_TRUE = 273  # pooled accepted − 2 × entrapment, bench/RESULTS.md (2026-11-28)
 MEASURED_LIVE_TRUE = 109  # the same of the running q-values (bench/live_rules.py, 2026-11-28)
 

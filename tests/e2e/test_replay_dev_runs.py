@@ -14,10 +14,6 @@ from rtsearch_sim.replay import load_run
 from tests.devruns import DEV_RUNS
 from tests.streaming import replay_through, running, serve_config
 
-# one after another on one pytest-xdist worker (scripts/test): it keeps both cores busy, and the
-# tests that assert time budgets must not run beside it
-pytestmark = pytest.mark.xdist_group("serial")
-
 
 def _offline_top1(run, index_dir, dev, tmp_path) -> dict[int, str]:
     cfg = tmp_path / "search.toml"

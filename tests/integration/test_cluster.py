@@ -31,10 +31,6 @@ from rtsearch_sim.replay import load_run
 from tests.devruns import DEV_RUNS
 from tests.streaming import ServeProcess, free_port, replay_through, running, scrape, serve_config
 
-# one after another on one pytest-xdist worker (scripts/test): it keeps both cores busy, and the
-# tests that assert time budgets must not run beside it
-pytestmark = pytest.mark.xdist_group("serial")
-
 COLUMNS = ("scan", "peptide", "charge", "q_value", "peptide_q_value", "is_decoy", "score")
 
 

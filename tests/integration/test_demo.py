@@ -5,13 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-import pytest
-
 from tests.conftest import ROOT
-
-# one after another on one pytest-xdist worker (scripts/test), never beside the tests that keep both
-# cores busy: it asserts time budgets
-pytestmark = pytest.mark.xdist_group("serial")
 
 
 def test_demo_replays_the_bundled_run_through_the_daemon(tmp_path):

@@ -17,10 +17,6 @@ import pytest
 from rtsearch.cli import main
 from tests.devruns import DEV_RUNS, DevRun
 
-# one after another on one pytest-xdist worker (scripts/test): it keeps both cores busy, and the
-# tests that assert time budgets must not run beside it
-pytestmark = pytest.mark.xdist_group("serial")
-
 # Where the run's discriminant gives fewer than the best engine since it counts sibling evidence at a stronger
 # shrinkage (issue 17, 2026-11-28: the dev runs' 1:1 entrapment from 231 accepted / 3 entrapment matches to 273 / 0,
 # est. FDP 2.6 % -> 0; without entrapment 60/87/77/76 -> 67/88/75/75, pooled 300 -> 305, the engines' floors 292):

@@ -21,9 +21,7 @@ from rtsearch_sim.replay import load_run
 from tests.devruns import DEV_RUNS
 from tests.streaming import replay_through, running, scrape, serve_config
 
-# one after another on one pytest-xdist worker (scripts/test): it keeps both cores busy, and the
-# tests that assert time budgets must not run beside it
-pytestmark = [pytest.mark.asyncio, pytest.mark.xdist_group("serial")]
+pytestmark = pytest.mark.asyncio
 BSA1 = DEV_RUNS[0]
 
 

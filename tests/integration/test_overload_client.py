@@ -16,17 +16,12 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 
 from rtsearch.cli.demo import RUN, TOML, bundled
 from rtsearch.io.spectra import read_spectra
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, load_run, replay
 from tests.streaming import ServeProcess, free_port
-
-# one after another on one pytest-xdist worker (scripts/test), never beside the tests that keep both
-# cores busy: it asserts time budgets
-pytestmark = pytest.mark.xdist_group("serial")
 
 BUDGET_MS = 50.0
 SECONDS = 2.0

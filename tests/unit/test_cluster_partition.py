@@ -20,10 +20,6 @@ from rtsearch.config import SearchConfig
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
 
-# one after another on one pytest-xdist worker (scripts/test): it keeps both cores busy, and the
-# tests that assert time budgets must not run beside it
-pytestmark = pytest.mark.xdist_group("serial")
-
 
 def test_cuts_by_hand() -> None:
     # work per 1-Da bin from 500 Da: 1 1 1 1 4 4 (12); halves at 6: after bin 4 (1+1+1+1+... = 4, +4 = 8): the
