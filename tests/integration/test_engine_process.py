@@ -91,7 +91,8 @@ async def test_the_daemon_answers_the_same_with_its_engine_in_a_process(engine, 
         # answered before (the batches' timing), so the statuses are compared as scored or not
         answers[host] = {r["scan"]: (r["status"] in ("identified", "unidentified"), r.get("peptide"))
                          for r in col.results()}  # fmt: skip
-        assert sum(r["status"] == "identified" for r in col.results()) > 20
+        # live: none before the run holds 50 scored (`rtsearch.search.live.LIVE_FROM`): 18-42 of this run seen
+        assert sum(r["status"] == "identified" for r in col.results()) > 10
     assert answers["process"] == answers["thread"]
     assert sum(p is not None for _, p in answers["process"].values()) > 100
 

@@ -42,5 +42,5 @@ async def test_the_documented_client_gets_one_result_per_spectrum(demo_index, da
     scans = {int(line.split()[0]) for line in lines}
     assert len(scans) == 139
     identified = [line for line in lines if line.split()[1] == "identified"]
-    assert len(identified) > 20
+    assert len(identified) > 10  # live: none before the run holds 50 scored (`rtsearch.search.live.LIVE_FROM`)
     assert all(line.endswith(" ms") for line in lines)
