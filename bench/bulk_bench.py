@@ -57,15 +57,17 @@ def write_mgf(spectra: list[Any], out: Path) -> None:
 
 
 def offline(index: Path, mgf: Path, tmp: Path, env: dict[str, str], *, profile: Path | None = None,
-            extra: tuple[str, ...] = (), timeline: bool = False) -> dict[str, Any]:  # fmt: skip
+            extra: tuple[str, ...] = (), timeline: bool = False,
+            wrap: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
     """``rtsearch search MGF --index … [extra]`` as a new process, timed from outside (under cProfile into
-    ``profile``; with ``timeline``, run with ``-v`` and its log lines' times since the start kept)."""
+    ``profile``; with ``timeline``, run with ``-v`` and its log lines' times since the start kept; ``wrap``: a
+    command it runs under, e.g. py-spy's)."""
     out = tmp / "offline.tsv"
     prof = ["-m", "cProfile", "-o", str(profile)] if profile else []
     verbose = ["-v"] if timeline else []
     started = time.time()
     t0 = time.perf_counter()
-    with subprocess.Popen([sys.executable, *prof, "-m", "rtsearch.cli", *verbose, "search", str(mgf), "--index",
+    with subprocess.Popen([*wrap, sys.executable, *prof, "-m", "rtsearch.cli", *verbose, "search", str(mgf), "--index",
                            str(index),
                            "-o", str(out), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                           cwd=tmp) as proc:  # fmt: skip

@@ -11,7 +11,7 @@ as a new process, timed from outside:
 Prints one JSON line (and writes ``--json``).
 
     python3 bench/search_wall.py --data .gpudata/data --index-cache .benchcache/idx20k [--spectra 50000]
-        [--baseline .gpudata/base --repeat 2]
+        [--baseline .gpudata/base --repeat 2] [--py-spy spy.txt]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import pstats
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -41,6 +42,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=2, help="alternations with --baseline (default 2)")
     ap.add_argument("--variant", action="append", default=[],
                     help="extra search arguments (one string, e.g. '--batch-size 4096'), each run warm twice")
+    ap.add_argument("--py-spy", type=Path, help="one more warm run under py-spy (every thread, idle too, raw "
+                    "folded stacks into this file; `python bench/spy_summary.py` reads them)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     _, res, index = index_and_record(args.data, args.proteins, args.index_cache)
@@ -70,6 +73,11 @@ def main() -> int:
                 print(f"{v} warm {r}:", json.dumps(res[f"{v} warm {r}"]), flush=True)
         res["timeline"] = offline(folder, mgf, tmp, env, timeline=True)  # warm, -v: the log lines' times
         print("timeline:", json.dumps(res["timeline"]), flush=True)
+        if args.py_spy:
+            spy = shutil.which("py-spy") or "/tmp/site/bin/py-spy"
+            res["py_spy"] = offline(folder, mgf, tmp, env, wrap=(spy, "record", "--idle", "--threads", "-r", "500",
+                                                                 "-f", "raw", "-o", str(args.py_spy), "--"))
+            print("py-spy:", json.dumps(res["py_spy"]), flush=True)
         prof = tmp / "search.prof"
         res["profiled"] = offline(folder, mgf, tmp, env, profile=prof)
         if prof.is_file():

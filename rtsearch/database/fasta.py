@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from pyteomics import fasta
-
 from rtsearch.errors import InputError
 
 # Letters allowed in a protein sequence. B, J, X, Z are ambiguous: kept in the
@@ -97,6 +95,10 @@ def read_fasta(path: str | Path) -> list[Protein]:
                     if not text.startswith(">"):
                         raise InputError(f"{p}:{n}: not a FASTA file (expected a '>' header, got {text[:20]!r})")
                     break
+        # imported here, not with this module: pyteomics imports pandas where it is installed (~0.5 s), and a
+        # search that opens an index reads no FASTA
+        from pyteomics import fasta
+
         with _open(p) as fh:
             # ';' comment lines are dropped here: pyteomics reads them as old-style headers
             stream = io.StringIO("".join(line for line in fh if not line.startswith(";")))
