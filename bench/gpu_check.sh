@@ -40,12 +40,13 @@ out=${OUT:-/tmp/rtsearch-out}
 mkdir -p "$out"
 python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
 # Bytecode compiled once a call, as pip does on a user's install, not by every process: the device's image sets
-# PYTHONDONTWRITEBYTECODE and ships its packages (numpy, CuPy, pyarrow...) without .pyc files, and the wheels above
-# go in with --no-compile, so each process compiled ~450 modules from source (0.84 s of the 50,000-spectrum search's
-# 4.99 under cProfile; bench/RESULTS.md, 2026-11-28 12:38). Into a cache of this call's own (PYTHONPYCACHEPREFIX,
-# which every process below inherits; nothing written into the image). PRECOMPILE=0: as the image is.
+# PYTHONDONTWRITEBYTECODE, the wheels above go in with --no-compile, and the image's own packages (numpy, CuPy...)
+# come without .pyc files, so each process compiled hundreds of modules from source (0.84 s of the 50,000-spectrum
+# search's 4.99 under cProfile). Compiled in place, beside the sources (the wheels, this checkout, and the image's
+# packages on this disposable machine): /tmp/site and the checkout so took the search's warm wall from 4.57-4.71 to
+# 3.30 s (bench/RESULTS.md, 2026-11-28 12:38-12:55). Not PYTHONPYCACHEPREFIX: under a prefix Python reads no .pyc of
+# the standard library either, and every process was slower (6.8-8.7 s, same entry). PRECOMPILE=0: as the image is.
 if [[ ${PRECOMPILE:-1} != 0 ]]; then
-  export PYTHONPYCACHEPREFIX=/tmp/pycache
   PYTHONPATH=/tmp/site python3 bench/precompile.py /tmp/site rtsearch simulators ${BASELINE:+"$BASELINE/rtsearch"}
 fi
 export PYTHONPATH=/tmp/site:$PWD:$PWD/simulators PYTHONUNBUFFERED=1 RTSEARCH_DATA=$PWD/.gpudata/data

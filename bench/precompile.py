@@ -1,11 +1,12 @@
-"""Compile the bytecode of the packages a search or the daemon imports, once, as pip does at install time.
+"""Compile the bytecode of the packages a search or the daemon imports, once, in place, as pip does at install.
 
 `bench/gpu_check.sh` runs it on the device machine, whose image sets ``PYTHONDONTWRITEBYTECODE`` and ships its
 packages without ``.pyc`` files: every process there compiled numpy, CuPy and the rest from source (bench/RESULTS.md,
-2026-11-28 12:38). Written where ``PYTHONPYCACHEPREFIX`` says (the caller sets it for the processes after), or
-beside the sources when it is unset. Prints how many seconds it took.
+2026-11-28 12:38). The files go beside the sources (``__pycache__``); a folder that cannot be written is left as it
+is (its modules compile at import, as before). Not under ``PYTHONPYCACHEPREFIX``: there Python reads no ``.pyc``
+of the standard library either (measured slower, same entry). Prints how many seconds it took.
 
-    PYTHONPYCACHEPREFIX=/tmp/pycache python3 bench/precompile.py [DIR ...]
+    python3 bench/precompile.py [DIR ...]
 """
 
 from __future__ import annotations
