@@ -21,6 +21,10 @@ from rtsearch.search.fdr import count_at, q_ranked, q_values
 MIN_POSITIVES = 20
 NOT_FITTED = frozenset({"signed_ppm_error", "matched_ions"})  # descriptive, or a sum of fitted ones
 RIDGE = 1e-3
+# PSMs from which `best_feature` ranks on threads: 25 features on two cores, one thread / threads, best of 7
+# (`python bench/best_feature_probe.py --rows N --threaded-min 1000000000` / `0`, 2026-11-28): 500 PSMs (a live
+# refit's size) 2.9 / 5.4 ms, 5,000 13.7 / 14.0 ms, 20,000 87.4 / 58.5 ms
+THREADED_MIN = 10_000
 
 
 @dataclass
@@ -63,14 +67,18 @@ def best_feature(z: np.ndarray, decoy: np.ndarray) -> np.ndarray:
     """Unit direction of the single feature (either sign) accepting the most targets at 1 % FDR (the first
     such, features in order, + before -).
 
-    The features are ranked on threads (NumPy's sort releases the GIL): 0.216–0.226 → 0.135–0.146 s for 50,000
-    PSMs × 25 features on the 2-core development machine (`python bench/best_feature_probe.py`, bench/RESULTS.md
-    2026-11-28)."""
+    From `THREADED_MIN` PSMs the features are ranked on threads (NumPy's sort releases the GIL): 0.216–0.226 →
+    0.135–0.146 s for 50,000 PSMs × 25 features on the 2-core development machine (`python
+    bench/best_feature_probe.py`, bench/RESULTS.md 2026-11-28); below it the threads cost more than they save."""
     best, best_n = np.zeros(z.shape[1]), -1
     if len(z) == 0:
         return best
-    with ThreadPoolExecutor(min(z.shape[1], os.cpu_count() or 1, 8)) as pool:
-        counts = list(pool.map(lambda j: _accepted(z[:, j], decoy), range(z.shape[1])))
+    rank = lambda j: _accepted(z[:, j], decoy)  # noqa: E731
+    if len(z) < THREADED_MIN:
+        counts = [rank(j) for j in range(z.shape[1])]
+    else:
+        with ThreadPoolExecutor(min(z.shape[1], os.cpu_count() or 1, 8)) as pool:
+            counts = list(pool.map(rank, range(z.shape[1])))
     for j, pair in enumerate(counts):
         for sign, n in zip((1.0, -1.0), pair, strict=True):
             if n > best_n:

@@ -37,3 +37,17 @@ def test_nothing_to_rank() -> None:
     with_nan = np.c_[np.r_[np.nan, 1.0, 2.0, 0.5], np.zeros(4)]
     # NaN rows left out; a decoy tops either ranking, so none accepted: the first ranked feature, +, by the rule
     assert best_feature(with_nan, np.array([False, False, True, True])).tolist() == [1.0, 0.0]
+
+
+def test_threads_choose_what_one_thread_chooses(monkeypatch) -> None:
+    """Above `THREADED_MIN` PSMs the features are ranked on threads: the same direction as ranked one by one."""
+    import rtsearch.search.lda as lda
+
+    rng = np.random.default_rng(3)
+    z = rng.normal(size=(3_000, 12))
+    decoy = rng.random(3_000) < 0.4
+    z[~decoy, 7] -= 1.0  # the separating feature, negative
+    monkeypatch.setattr(lda, "THREADED_MIN", 10**9)
+    serial = best_feature(z, decoy)
+    monkeypatch.setattr(lda, "THREADED_MIN", 0)
+    assert best_feature(z, decoy).tolist() == serial.tolist() and serial[7] == -1.0
