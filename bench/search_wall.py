@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import pstats
+import re
 import shutil
 import sys
 import tempfile
@@ -41,7 +42,8 @@ def main() -> int:
     ap.add_argument("--baseline", type=Path, help="another checkout: its warm wall and this one's, alternately")
     ap.add_argument("--repeat", type=int, default=2, help="alternations with --baseline (default 2)")
     ap.add_argument("--variant", action="append", default=[],
-                    help="extra search arguments (one string, e.g. '--batch-size 4096'), each run warm twice")
+                    help="extra search arguments (one string, e.g. '--batch-size 4096'; NAME=VALUE words: its "
+                    "environment), each run warm twice, with -v (its timeline kept)")
     ap.add_argument("--py-spy", type=Path, help="one more warm run under py-spy (every thread, idle too, raw "
                     "folded stacks into this file; `python bench/spy_summary.py` reads them)")
     ap.add_argument("--json", type=Path)
@@ -69,7 +71,10 @@ def main() -> int:
                     print(f"{name} warm {r}:", json.dumps(res[f"{name}_warm_{r}"]), flush=True)
         for r in range(2 if args.variant else 0):
             for v in args.variant:
-                res[f"{v} warm {r}"] = offline(folder, mgf, tmp, env, extra=tuple(v.split()))
+                words = v.split()
+                assigned = dict(w.split("=", 1) for w in words if re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", w))
+                extra = tuple(w for w in words if w.split("=", 1)[0] not in assigned)
+                res[f"{v} warm {r}"] = offline(folder, mgf, tmp, {**env, **assigned}, extra=extra, timeline=True)
                 print(f"{v} warm {r}:", json.dumps(res[f"{v} warm {r}"]), flush=True)
         res["timeline"] = offline(folder, mgf, tmp, env, timeline=True)  # warm, -v: the log lines' times
         print("timeline:", json.dumps(res["timeline"]), flush=True)

@@ -14,6 +14,10 @@ from rtsearch.errors import InputError
 
 log = logging.getLogger(__name__)
 
+# spectra a batch: 50,000 spectra searched in 2.72-3.13 s with 4,096 against 2.96-3.45 s with 1,024 on the H200
+# machine, fewer batches' fixed costs (bench/RESULTS.md, 2026-11-28 15:10)
+BATCH_SIZE = 4096
+
 
 def add_parser(sub: Any) -> None:
     """The ``search`` command, on the subparsers ``sub`` of the ``rtsearch`` parser."""
@@ -29,7 +33,8 @@ def add_parser(sub: Any) -> None:
                    help="[search] and [library] settings; a [database] table must match the index")  # fmt: skip
     add_backend_argument(s)
     s.add_argument("-o", "--output", required=True, metavar="FILE", help="results file (.tsv or .parquet)")
-    s.add_argument("--batch-size", type=int, default=1024, metavar="N", help="spectra per engine batch (default 1024)")
+    s.add_argument("--batch-size", type=int, default=BATCH_SIZE, metavar="N",
+                   help=f"spectra per engine batch (default {BATCH_SIZE})")
     s.add_argument("--ms1", action="store_true",
                    help="add each identified precursor's MS1 elution (columns ms1_apex_rt, ms1_area) from the run's "
                    "MS1 scans (mzML, mzXML): Savitzky-Golay smoothed features, as 'rtsearch features' finds them")
@@ -37,7 +42,7 @@ def add_parser(sub: Any) -> None:
                    help="matches written a spectrum, best first (database search; default: [search] ranks, 1); ranks "
                    "below the first carry the run's score but no q-value or PEP (for rescoring elsewhere)")
     s.add_argument("--readers", type=int, metavar="N",
-                   help="worker processes parsing a large plain MGF or mzML (default: one a CPU; 0: none)")
+                   help="worker processes parsing a large plain MGF or mzML (default: one for every two CPUs; 0: none)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
             found = attach_ms1(table, args.runs, xp=backend.xp)
             log.info("MS1 elution of %d identified precursors", found)
+    log.debug("reading stopped, inputs hashed")
     rec = provenance.record(command=args.argv, config=resolved_dict(cfg), inputs=hashes.records(),
                             target=args.index or args.library or args.proteoforms)  # fmt: skip
     n = write_table(table, out, provenance=rec)

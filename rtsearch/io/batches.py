@@ -2,9 +2,9 @@
 
 Reading was the longest phase of ``rtsearch search`` on the GPU machine (5.8 of 7.2 s for the 50,000-spectrum
 bench MGF, `bench/search_phases.py`, bench/RESULTS.md): one thread parsing while the main one scores, both
-holding the GIL by turns. A plain MGF or mzML of at least `PARALLEL_MIN_BYTES` is cut into about one part per
-CPU (when at least `MIN_WORKERS` parts can be had), each cut just after an entry (`rtsearch.io.parts`), and
-each part is read in a worker process, which sends back its batches. The workers are
+holding the GIL by turns. A plain MGF or mzML of at least `PARALLEL_MIN_BYTES` is read by one worker process for
+every two CPUs (when at least `MIN_WORKERS` parts can be had), cut into `PARTS_PER_WORKER` parts a worker, each
+cut just after an entry (`rtsearch.io.parts`); each worker sends back its part's batches. The workers are
 forked when that is safe (Linux, this process still has one thread and no CuPy: a `PartPool` made first thing,
 as `rtsearch.search.offline.SpectrumReader` does) and spawned otherwise; sixteen spawned workers each
 importing NumPy and Arrow took longer than the parsing they then did (bench/RESULTS.md). Batches come out in
@@ -36,6 +36,15 @@ from rtsearch.types import Spectrum
 PARALLEL_MIN_BYTES = 64 << 20  # smaller files: one process (spawning workers costs ~0.5 s)
 PART_MIN_BYTES = 8 << 20  # no part smaller than this
 MIN_WORKERS = 4  # on 2 cores, 2 workers read the 241 MB bench MGF in 2.24 s, one process in 1.82 s
+# parts a worker: with one, every part is parsed at once and the first spectra come when nearly all do; with more,
+# the first round's come after a fraction of the parsing and are scored while the rest is parsed
+PARTS_PER_WORKER = 2
+
+
+def parts_per_worker() -> int:
+    """`PARTS_PER_WORKER`, or ``RTSEARCH_PARTS_PER_WORKER`` when that is a whole number ≥ 1 (for benchmarks)."""
+    value = os.environ.get("RTSEARCH_PARTS_PER_WORKER", "")
+    return int(value) if value.isdigit() and int(value) >= 1 else PARTS_PER_WORKER
 R = TypeVar("R")
 
 
@@ -72,14 +81,21 @@ def _one_arrow_thread() -> None:
 
 
 def workers_for(paths: Iterable[str | Path], cap: int | None = None) -> int:
-    """How many worker processes the largest of ``paths`` is read by, at most ``cap`` (default: one per CPU; 0:
-    each is read in this process)."""
+    """How many worker processes the largest of ``paths`` is read by, at most ``cap`` (default: one for every two
+    CPUs, `default_workers`; 0: each is read in this process)."""
     return max((_workers(Path(p), cap) for p in paths), default=0)
+
+
+def default_workers() -> int:
+    """One worker for every two CPUs: the search's own threads need cores while the workers parse (CuPy's import,
+    the index's copy to the GPU, the inputs' hashing). On the 16-core H200 machine, 50,000 spectra searched in
+    2.72-2.81 s with 8 workers, 2.76-3.05 s with 12, 3.07-3.13 s with 16 (bench/RESULTS.md, 2026-11-28 15:10)."""
+    return max(1, (os.cpu_count() or 1) // 2)
 
 
 def _workers(p: Path, cap: int | None = None) -> int:
     size = p.stat().st_size if layout_of(p) and p.is_file() else 0
-    workers = min(os.cpu_count() or 1 if cap is None else cap, size // PART_MIN_BYTES)
+    workers = min(default_workers() if cap is None else cap, size // PART_MIN_BYTES)
     return workers if size >= PARALLEL_MIN_BYTES and workers >= MIN_WORKERS else 0
 
 
@@ -130,10 +146,11 @@ def _none() -> Future[list[SpectraBatch] | None]:
 
 def _parallel(path: Path, batch_size: int, workers: int, shared: PartPool | None) -> Iterator[SpectraBatch]:
     pool = shared or PartPool(workers)
+    parts = workers * parts_per_worker()
     try:  # the entries counted in the workers: the byte scans hold the GIL that opening the target needs
-        p = plan(path, workers, pool.map)
+        p = plan(path, parts, pool.map)
     except Exception:
-        p = plan(path, workers, _map)
+        p = plan(path, parts, _map)
     if p is None:
         if shared is None:
             pool.close()

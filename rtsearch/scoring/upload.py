@@ -17,23 +17,31 @@ Bytes are copied as they are: the device array equals the host one (tests/gpu/te
 
 from __future__ import annotations
 
+import os
 import threading
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 CHUNK_BYTES = 16 << 20
 THREADS = 4
 MIN_BYTES = 64 << 20  # smaller arrays: one ``cupy.asarray``
+Source = Literal["file", "memory"]
 
 
-def upload(cp: Any, host: np.ndarray, *, threads: int = THREADS, chunk_bytes: int = CHUNK_BYTES) -> Any:
-    """``host`` as a new CuPy array (its bytes copied as they are); returns once the copy is complete."""
+def upload(cp: Any, host: np.ndarray, *, threads: int = THREADS, chunk_bytes: int = CHUNK_BYTES,
+           source: Source = "file") -> Any:
+    """``host`` as a new CuPy array (its bytes copied as they are); returns once the copy is complete.
+
+    ``source``: ``"file"`` reads the chunks of an array memory-mapped whole from its file (`file_of`) straight into
+    the pinned buffers (``os.preadv``: no page fault a page); ``"memory"`` copies them from the map (or any array)."""
     host = np.ascontiguousarray(host)
     if host.nbytes < max(MIN_BYTES, 2 * chunk_bytes):
         return cp.asarray(host)
     out = cp.empty(host.shape, dtype=host.dtype)
     src = host.reshape(-1).view(np.uint8)
+    where = file_of(host) if source == "file" else None
+    fd = os.open(where[0], os.O_RDONLY) if where else -1
     dst = out.data.ptr
     chunks = [(a, min(a + chunk_bytes, src.nbytes)) for a in range(0, src.nbytes, chunk_bytes)]
     n = min(threads, len(chunks))
@@ -51,7 +59,10 @@ def upload(cp: Any, host: np.ndarray, *, threads: int = THREADS, chunk_bytes: in
                     slot = j % 2
                     if done[slot] is not None:
                         done[slot].synchronize()  # that buffer's previous chunk has reached the device
-                    np.copyto(views[slot][: b - a], src[a:b])
+                    if fd >= 0:
+                        _read_into(fd, views[slot][: b - a], where[1] + a)  # type: ignore[index]
+                    else:
+                        np.copyto(views[slot][: b - a], src[a:b])
                     cp.cuda.runtime.memcpyAsync(dst + a, bufs[slot].ptr, b - a,
                                                 cp.cuda.runtime.memcpyHostToDevice, stream.ptr)  # fmt: skip
                     done[slot] = stream.record()
@@ -62,8 +73,36 @@ def upload(cp: Any, host: np.ndarray, *, threads: int = THREADS, chunk_bytes: in
     workers = [threading.Thread(target=work, args=(k,), name=f"upload-{k}", daemon=True) for k in range(n)]
     for w in workers:
         w.start()
-    for w in workers:
-        w.join()
+    try:
+        for w in workers:
+            w.join()
+    finally:
+        if fd >= 0:
+            os.close(fd)
     if errors:
         raise errors[0]
     return out
+
+
+def file_of(a: np.ndarray) -> tuple[str, int] | None:
+    """(file, byte offset of ``a``'s first element) when ``a`` is a contiguous view of a read-only file map
+    (`numpy.load`'s ``mmap_mode="r"``, as `rtsearch.database.store.map_arrays` opens arrays), else ``None``."""
+    m: np.ndarray | None = a
+    while m is not None and not isinstance(m, np.memmap):
+        m = m.base if isinstance(m.base, np.ndarray) else None
+    if m is None or not getattr(m, "filename", None) or m.mode != "r" or not m.flags.c_contiguous:
+        return None
+    start = a.__array_interface__["data"][0] - m.__array_interface__["data"][0]
+    if not a.flags.c_contiguous or start < 0 or start + a.nbytes > m.nbytes:
+        return None
+    return str(m.filename), int(m.offset) + start
+
+
+def _read_into(fd: int, view: np.ndarray, offset: int) -> None:
+    """``view``'s bytes read from ``fd`` at ``offset`` (the GIL released while the kernel copies)."""
+    done = 0
+    while done < view.nbytes:
+        got = os.preadv(fd, [memoryview(view[done:])], offset + done)  # type: ignore[arg-type]
+        if got <= 0:
+            raise OSError(f"short read at byte {offset + done} of an index file")
+        done += got

@@ -12,6 +12,7 @@ is fitted again.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,8 @@ _Z2, _SIGNED, _RT, _SIB = (FEATURES.index(f) for f in ("ppm_error_z2", "signed_p
 # the discriminant's shrinkage (`rtsearch.search.lda.fit`, 1e-3 there): with `siblings`, 0.1 held the dev runs' 1:1
 # entrapment to 0 matches in 273 accepted (bench/RESULTS.md, 2026-11-28: 0.001-0.3 measured)
 RIDGE = 0.1
+
+log = logging.getLogger(__name__)
 
 
 def recenter_ppm(x: np.ndarray, good: np.ndarray) -> None:
@@ -81,7 +84,9 @@ class DatabaseTarget:
         expect: DatabaseConfig | None = None,
     ) -> DatabaseTarget:  # fmt: skip
         """The index in ``folder`` (checked against ``expect`` when given), memory-mapped."""
-        return cls(load_index(folder, expect=expect), cfg, backend)
+        index = load_index(folder, expect=expect)
+        log.debug("index %s mapped: %d peptides", folder, len(index.mass))
+        return cls(index, cfg, backend)
 
     @property
     def entries(self) -> int:
@@ -184,7 +189,9 @@ class DatabaseTarget:
         recenter_ppm(x, good)
         x[:, _RT] = rt_error(self.index, ids, rt, good)
         x[:, _SIB] = sibling_evidence(self.index, ids, likely)
-        disc = fit(x[rows], decoy[rows], FEATURES, start=self.primary, ridge=RIDGE)
+        # the features not calibrated rank the rows as before: their counts reused (the same choice, fewer sorts)
+        known = [None if j in (_Z2, _RT, _SIB) else c for j, c in enumerate(disc.ranked or [None] * len(FEATURES))]
+        disc = fit(x[rows], decoy[rows], FEATURES, start=self.primary, ridge=RIDGE, known=known)
         score = np.empty(len(x))
         score[rows] = disc.score(x[rows])  # apart: the same sums, to the last bit, as with no other rows
         score[~rows] = disc.score(x[~rows])

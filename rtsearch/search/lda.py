@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -25,6 +25,7 @@ RIDGE = 1e-3
 # (`python bench/best_feature_probe.py --rows N --threaded-min 1000000000` / `0`, 2026-11-28): 500 PSMs (a live
 # refit's size) 2.9 / 5.4 ms, 5,000 13.7 / 14.0 ms, 20,000 87.4 / 58.5 ms
 THREADED_MIN = 10_000
+Ranked = list[tuple[int, int] | None]  # per feature, `rank_features`' counts where known
 
 
 @dataclass
@@ -35,6 +36,7 @@ class Discriminant:
     mean: np.ndarray
     std: np.ndarray
     weights: np.ndarray
+    ranked: list[tuple[int, int]] | None = field(default=None, repr=False, compare=False)  # `rank_features`
 
     def score(self, x: np.ndarray) -> np.ndarray:
         return ((x - self.mean) / self.std) @ self.weights
@@ -63,23 +65,31 @@ def _accepted(col: np.ndarray, decoy: np.ndarray) -> tuple[int, int]:
             count_at(q_ranked(-col[down], decoy[down]), decoy[down]))  # fmt: skip
 
 
-def best_feature(z: np.ndarray, decoy: np.ndarray) -> np.ndarray:
-    """Unit direction of the single feature (either sign) accepting the most targets at 1 % FDR (the first
-    such, features in order, + before -).
+def rank_features(z: np.ndarray, decoy: np.ndarray, known: Ranked | None = None) -> list[tuple[int, int]]:
+    """Per feature (column of ``z``), the targets accepted at 1 % FDR ranking by it and by its negative;
+    ``known[j]``, where not ``None``, is taken as feature j's (an earlier fit's, the column unchanged since).
 
     From `THREADED_MIN` PSMs the features are ranked on threads (NumPy's sort releases the GIL): 0.216–0.226 →
     0.135–0.146 s for 50,000 PSMs × 25 features on the 2-core development machine (`python
     bench/best_feature_probe.py`, bench/RESULTS.md 2026-11-28); below it the threads cost more than they save."""
+    todo = [j for j in range(z.shape[1]) if known is None or known[j] is None]
+    rank = lambda j: _accepted(z[:, j], decoy)  # noqa: E731
+    if len(z) < THREADED_MIN or len(todo) < 2:
+        done = [rank(j) for j in todo]
+    else:
+        with ThreadPoolExecutor(min(len(todo), os.cpu_count() or 1, 8)) as pool:
+            done = list(pool.map(rank, todo))
+    counts = dict(zip(todo, done, strict=True))
+    return [counts[j] if j in counts else known[j] for j in range(z.shape[1])]  # type: ignore[index,misc]
+
+
+def best_feature(z: np.ndarray, decoy: np.ndarray, *, counts: list[tuple[int, int]] | None = None) -> np.ndarray:
+    """Unit direction of the single feature (either sign) accepting the most targets at 1 % FDR (the first
+    such, features in order, + before -); ``counts``: `rank_features` of ``z``, when made already."""
     best, best_n = np.zeros(z.shape[1]), -1
     if len(z) == 0:
         return best
-    rank = lambda j: _accepted(z[:, j], decoy)  # noqa: E731
-    if len(z) < THREADED_MIN:
-        counts = [rank(j) for j in range(z.shape[1])]
-    else:
-        with ThreadPoolExecutor(min(z.shape[1], os.cpu_count() or 1, 8)) as pool:
-            counts = list(pool.map(rank, range(z.shape[1])))
-    for j, pair in enumerate(counts):
+    for j, pair in enumerate(rank_features(z, decoy) if counts is None else counts):
         for sign, n in zip((1.0, -1.0), pair, strict=True):
             if n > best_n:
                 best_n = n
@@ -90,13 +100,15 @@ def best_feature(z: np.ndarray, decoy: np.ndarray) -> np.ndarray:
 
 def fit(
     x: np.ndarray, is_decoy: np.ndarray, names: tuple[str, ...], *, start: str, iterations: int = 10,
-    ridge: float = RIDGE,
+    ridge: float = RIDGE, known: Ranked | None = None,
 ) -> Discriminant:
     """Fit the discriminant on one run's top PSMs (``x``: [n, features]).
 
     The first positives are the targets accepted by the best single feature
     (Percolator's start); ``start`` names the feature used when it ties;
     ``ridge`` shrinks the within-class scatter (standardized features).
+    ``known``: an earlier fit's ``ranked`` on the same rows, ``None`` for the
+    features changed since (`rank_features`: the same choice, fewer sorts).
     """
     mean = x.mean(axis=0)
     std = x.std(axis=0)
@@ -111,7 +123,8 @@ def fit(
     decoy = np.asarray(is_decoy, dtype=bool)
     if decoy.sum() < 2 or (~decoy).sum() < 2:
         return Discriminant(names, mean, std, weights)
-    first = best_feature(z, decoy)
+    ranked = rank_features(z, decoy, known)
+    first = best_feature(z, decoy, counts=ranked)
     if count_at(q_values(z @ first, decoy), decoy) > count_at(q_values(z @ weights, decoy), decoy):
         weights = first
     used: np.ndarray | None = None  # the positives the current weights were fitted on
@@ -128,4 +141,4 @@ def fit(
         if not np.all(np.isfinite(w)):
             break
         weights = w
-    return Discriminant(names, mean, std, weights)
+    return Discriminant(names, mean, std, weights, ranked)

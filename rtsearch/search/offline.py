@@ -7,6 +7,8 @@ spectra and reports progress.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import contextlib
 import logging
 import queue
@@ -19,11 +21,16 @@ from pathlib import Path
 from rtsearch.batch import SpectraBatch
 from rtsearch.io.batches import PartPool, read_batches, workers_for
 from rtsearch.io.spectra import count_spectra
+from rtsearch.matches import ScoredBatch
 from rtsearch.search.live import named
 from rtsearch.search.table import PsmTable
 from rtsearch.search.target import SearchTarget
 
 log = logging.getLogger(__name__)
+
+# GPU: batches scored on this many threads, each on its own CUDA stream, so that one batch's host work (queries,
+# features, names) overlaps another's kernels; answers kept in the order read
+SCORERS = 2
 
 
 @dataclass
@@ -60,7 +67,23 @@ def search_runs(
     reader = runs if isinstance(runs, SpectrumReader) else SpectrumReader(runs, batch_size=batch_size)
     table = PsmTable(target)
     done, waited = 0, 0.0
-    with reader:
+    scorers = SCORERS if target.backend.is_gpu else 1
+    pending: collections.deque[concurrent.futures.Future[ScoredBatch]] = collections.deque()
+
+    def score(batch: SpectraBatch) -> ScoredBatch:
+        return named(target, target.score(batch))  # named now: reading is often still under way
+
+    def add(scored: ScoredBatch) -> None:
+        nonlocal done
+        table.add(scored)  # in the order read
+        if not done:
+            log.debug("first batch scored")
+        done += len(scored)
+        if progress:
+            progress(done, reader.total)
+
+    with reader, concurrent.futures.ThreadPoolExecutor(scorers, thread_name_prefix="scorer",
+                                                       initializer=target.backend.bind_worker) as pool:  # fmt: skip
         batches = iter(reader)
         while True:
             t = time.perf_counter()
@@ -68,10 +91,11 @@ def search_runs(
             waited += time.perf_counter() - t
             if batch is None:
                 break
-            table.add(named(target, target.score(batch)))  # named now: reading is often still under way
-            done += len(batch)
-            if progress:
-                progress(done, reader.total)
+            pending.append(pool.submit(score, batch))
+            while pending and (len(pending) > scorers or pending[0].done()):
+                add(pending.popleft().result())
+        while pending:
+            add(pending.popleft().result())
     log.debug("%d spectra scored in %.2f s, %.2f s of it waiting for spectra", done, time.perf_counter() - t0, waited)
     table.finalize()
     log.debug("q-values of %d runs", len(table.discriminants))
@@ -110,9 +134,14 @@ class SpectrumReader:
 
     def _read(self) -> None:
         try:
+            read = 0
             for run in self.runs:
                 for batch in read_batches(run, batch_size=self.batch_size, pool=self._pool):
+                    if not read:
+                        log.debug("first spectra read")
+                    read += len(batch)
                     self._put(batch)
+            log.debug("%d spectra read", read)
             self._put(None)
         except _Stopped:
             return

@@ -20,10 +20,10 @@ F13 = data_dir() / "iprg2013-f13" / "F13.mgf"
 
 @pytest.fixture
 def parallel(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Parts of ~1 MB, up to 5 workers, whatever the machine."""
+    """Parts of ~1 MB, up to 5 workers (one for every two of 10 CPUs), whatever the machine."""
     monkeypatch.setattr(batches, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(batches, "PART_MIN_BYTES", 1 << 20)
-    monkeypatch.setattr(batches.os, "cpu_count", lambda: 5)
+    monkeypatch.setattr(batches.os, "cpu_count", lambda: 10)
 
 
 def _looped(tmp_path: Path, *, header: str = "", drop_scans: bool = False) -> Path:
@@ -181,7 +181,7 @@ def test_mzml_parts_apply_the_files_param_groups(tmp_path, parallel) -> None:
 
 
 def test_the_reader_count_is_capped(tmp_path, parallel) -> None:
-    path = _looped(tmp_path)  # ~5.5 MB: five parts of ≥ 1 MB on five CPUs
+    path = _looped(tmp_path)  # ~5.5 MB: five parts of ≥ 1 MB, five workers on ten CPUs
     assert batches.workers_for([path]) == 5
     assert batches.workers_for([path], 4) == 4
     assert batches.workers_for([path], 0) == batches.workers_for([path], 3) == 0  # under MIN_WORKERS: one process

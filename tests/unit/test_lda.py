@@ -51,3 +51,22 @@ def test_threads_choose_what_one_thread_chooses(monkeypatch) -> None:
     serial = best_feature(z, decoy)
     monkeypatch.setattr(lda, "THREADED_MIN", 0)
     assert best_feature(z, decoy).tolist() == serial.tolist() and serial[7] == -1.0
+
+
+def test_a_refit_reusing_the_unchanged_features_counts_is_the_fresh_fit() -> None:
+    """`fit_run`'s second fit reuses the first's rankings of the features it did not calibrate: the same
+    discriminant as a fit that ranks every feature again."""
+    from rtsearch.search.lda import fit
+
+    rng = np.random.default_rng(11)
+    n = 12_000  # over THREADED_MIN: the ranking on threads
+    decoy = rng.random(n) < 0.4
+    x = rng.normal(size=(n, 6)) + np.where(decoy, 0.0, 0.8)[:, None] * np.array([1.0, 0.5, 0.0, 0.2, 0.0, 0.3])
+    names = tuple(f"f{k}" for k in range(6))
+    first = fit(x, decoy, names, start="f0")
+    assert first.ranked is not None and len(first.ranked) == 6
+    x[:, 2] = rng.normal(size=n) + np.where(decoy, 0.0, 3.0)  # a calibrated column: now the best alone
+    known = [None if j == 2 else c for j, c in enumerate(first.ranked)]
+    again, fresh = fit(x, decoy, names, start="f0", known=known), fit(x, decoy, names, start="f0")
+    assert again.ranked == fresh.ranked and again.ranked != first.ranked
+    assert np.array_equal(again.weights, fresh.weights)

@@ -18,6 +18,7 @@ per-call overhead, not by arithmetic:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ from rtsearch.spectrum import FlatPeaks, PeakBatch
 
 SMALL_BLOCK = 1024  # threads per count block while the tasks fill at most two blocks per SM
 LARGE_BLOCK = 256
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -156,8 +159,10 @@ class GpuIndex:
         self.base_off = up(np.ascontiguousarray(index.bases.offsets, dtype=np.int64))
         self.residue_mass = up(index.residue_mass)
         self.n_fixed, self.c_fixed = index.mods.terminal_fixed()
+        log.debug("index copied to the device")
         self._count, self._match = kernels.result()
         (self._preprocess_rows,) = rows.result()
+        log.debug("scoring kernels loaded")
         self._iso: dict[tuple[int, ...], Any] = {}
         # count_select block size by number of tasks (see `count_threads`; measured in bench/engine_probe.py)
         self.small_block, self.large_block = SMALL_BLOCK, LARGE_BLOCK
