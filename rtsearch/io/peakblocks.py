@@ -13,6 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from rtsearch.io.arrow import floats
+
 BLOCK_BYTES = 1 << 24  # read this much at a time (a block holds whole entries: it is cut after the last one)
 _TAB_TO_SPACE = bytes.maketrans(b"\t", b" ")
 _CSV_READ = pacsv.ReadOptions(autogenerate_column_names=True, block_size=1 << 22)
@@ -58,8 +60,8 @@ def parse_regions(
         return None
     if table.num_columns != 2 or table.num_rows != rows:
         return None
-    mz, intensity = (table.column(k).to_numpy() for k in (0, 1))
-    return np.asarray(mz, np.float64), np.asarray(intensity).astype(np.float32)
+    mz, intensity = (floats(table.column(k)) for k in (0, 1))
+    return mz, intensity.astype(np.float32)
 
 
 def clean(mz: np.ndarray, intensity: np.ndarray, bounds: np.ndarray) -> list[bool]:

@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from rtsearch.errors import InputError
 from rtsearch.io import provenance as prov
+from rtsearch.io.arrow import bool_array, float_array, int_array, string_array
 from rtsearch.io.perms import as_umask
 
 
@@ -52,14 +53,14 @@ def _array(name: str, values: Any) -> pa.Array:
     if name in _STRINGS:
         # TSV without quoting: no tabs, line breaks or quotes inside a cell (run names come from the wire);
         # replaced by Arrow over the column (a Python `str.translate` per cell was half of writing 50,000 rows)
-        arr = pc.replace_substring_regex(pa.array(values, type=pa.string()), pattern="[\t\n\r]", replacement=" ")
+        arr = pc.replace_substring_regex(string_array(values), pattern="[\t\n\r]", replacement=" ")
         return pc.replace_substring(arr, pattern='"', replacement="'")
     arr = np.asarray(values)
     if arr.dtype.kind == "f":
-        return pa.array(arr, type=pa.float64(), mask=np.isnan(arr))
+        return float_array(arr)
     if arr.dtype.kind == "b":
-        return pa.array(arr, type=pa.bool_())
-    return pa.array(arr.astype(np.int64), type=pa.int64())
+        return bool_array(arr)
+    return int_array(arr)
 
 
 def write_table(table: Table, path: str | Path, *, provenance: dict[str, Any] | None = None) -> int:
