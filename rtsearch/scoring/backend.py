@@ -127,10 +127,33 @@ def _cupy() -> ModuleType | None:
 
         if cupy.cuda.runtime.getDeviceCount() < 1:
             return None
+        _start_context(cupy)
         return cupy
     except Exception as e:  # ImportError, CUDA driver errors: all mean "no GPU here"
         log.debug("CuPy unavailable: %s", e)
         return None
+
+
+def _start_context(cp: ModuleType) -> None:
+    """The current device's CUDA context made in a thread of its own (~0.1 s in the driver, the GIL released),
+    while this one goes on to seed the kernel cache and open the target, rather than by the target's first
+    allocation; once a process. Its failure is left to the first allocation to report."""
+    device = cp.cuda.runtime.getDevice()
+    if device in _contexts:
+        return
+    _contexts.add(device)
+
+    def make() -> None:
+        try:
+            with cp.cuda.Device(device):
+                cp.cuda.runtime.free(cp.cuda.runtime.malloc(1))
+        except Exception as e:
+            log.debug("CUDA context not made ahead: %s", e)
+
+    threading.Thread(target=make, name="cuda-context", daemon=True).start()
+
+
+_contexts: set[int] = set()
 
 
 def get_backend(name: BackendChoice = "auto") -> Backend:
