@@ -69,7 +69,7 @@ def main() -> int:
         write_mgf(looped_spectra(args.data, args.spectra), mgf)
         scored, _ = search_runs([mgf], target, batch_size=4096)
         for owner, attr, step in ((table.PsmTable, "finalize", "finalize"), (DatabaseTarget, "fit_run", "fit_run"),
-                                  (database, "fit", "fit (lda)"), (lda, "best_feature", "best_feature"),
+                                  (database, "fit", "fit (lda)"), (lda, "rank_features", "rank_features"),
                                   (lda, "fisher", "fisher"), (database, "q_values", "q_values (fit_run)"),
                                   (database, "confident", "confident"), (database, "rt_error", "rt_error"),
                                   (database, "sibling_evidence", "sibling_evidence"),
