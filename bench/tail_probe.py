@@ -13,33 +13,15 @@ from __future__ import annotations
 
 import argparse
 import copy
-import functools
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-SPENT: dict[str, float] = defaultdict(float)
-
-
-def timed(owner: Any, attr: str, step: str) -> None:
-    """Wrap ``owner.attr`` so that its wall seconds add up under ``step``."""
-    fn = getattr(owner, attr)
-
-    @functools.wraps(fn)
-    def wrapper(*a: Any, **kw: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return fn(*a, **kw)
-        finally:
-            SPENT[step] += time.perf_counter() - t0
-
-    setattr(owner, attr, wrapper)
+from bench.search_phases import SPENT, timed  # noqa: E402  (a step's seconds summed by wrapping its function)
 
 
 def main() -> int:
