@@ -67,11 +67,12 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{r}: spectrum file not found")
     if args.readers is not None and args.readers < 0:
         raise InputError("--readers must be 0 or more")
-    # the reader starts (its workers forked) before CuPy is imported: it reads while the target opens; the input
-    # files are hashed beside (rtsearch.io.provenance)
-    with InputHashes(args.runs) as hashes, SpectrumReader(args.runs, batch_size=args.batch_size,
-                                                          readers=args.readers) as reader:  # fmt: skip
-        log.debug("reading %d runs (%s worker processes)", len(args.runs), reader.workers or "no")
+    # the reader first, its workers forked while this process has one thread and no CuPy (else they are spawned and
+    # each imports NumPy, Arrow and rtsearch itself); it reads while the target opens; the inputs are hashed beside
+    with SpectrumReader(args.runs, batch_size=args.batch_size, readers=args.readers) as reader, \
+            InputHashes(args.runs) as hashes:  # fmt: skip
+        log.debug("reading %d runs (%s worker processes, %s)", len(args.runs), reader.workers or "no",
+                  "forked" if reader.forked else "spawned")
         backend = backend_of(args, cfg)
         log.debug("backend %s ready", backend.name)
         target = open_target(args, cfg, backend)

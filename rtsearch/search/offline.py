@@ -127,6 +127,11 @@ class SpectrumReader:
         self._thread.start()
         self._counter.start()
 
+    @property
+    def forked(self) -> bool:
+        """Whether its worker processes were forked from this one (none: ``False``): see `PartPool`."""
+        return self._pool is not None and self._pool.forked
+
     def _count(self) -> None:
         # in the workers when there are some: a byte scan holds the GIL that opening the target needs
         expected = self._pool.map(count_spectra, self.runs) if self._pool else [count_spectra(r) for r in self.runs]

@@ -207,3 +207,29 @@ def test_a_search_under_cprofile_leaves_its_profile(tmp_path, data, bsa_index):
     import pstats
 
     assert any("search_runs" in name for _, _, name in pstats.Stats(str(prof)).stats)  # type: ignore[attr-defined]
+
+
+def test_a_search_forks_its_reader_processes(tmp_path, data, bsa_index):
+    """The reader's worker processes are forked (the search's process has one thread then and no CuPy), not spawned:
+    spawned, each imports NumPy, Arrow and rtsearch itself before it parses (the inputs' hashing thread, started
+    first, made every search spawn them)."""
+    code = f"""
+import sys
+from rtsearch.io import batches
+batches.PARALLEL_MIN_BYTES, batches.PART_MIN_BYTES, batches.MIN_WORKERS = 0, 1 << 18, 2
+made = []
+class Recorded(batches.PartPool):
+    def __init__(self, workers):
+        super().__init__(workers)
+        made.append(self.forked)
+batches.PartPool = Recorded
+import rtsearch.search.offline as offline
+offline.PartPool = Recorded
+from rtsearch.cli import main
+rc = main(["search", {str(data / "iprg2013-f13" / "F13.mgf")!r}, "--index", {str(bsa_index)!r}, "--readers", "2",
+           "--backend", "numpy", "-o", {str(tmp_path / "out.tsv")!r}])
+print(rc, made)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "0 [True]", proc.stdout
