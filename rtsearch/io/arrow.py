@@ -49,15 +49,19 @@ def bool_array(values: np.ndarray) -> pa.Array:
                                  null_count=0)  # fmt: skip
 
 
-def string_array(values: Sequence[str | None]) -> pa.Array:
-    """UTF-8 strings (``None``: null): encoded as one joined string, cut where the separators were."""
+def string_array(values: Sequence[str | None], *, translate: bytes | None = None) -> pa.Array:
+    """UTF-8 strings (``None``: null): encoded as one joined string, cut where the separators were. ``translate``:
+    a `bytes.maketrans` table applied to the encoded bytes, mapping ASCII bytes to ASCII bytes other than NUL only
+    (UTF-8's multi-byte sequences hold no ASCII byte, so each character stays whole)."""
     n = len(values)
     missing = [v is None for v in values] if None in values else None
     text: Sequence[str] = [("" if v is None else v) for v in values] if missing else values  # type: ignore[assignment]
-    raw = np.frombuffer("\x00".join(text).encode("utf-8", "surrogatepass"), np.uint8)
+    joined = "\x00".join(text).encode("utf-8", "surrogatepass")
+    raw = np.frombuffer(joined.translate(translate) if translate else joined, np.uint8)
     cuts = np.flatnonzero(raw == _SEPARATOR)
     if len(cuts) != n - 1:  # a string holds the separator itself: each encoded on its own
         encoded = [t.encode("utf-8", "surrogatepass") for t in text]
+        encoded = [b.translate(translate) for b in encoded] if translate else encoded
         lengths = np.fromiter((len(b) for b in encoded), np.int64, n)
         data = b"".join(encoded)
     else:

@@ -28,6 +28,18 @@ def test_strings(values) -> None:
     assert got.to_pylist() == values
 
 
+def test_strings_translated_byte_for_byte() -> None:
+    """The results file's cell rule (tabs and line breaks to spaces, quotes to apostrophes) over the encoded bytes
+    is Arrow's replace over the strings, multi-byte characters untouched."""
+    import pyarrow.compute as pc
+
+    values = ['a\tb', 'line\nbreak\r', 'say "ü"', "", None, "日本\t語", "x\x00\ty"]
+    got = string_array(values, translate=bytes.maketrans(b'\t\n\r"', b"   '"))
+    want = pc.replace_substring(pc.replace_substring_regex(pa.array(values, pa.string()), pattern="[\t\n\r]",
+                                                           replacement=" "), pattern='"', replacement="'")  # fmt: skip
+    assert got.equals(want), got.to_pylist()
+
+
 def test_numbers() -> None:
     f = np.array([1.5, np.nan, -0.0, 3e300, np.nan, 7.0, 8.0, 9.0, 10.0])  # more than one validity byte
     assert float_array(f).equals(pa.array(f, type=pa.float64(), mask=np.isnan(f)))
