@@ -131,7 +131,8 @@ if [[ $modes == *" bulk "* ]]; then
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if [[ $modes == *" wall "* ]]; then
-  python3 bench/search_wall.py --data "$RTSEARCH_DATA" --index-cache .benchcache/idx20k ${WALL_ARGS:-} \
+  eval "wall_args=(${WALL_ARGS:-})"  # shell words: WALL_ARGS='--variant "--readers 16"' keeps a variant whole
+  python3 bench/search_wall.py --data "$RTSEARCH_DATA" --index-cache .benchcache/idx20k "${wall_args[@]}" \
     --json "$out/search_wall.json" 2>&1 | tee "$out/search_wall.log"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
