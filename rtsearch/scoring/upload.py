@@ -12,6 +12,12 @@ stream, so host copies, page faults and transfers of different chunks overlap::
     thread 1      c1 -> pinned A1 -> stream 1 ;  c5 -> pinned B1 ...
     device       | c0 | c1 | c2 | c3 | c4 | ...   (one array, filled in place)
 
+An array mapped whole from a file (the index's ``.npy`` files) is read from the file into the pinned buffers
+(``os.preadv``, the GIL released) instead of copied out of the map: no page fault a page of a map the process never
+touched. On the H200 machine the two ways were within each other's spread once the map's pages were faulted in
+(`bench/upload_probe.py`: 0.045–0.072 s against 0.039–0.062 s for the 1.12 GB; bench/RESULTS.md, 2026-11-28); a
+search's map is always new.
+
 Bytes are copied as they are: the device array equals the host one (tests/gpu/test_upload.py).
 """
 
