@@ -14,8 +14,8 @@ from rtsearch.errors import InputError
 
 log = logging.getLogger(__name__)
 
-# spectra a batch: 50,000 spectra searched in 2.72-3.13 s with 4,096 against 2.96-3.45 s with 1,024 on the H200
-# machine, fewer batches' fixed costs (bench/RESULTS.md, 2026-11-28 15:10)
+# spectra a batch: the 50,000-spectrum search 3.00-3.26 s with 4,096 against 3.47-3.52 s with 1,024 in one call on
+# the H200 machine, fewer batches' fixed costs (bench/RESULTS.md, 2026-11-28 14:48-15:31)
 BATCH_SIZE = 4096
 
 
