@@ -61,7 +61,8 @@ def search_runs(
     Spectra without a charge keep none: the target decides which charges to try. ``runs`` may be a
     `SpectrumReader` started earlier (reading while the target opened); else one is started here.
     ``progress(done, total)`` is called once each batch is scored (``total`` ``None`` when a file's spectra
-    cannot be counted up front).
+    cannot be counted up front). On a GPU the batches are scored on `SCORERS` threads, each on its own CUDA
+    stream; the table keeps them in the order read either way (tests/gpu/test_offline_scorers.py).
     """
     t0 = time.perf_counter()
     reader = runs if isinstance(runs, SpectrumReader) else SpectrumReader(runs, batch_size=batch_size)
