@@ -11,12 +11,9 @@ from rtsearch.cli.progress import Progress
 from rtsearch.cli.target import add_backend_argument, add_target_arguments, backend_of, open_target
 from rtsearch.config import load_config, resolved_dict, with_search
 from rtsearch.errors import InputError
+from rtsearch.search.offline import BATCH_SIZE
 
 log = logging.getLogger(__name__)
-
-# spectra a batch: the 50,000-spectrum search 3.00-3.26 s with 4,096 against 3.47-3.52 s with 1,024 in one call on
-# the H200 machine, fewer batches' fixed costs (bench/RESULTS.md, 2026-11-28 14:48-15:31)
-BATCH_SIZE = 4096
 
 
 def add_parser(sub: Any) -> None:

@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 # GPU: batches scored on this many threads, each on its own CUDA stream, so that one batch's host work (queries,
 # features, names) overlaps another's kernels; answers kept in the order read
 SCORERS = 2
+# spectra a batch: the 50,000-spectrum search 3.00-3.26 s with 4,096 against 3.47-3.52 s with 1,024 in one call on
+# the H200 machine, fewer batches' fixed costs (bench/RESULTS.md, 2026-11-28 14:48-15:31)
+BATCH_SIZE = 4096
 
 
 @dataclass
@@ -53,7 +56,7 @@ class SearchSummary:
 
 
 def search_runs(
-    runs: Sequence[str | Path] | SpectrumReader, target: SearchTarget, *, batch_size: int = 1024,
+    runs: Sequence[str | Path] | SpectrumReader, target: SearchTarget, *, batch_size: int = BATCH_SIZE,
     progress: Callable[[int, int | None], None] | None = None,
 ) -> tuple[PsmTable, SearchSummary]:  # fmt: skip
     """Search every MS2 spectrum of ``runs`` against ``target``; q-values are computed per run.
