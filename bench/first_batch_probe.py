@@ -1,0 +1,82 @@
+"""What a process's first batches cost beyond the next ones (issue 17: the search's first batch took 0.30 s after the
+target opened on the H200 machine, the 49,000 spectra after it 0.24 s; bench/RESULTS.md 2026-11-28 14:48-15:31).
+
+In a new process: open the 20,000-protein bench index on the best backend (timed), then score batches of the bench
+spectra one after another — ``--sizes`` (default 4096 three times, then 16 twice) — each timed alone; with
+``--profile``, every batch again with the engine's per-stage timing (`Engine(profile=True)`, which synchronizes
+the device after each stage), so that what the first batch pays is named. One JSON line.
+
+    python3 bench/first_batch_probe.py --data .gpudata/data --index-cache .benchcache/idx20k [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+PROBE = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from rtsearch.batch import SpectraBatch
+from rtsearch.config import load_config
+from rtsearch.scoring.backend import get_backend
+from rtsearch.scoring.database.engine import Engine
+from rtsearch.search.database import DatabaseTarget
+from bench.bulk_bench import looped_spectra
+index, data, sizes, profile = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3].split(",")], sys.argv[4] == "1"
+spectra = looped_spectra(__import__("pathlib").Path(data), sum(sizes))
+t1 = time.perf_counter()
+backend = get_backend("auto")
+t2 = time.perf_counter()
+target = DatabaseTarget.open(index, load_config(None).search, backend)
+if profile:
+    target.engine = Engine(target.index, target.cfg, backend, profile=True)
+t3 = time.perf_counter()
+rows, at = [], 0
+for n in sizes:
+    batch = SpectraBatch.of(spectra[at:at + n]); at += n
+    if profile:
+        target.engine.stage_seconds.clear()
+    t = time.perf_counter()
+    target.score(batch)
+    rows.append({"spectra": n, "s": round(time.perf_counter() - t, 4),
+                 "stages": {k: round(v, 4) for k, v in target.engine.stage_seconds.items()} if profile else {}})
+print(json.dumps({"backend": backend.name, "imports_s": round(t1 - t0, 3), "backend_s": round(t2 - t1, 3),
+                  "open_s": round(t3 - t2, 3), "batches": rows}))
+"""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--index-cache", type=Path, required=True)
+    ap.add_argument("--proteins", type=int, default=20_000)
+    ap.add_argument("--sizes", default="4096,4096,4096,16,16")
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    from bench.serving import code_env, emit, index_and_record
+
+    _, res, index = index_and_record(args.data, args.proteins, args.index_cache)
+    del index
+    runs = []
+    for profile in ("0", "1") if args.profile else ("0",):
+        out = subprocess.run([sys.executable, "-c", PROBE, str(args.index_cache.resolve()), str(args.data), args.sizes,
+                              profile], capture_output=True, text=True, env=code_env(), cwd=ROOT)  # fmt: skip
+        row = json.loads(out.stdout.splitlines()[-1]) if out.returncode == 0 else {"error": out.stderr[-1500:]}
+        row["profiled"] = profile == "1"
+        print(json.dumps(row), flush=True)
+        runs.append(row)
+    res["runs"] = runs
+    emit(res, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
