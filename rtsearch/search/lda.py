@@ -21,7 +21,7 @@ from rtsearch.search.fdr import count_at, q_ranked, q_values
 MIN_POSITIVES = 20
 NOT_FITTED = frozenset({"signed_ppm_error", "matched_ions"})  # descriptive, or a sum of fitted ones
 RIDGE = 1e-3
-# PSMs from which `best_feature` ranks on threads: 25 features on two cores, one thread / threads, best of 7
+# PSMs from which `rank_features` ranks on threads: 25 features on two cores, one thread / threads, best of 7
 # (`python bench/best_feature_probe.py --rows N --threaded-min 1000000000` / `0`, 2026-11-28): 500 PSMs (a live
 # refit's size) 2.9 / 5.4 ms, 5,000 13.7 / 14.0 ms, 20,000 87.4 / 58.5 ms
 THREADED_MIN = 10_000

@@ -119,7 +119,8 @@ class SpectrumReader:
     def __init__(
         self, runs: Sequence[str | Path], *, batch_size: int, depth: int = 4, readers: int | None = None
     ) -> None:
-        """``readers``: worker processes for a large MGF or mzML (default one per CPU; 0: none)."""
+        """``readers``: worker processes for a large MGF or mzML (default one for every two CPUs,
+        `rtsearch.io.batches.default_workers`; 0: none)."""
         self.total: int | None = None  # set by a counting thread beside the reading one (progress only)
         self.runs, self.batch_size = list(runs), batch_size
         self.workers = workers_for(self.runs, readers)
