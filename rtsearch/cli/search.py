@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from rtsearch.io import provenance
     from rtsearch.io.provenance import InputHashes
     from rtsearch.io.results import write_table
+    from rtsearch.scoring.backend import start_driver
     from rtsearch.search.offline import SpectrumReader, search_runs
 
     cfg = load_config(args.config)
@@ -70,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
             InputHashes(args.runs) as hashes:  # fmt: skip
         log.debug("reading %d runs (%s worker processes, %s)", len(args.runs), reader.workers or "no",
                   "forked" if reader.forked else "spawned")
+        start_driver(args.backend or cfg.search.backend)  # the CUDA driver's start beside CuPy's import, readers forked
         backend = backend_of(args, cfg)
         log.debug("backend %s ready", backend.name)
         target = open_target(args, cfg, backend)

@@ -15,6 +15,7 @@ thread starts the next one.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import sys
 import threading
@@ -76,12 +77,13 @@ class Backend:
         st = _staging
         need = st.offset + nbytes
         if st.buf is None or need > st.buf.nbytes:
-            import cupyx
-
             # copies still reading the old buffer must finish before it is released
             self.xp.cuda.get_current_stream().synchronize()
             size = max(2 * need, 8 << 20)
-            st.buf = cupyx.empty_pinned((size,), dtype=np.uint8)
+            # the pinned block as a NumPy array that keeps it alive; not ``cupyx.empty_pinned``: importing cupyx
+            # imports cupyx.scipy and, where SciPy is installed, scipy.sparse, Cython and numpy.f2py — 241 modules
+            # in the first batch on the GPU machine (bench/first_batch_probe.py, bench/RESULTS.md 2026-11-28)
+            st.buf = np.frombuffer(self.xp.cuda.alloc_pinned_memory(size), dtype=np.uint8, count=size)
         view = st.buf[st.offset : st.offset + nbytes]
         st.offset += -(-nbytes // _ALIGN) * _ALIGN
         return view
@@ -119,6 +121,39 @@ def compiled_kernel(cp: Any, source: str, name: str, options: tuple[str, ...] = 
     if key not in _compiled:
         _compiled[key] = cp.RawModule(code=source, options=options).get_function(name)
     return _compiled[key]
+
+
+def start_driver(choice: BackendChoice = "auto") -> None:
+    """Initialize the CUDA driver and make device 0's primary context (the one CuPy's runtime then uses) in a thread
+    of their own, through the driver API, so that the calling thread can import CuPy meanwhile: ctypes leaves the
+    GIL for each call, where CuPy's own first call holds it through the driver's start (~0.1 s) and comes only after
+    its import (~0.27 s on the H200 machine, bench/RESULTS.md). Once a process; nothing for ``numpy``, and nothing
+    but a debug line where there is no driver. Call it after forking any worker processes: the driver must not be
+    started in a process that forks children that use it."""
+    global _driver_started
+    if choice == "numpy" or _driver_started:
+        return
+    _driver_started = True
+
+    def start() -> None:
+        try:
+            cuda = ctypes.CDLL("libcuda.so.1")
+        except OSError as e:  # no driver library: CuPy finds no GPU either
+            log.debug("CUDA driver not started ahead: %s", e)
+            return
+        device, context = ctypes.c_int(), ctypes.c_void_p()
+        for name, args in (("cuInit", (0,)), ("cuDeviceGet", (ctypes.byref(device), 0)),
+                           ("cuDevicePrimaryCtxRetain", (ctypes.byref(context), device))):  # fmt: skip
+            code = getattr(cuda, name)(*args)
+            if code != 0:  # no device, a driver too old...: CuPy's own start says what, or finds no GPU
+                log.debug("CUDA driver not started ahead: %s returned %d", name, code)
+                return
+        log.debug("CUDA driver started, device 0's primary context made")
+
+    threading.Thread(target=start, name="cuda-driver", daemon=True).start()
+
+
+_driver_started = False
 
 
 def _cupy() -> ModuleType | None:

@@ -42,14 +42,28 @@ class Discriminant:
         return ((x - self.mean) / self.std) @ self.weights
 
 
-def fisher(x: np.ndarray, positive: np.ndarray, negative: np.ndarray, ridge: float = RIDGE) -> np.ndarray:
-    """Fisher direction ``(Sw + ridge I)^-1 (mu_pos - mu_neg)`` for standardized ``x``."""
-    a, b = x[positive], x[negative]
-    sw = np.cov(a, rowvar=False, bias=True) * len(a) + np.cov(b, rowvar=False, bias=True) * len(b)
-    sw = np.atleast_2d(sw) / max(len(a) + len(b), 1)
+@dataclass(frozen=True)
+class Scatter:
+    """One class's rows of standardized features: how many, their mean and scatter (covariance × rows)."""
+
+    n: int
+    mean: np.ndarray
+    scatter: np.ndarray
+
+    @classmethod
+    def of(cls, rows: np.ndarray) -> Scatter:
+        return cls(len(rows), rows.mean(axis=0), np.cov(rows, rowvar=False, bias=True) * len(rows))
+
+
+def fisher(x: np.ndarray, positive: np.ndarray, negative: np.ndarray | Scatter, ridge: float = RIDGE) -> np.ndarray:
+    """Fisher direction ``(Sw + ridge I)^-1 (mu_pos - mu_neg)`` for standardized ``x``; ``negative``: a mask of
+    ``x``'s rows, or their `Scatter` (the same for every iteration of a fit: computed once)."""
+    a = Scatter.of(x[positive])
+    b = negative if isinstance(negative, Scatter) else Scatter.of(x[negative])
+    sw = np.atleast_2d(a.scatter + b.scatter) / max(a.n + b.n, 1)
     sw += ridge * np.eye(sw.shape[0])
     sw[np.diag_indices_from(sw)] = np.where(np.diag(sw) > ridge, np.diag(sw), 1.0)
-    w = np.linalg.solve(sw, a.mean(axis=0) - b.mean(axis=0))
+    w = np.linalg.solve(sw, a.mean - b.mean)
     norm = np.linalg.norm(w)
     return w / norm if norm > 0 else w
 
@@ -128,6 +142,7 @@ def fit(
     if count_at(q_values(z @ first, decoy), decoy) > count_at(q_values(z @ weights, decoy), decoy):
         weights = first
     used: np.ndarray | None = None  # the positives the current weights were fitted on
+    negatives = Scatter.of(z[decoy])  # the decoys stay the negatives: their scatter once, not every iteration
     for _ in range(iterations):
         s = z @ weights
         q = q_values(s, decoy)
@@ -137,7 +152,7 @@ def fit(
         if used is not None and np.array_equal(pos, used):
             break  # the same positives would give the same weights again: a fixed point
         used = pos
-        w = fisher(z, pos, decoy, ridge)
+        w = fisher(z, pos, negatives, ridge)
         if not np.all(np.isfinite(w)):
             break
         weights = w

@@ -47,3 +47,26 @@ def test_upload_is_not_slower_than_asarray(tmp_path) -> None:
     print("\n600 MB memory-mapped to the GPU, seconds:", {k.strip() + str(i): round(v, 3)
                                                           for i, (k, v) in enumerate(seconds.items())})  # fmt: skip
     assert min(seconds["upload"], seconds["upload "]) <= min(seconds["asarray"], seconds["asarray "])
+
+
+def test_arrays_uploaded_together_keep_their_bytes(tmp_path) -> None:
+    """A target's arrays in one pass: large and small, empty, one from memory among the maps, and a view at an
+    offset of its file; every one byte for byte, with chunks smaller than the largest arrays."""
+    from rtsearch.scoring.upload import upload_all
+
+    cp = get_backend("cupy").xp
+    rng = np.random.default_rng(11)
+    arrays = [rng.random(3_000_001, np.float32), rng.integers(0, 1 << 30, 1_000_003, dtype=np.int64),
+              np.zeros(0, np.float64), rng.integers(0, 255, 17, dtype=np.uint8),
+              rng.integers(-300, 300, (40_001, 2), dtype=np.int16)]  # fmt: skip
+    hosts = []
+    for k, a in enumerate(arrays):
+        np.save(tmp_path / f"{k}.npy", a)
+        hosts.append(np.load(tmp_path / f"{k}.npy", mmap_mode="r").view(np.ndarray))
+    hosts[1] = hosts[1][5:]  # a view: its bytes from its offset in the file
+    hosts.append(np.arange(7, dtype=np.float64))  # in memory
+    got = upload_all(cp, hosts, threads=3, chunk_bytes=1 << 20)
+    assert len(got) == len(hosts)
+    for g, h in zip(got, hosts, strict=True):
+        assert g.dtype == h.dtype and g.shape == h.shape
+        assert cp.asnumpy(g).tobytes() == np.ascontiguousarray(h).tobytes()

@@ -34,3 +34,15 @@ def test_other_arrays_have_no_file(tmp_path) -> None:
     assert file_of(np.load(tmp_path / "a.npy", mmap_mode="r+")) is None  # writable: the file may not hold its bytes
     assert file_of(np.load(tmp_path / "a.npy", mmap_mode="r")[::2]) is None  # strided
     assert file_of(np.load(tmp_path / "a.npy", mmap_mode="r").copy()) is None
+
+
+def test_chunks_cover_every_array_once_largest_first() -> None:
+    from rtsearch.scoring.upload import chunks_of
+
+    sizes = [10, 0, 35, 16, 1]
+    chunks = chunks_of(sizes, 16)
+    assert [k for k, _, _ in chunks] == [2, 2, 2, 3, 0, 4]  # 35 bytes in three, the empty array in none
+    for k, n in enumerate(sizes):
+        spans = [(a, b) for j, a, b in chunks if j == k]
+        covered = [x for a, b in spans for x in range(a, b)]
+        assert covered == list(range(n)) and all(0 < b - a <= 16 for a, b in spans)

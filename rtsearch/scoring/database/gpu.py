@@ -35,7 +35,7 @@ from rtsearch.scoring.database.matching import STATS, MatchStats, fragment_charg
 from rtsearch.scoring.database.merge_kernel import merge_chunks, merge_on_device
 from rtsearch.scoring.database.preprocess_kernel import MAX_PEAKS, THREADS
 from rtsearch.scoring.database.preprocess_kernel import source as preprocess_source
-from rtsearch.scoring.upload import upload
+from rtsearch.scoring.upload import upload_all
 from rtsearch.spectrum import FlatPeaks, PeakBatch
 
 SMALL_BLOCK = 1024  # threads per count block while the tasks fill at most two blocks per SM
@@ -135,9 +135,6 @@ class GpuIndex:
         self.index = index
         f = index.fragments
 
-        def up(a: np.ndarray) -> Any:  # the index's arrays (memory-mapped): through pinned chunks over threads
-            return upload(cp, a)
-
         # NVRTC (cold: ~0.8 s) in threads while the CUDA context starts and the index is copied
         compiling = ThreadPoolExecutor(2, thread_name_prefix="nvrtc")
         device = cp.cuda.runtime.getDevice()
@@ -145,19 +142,17 @@ class GpuIndex:
         rows = compiling.submit(_functions, cp, device, preprocess_source(), ("--std=c++17", "--fmad=false"),
                                 ("preprocess_rows",))  # fmt: skip
         compiling.shutdown(wait=False)
-        self.frag_mz = up(np.ascontiguousarray(f.mz))
-        self.frag_pep = up(np.ascontiguousarray(f.peptide))
-        self.bucket_min = up(np.ascontiguousarray(f.bucket_min_mz))
+        # the index's arrays (memory-mapped) in one pass, through pinned chunks over threads
+        (self.frag_mz, self.frag_pep, self.bucket_min, self.pep_mass, self.form_base, self.mod_pos, self.mod_id,
+         self.mod_delta, self.residues, self.base_off, self.residue_mass) = upload_all(cp, [
+            f.mz, f.peptide, f.bucket_min_mz, index.mass, index.forms.base,
+            np.ascontiguousarray(index.forms.mod_pos, dtype=np.int16),
+            np.ascontiguousarray(index.forms.mod_id, dtype=np.uint8),
+            np.array([m.delta for m in index.mods.variable] or [0.0], dtype=np.float64),
+            index.bases.residues, np.ascontiguousarray(index.bases.offsets, dtype=np.int64), index.residue_mass,
+        ])  # fmt: skip
         self.bucket_size = f.bucket_size
-        self.pep_mass = up(np.ascontiguousarray(index.mass))
-        self.form_base = up(np.ascontiguousarray(index.forms.base))
         self.n_mods = int(index.forms.mod_pos.shape[1])
-        self.mod_pos = up(np.ascontiguousarray(index.forms.mod_pos, dtype=np.int16))
-        self.mod_id = up(np.ascontiguousarray(index.forms.mod_id, dtype=np.uint8))
-        self.mod_delta = up(np.array([m.delta for m in index.mods.variable] or [0.0], dtype=np.float64))
-        self.residues = up(np.ascontiguousarray(index.bases.residues))
-        self.base_off = up(np.ascontiguousarray(index.bases.offsets, dtype=np.int64))
-        self.residue_mass = up(index.residue_mass)
         self.n_fixed, self.c_fixed = index.mods.terminal_fixed()
         log.debug("index copied to the device")
         self._count, self._match = kernels.result()
