@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -104,6 +105,8 @@ def _sites(bases: Bases, mods: ModSet) -> tuple[np.ndarray, np.ndarray, np.ndarr
     pos = np.concatenate([p[1] for p in parts])
     mid = np.concatenate([np.full(p[0].shape[0], p[2], dtype=np.int64) for p in parts])
     slot = np.concatenate([np.asarray(p[1]) * 3 + p[3] for p in parts])
+    if len(parts) == 1:  # one modification's sites come sorted by base, then position (and never tie)
+        return base, pos, mid, slot
     order = np.lexsort((pos, base))
     return base[order], pos[order], mid[order], slot[order]
 
@@ -132,6 +135,35 @@ def _base_masses(bases: Bases, residue_mass: np.ndarray) -> np.ndarray:
     return out
 
 
+def _forms_of(
+    group: np.ndarray, n: int, k: int, starts: np.ndarray, sites: tuple[np.ndarray, np.ndarray, np.ndarray],
+    base_mass: np.ndarray, deltas: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """The forms of bases ``group``, each with ``n`` sites: (base, positions, mod ids, mass) in `enumerate_forms`'
+    order (base by base, subsets in `_subsets`' order)."""
+    s_pos, s_mid, s_slot = sites
+    table = _subsets(n, k)  # [S, k]
+    chosen = starts[group][:, None, None] + table[None, :, :]  # [g, S, k]
+    valid = table[None, :, :] >= 0
+    idx = np.where(valid, chosen, 0)
+    if s_pos.shape[0]:
+        pos = np.where(valid, s_pos[idx], -1)
+        mid = np.where(valid, s_mid[idx], 0)
+        slot = np.where(valid, s_slot[idx], -1)
+    else:
+        pos = np.full(idx.shape, -1, dtype=np.int64)
+        mid = np.zeros(idx.shape, dtype=np.int64)
+        slot = pos
+    ok = np.ones(chosen.shape[:2], dtype=bool)
+    for a in range(k):
+        for b in range(a + 1, k):
+            ok &= ~((slot[..., a] == slot[..., b]) & (slot[..., a] >= 0))
+    mass = base_mass[group][:, None] + np.where(valid, deltas[mid], 0.0).sum(axis=2)
+    g_idx, s_idx = np.nonzero(ok)
+    return (group[g_idx].astype(np.uint32), pos[g_idx, s_idx].astype(np.int16), mid[g_idx, s_idx].astype(np.uint8),
+            mass[g_idx, s_idx])  # fmt: skip
+
+
 def enumerate_forms(bases: Bases, mods: ModSet, max_mods: int, residue_mass: np.ndarray) -> Forms:
     """Expand every base into its modified forms (the unmodified one included)."""
     k = max_mods if mods.variable else 0
@@ -144,31 +176,13 @@ def enumerate_forms(bases: Bases, mods: ModSet, max_mods: int, residue_mass: np.
     starts = np.zeros(len(bases) + 1, dtype=np.int64)
     np.cumsum(counts, out=starts[1:])
     counts = np.minimum(counts, MAX_SITES)
-    out_base, out_pos, out_mid, out_mass = [], [], [], []
-    for n in np.unique(counts):
-        group = np.flatnonzero(counts == n)
-        table = _subsets(int(n), k)  # [S, k]
-        chosen = starts[group][:, None, None] + table[None, :, :]  # [g, S, k]
-        valid = table[None, :, :] >= 0
-        idx = np.where(valid, chosen, 0)
-        if s_pos.shape[0]:
-            pos = np.where(valid, s_pos[idx], -1)
-            mid = np.where(valid, s_mid[idx], 0)
-            slot = np.where(valid, s_slot[idx], -1)
-        else:
-            pos = np.full(idx.shape, -1, dtype=np.int64)
-            mid = np.zeros(idx.shape, dtype=np.int64)
-            slot = pos
-        ok = np.ones(chosen.shape[:2], dtype=bool)
-        for a in range(k):
-            for b in range(a + 1, k):
-                ok &= ~((slot[..., a] == slot[..., b]) & (slot[..., a] >= 0))
-        mass = base_mass[group][:, None] + np.where(valid, deltas[mid], 0.0).sum(axis=2)
-        g_idx, s_idx = np.nonzero(ok)
-        out_base.append(group[g_idx].astype(np.uint32))
-        out_pos.append(pos[g_idx, s_idx].astype(np.int16))
-        out_mid.append(mid[g_idx, s_idx].astype(np.uint8))
-        out_mass.append(mass[g_idx, s_idx])
+    sites = (s_pos, s_mid, s_slot)
+    # each count's bases in row chunks, on threads (NumPy leaves the GIL): the forms come out in the same order
+    tasks = [partial(_forms_of, group[lo:hi], int(n), k, starts, sites, base_mass, deltas)
+             for n in np.flatnonzero(np.bincount(counts)) for group in (np.flatnonzero(counts == n),)
+             for lo, hi in row_chunks(group.shape[0])]  # fmt: skip
+    done = in_threads(tasks)
+    out_base, out_pos, out_mid, out_mass = ([d[j] for d in done] for j in range(4))
     if not out_base:
         return Forms(np.zeros(0, np.uint32), np.zeros((0, k), np.int16), np.zeros((0, k), np.uint8), np.zeros(0))
     return Forms(
