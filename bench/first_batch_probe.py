@@ -32,6 +32,17 @@ from rtsearch.scoring.database.engine import Engine
 from rtsearch.search.database import DatabaseTarget
 from bench.bulk_bench import looped_spectra
 index, data, sizes, mode = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3].split(",")], sys.argv[4]
+stack_of, stacks = sys.argv[5], {}
+
+class WhoAsks:  # where module ``stack_of`` (or one inside it) is first looked for: the calls that import it
+    def find_spec(self, name, path=None, target=None):
+        if stack_of and (name == stack_of or name.startswith(stack_of + ".")) and stack_of not in stacks:
+            import traceback
+            frames = [f for f in traceback.format_stack()[:-1] if "<frozen" not in f]
+            stacks[stack_of] = "".join(frames[-24:])
+        return None
+
+sys.meta_path.insert(0, WhoAsks())
 cprof, uploads = {}, []
 import rtsearch.scoring.database.gpu as gpu_module
 _upload = gpu_module.upload_all
@@ -84,7 +95,7 @@ for n in sizes:
                  "stages": {k: round(v, 4) for k, v in target.engine.stage_seconds.items()} if profile else {}})
 print(json.dumps({"backend": backend.name, "imports_s": round(t1 - t0, 3), "backend_s": round(t2 - t1, 3),
                   "open_s": round(t3 - t2, 3), "batches": rows, "uploads": uploads, "imported": modules,
-                  "cprofile": cprof}))
+                  "stack": stacks, "cprofile": cprof}))
 """
 
 
@@ -96,6 +107,8 @@ def main() -> int:
     ap.add_argument("--sizes", default="4096,4096,4096,16,16")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--cprofile", action="store_true")
+    ap.add_argument("--stack-of", default="", metavar="PACKAGE",
+                    help="print the stack where module PACKAGE (or one inside it: cupyx.scipy) is first looked for")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     from bench.serving import code_env, emit, index_and_record
@@ -105,10 +118,13 @@ def main() -> int:
     runs = []
     modes = ["plain"] + ["stages"] * args.profile + ["cprofile"] * args.cprofile
     for mode in modes:
-        out = subprocess.run([sys.executable, "-c", PROBE, str(args.index_cache.resolve()), str(args.data), args.sizes,
-                              mode], capture_output=True, text=True, env=code_env(), cwd=ROOT)  # fmt: skip
+        argv = [str(args.index_cache.resolve()), str(args.data), args.sizes, mode, args.stack_of]
+        out = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, env=code_env(),
+                             cwd=ROOT)  # fmt: skip
         row = json.loads(out.stdout.splitlines()[-1]) if out.returncode == 0 else {"error": out.stderr[-1500:]}
         row["mode"] = mode
+        for name, text in row.pop("stack", {}).items():
+            print(f"--- where {name} is first looked for\n{text}", flush=True)
         for name, text in row.pop("cprofile", {}).items():
             print(f"--- {name}, cProfile\n{text}", flush=True)
         print(json.dumps(row), flush=True)
