@@ -81,8 +81,8 @@ class Backend:
             self.xp.cuda.get_current_stream().synchronize()
             size = max(2 * need, 8 << 20)
             # the pinned block as a NumPy array that keeps it alive; not ``cupyx.empty_pinned``: importing cupyx
-            # imports cupyx.scipy and, where SciPy is installed, scipy.sparse, Cython and numpy.f2py — 241 modules
-            # in the first batch on the GPU machine (bench/first_batch_probe.py, bench/RESULTS.md 2026-11-28)
+            # imports cupyx.scipy and, where SciPy is installed, scipy.sparse, Cython and numpy.f2py: 241 modules,
+            # ~0.1 s of a process's first batch on the GPU machine (bench/first_batch_probe.py, RESULTS 2026-11-28)
             st.buf = np.frombuffer(self.xp.cuda.alloc_pinned_memory(size), dtype=np.uint8, count=size)
         view = st.buf[st.offset : st.offset + nbytes]
         st.offset += -(-nbytes // _ALIGN) * _ALIGN
