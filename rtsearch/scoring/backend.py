@@ -16,6 +16,7 @@ thread starts the next one.
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import logging
 import sys
 import threading
@@ -127,11 +128,12 @@ def start_driver(choice: BackendChoice = "auto") -> None:
     """Initialize the CUDA driver and make device 0's primary context (the one CuPy's runtime then uses) in a thread
     of their own, through the driver API, so that the calling thread can import CuPy meanwhile: ctypes leaves the
     GIL for each call, where CuPy's own first call holds it through the driver's start (~0.1 s) and comes only after
-    its import (~0.27 s on the H200 machine, bench/RESULTS.md). Once a process; nothing for ``numpy``, and nothing
-    but a debug line where there is no driver. Call it after forking any worker processes: the driver must not be
-    started in a process that forks children that use it."""
+    its import (~0.27 s on the H200 machine, bench/RESULTS.md). Once a process; nothing for ``numpy`` or where CuPy
+    is not installed (a context would hold GPU memory for nothing), and nothing but a debug line where there is no
+    driver. Call it after forking any worker processes: the driver must not be started in a process that forks
+    children that use it."""
     global _driver_started
-    if choice == "numpy" or _driver_started:
+    if choice == "numpy" or _driver_started or importlib.util.find_spec("cupy") is None:
         return
     _driver_started = True
 
