@@ -34,7 +34,14 @@ sys.path.insert(0, str(ROOT / "simulators"))
 
 from bench.rtload_bench import py_spy  # noqa: E402
 from bench.search_bench import time_engine  # noqa: E402
-from bench.serving import Served, code_env, cpu_by_thread, daemon_metrics, index_and_record  # noqa: E402
+from bench.serving import (  # noqa: E402
+    Served,
+    bench_inputs,
+    code_env,
+    cpu_by_thread,
+    daemon_metrics,
+    index_and_record,
+)
 from bench.stream_bench import RUNS  # noqa: E402
 from rtsearch.config import SearchConfig  # noqa: E402
 from rtsearch.io.spectra import read_spectra  # noqa: E402
@@ -160,10 +167,7 @@ def bulk(index: Path, mgf: Path, tmp: Path, env: dict[str, str], batches: list[i
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", type=Path, required=True)
-    p.add_argument("--index-cache", type=Path, required=True)
-    p.add_argument("--proteins", type=int, default=20_000)
-    p.add_argument("--spectra", type=int, default=50_000)
+    bench_inputs(p)
     p.add_argument("--batches", default="1024,4096", help="spectra per spectra message, one replay each")
     p.add_argument("--window", type=int, default=16_384, help="spectra in flight (rtsearch-sim --window)")
     p.add_argument("--engine-batches", default="1024,4096")

@@ -100,10 +100,9 @@ print(json.dumps({"backend": backend.name, "imports_s": round(t1 - t0, 3), "back
 
 
 def main() -> int:
+    from bench.serving import bench_inputs, code_env, emit, index_and_record
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, required=True)
-    ap.add_argument("--index-cache", type=Path, required=True)
-    ap.add_argument("--proteins", type=int, default=20_000)
+    bench_inputs(ap, spectra=False)
     ap.add_argument("--sizes", default="4096,4096,4096,16,16")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--cprofile", action="store_true")
@@ -111,7 +110,6 @@ def main() -> int:
                     help="print the stack where module PACKAGE (or one inside it: cupyx.scipy) is first looked for")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    from bench.serving import code_env, emit, index_and_record
 
     _, res, index = index_and_record(args.data, args.proteins, args.index_cache)
     del index

@@ -67,17 +67,14 @@ def slowest_imports(top: int) -> list[tuple[str, float]]:
 
 
 def main() -> int:
+    from bench.serving import bench_inputs, emit, index_and_record
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, required=True)
-    ap.add_argument("--index-cache", type=Path, required=True)
-    ap.add_argument("--spectra", type=int, default=50_000)
-    ap.add_argument("--proteins", type=int, default=20_000)
+    bench_inputs(ap)
     ap.add_argument("--profile", action="append", default=[], choices=["open target", "fdr", "write"],
                     help="keep this phase's costliest functions (cProfile, cumulative)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     from bench.bulk_bench import looped_spectra, write_mgf
-    from bench.serving import emit, index_and_record
 
     _, res, index = index_and_record(args.data, args.proteins, args.index_cache)
     del index

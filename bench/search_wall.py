@@ -29,15 +29,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.bulk_bench import looped_spectra, offline, write_mgf  # noqa: E402
-from bench.serving import code_env, emit, index_and_record  # noqa: E402
+from bench.serving import bench_inputs, code_env, emit, index_and_record  # noqa: E402
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, required=True)
-    ap.add_argument("--index-cache", type=Path, required=True)
-    ap.add_argument("--proteins", type=int, default=20_000)
-    ap.add_argument("--spectra", type=int, default=50_000)
+    bench_inputs(ap)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--baseline", type=Path, help="another checkout: its warm wall and this one's, alternately")
     ap.add_argument("--repeat", type=int, default=2, help="alternations with --baseline (default 2)")

@@ -134,6 +134,17 @@ def cpu_by_thread(pid: int) -> dict[str, float]:
     return out
 
 
+def bench_inputs(ap: Any, *, spectra: bool = True) -> None:
+    """The bench's inputs on an `argparse` parser: ``--data`` (the shared data folder), ``--index-cache`` (the
+    20,000-protein index with entrapment, built there once: `index_and_record`), ``--proteins`` and, with
+    ``spectra``, ``--spectra`` (the looped dev-run spectra: `bench.bulk_bench.looped_spectra`)."""
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--index-cache", type=Path, required=True)
+    ap.add_argument("--proteins", type=int, default=20_000)
+    if spectra:
+        ap.add_argument("--spectra", type=int, default=50_000)
+
+
 def index_and_record(data: Path, proteins: int, cache: Path, database: Any = None) -> tuple[Any, dict[str, Any], Any]:
     """The backend (auto), the record a benchmark starts with (date, device, CPUs, index counts and build or load
     time) and the 20,000-protein index with entrapment of `bench/stream_bench.py` (built once into ``cache``;

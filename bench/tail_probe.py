@@ -25,16 +25,13 @@ from bench.search_phases import SPENT, timed  # noqa: E402  (a step's seconds su
 
 
 def main() -> int:
+    from bench.serving import bench_inputs, emit, index_and_record
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, required=True)
-    ap.add_argument("--index-cache", type=Path, required=True)
-    ap.add_argument("--spectra", type=int, default=50_000)
-    ap.add_argument("--proteins", type=int, default=20_000)
+    bench_inputs(ap)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     from bench.bulk_bench import looped_spectra, write_mgf
-    from bench.serving import emit, index_and_record
     from rtsearch.config import load_config
     from rtsearch.io import results
     from rtsearch.scoring.backend import get_backend

@@ -89,8 +89,9 @@ def workers_for(paths: Iterable[str | Path], cap: int | None = None) -> int:
 def default_workers() -> int:
     """One worker for every two CPUs: the search's own threads need cores while the workers parse (CuPy's import,
     the index's copy to the GPU, the inputs' hashing). On the 16-core H200 machine the 50,000-spectrum search took
-    2.15-2.38 s with 8 workers against 2.48-2.57 s with 16 in one call (bench/RESULTS.md, 2026-11-28 14:48-15:31) —
-    measured while the search spawned its workers; forked, not yet measured."""
+    2.15-2.38 s with 8 workers against 2.48-2.57 s with 16 in one call while the search spawned its workers, and
+    1.99-2.20 s against 2.06-2.15 s once it forked them (bench/RESULTS.md, 2026-11-28 14:48-15:31 and 16:40): no
+    worse than 16 either way."""
     return max(1, (os.cpu_count() or 1) // 2)
 
 
