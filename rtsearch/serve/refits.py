@@ -26,7 +26,7 @@ from rtsearch.search.live import RunSummary, run_summary
 from rtsearch.search.table import PsmTable
 from rtsearch.search.target import Reopen, SearchTarget
 from rtsearch.serve.jobs import RunState
-from rtsearch.serve.runtime import exit_with_parent, name_os_thread, single_threaded_blas
+from rtsearch.serve.runtime import exit_with_parent, name_os_thread, single_threaded_blas, trim_heap
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -44,7 +44,10 @@ def finish_run(
     table = PsmTable(_OPENED[reopen])
     table.add(batch)
     table.finalize()
-    return run_summary(name, table, by_status), write_run_results(table, path, provenance)
+    done = run_summary(name, table, by_status), write_run_results(table, path, provenance)
+    del table, batch
+    trim_heap()  # the run's memory back to the system, not kept for the next (`trim_heap`)
+    return done
 
 
 def _started() -> None:
