@@ -65,16 +65,22 @@ def wait_ready(proc: subprocess.Popen[str], timeout: float, tail: collections.de
     assert proc.stderr is not None
     end = time.monotonic() + timeout
     said: list[str] = []
-    while time.monotonic() < end:
+    alarms: list[str] = []  # every ERROR / WARNING / traceback line before it was ready (a lane's first error came
+    while time.monotonic() < end:  # long before the last 20 lines: bench/RESULTS.md 2026-11-28 20:50)
         line = proc.stderr.readline()
         said = [*said[-20:], line] if line else said  # at its end "" comes back until it is seen to exit
+        if any(w in line for w in (" ERROR ", " WARNING ", "Traceback", "Error:", "error:")) and len(alarms) < 50:
+            alarms.append(line)
         if " ready: " in line:
             kept = tail if tail is not None else collections.deque(maxlen=1)
             kept.extend(said)
             threading.Thread(target=kept.extend, args=(proc.stderr,), daemon=True).start()
             return int(line.rsplit(":", 1)[1])
         if not line and proc.poll() is not None:
-            raise RuntimeError(f"rtsearch serve exited with {proc.returncode}:\n{''.join(said)}")
+            first = "".join(x for x in alarms if x not in said)
+            raise RuntimeError(f"rtsearch serve exited with {proc.returncode}:\n"
+                               + (f"its errors and warnings before the last lines:\n{first}" if first else "")
+                               + "".join(said))  # fmt: skip
     raise RuntimeError("rtsearch serve did not become ready")
 
 
