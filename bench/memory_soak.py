@@ -5,7 +5,8 @@ maximum rate".
 the shared client ``rt_load.py`` at ``--rate`` in back-to-back phases of ``--phase-seconds`` (each phase its own
 ``--senders`` runs, started and ended: a run's state must go when it ends) for ``--minutes``; every ``--sample-s`` a
 thread here reads the memory of the daemon and of every process under it (``/proc/PID/smaps_rollup``: RSS, and PSS,
-which splits pages shared by forked processes between them, so that the sum counts each page once; GPU memory is
+which splits pages shared by forked processes between them, so that the sum counts each page once, and its
+heap part ``Pss_Anon``, which leaves out the pages of mapped files such as the index; GPU memory is
 in neither: each GPU's, from ``nvidia-smi``, is sampled beside).
 
 The verdict compares the first sample after ``--warm-phases`` phases (warm: kernels compiled, buffers grown, the
@@ -50,7 +51,8 @@ def tree(pid: int) -> list[tuple[int, str]]:
 
 
 def memory_kb(pid: int) -> dict[str, int]:
-    """``Rss`` and ``Pss`` of process ``pid`` in kB (empty when it is gone)."""
+    """``Rss``, ``Pss`` and ``Pss_Anon`` (the heap's part: pages of a mapped file, such as an index opened read-only,
+    count in PSS as they are touched, and are not a leak) of process ``pid`` in kB (empty when it is gone)."""
     try:
         text = Path(f"/proc/{pid}/smaps_rollup").read_text()
     except OSError:
@@ -58,22 +60,22 @@ def memory_kb(pid: int) -> dict[str, int]:
     out = {}
     for line in text.splitlines():
         key, _, rest = line.partition(":")
-        if key in ("Rss", "Pss"):
+        if key in ("Rss", "Pss", "Pss_Anon"):
             out[key.lower()] = int(rest.split()[0])
     return out
 
 
 def sample(pid: int) -> dict[str, Any]:
     """The daemon tree's memory now: sums in MB, and each process's PSS (MB) by name."""
-    each = {}
+    each, anon = {}, {}
     rss = pss = 0
     for p, name in tree(pid):
         m = memory_kb(p)
         rss, pss = rss + m.get("rss", 0), pss + m.get("pss", 0)
         key = name if name not in each else f"{name}#{p}"
-        each[key] = round(m.get("pss", 0) / 1024, 1)
+        each[key], anon[key] = round(m.get("pss", 0) / 1024, 1), round(m.get("pss_anon", 0) / 1024, 1)
     return {"t": round(time.time(), 1), "rss_mb": round(rss / 1024, 1), "pss_mb": round(pss / 1024, 1), "each": each,
-            "gpu_mb": gpu_mb()}
+            "anon_mb": round(sum(anon.values()), 1), "anon": anon, "gpu_mb": gpu_mb()}
 
 
 def gpu_mb() -> list[int]:
@@ -91,10 +93,12 @@ def verdict(samples: list[dict[str, Any]], warm_t: float) -> dict[str, Any]:
     if len(later) < 2:
         return {"growth": None, "why": "fewer than two samples after the first phase"}
     base, peak, last = later[0]["pss_mb"], max(s["pss_mb"] for s in later), later[-1]["pss_mb"]
+    anon = [s.get("anon_mb", 0.0) for s in later]  # the heaps' part alone (no mapped file's pages)
     return {"warm_pss_mb": base, "peak_pss_mb": peak, "last_pss_mb": last, "growth": round(peak / base - 1, 4),
             "last_growth": round(last / base - 1, 4),
             "minutes_watched": round((later[-1]["t"] - later[0]["t"]) / 60, 2),
-            "warm_rss_mb": later[0]["rss_mb"], "peak_rss_mb": max(s["rss_mb"] for s in later)}  # fmt: skip
+            "warm_rss_mb": later[0]["rss_mb"], "peak_rss_mb": max(s["rss_mb"] for s in later),
+            "warm_anon_mb": anon[0], "peak_anon_mb": max(anon), "last_anon_mb": anon[-1]}  # fmt: skip
 
 
 def main() -> int:
