@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call (see bench/RESULTS.md):
-#   bash bench/gpu_check.sh [parity] [kernels] [probe] [bench] [library] [stream] [soak] [memsoak] [rtload] [shards] [latency] [bulk] [wall] [reader] [peers] [topdown] [signal] [elution] [cluster] [tdcluster] | all   (all = parity bench library stream)
+#   bash bench/gpu_check.sh [parity] [kernels] [probe] [bench] [library] [stream] [memsoak] [rtload] [shards] [latency] [bulk] [wall] [reader] [peers] [topdown] [signal] [elution] [cluster] [tdcluster] | all   (all = parity bench library stream)
 # rtload: bench/rtload_bench.py with RTLOAD_ARGS (the shared client and echo floor copied to .gpudata/tools), then
 #   with RTLOAD2_ARGS if set; nvidia-smi's GPU use logged beside (gpu_use.csv)
 # memsoak: bench/memory_soak.py with MEMSOAK_ARGS (the daemon's memory under rt_load.py; default 8 minutes, what a
@@ -91,11 +91,6 @@ fi
 if [[ $modes == *" stream "* ]]; then
   python3 bench/stream_bench.py --data "$RTSEARCH_DATA" --index-cache .benchcache/idx20k ${STREAM_ARGS:-} \
     --json "$out/stream_bench.json" 2>&1 | tee "$out/stream_bench.log"
-  [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
-fi
-if [[ $modes == *" soak "* ]]; then
-  python3 bench/stream_bench.py --data "$RTSEARCH_DATA" --index-cache .benchcache/idx20k --phases soak ${STREAM_ARGS:-} \
-    --json "$out/stream_soak.json" 2>&1 | tee "$out/stream_soak.log"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if [[ $modes == *" memsoak "* ]]; then  # issue 16's memory: rtsearch serve under rt_load.py (MEMSOAK_ARGS)

@@ -37,17 +37,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "simulators"))
 
 from bench.rtload_bench import rt_load, write_mgf  # noqa: E402
-from bench.serving import Served, bench_inputs, index_and_record, processes  # noqa: E402
-
-
-def tree(pid: int) -> list[tuple[int, str]]:
-    """``pid`` and every process under it: (pid, name)."""
-    table = processes()
-    out, k = [(pid, table.get(pid, (0, "?"))[1])], 0
-    while k < len(out):
-        out += [(c, name) for c, (parent, name) in table.items() if parent == out[k][0]]
-        k += 1
-    return out
+from bench.serving import Served, bench_inputs, index_and_record, process_tree, processes  # noqa: E402
 
 
 def memory_kb(pid: int) -> dict[str, int]:
@@ -69,7 +59,9 @@ def sample(pid: int) -> dict[str, Any]:
     """The daemon tree's memory now: sums in MB, and each process's PSS (MB) by name."""
     each, anon = {}, {}
     rss = pss = 0
-    for p, name in tree(pid):
+    table = processes()
+    for p in process_tree(pid, table):
+        name = table.get(p, (0, "?"))[1]
         m = memory_kb(p)
         rss, pss = rss + m.get("rss", 0), pss + m.get("pss", 0)
         key = name if name not in each else f"{name}#{p}"

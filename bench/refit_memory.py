@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.memory_soak import memory_kb  # noqa: E402
+from bench.serving import processes  # noqa: E402
 from rtsearch.batch import SpectraBatch  # noqa: E402
 from rtsearch.cli.demo import RUN, TOML, bundled, cached_index  # noqa: E402
 from rtsearch.config import load_config  # noqa: E402
@@ -51,7 +53,7 @@ def main() -> int:
         reopen = target.reopen()
         refitter = Refitter()
         refitter.start().result()
-        pid = next(iter(refitter._pool._processes))  # the one refit process
+        pid = next(c for c, (parent, name) in processes().items() if parent == os.getpid() and name == "refit")
         print(json.dumps({"rows": a.rows, "start_mb": round(memory_kb(pid).get("rss", 0) / 1024, 1)}), flush=True)
         for k in range(a.runs):
             counts = {"identified": 0, "unidentified": a.rows, "shed": 0}
@@ -60,7 +62,7 @@ def main() -> int:
             m = memory_kb(pid)
             print(json.dumps({"run": k, "rss_mb": round(m.get("rss", 0) / 1024, 1),
                               "pss_mb": round(m.get("pss", 0) / 1024, 1)}), flush=True)  # fmt: skip
-        refitter._pool.shutdown(wait=True)  # (the daemon's `shutdown` does not wait; here the folder goes next)
+        refitter.shutdown(wait=True)  # (before the folder it wrote in goes)
     return 0
 
 

@@ -117,18 +117,24 @@ def processes() -> dict[int, tuple[int, str]]:
     return out
 
 
+def process_tree(pid: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
+    """``pid`` and every process under it, breadth first (each process's children after it); ``table``: `processes`
+    (read now when not given)."""
+    table = processes() if table is None else table
+    procs, k = [pid], 0
+    while k < len(procs):
+        procs += [c for c, (parent, _) in table.items() if parent == procs[k]]
+        k += 1
+    return procs
+
+
 def cpu_by_thread(pid: int) -> dict[str, float]:
     """CPU seconds used so far by each thread of process ``pid`` and of its descendants (a lanes' front's lanes and
     their cluster workers too), by ``process/thread`` name (the daemon names its threads and child processes at the
     OS level, `name_os_thread`; its own main thread, the event loop, is ``loop``); threads of one name summed."""
     hz = os.sysconf("SC_CLK_TCK")
-    table = processes()
-    procs, k = [pid], 0
-    while k < len(procs):  # breadth first: each process's children after it
-        procs += [c for c, (parent, _) in table.items() if parent == procs[k]]
-        k += 1
     out: dict[str, float] = {}
-    for p in procs:
+    for p in process_tree(pid):
         try:
             pname = "daemon" if p == pid else (Path(f"/proc/{p}/comm").read_text().strip())
             for t in Path(f"/proc/{p}/task").iterdir():

@@ -11,8 +11,9 @@ Phases:
 - ``latency``: 200 spectra/s for ``--latency-seconds``.
 - ``sweep``: increasing rates, ``--sweep-seconds`` each; the highest rate with 0 lost, 0 shed and
   p99 ≤ 50 ms is the sustained rate.
-- ``soak``: ``--soak-seconds`` at ``--soak-rate`` (default: the sweep's sustained rate), sampling
-  this process's resident memory every 5 s.
+
+The daemon's memory over a long load is `bench/memory_soak.py`'s (``rtsearch serve`` under the shared client, every
+process under it): this script's former ``soak`` phase (this process's RSS alone) was removed for it.
 
     python bench/stream_bench.py --data ../shared/data --phases latency,sweep --json out.json
 """
@@ -52,13 +53,6 @@ def log_warnings() -> None:
     import logging
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-
-def rss_bytes() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
 
 
 def get_index(data: Path, proteins: int, cache: Path | None, xp: Any,
@@ -227,30 +221,6 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 res["sweep"] = sweep
                 ok = [r["rate"] for r in sweep if sustained(r)]
                 res["sustained_rate"] = max(ok) if ok else 0.0
-            if "soak" in phases:
-                rate = args.soak_rate or res.get("sustained_rate") or 1000.0
-                print(f"soak: {args.soak_seconds:.0f} s at {rate:,.0f}/s", flush=True)
-                samples: list[tuple[float, int, int]] = []
-
-                async def sample() -> None:
-                    t0 = time.monotonic()
-                    while True:
-                        samples.append((round(time.monotonic() - t0, 1), rss_bytes(), backend.memory_used_bytes()))
-                        await asyncio.sleep(5)
-
-                sampler = asyncio.create_task(sample())
-                soak = await load_phase(daemon, runs, rate, args.soak_seconds, tmp)
-                sampler.cancel()
-                # flat: compare the last sample with the one a minute in (after warm-up of pools)
-                warm = [s for s in samples if s[0] >= 60] or samples
-                soak["rss_samples"] = samples
-                soak["rss_first_after_60s"] = warm[0][1]
-                soak["rss_last"] = warm[-1][1]
-                soak["rss_max"] = max(s[1] for s in warm)
-                soak["rss_growth"] = round(soak["rss_max"] / warm[0][1] - 1, 4)
-                res["soak"] = soak
-                print(f"  RSS {warm[0][1] / 1e9:.2f} GB after 60 s, max {soak['rss_max'] / 1e9:.2f} GB, "
-                      f"last {warm[-1][1] / 1e9:.2f} GB: growth {soak['rss_growth']:+.1%}", flush=True)
         finally:
             stop.set()
             await task
@@ -263,12 +233,10 @@ def main() -> int:
     ap.add_argument("--backend", default="auto", choices=["auto", "cupy", "numpy"])
     ap.add_argument("--proteins", type=int, default=20_000)
     ap.add_argument("--index-cache", type=Path, help="save the built index here / load it if present")
-    ap.add_argument("--phases", default="latency,sweep", help="comma list of latency, sweep, soak")
+    ap.add_argument("--phases", default="latency,sweep", help="comma list of latency, sweep")
     ap.add_argument("--latency-seconds", type=float, default=30.0)
     ap.add_argument("--sweep-seconds", type=float, default=10.0)
     ap.add_argument("--rates", default="1000,2000,5000,10000,15000,20000,25000,30000,40000")
-    ap.add_argument("--soak-seconds", type=float, default=600.0)
-    ap.add_argument("--soak-rate", type=float)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--stalls", action="store_true", help="log GC pauses and GIL stalls over 2 ms (bench/stalls.py)")
     ap.add_argument("--max-batch", type=int, default=4096)
@@ -286,7 +254,7 @@ def main() -> int:
         print(stalls.report())
     if args.json:
         args.json.write_text(json.dumps(res, indent=2))
-    print(json.dumps({k: v for k, v in res.items() if k not in ("sweep", "soak", "latency_200")}, indent=2))
+    print(json.dumps({k: v for k, v in res.items() if k not in ("sweep", "latency_200")}, indent=2))
     return 0
 
 

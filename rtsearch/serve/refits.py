@@ -26,7 +26,7 @@ from rtsearch.search.live import RunSummary, run_summary
 from rtsearch.search.table import PsmTable
 from rtsearch.search.target import Reopen, SearchTarget
 from rtsearch.serve.jobs import RunState
-from rtsearch.serve.runtime import exit_with_parent, name_os_thread, single_threaded_blas, trim_heap
+from rtsearch.serve.runtime import exit_with_parent, name_os_thread, single_threaded_blas
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -44,10 +44,7 @@ def finish_run(
     table = PsmTable(_OPENED[reopen])
     table.add(batch)
     table.finalize()
-    done = run_summary(name, table, by_status), write_run_results(table, path, provenance)
-    del table, batch
-    trim_heap()  # the run's memory back to the system, not kept for the next (`trim_heap`)
-    return done
+    return run_summary(name, table, by_status), write_run_results(table, path, provenance)
 
 
 def _started() -> None:
@@ -109,8 +106,9 @@ class Refitter:
     ) -> concurrent.futures.Future[tuple[RunSummary, Path]]:
         return self._submit(finish_run, reopen, batch, name, by_status, path, provenance)
 
-    def shutdown(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+    def shutdown(self, *, wait: bool = False) -> None:
+        """Stop the process (``wait``: until it has, e.g. before its files' folder goes)."""
+        self._pool.shutdown(wait=wait, cancel_futures=True)
 
 
 def _install(state: RunState, done: concurrent.futures.Future[Any]) -> None:

@@ -139,16 +139,6 @@ def name_os_thread(name: str | None = None) -> None:
         _libc().prctl(_PR_SET_NAME, (name or threading.current_thread().name).encode()[:15], 0, 0, 0)
 
 
-def trim_heap() -> None:
-    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing where it is missing): what
-    the refit process calls after each run it finished. Measured on the development machine (`bench/refit_memory.py
-    --runs 20`, runs of 200,000 PSMs one after the other): resident 366-531 MB (mean 425) without it, 336-450 (mean
-    401) with it — bounded either way, the peaks lower; the daemon's four refit processes were what still rose in
-    issue 16's memory soak on the GPU machine (bench/RESULTS.md, 2026-11-28 21:24)."""
-    with contextlib.suppress(OSError, AttributeError):
-        _libc().malloc_trim(0)
-
-
 @functools.cache
 def _libc() -> ctypes.CDLL:
     """The C library, loaded once."""
