@@ -11,8 +11,10 @@ in neither: each GPU's, from ``nvidia-smi``, is sampled beside).
 
 The verdict compares the first sample after ``--warm-phases`` phases (warm: kernels compiled, buffers grown, the
 first runs ended and finished) with every later one: ``growth`` = the largest later PSS sum over it, less 1 (issue 16
-asks ≤ 0.10). A run's PSMs are held until it ends (its final FDR needs them all), so the memory rises within a phase
-and falls when its runs end: the phases' length sets the teeth. Each phase's client line (answered, lost, duplicates,
+asks ≤ 0.10). A run's PSMs are held until it ends (its final FDR needs them all), so the memory rises within a
+phase and falls when its runs end (and are finished in the refit processes): the phases' length sets the teeth,
+which ``growth`` counts; ``trend_growth`` = the largest median PSS of a later minute over the first minute's median,
+less 1, follows the level between them. Each phase's client line (answered, lost, duplicates,
 p99) and each sample are printed as they come: memory held flat by losing spectra would not count.
 
     python3 bench/memory_soak.py --data .gpudata/data --tools .gpudata/tools --index-cache .benchcache/idx20k \\
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,7 +60,7 @@ def memory_kb(pid: int) -> dict[str, int]:
 
 def sample(pid: int) -> dict[str, Any]:
     """The daemon tree's memory now: sums in MB, and each process's PSS (MB) by name."""
-    each, anon = {}, {}
+    each, anon, own = {}, {}, {}
     rss = pss = 0
     table = processes()
     for p in process_tree(pid, table):
@@ -66,8 +69,9 @@ def sample(pid: int) -> dict[str, Any]:
         rss, pss = rss + m.get("rss", 0), pss + m.get("pss", 0)
         key = name if name not in each else f"{name}#{p}"
         each[key], anon[key] = round(m.get("pss", 0) / 1024, 1), round(m.get("pss_anon", 0) / 1024, 1)
+        own[key] = round(m.get("rss", 0) / 1024, 1)  # a shared page's PSS share rises when another process drops it
     return {"t": round(time.time(), 1), "rss_mb": round(rss / 1024, 1), "pss_mb": round(pss / 1024, 1), "each": each,
-            "anon_mb": round(sum(anon.values()), 1), "anon": anon, "gpu_mb": gpu_mb()}
+            "anon_mb": round(sum(anon.values()), 1), "anon": anon, "rss": own, "gpu_mb": gpu_mb()}
 
 
 def gpu_mb() -> list[int]:
@@ -86,11 +90,23 @@ def verdict(samples: list[dict[str, Any]], warm_t: float) -> dict[str, Any]:
         return {"growth": None, "why": "fewer than two samples after the first phase"}
     base, peak, last = later[0]["pss_mb"], max(s["pss_mb"] for s in later), later[-1]["pss_mb"]
     anon = [s.get("anon_mb", 0.0) for s in later]  # the heaps' part alone (no mapped file's pages)
+    minutes = minute_medians(later)
     return {"warm_pss_mb": base, "peak_pss_mb": peak, "last_pss_mb": last, "growth": round(peak / base - 1, 4),
+            "minute_median_pss_mb": minutes, "trend_growth": round(max(minutes) / minutes[0] - 1, 4),
             "last_growth": round(last / base - 1, 4),
             "minutes_watched": round((later[-1]["t"] - later[0]["t"]) / 60, 2),
             "warm_rss_mb": later[0]["rss_mb"], "peak_rss_mb": max(s["rss_mb"] for s in later),
             "warm_anon_mb": anon[0], "peak_anon_mb": max(anon), "last_anon_mb": anon[-1]}  # fmt: skip
+
+
+def minute_medians(samples: list[dict[str, Any]]) -> list[float]:
+    """The median PSS sum of each whole minute of ``samples`` (a last part minute too): a run's end lifts the memory
+    for the seconds it is finished (its PSMs, its final fit), and the medians follow the level between such
+    teeth, where a leak shows as a trend."""
+    t0, by_minute = samples[0]["t"], {}
+    for s in samples:
+        by_minute.setdefault(int((s["t"] - t0) // 60), []).append(s["pss_mb"])
+    return [round(statistics.median(v), 1) for _, v in sorted(by_minute.items())]
 
 
 def main() -> int:

@@ -4,9 +4,12 @@ while its lanes and engines stayed flat).
 The bundled E. coli demo index and run, scored once on NumPy here, the scored batch repeated to ``--rows`` rows (a
 long run's PSMs); then a daemon's `rtsearch.serve.refits.Refitter` finishes that run ``--runs`` times, one after the
 other, as the daemon does at each run's end (final discriminant, q-values, results file), and this prints the refit
-process's resident memory (``/proc/PID/smaps_rollup``) after each.
+process's resident memory (``/proc/PID/smaps_rollup``: RSS, PSS and its heap part ``Pss_Anon``) after each. With
+``--index-cache`` (and ``--data``): the 20,000-protein bench index with entrapment and the dev runs' spectra, the
+daemon's target in `bench/memory_soak.py`, instead.
 
     python3 bench/refit_memory.py --rows 200000 --runs 12
+    python3 bench/refit_memory.py --rows 225000 --runs 8 --data ../shared/data --index-cache .benchcache/idx20k
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -25,9 +29,10 @@ sys.path.insert(0, str(ROOT))
 
 from bench.memory_soak import memory_kb  # noqa: E402
 from bench.serving import processes  # noqa: E402
+from bench.stream_bench import RUNS, get_index  # noqa: E402
 from rtsearch.batch import SpectraBatch  # noqa: E402
 from rtsearch.cli.demo import RUN, TOML, bundled, cached_index  # noqa: E402
-from rtsearch.config import load_config  # noqa: E402
+from rtsearch.config import SearchConfig, load_config  # noqa: E402
 from rtsearch.io.spectra import read_spectra  # noqa: E402
 from rtsearch.matches import concat_batches  # noqa: E402
 from rtsearch.scoring.backend import get_backend  # noqa: E402
@@ -40,12 +45,20 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=200_000, help="PSMs a run")
     ap.add_argument("--runs", type=int, default=12, help="runs finished one after the other")
+    ap.add_argument("--data", type=Path, help="the shared data folder (with --index-cache)")
+    ap.add_argument("--index-cache", type=Path, help="the bench index's folder (built there once)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
-        index, _ = cached_index(tmp / "demo-cache")
-        target = DatabaseTarget(index, load_config(bundled(TOML)).search, get_backend("numpy"))
-        spectra = [s for s in read_spectra(bundled(RUN)) if s.ms_level == 2]
+        if a.index_cache is None:
+            index, _ = cached_index(tmp / "demo-cache")
+            spectra = [s for s in read_spectra(bundled(RUN)) if s.ms_level == 2]
+            cfg = load_config(bundled(TOML)).search
+        else:
+            index, _ = get_index(a.data, 20_000, a.index_cache, np)
+            spectra = [s for run in RUNS for s in read_spectra(a.data / run) if s.ms_level == 2]
+            cfg = SearchConfig()  # the daemon's, given only --index
+        target = DatabaseTarget(index, cfg, get_backend("numpy"))
         one = named(target, target.score(SpectraBatch.of(spectra)))
         reps = -(-a.rows // len(one))
         batch = concat_batches([one] * reps).take(np.arange(a.rows))
@@ -59,9 +72,10 @@ def main() -> int:
             counts = {"identified": 0, "unidentified": a.rows, "shed": 0}
             _, path = refitter.finish(reopen, batch, f"run{k}", counts, tmp / f"run{k}.tsv").result()
             path.unlink()
+            time.sleep(1.0)  # the pool's worker lets the run's arguments go only after sending its answer back
             m = memory_kb(pid)
-            print(json.dumps({"run": k, "rss_mb": round(m.get("rss", 0) / 1024, 1),
-                              "pss_mb": round(m.get("pss", 0) / 1024, 1)}), flush=True)  # fmt: skip
+            mb = {f"{x}_mb": round(m.get(x, 0) / 1024, 1) for x in ("rss", "pss", "pss_anon")}
+            print(json.dumps({"run": k, **mb}), flush=True)
         refitter.shutdown(wait=True)  # (before the folder it wrote in goes)
     return 0
 

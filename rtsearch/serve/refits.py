@@ -11,6 +11,7 @@ run tables.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import logging
 import multiprocessing
@@ -26,7 +27,7 @@ from rtsearch.search.live import RunSummary, run_summary
 from rtsearch.search.table import PsmTable
 from rtsearch.search.target import Reopen, SearchTarget
 from rtsearch.serve.jobs import RunState
-from rtsearch.serve.runtime import exit_with_parent, name_os_thread, single_threaded_blas
+from rtsearch.serve.runtime import exit_with_parent, give_back_heap, name_os_thread, single_threaded_blas
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -45,6 +46,13 @@ def finish_run(
     table.add(batch)
     table.finalize()
     return run_summary(name, table, by_status), write_run_results(table, path, provenance)
+
+
+def _give_back() -> None:
+    """In the refit process, after a run's finish: its heap back to the system (`give_back_heap`). A task of
+    its own, because the pool's worker lets the finished call's arguments (the run's PSMs) go only once that
+    call has returned."""
+    give_back_heap()
 
 
 def _started() -> None:
@@ -104,7 +112,12 @@ class Refitter:
         self, reopen: Reopen, batch: ScoredBatch, name: str, by_status: dict[str, int], path: Path,
         provenance: dict[str, Any] | None = None,
     ) -> concurrent.futures.Future[tuple[RunSummary, Path]]:
-        return self._submit(finish_run, reopen, batch, name, by_status, path, provenance)
+        done = self._submit(finish_run, reopen, batch, name, by_status, path, provenance)
+        # the next task in the one process: the run's memory goes back once its call is over (shut down since:
+        # nothing to give back)
+        with contextlib.suppress(RuntimeError):
+            self._submit(_give_back)
+        return done
 
     def shutdown(self, *, wait: bool = False) -> None:
         """Stop the process (``wait``: until it has, e.g. before its files' folder goes)."""

@@ -1,0 +1,77 @@
+"""The refit process gives a finished run's memory back (issue 16's memory soak: the daemon's refit processes grew
+run after run while its lanes and engines stayed flat).
+
+Finishing a long run builds its results with Arrow (whose own allocator keeps freed memory) and NumPy (glibc's
+heap); kept, the refit process's heap climbed over the first runs to ~600 MB each on the GPU machine. The bundled
+E. coli run, scored once here on NumPy and repeated to a long run's rows, is finished three times, as the daemon
+does at each run's end; the refit process's heap (``Pss_Anon``) after each stays where the first left it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rtsearch.batch import SpectraBatch
+from rtsearch.cli.demo import RUN, TOML, bundled
+from rtsearch.config import load_config
+from rtsearch.io.spectra import read_spectra
+from rtsearch.matches import concat_batches
+from rtsearch.scoring.backend import get_backend
+from rtsearch.search.database import DatabaseTarget
+from rtsearch.search.live import named
+from rtsearch.serve.refits import Refitter
+
+ROWS = 150_000
+
+
+def heap_mb(pid: int) -> float:
+    """``Pss_Anon`` of process ``pid`` (MB): its heap, not the index's mapped pages."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss_Anon:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no Pss_Anon in smaps_rollup")
+
+
+def refit_pid(parent: int) -> int:
+    """The refit process under ``parent`` (it names its main thread ``refit``)."""
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            stat = (p / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and stat.split("(", 1)[1].startswith("refit)"):
+            return int(p.name)
+    raise AssertionError("no refit process")
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps_rollup").is_file(), reason="reads Linux's /proc")
+def test_a_finished_runs_memory_goes_back(demo_index, tmp_path):
+    target = DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
+    spectra = [s for s in read_spectra(bundled(RUN)) if s.ms_level == 2]
+    one = named(target, target.score(SpectraBatch.of(spectra)))
+    batch = concat_batches([one] * -(-ROWS // len(one))).take(np.arange(ROWS))
+    batch.scan = np.arange(ROWS, dtype=batch.scan.dtype)
+    reopen = target.reopen()
+    refitter = Refitter()
+    try:
+        refitter.start().result()
+        pid = refit_pid(os.getpid())
+        after = []
+        for k in range(3):
+            counts = {"identified": 0, "unidentified": ROWS, "shed": 0}
+            summary, path = refitter.finish(reopen, batch, f"run{k}", counts, tmp_path / f"run{k}.tsv").result()
+            assert sum(1 for _ in path.open()) == ROWS + 1  # every PSM written (a header line beside)
+            path.unlink()
+            refitter.start().result()  # a task after the finish and its clean-up: both done
+            time.sleep(0.2)
+            after.append(heap_mb(pid))
+    finally:
+        refitter.shutdown(wait=True)
+    assert max(after[1:]) <= after[0] * 1.1 + 5, after  # held what it had after the first, not climbing
