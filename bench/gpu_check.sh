@@ -3,8 +3,10 @@
 #   bash bench/gpu_check.sh [parity] [kernels] [probe] [bench] [library] [stream] [memsoak] [rtload] [shards] [latency] [bulk] [wall] [reader] [peers] [topdown] [signal] [elution] [cluster] [tdcluster] | all   (all = parity bench library stream)
 # rtload: bench/rtload_bench.py with RTLOAD_ARGS (the shared client and echo floor copied to .gpudata/tools), then
 #   with RTLOAD2_ARGS if set; nvidia-smi's GPU use logged beside (gpu_use.csv)
-# memsoak: bench/memory_soak.py with MEMSOAK_ARGS (the daemon's memory under rt_load.py; default 8 minutes, what a
-#   600-s call holds, at 30,000 /s with --lanes 4: half the highest rate at p99 <= 50 ms measured, RESULTS 2026-11-26)
+# memsoak: bench/memory_soak.py with MEMSOAK_ARGS (the daemon's memory under rt_load.py; default 9 minutes of load,
+#   what a 600-s call holds after the daemon's ~25 s start (a soak left running for the next call to collect is
+#   gone: the next call gets a fresh machine, RESULTS 2026-11-28 23:10), at 30,000 /s with --lanes 4: half the
+#   highest rate at p99 <= 50 ms measured, RESULTS 2026-11-26)
 # shards: bench/shards_probe.py with SHARDS_ARGS (K daemons side by side, K clients: would runs spread over
 #   processes pay?)
 # latency: bench/latency_probe.py with LATENCY_ARGS (a lone spectrum's latency, stage by stage)
@@ -96,7 +98,7 @@ fi
 if [[ $modes == *" memsoak "* ]]; then  # issue 16's memory: rtsearch serve under rt_load.py (MEMSOAK_ARGS)
   # shellcheck disable=SC2086
   python3 bench/memory_soak.py --data "$RTSEARCH_DATA" --tools .gpudata/tools --index-cache .benchcache/idx20k \
-    ${MEMSOAK_ARGS:---rate 30000 --minutes 8 --phase-seconds 30 --serve-args=--lanes=4} --json "$out/memsoak.json" 2>&1 | tee "$out/memsoak.log"
+    ${MEMSOAK_ARGS:---rate 30000 --minutes 9 --phase-seconds 30 --serve-args=--lanes=4} --json "$out/memsoak.json" 2>&1 | tee "$out/memsoak.log"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if [[ $modes == *" shards "* ]]; then  # K whole daemons side by side, each fed its own runs (bench/shards_probe.py)
