@@ -40,22 +40,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "simulators"))
 
 from bench.rtload_bench import rt_load, write_mgf  # noqa: E402
-from bench.serving import Served, bench_inputs, index_and_record, process_tree, processes  # noqa: E402
-
-
-def memory_kb(pid: int) -> dict[str, int]:
-    """``Rss``, ``Pss`` and ``Pss_Anon`` (the heap's part: pages of a mapped file, such as an index opened read-only,
-    count in PSS as they are touched, and are not a leak) of process ``pid`` in kB (empty when it is gone)."""
-    try:
-        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
-    except OSError:
-        return {}
-    out = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("Rss", "Pss", "Pss_Anon"):
-            out[key.lower()] = int(rest.split()[0])
-    return out
+from bench.serving import Served, bench_inputs, index_and_record, memory_kb, process_tree, processes  # noqa: E402
 
 
 def sample(pid: int) -> dict[str, Any]:

@@ -27,8 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.memory_soak import memory_kb  # noqa: E402
-from bench.serving import processes  # noqa: E402
+from bench.serving import memory_kb, processes  # noqa: E402
 from bench.stream_bench import RUNS, get_index  # noqa: E402
 from rtsearch.batch import SpectraBatch  # noqa: E402
 from rtsearch.cli.demo import RUN, TOML, bundled, cached_index  # noqa: E402

@@ -117,6 +117,21 @@ def processes() -> dict[int, tuple[int, str]]:
     return out
 
 
+def memory_kb(pid: int) -> dict[str, int]:
+    """``Rss``, ``Pss`` and ``Pss_Anon`` (the heap's part: pages of a mapped file, such as an index opened read-only,
+    count in PSS as they are touched, and are not a leak) of process ``pid`` in kB (empty when it is gone)."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("Rss", "Pss", "Pss_Anon"):
+            out[key.lower()] = int(rest.split()[0])
+    return out
+
+
 def process_tree(pid: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
     """``pid`` and every process under it, breadth first (each process's children after it); ``table``: `processes`
     (read now when not given)."""

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import numpy as np
-import pytest
 
+from bench.serving import memory_kb, processes
 from rtsearch.batch import SpectraBatch
 from rtsearch.cli.demo import RUN, TOML, bundled
 from rtsearch.config import load_config
@@ -29,29 +28,6 @@ from rtsearch.serve.refits import Refitter
 ROWS = 150_000
 
 
-def heap_mb(pid: int) -> float:
-    """``Pss_Anon`` of process ``pid`` (MB): its heap, not the index's mapped pages."""
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-        if line.startswith("Pss_Anon:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no Pss_Anon in smaps_rollup")
-
-
-def refit_pid(parent: int) -> int:
-    """The refit process under ``parent`` (it names its main thread ``refit``)."""
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            stat = (p / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and stat.split("(", 1)[1].startswith("refit)"):
-            return int(p.name)
-    raise AssertionError("no refit process")
-
-
-@pytest.mark.skipif(not Path("/proc/self/smaps_rollup").is_file(), reason="reads Linux's /proc")
 def test_a_finished_runs_memory_goes_back(demo_index, tmp_path):
     target = DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
     spectra = [s for s in read_spectra(bundled(RUN)) if s.ms_level == 2]
@@ -62,7 +38,7 @@ def test_a_finished_runs_memory_goes_back(demo_index, tmp_path):
     refitter = Refitter()
     try:
         refitter.start().result()
-        pid = refit_pid(os.getpid())
+        pid = next(c for c, (parent, name) in processes().items() if parent == os.getpid() and name == "refit")
         after = []
         for k in range(3):
             counts = {"identified": 0, "unidentified": ROWS, "shed": 0}
@@ -71,7 +47,7 @@ def test_a_finished_runs_memory_goes_back(demo_index, tmp_path):
             path.unlink()
             refitter.start().result()  # a task after the finish and its clean-up: both done
             time.sleep(0.2)
-            after.append(heap_mb(pid))
+            after.append(memory_kb(pid)["pss_anon"] / 1024)  # its heap (MB), not the index's mapped pages
     finally:
         refitter.shutdown(wait=True)
     assert max(after[1:]) <= after[0] * 1.1 + 5, after  # held what it had after the first, not climbing
