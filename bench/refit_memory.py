@@ -19,8 +19,8 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,11 +33,34 @@ from rtsearch.batch import SpectraBatch  # noqa: E402
 from rtsearch.cli.demo import RUN, TOML, bundled, cached_index  # noqa: E402
 from rtsearch.config import SearchConfig, load_config  # noqa: E402
 from rtsearch.io.spectra import read_spectra  # noqa: E402
-from rtsearch.matches import concat_batches  # noqa: E402
+from rtsearch.matches import ScoredBatch, concat_batches  # noqa: E402
 from rtsearch.scoring.backend import get_backend  # noqa: E402
 from rtsearch.search.database import DatabaseTarget  # noqa: E402
 from rtsearch.search.live import named  # noqa: E402
 from rtsearch.serve.refits import Refitter  # noqa: E402
+
+
+def long_run(target: DatabaseTarget, spectra: list[Any], rows: int) -> ScoredBatch:
+    """``spectra`` scored once on ``target`` and named, repeated to ``rows`` PSMs of distinct scans: a long run's
+    PSMs, as a lane hands them to its refit process at the run's end."""
+    one = named(target, target.score(SpectraBatch.of(spectra)))
+    batch = concat_batches([one] * -(-rows // len(one))).take(np.arange(rows))
+    batch.scan = np.arange(rows, dtype=batch.scan.dtype)
+    return batch
+
+
+def refit_pid() -> int:
+    """This process's refit process (it names its main thread ``refit``)."""
+    return next(c for c, (parent, name) in processes().items() if parent == os.getpid() and name == "refit")
+
+
+def finish_settled(refitter: Refitter, reopen: Any, batch: ScoredBatch, name: str, path: Path) -> Path:
+    """``batch`` finished as run ``name`` into ``path``, and then a task after it: by its end the finish, the
+    give-back queued behind it, and the pool's hold on the finished call's arguments are all over."""
+    counts = {"identified": 0, "unidentified": len(batch), "shed": 0}
+    _, out = refitter.finish(reopen, batch, name, counts, path).result()
+    refitter.start().result()
+    return out
 
 
 def main() -> int:
@@ -58,20 +81,14 @@ def main() -> int:
             spectra = [s for run in RUNS for s in read_spectra(a.data / run) if s.ms_level == 2]
             cfg = SearchConfig()  # the daemon's, given only --index
         target = DatabaseTarget(index, cfg, get_backend("numpy"))
-        one = named(target, target.score(SpectraBatch.of(spectra)))
-        reps = -(-a.rows // len(one))
-        batch = concat_batches([one] * reps).take(np.arange(a.rows))
-        batch.scan = np.arange(a.rows, dtype=batch.scan.dtype)
+        batch = long_run(target, spectra, a.rows)
         reopen = target.reopen()
         refitter = Refitter()
         refitter.start().result()
-        pid = next(c for c, (parent, name) in processes().items() if parent == os.getpid() and name == "refit")
+        pid = refit_pid()
         print(json.dumps({"rows": a.rows, "start_mb": round(memory_kb(pid).get("rss", 0) / 1024, 1)}), flush=True)
         for k in range(a.runs):
-            counts = {"identified": 0, "unidentified": a.rows, "shed": 0}
-            _, path = refitter.finish(reopen, batch, f"run{k}", counts, tmp / f"run{k}.tsv").result()
-            path.unlink()
-            time.sleep(1.0)  # the pool's worker lets the run's arguments go only after sending its answer back
+            finish_settled(refitter, reopen, batch, f"run{k}", tmp / f"run{k}.tsv").unlink()
             m = memory_kb(pid)
             mb = {f"{x}_mb": round(m.get(x, 0) / 1024, 1) for x in ("rss", "pss", "pss_anon")}
             print(json.dumps({"run": k, **mb}), flush=True)

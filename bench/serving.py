@@ -119,7 +119,8 @@ def processes() -> dict[int, tuple[int, str]]:
 
 def memory_kb(pid: int) -> dict[str, int]:
     """``Rss``, ``Pss`` and ``Pss_Anon`` (the heap's part: pages of a mapped file, such as an index opened read-only,
-    count in PSS as they are touched, and are not a leak) of process ``pid`` in kB (empty when it is gone)."""
+    count in PSS as they are touched, and are not a leak) of process ``pid`` in kB (empty when it is gone). Read
+    from ``/proc``: psutil's ``memory_full_info`` has no ``Pss_Anon``."""
     try:
         text = Path(f"/proc/{pid}/smaps_rollup").read_text()
     except OSError:

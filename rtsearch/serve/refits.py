@@ -48,13 +48,6 @@ def finish_run(
     return run_summary(name, table, by_status), write_run_results(table, path, provenance)
 
 
-def _give_back() -> None:
-    """In the refit process, after a run's finish: its heap back to the system (`give_back_heap`). A task of
-    its own, because the pool's worker lets the finished call's arguments (the run's PSMs) go only once that
-    call has returned."""
-    give_back_heap()
-
-
 def _started() -> None:
     """Run once in the refit process at start-up, so it is spawned before intake opens."""
 
@@ -113,10 +106,11 @@ class Refitter:
         provenance: dict[str, Any] | None = None,
     ) -> concurrent.futures.Future[tuple[RunSummary, Path]]:
         done = self._submit(finish_run, reopen, batch, name, by_status, path, provenance)
-        # the next task in the one process: the run's memory goes back once its call is over (shut down since:
-        # nothing to give back)
+        # the next task in the one process: the run's memory back to the system (a task of its own: the pool's
+        # worker holds the finished call's arguments, the run's PSMs, until that call has returned; shut down
+        # since: nothing to give back)
         with contextlib.suppress(RuntimeError):
-            self._submit(_give_back)
+            self._submit(give_back_heap)
         return done
 
     def shutdown(self, *, wait: bool = False) -> None:

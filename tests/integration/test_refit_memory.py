@@ -9,20 +9,13 @@ does at each run's end; the refit process's heap (``Pss_Anon``) after each stays
 
 from __future__ import annotations
 
-import os
-import time
-
-import numpy as np
-
-from bench.serving import memory_kb, processes
-from rtsearch.batch import SpectraBatch
+from bench.refit_memory import finish_settled, long_run, refit_pid
+from bench.serving import memory_kb
 from rtsearch.cli.demo import RUN, TOML, bundled
 from rtsearch.config import load_config
 from rtsearch.io.spectra import read_spectra
-from rtsearch.matches import concat_batches
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
-from rtsearch.search.live import named
 from rtsearch.serve.refits import Refitter
 
 ROWS = 150_000
@@ -31,22 +24,17 @@ ROWS = 150_000
 def test_a_finished_runs_memory_goes_back(demo_index, tmp_path):
     target = DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
     spectra = [s for s in read_spectra(bundled(RUN)) if s.ms_level == 2]
-    one = named(target, target.score(SpectraBatch.of(spectra)))
-    batch = concat_batches([one] * -(-ROWS // len(one))).take(np.arange(ROWS))
-    batch.scan = np.arange(ROWS, dtype=batch.scan.dtype)
+    batch = long_run(target, spectra, ROWS)
     reopen = target.reopen()
     refitter = Refitter()
     try:
         refitter.start().result()
-        pid = next(c for c, (parent, name) in processes().items() if parent == os.getpid() and name == "refit")
+        pid = refit_pid()
         after = []
         for k in range(3):
-            counts = {"identified": 0, "unidentified": ROWS, "shed": 0}
-            summary, path = refitter.finish(reopen, batch, f"run{k}", counts, tmp_path / f"run{k}.tsv").result()
+            path = finish_settled(refitter, reopen, batch, f"run{k}", tmp_path / f"run{k}.tsv")
             assert sum(1 for _ in path.open()) == ROWS + 1  # every PSM written (a header line beside)
             path.unlink()
-            refitter.start().result()  # a task after the finish and its clean-up: both done
-            time.sleep(0.2)
             after.append(memory_kb(pid)["pss_anon"] / 1024)  # its heap (MB), not the index's mapped pages
     finally:
         refitter.shutdown(wait=True)
