@@ -208,11 +208,10 @@ def named(target: SearchTarget, batch: ScoredBatch) -> ScoredBatch:
     if scored.all():  # the usual batch: no row to fill in
         batch.names = Names(target.peptides(match), target.proteins(match))
         return batch
-    rows = np.flatnonzero(scored)
-    peptides, proteins = [""] * len(match), [list[str]() for _ in range(len(match))]
-    for i, pep, prot in zip(rows.tolist(), target.peptides(match[rows]), target.proteins(match[rows]), strict=True):
-        peptides[i], proteins[i] = pep, prot
-    batch.names = Names(peptides, proteins)
+    rows, flags = np.flatnonzero(scored), scored.tolist()
+    peps, prots = iter(target.peptides(match[rows])), iter(target.proteins(match[rows]))
+    # one comprehension each (a loop of indexed stores, and `list[str]()` a row, cost 5 ms a batch of 4,096)
+    batch.names = Names([next(peps) if s else "" for s in flags], [next(prots) if s else [] for s in flags])
     return batch
 
 

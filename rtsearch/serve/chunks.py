@@ -328,6 +328,7 @@ class Unpacker:
         self._pieces: list[bytes | memoryview] = []  # what came and is not a whole message yet
         self._have = 0  # their bytes
         self._need = 8  # bytes needed before a message can be complete (its length word, or it whole)
+        self._whole: np.ndarray | None = None  # a large message's own buffer, read into (`reserve`)
 
     def wanted(self, most: int) -> int:
         """How many bytes a blocking reader asks the next read for: what the message begun needs to be whole (at
@@ -335,29 +336,72 @@ class Unpacker:
         2 kB message cost 15 µs more than a 64 kB one on the development machine)."""
         return min(most, max(READ_BYTES, self._need - self._have))
 
-    def feed(self, data: bytes) -> list[tuple[int, list[memoryview]]]:
-        self._pieces.append(data)
-        self._have += len(data)
+    def reserve(self, least: int) -> memoryview | None:
+        """Where the next read goes when the message begun still misses ``least`` bytes or more: the rest of a
+        buffer of that message's size (what came of it copied in once), so that reads complete it in place (then
+        `filled`); ``None``: read anywhere and `feed` it."""
+        missing = self._need - self._have
+        if not self._pieces or self._need == 8 or missing < least:
+            return None
+        if self._whole is None:
+            self._whole = np.empty(self._need, np.uint8)
+            at = 0
+            for piece in self._pieces:
+                self._whole[at : at + len(piece)] = np.frombuffer(piece, np.uint8)
+                at += len(piece)
+            self._pieces = [self._whole.data[:at]]
+        return self._whole.data[self._have :]
+
+    def filled(self, n: int) -> list[tuple[int, list[memoryview]]]:
+        """``n`` bytes were read into `reserve`'s buffer: the message, once they complete it."""
+        assert self._whole is not None
+        self._have += n
         if self._have < self._need:
+            self._pieces = [self._whole.data[: self._have]]
             return []
-        blob = memoryview(self._pieces[0] if len(self._pieces) == 1 else b"".join(self._pieces))
-        out = []
-        pos, end, self._need = 0, len(blob), 8
+        whole, self._whole = self._whole.data, None
+        self._pieces, self._have, self._need = [], 0, 8
+        return [_message(whole[8:])]
+
+    def feed(self, data: bytes | memoryview) -> list[tuple[int, list[memoryview]]]:
+        """The messages ``data`` completes, each ``(kind, parts)``; the parts are views of ``data`` (or of the bytes
+        a message begun in earlier reads was joined into: only that message's, not the whole read's)."""
+        view = memoryview(data)
+        out: list[tuple[int, list[memoryview]]] = []
+        while self._pieces:  # a message begun in earlier reads: its own bytes joined once it is whole
+            missing = self._need - self._have
+            if len(view) < missing:
+                self._pieces.append(view)
+                self._have += len(view)
+                return out
+            whole = memoryview(b"".join([*self._pieces, view[:missing]]))
+            view, self._whole = view[missing:], None
+            if self._need == 8:  # only its length word: now its size is known
+                (rest,) = struct.unpack_from("<Q", whole)
+                self._pieces, self._have, self._need = [whole], 8, 8 + rest
+                continue
+            self._pieces, self._have, self._need = [], 0, 8
+            out.append(_message(whole[8:]))
+        pos, end = 0, len(view)
         while end - pos >= 8:
-            (rest,) = struct.unpack_from("<Q", blob, pos)
+            (rest,) = struct.unpack_from("<Q", view, pos)
             if end - pos - 8 < rest:
-                self._need = 8 + rest
                 break
-            msg = blob[pos + 8 : pos + 8 + rest]
-            kind, n = msg[0], struct.unpack_from("<I", msg, 1)[0]
-            lens = np.frombuffer(msg, dtype="<u8", count=n, offset=5).tolist()
-            at = 5 + 8 * n
-            parts = []
-            for k in lens:
-                parts.append(msg[at : at + k])
-                at += k
-            out.append((kind, parts))
+            out.append(_message(view[pos + 8 : pos + 8 + rest]))
             pos += 8 + rest
-        self._pieces = [blob[pos:]] if pos < end else []
-        self._have = end - pos
+        if pos < end:  # the start of the next message, kept as a view until the reads that complete it
+            self._pieces, self._have = [view[pos:]], end - pos
+            self._need = 8 + struct.unpack_from("<Q", view, pos)[0] if end - pos >= 8 else 8
         return out
+
+
+def _message(msg: memoryview) -> tuple[int, list[memoryview]]:
+    """A message's kind and parts (views of ``msg``), its length word taken off."""
+    kind, n = msg[0], struct.unpack_from("<I", msg, 1)[0]
+    lens = np.frombuffer(msg, dtype="<u8", count=n, offset=5).tolist()
+    at = 5 + 8 * n
+    parts = []
+    for k in lens:
+        parts.append(msg[at : at + k])
+        at += k
+    return kind, parts

@@ -46,6 +46,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from rtsearch.cluster.share import Share
 from rtsearch.config import SpectraMode
 from rtsearch.errors import EndpointError
@@ -72,6 +74,9 @@ log = logging.getLogger(__name__)
 ITEMS_MAX = 64  # chunks and messages the daemon takes per wake-up (then the event loop runs again)
 START_TIMEOUT_S = 60.0  # the child imports NumPy and ZeroMQ and binds: seconds on a cold machine
 PIPE_BYTES = 4 << 20  # socket buffers: a burst's chunks pass without the child waiting on the daemon
+# a read this large hands its buffer on (copying it out cost the daemon's event loop ~9 MB of copies a 4 MB read
+# with the joins, bench/RESULTS.md 2026-11-29); a smaller one is copied out of the buffer, which is kept
+HANDOVER_BYTES = 256 << 10
 
 Items = list[SpectraChunk | Received | ShedChunk]
 _MONO = INT_COLUMNS.index("mono_ns")
@@ -108,7 +113,7 @@ class _Child:
         self.proc = proc
         self.sock = sock
         self.unpacker = Unpacker()
-        self.buffer = bytearray(PIPE_BYTES)  # read into, then copied out (a new 4 MB bytes a read cost 15 µs)
+        self.buffer = np.empty(PIPE_BYTES, np.uint8)  # read into, then copied out or handed on whole
         self.eof = False  # its end is closed (it exited)
         self.closed = False  # it said it read its last message
         self.stopping = False
@@ -203,26 +208,46 @@ class Intake:
     def _on_readable(self, child: _Child) -> None:
         """The event loop's reader: whatever arrived, unpacked into the queue; wakes the iterator."""
         try:
-            n = child.sock.recv_into(child.buffer)  # whatever waits, up to 4 MB: one wake-up drains a burst
-            data = bytes(memoryview(child.buffer)[:n])
+            messages = self._read(child)
         except (BlockingIOError, InterruptedError):
             return
-        except OSError:
-            data = b""
-        if data:
-            for kind, parts in child.unpacker.feed(data):
-                if kind == CLOSED:
-                    child.closed = True
-                    if not all(c.closed for c in self._children):
-                        continue  # the others still hand over what they read
-                child.items += kind in (SPECTRA, MESSAGE, SHED)
-                self._queue.append((kind, parts, child.index))
-        else:
+        if messages is None:
             child.eof = True
             assert self._loop is not None
             self._loop.remove_reader(child.sock.fileno())
+        for kind, parts in messages or ():
+            if kind == CLOSED:
+                child.closed = True
+                if not all(c.closed for c in self._children):
+                    continue  # the others still hand over what they read
+            child.items += kind in (SPECTRA, MESSAGE, SHED)
+            self._queue.append((kind, parts, child.index))
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
+
+    @staticmethod
+    def _read(child: _Child) -> list[tuple[int, list[memoryview]]] | None:
+        """One read of ``child``'s socket and the messages it completes (``None``: its end is closed). A large
+        message is read into a buffer of its own, a large read's buffer handed on with its messages (views of it):
+        the copies of ~9 MB a 4 MB read that the event loop made (bench/RESULTS.md 2026-11-29) are gone."""
+        try:
+            into = child.unpacker.reserve(HANDOVER_BYTES)
+            if into is not None:
+                n = child.sock.recv_into(into)
+                return child.unpacker.filled(n) if n else None
+            n = child.sock.recv_into(child.buffer.data)  # whatever waits, up to 4 MB: one wake-up drains a burst
+        except (BlockingIOError, InterruptedError):
+            raise
+        except OSError:
+            return None
+        if not n:
+            return None
+        if n >= HANDOVER_BYTES:  # the buffer itself handed on (the messages are views of it), a new one read into
+            data: bytes | memoryview = child.buffer.data[:n]
+            child.buffer = np.empty(PIPE_BYTES, np.uint8)
+        else:
+            data = bytes(child.buffer.data[:n])
+        return child.unpacker.feed(data)
 
     async def _next(self) -> tuple[int, list[memoryview], int]:
         """The children's next message; raises when one exited without saying ``closed``."""

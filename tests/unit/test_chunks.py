@@ -208,6 +208,63 @@ def test_unpacker_splits_any_stream() -> None:
         assert [(k, [bytes(x) for x in p]) for k, p in out] == msgs
 
 
+def _random_messages(rng: np.random.Generator, n: int) -> list[tuple[int, list[bytes]]]:
+    """``n`` messages of a random kind, each of up to 3 random parts of up to 300 kB."""
+    sizes = [rng.integers(0, 300_000, size=int(rng.integers(0, 4))).tolist() for _ in range(n)]
+    return [(int(rng.integers(1, 7)), [rng.bytes(k) for k in part]) for part in sizes]
+
+
+def test_unpacker_copies_only_a_message_that_spans_reads() -> None:
+    """Seeded random messages up to 300 kB cut at random points, each read a fresh buffer (as the daemon's large reads
+    are): every message comes out whole, and one wholly inside a read is a view of that read, not of a copy (the
+    daemon's event loop joined each read to the tail before it: ~9 MB copied a 4 MB read, bench/RESULTS.md
+    2026-11-29)."""
+    rng = np.random.default_rng(20261129)
+    msgs = _random_messages(rng, 60)
+    stream = b"".join(pack(k, p) for k, p in msgs)
+    cuts = np.sort(rng.choice(np.arange(1, len(stream)), size=40, replace=False)).tolist()
+    u, out, reads = Unpacker(), [], []
+    for lo, hi in zip([0, *cuts], [*cuts, len(stream)], strict=True):
+        buf = np.frombuffer(stream[lo:hi], np.uint8).copy()  # a buffer of its own, written once
+        reads.append((lo, hi, buf))
+        out.extend((lo, hi, buf, kind, parts) for kind, parts in u.feed(memoryview(buf)))
+    assert [(k, [bytes(x) for x in p]) for *_, k, p in out] == msgs
+    ends = np.cumsum([len(pack(k, p)) for k, p in msgs])
+    inside = 0
+    for (lo, hi, buf, _, parts), end, (kind, p) in zip(out, ends, msgs, strict=True):
+        start = end - len(pack(kind, p))
+        if lo <= start and end <= hi and any(len(x) for x in parts):
+            inside += 1
+            assert all(np.shares_memory(np.frombuffer(x, np.uint8), buf) for x in parts if len(x))
+    assert inside >= 10
+
+
+def test_unpacker_reads_a_large_message_in_place() -> None:
+    """The daemon's reads as `Intake._read` makes them: while a begun message misses ``least`` bytes or more, the
+    reads go into its own buffer (`Unpacker.reserve`, `filled`), otherwise into a fresh buffer that is fed; seeded
+    random messages (up to 300 kB) and read sizes come out whole and in order, the large ones as views of their own
+    buffer."""
+    rng = np.random.default_rng(1129)
+    msgs = _random_messages(rng, 80)
+    stream = memoryview(b"".join(pack(k, p) for k, p in msgs))
+    u, out, at, in_place = Unpacker(), [], 0, 0
+    while at < len(stream):
+        step = int(rng.integers(1, 120_000))
+        into = u.reserve(50_000)
+        if into is not None:
+            n = min(step, len(into), len(stream) - at)
+            into[:n] = stream[at : at + n]
+            got = u.filled(n)
+            in_place += bool(got)
+        else:
+            n = min(step, len(stream) - at)
+            got = u.feed(memoryview(np.frombuffer(stream[at : at + n], np.uint8).copy()))
+        out.extend(got)
+        at += n
+    assert [(k, [bytes(x) for x in p]) for k, p in out] == msgs
+    assert in_place >= 5
+
+
 def test_the_good_chunk_shortcut_agrees_with_the_reasons() -> None:
     """`peak_problems` answers a chunk with no bad peaks without the reasons' checks: seeded random chunks, some
     with one flaw planted (disorder, an infinite end, NaN, a negative or infinite intensity) and some clean, with

@@ -388,3 +388,48 @@ def test_an_engine_thread_gives_up_what_its_batch_behind_a_busy_worker_would_ans
         assert pool._give_up_behind(now + 30 * 10**6)
         assert [len(c.jobs()) for c in pool._given_up] == [1] and len(pool.batcher) == 1
         assert not pool._give_up_behind(now + 30 * 10**6)  # the other, due 60, is in time alone
+
+
+class RecordingTarget(SlowTarget):
+    """The demo target, keeping each batch it is given."""
+
+    def __init__(self, target: DatabaseTarget) -> None:
+        super().__init__(target, 0.0)
+        self.batches: list[SpectraBatch] = []
+
+    def score(self, spectra: SpectraBatch):
+        self.batches.append(spectra)
+        return super().score(spectra)
+
+
+@pytest.mark.asyncio
+async def test_a_batch_reaches_the_engine_in_arrival_order_a_whole_chunk_uncopied(demo_index):
+    """The batcher picks spectra by precursor mass; the engine gets them in the order they came: a chunk taken whole
+    is handed on as it is (its peaks not copied), chunks taken together follow one another (bulk replays paid a
+    gather a peak for the mass order: bench/RESULTS.md 2026-11-29)."""
+    target = RecordingTarget(DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy")))
+    spectra = [sp for sp in read_spectra(bundled(RUN)) if sp.charges][:40]
+    assert not np.all(np.diff([sp.precursor_mz for sp in spectra]) >= 0)  # the run's order is not the mass order
+    cfg = ServeConfig(max_batch=64, max_queue=1000, linger_ms=0.0, workers=1)
+    pool = WorkerPool(target, cfg, answer=lambda answers: None, refitter=NoRefits(), record=lambda *a: None)
+    state = RunState(LiveRun("pipe", target))
+    first = _jobs(state, spectra, time.monotonic_ns())
+    second, third = _jobs(state, spectra[:25], time.monotonic_ns()), _jobs(state, spectra[25:], time.monotonic_ns())
+    assert pool.enqueue(first) == []  # before the engine thread starts: one batch of this chunk alone
+    await pool.start()
+    while not target.batches:
+        await asyncio.sleep(0.005)
+    pool.close()
+    assert await pool.join(10)
+    got = target.batches[-1]
+    assert got.scan.tolist() == [sp.scan for sp in spectra]
+    assert np.shares_memory(got.mz, first.spectra.mz)  # handed on whole
+    target.batches.clear()
+    pool2 = WorkerPool(target, cfg, answer=lambda answers: None, refitter=NoRefits(), record=lambda *a: None)
+    assert pool2.enqueue(third) == [] and pool2.enqueue(second) == []  # two chunks wait: one batch of both
+    await pool2.start()
+    while not target.batches:
+        await asyncio.sleep(0.005)
+    pool2.close()
+    assert await pool2.join(10)
+    assert target.batches[-1].scan.tolist() == [sp.scan for sp in spectra[25:] + spectra[:25]]
