@@ -81,8 +81,11 @@ def daemon(code: Path, tmp: Path, phase: Any, args: argparse.Namespace, label: s
         budget = ["--budget-ms", str(args.budget_ms)] if args.budget_ms else []
         for rate in args.rates.split(","):
             seconds = args.low_seconds if float(rate) <= 1000 else args.seconds
-            spy = py_spy(pid, seconds, args.out / f"py-spy-{code.name}{label}-{rate}.txt", args.py_spy_mode) \
-                if rate in args.py_spy.split(",") else None
+            # with lanes, lane 0 and its children recorded (the front's recording holds few of a lane's samples)
+            spied = dict(sorted(lane_pids(pid).items())[:1]) or {"": pid}
+            spy = py_spy(next(iter(spied.values())), seconds,
+                         args.out / f"py-spy-{code.name}{label}{''.join(spied)}-{rate}.txt", args.py_spy_mode) \
+                if rate in args.py_spy.split(",") else None  # fmt: skip
             phase(f"daemon {name}", rate, seconds, *budget, ep=ep, port=port, pid=pid)
             if spy is not None:
                 spy.wait(60)
