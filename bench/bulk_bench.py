@@ -190,7 +190,7 @@ def main() -> int:
         # the best of --engine-repeat passes (a 50,000-spectrum pass lasts ~0.3 s: one pass varied 0.30-0.41 s
         # in one call, bench/RESULTS.md 2026-11-29); the ratios are taken against the best
         runs = [time_engine(index, [("bulk", cfg, spectra)], backend, b) for _ in range(args.engine_repeat)]
-        res[f"engine_batch{b}_passes_seconds"] = [round(secs, 3) for _, secs in runs]
+        res[f"engine_passes{b}_seconds"] = [round(secs, 3) for _, secs in runs]
         n, secs = min(runs, key=lambda r: r[1])
         res[f"engine_batch{b}_spectra_per_second"] = round(n / secs, 1)
         print(f"engine alone, batches of {b}: {n} spectra in {secs:.2f} s = {n / secs:,.0f}/s (best of "
