@@ -44,8 +44,8 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--results-dir", metavar="DIR", help="folder for each run's results file (default rtsearch-results)")
     d.add_argument("--workers", type=int, metavar="N",
                    help="engine worker threads, each with its own CUDA stream or engine process (default 1); "
-                   "those after the first take only large batches: 4 for bulk replays, with --max-batch 8192 and --publishers "
-                   "2 (the target 4 times on the GPU)")
+                   "those after the first take only large batches: 6 for bulk replays, with --max-batch 4096 and "
+                   "--publishers 2 (the target 6 times on the GPU)")
     d.add_argument("--engine", choices=choices(EngineHost),
                    help="where each worker scores: process (its own, the target opened again there: no GIL shared "
                    "with the daemon), thread (the daemon's process), auto (default: a process on a GPU)")

@@ -15,7 +15,9 @@ from rtsearch.wire_batch import MAX_COUNT
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, SendError, Sent, looped, replay, synthetic
 
-MAX_RATE_BATCH = 1024  # spectra per message with --rate max
+# spectra per message with --rate max (on an H200 with 6 engines: 2,048 0.84-0.98x the engine alone's pace, 1,024
+# 0.71-0.81x; bench/RESULTS.md 2026-11-29)
+MAX_RATE_BATCH = 2048
 MAX_RATE_WINDOW = 16_384  # spectra in flight with --rate max (the daemon's queue holds 32,768 by default)
 MAX_RATE_BUDGET_MS = 600_000.0
 
@@ -25,7 +27,7 @@ examples:
   rtsearch-sim replay BSA1.mzML.gz --endpoint tcp://127.0.0.1:5555 --collect tcp://127.0.0.1:5556
   # a PULL daemon (--spectra-mode pull), 2000 spectra/s, three passes, report as JSON
   rtsearch-sim replay run.mzML --mode push --rate 2000 --loop 3 --collect tcp://127.0.0.1:5556 --json out.json
-  # a recorded run as fast as the daemon takes it, 1024 spectra a message, answers in batches
+  # a recorded run as fast as the daemon takes it, 2048 spectra a message, answers in batches
   rtsearch-sim replay run.mgf --mode push --rate max --loop 30 --collect tcp://127.0.0.1:5556
   # synthetic load: real spectra cycled at 20,000/s for 10 minutes
   rtsearch-sim load run.mzML --rate 20000 --duration 600 --collect tcp://127.0.0.1:5556
