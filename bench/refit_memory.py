@@ -27,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.serving import memory_kb, processes  # noqa: E402
+from bench.serving import memory_kb, process_tree, processes  # noqa: E402
 from bench.stream_bench import RUNS, get_index  # noqa: E402
 from rtsearch.batch import SpectraBatch  # noqa: E402
 from rtsearch.cli.demo import RUN, TOML, bundled, cached_index  # noqa: E402
@@ -50,8 +50,10 @@ def long_run(target: DatabaseTarget, spectra: list[Any], rows: int) -> ScoredBat
 
 
 def refit_pid() -> int:
-    """This process's refit process (it names its main thread ``refit``)."""
-    return next(c for c, (parent, name) in processes().items() if parent == os.getpid() and name == "refit")
+    """This process's refit process (it names its main thread ``refit``; forked by this process's fork server: a
+    grandchild)."""
+    table = processes()
+    return next(c for c in process_tree(os.getpid(), table)[1:] if table[c][1] == "refit")
 
 
 def finish_settled(refitter: Refitter, reopen: Any, batch: ScoredBatch, name: str, path: Path) -> Path:

@@ -117,16 +117,11 @@ async def phase(
 
 
 def spawned_children() -> list[str]:
-    """Pids of this process's multiprocessing children (the daemon's intake and refit processes)."""
-    me, out = os.getpid(), []
-    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-        try:
-            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            if ppid == me and b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                out.append(pid)
-        except (OSError, ValueError):
-            continue
-    return out
+    """Pids of the processes under this one (the daemon's intake and refit processes, forked by its fork server,
+    and that server)."""
+    from bench.serving import process_tree
+
+    return [str(pid) for pid in process_tree(os.getpid())[1:]]
 
 
 def rss_mb() -> dict[str, float]:

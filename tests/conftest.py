@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# each NumPy daemon the tests start (in process or as `rtsearch serve`) warms up without its 512-spectrum batch,
+# ~0.9 s of its start on the 2-core CI machine; the engine-time model extrapolates, then learns from real batches
+os.environ.setdefault("RTSEARCH_WARM_UP_BATCH_S", "0.25")
 
 
 def data_dir() -> Path:

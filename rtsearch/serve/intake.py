@@ -39,7 +39,6 @@ import asyncio
 import collections
 import contextlib
 import logging
-import multiprocessing
 import pickle
 import socket
 from collections.abc import AsyncIterator
@@ -68,6 +67,7 @@ from rtsearch.serve.chunks import (
 )  # fmt: skip
 from rtsearch.serve.door import Door
 from rtsearch.serve.intake_process import Shedding, serve
+from rtsearch.serve.runtime import child_context
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +166,7 @@ class Intake:
         if self.intakes > 1:
             self.door = Door(self.requested, mode=self.mode, hwm=self.hwm)  # raises EndpointError
             where, mode = self.door.inner, "door"
-        mp = multiprocessing.get_context("spawn")
+        mp = child_context()
         try:
             for k in range(self.intakes):
                 ours, theirs = socket_pair()

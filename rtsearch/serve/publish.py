@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import pickle
 import socket
@@ -40,6 +39,7 @@ from rtsearch.serve.chunks import MESSAGE, pack
 from rtsearch.serve.jobs import Jobs, RunState, Stamps
 from rtsearch.serve.proxy import Forwarder
 from rtsearch.serve.publisher_process import STOP_KIND, send_results, serve, stamp
+from rtsearch.serve.runtime import child_context
 from rtsearch.serve.stats import Answered, RunAnswered
 from rtsearch.types import ResultStatus
 
@@ -129,7 +129,7 @@ class Publisher:
         self._push = ctx.socket(zmq.PUSH)  # this process's answers (publishers = 0), under the lock
         self._push.setsockopt(zmq.SNDHWM, 0)
         self._push.connect(here)
-        mp = multiprocessing.get_context("spawn")
+        mp = child_context()
         for k in range(publishers):
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PIPE_BYTES)

@@ -14,7 +14,6 @@ import concurrent.futures
 import contextlib
 import functools
 import logging
-import multiprocessing
 import os
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
@@ -27,7 +26,13 @@ from rtsearch.search.live import RunSummary, run_summary
 from rtsearch.search.table import PsmTable
 from rtsearch.search.target import Reopen, SearchTarget
 from rtsearch.serve.jobs import RunState
-from rtsearch.serve.runtime import exit_with_parent, give_back_heap, name_os_thread, single_threaded_blas
+from rtsearch.serve.runtime import (
+    child_context,
+    exit_with_parent,
+    give_back_heap,
+    name_os_thread,
+    single_threaded_blas,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -71,7 +76,7 @@ class Refitter:
     @staticmethod
     def _new_pool() -> concurrent.futures.ProcessPoolExecutor:
         return concurrent.futures.ProcessPoolExecutor(
-            1, mp_context=multiprocessing.get_context("spawn"), initializer=_child_start, initargs=(os.getpid(),)
+            1, mp_context=child_context(), initializer=_child_start, initargs=(os.getpid(),)
         )
 
     def _submit(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:

@@ -10,7 +10,9 @@ import functools
 import gc
 import logging
 import math
+import multiprocessing
 import os
+import select
 import signal
 import sys
 import threading
@@ -51,6 +53,22 @@ def env_number(name: str, default: float, *, positive: bool = False) -> float:
 
 
 GC_IDLE, GC_OVERDUE = 700, 20_000  # pending allocations before a collection when idle / regardless
+
+
+# What the daemon's fork server imports once (`child_context`); not Arrow (the refit process's: its allocator's
+# threads must not be forked) nor CuPy (imported by the engine process itself, after the fork)
+CHILD_PRELOAD = ("rtsearch.serve.forkserver_env", "numpy", "zmq", "orjson", "rtsearch.serve.intake_process",
+                 "rtsearch.serve.publisher_process", "rtsearch.serve.engine_process", "rtsearch.serve.elution_process")
+
+
+def child_context() -> Any:
+    """How the daemon starts its children (intake, publisher, refit, engine and elution processes): forked by a fork
+    server — a clean process started once, which imported `CHILD_PRELOAD` — not spawned, each importing its ~250
+    modules again (0.3-0.45 s a child on the development machine, bench/RESULTS.md 2026-11-29). A child gets the
+    daemon's environment as it was when the first child started."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(list(CHILD_PRELOAD))
+    return ctx
 
 
 def single_threaded_blas() -> None:
@@ -112,16 +130,34 @@ def give_back_heap() -> None:
 def exit_with_parent(parent: int, every_s: float = 1.0) -> None:
     """End this process (at once, no clean-up) when the process ``parent`` is gone: no orphans.
 
-    For the daemon's child processes: a thread polls the parent id, which `os.getppid` changes
-    when the parent dies, whatever killed it (SIGKILL included).
+    For the daemon's child processes: a thread waits on a pidfd of ``parent`` (readable once it has ended, whatever
+    killed it, SIGKILL included; the daemon's children are forked by its fork server, so `os.getppid` is not the
+    daemon), or, where there is none, asks every ``every_s`` whether it still exists.
     """
 
     def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(every_s)
+        try:
+            fd = os.pidfd_open(parent)
+        except ProcessLookupError:
+            os._exit(0)
+        except (OSError, AttributeError):  # no pidfd here: poll
+            while _exists(parent):
+                time.sleep(every_s)
+            os._exit(0)
+        select.select([fd], [], [])
         os._exit(0)
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def as_child(parent: int, name: str | None = None, *, keep_sigterm: bool = False) -> None:

@@ -86,6 +86,7 @@ def test_warm_up_leaves_out_batches_too_slow_at_the_last_ones_pace(monkeypatch) 
     from rtsearch.types import Spectrum
 
     monkeypatch.setattr(engine_process, "WARM_UP_BATCH_S", 0.5)
+    monkeypatch.delenv("RTSEARCH_WARM_UP_BATCH_S", raising=False)  # (tests/conftest.py sets a shorter one)
     spectra = [Spectrum("w", k, 2, np.array([100.0]), np.ones(1, np.float32), 500.0, (2,)) for k in range(64)]
     for per_spectrum, want in ((0.02, [1, 7]), (0.0, [1, 7, 64, 512])):
         target = SimpleNamespace(warm_up_spectra=lambda n: spectra, backend=SimpleNamespace(name="numpy"))
