@@ -16,6 +16,7 @@ daemon dies (`exit_with_parent`); an item it fails on is logged and skipped, as 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import pickle
 from multiprocessing.connection import Connection
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from rtsearch.errors import ServiceError
-from rtsearch.serve.runtime import as_child, child_context, stop_child
+from rtsearch.serve.runtime import as_child, stop_child
 from rtsearch.signal.live import ElutionEvent, ElutionTracker
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ class TrackerProcess:
         self._proc: Any = None
 
     def __enter__(self) -> TrackerProcess:
-        ctx = child_context()
+        ctx = multiprocessing.get_context("spawn")
         ours, theirs = ctx.Pipe(duplex=True)
         self._proc = ctx.Process(target=serve, args=(theirs, self.backend, os.getpid()), name="rtsearch-elution",
                                  daemon=True)  # fmt: skip

@@ -22,6 +22,7 @@ answering what it holds). The child ends with the daemon, even a SIGKILLed one (
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import time
 from collections.abc import Callable
@@ -34,7 +35,7 @@ from rtsearch.matches import ScoredBatch
 from rtsearch.search.live import named
 from rtsearch.search.target import Reopen, SearchTarget
 from rtsearch.serve.pipes import recv_object, send_object
-from rtsearch.serve.runtime import as_child, child_context, env_number, stop_child
+from rtsearch.serve.runtime import as_child, env_number, stop_child
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class EngineProcess:
 
     def start(self) -> EngineProcess:
         """Spawn the process and wait until it has opened the target (raises `EngineGone` if it cannot)."""
-        ctx = child_context()
+        ctx = multiprocessing.get_context("spawn")
         ours, theirs = ctx.Pipe(duplex=True)
         self._proc = ctx.Process(target=serve, args=(theirs, self.reopen, os.getpid(), self.name),
                                  name=f"rtsearch-{self.name}", daemon=True)  # fmt: skip
@@ -173,8 +174,8 @@ def scores_in_process(target: SearchTarget, host: EngineHost) -> bool:
 
 
 WARM_UP_BATCH_S = 5.0  # a warm-up batch slower than this at the last one's pace is not run (`warm_up`); the
-# environment's RTSEARCH_WARM_UP_BATCH_S, where set, instead (the tests' NumPy daemons: 0.25 s leaves out the 512
-# spectra that took ~0.9 s of each daemon's start, bench/RESULTS.md 2026-11-29)
+# environment's RTSEARCH_WARM_UP_BATCH_S, where set, for NumPy warm-ups (the tests' daemons: 0.25 s leaves out the
+# 512 spectra that took ~0.9 s of each daemon's start, bench/RESULTS.md 2026-11-29; a GPU's compiles all run)
 
 
 def warm_up(target: SearchTarget, score: Scorer, sizes: list[int], observe: Callable[[int, float], None], *,
@@ -193,8 +194,9 @@ def warm_up(target: SearchTarget, score: Scorer, sizes: list[int], observe: Call
     the warm-up, not the daemon.
     """
     spectra = target.warm_up_spectra(64)
-    cap = env_number("RTSEARCH_WARM_UP_BATCH_S", WARM_UP_BATCH_S, positive=True)
-    for observing in (True,) if (backend or target.backend.name) == "numpy" else (False, True):
+    numpy = (backend or target.backend.name) == "numpy"
+    cap = env_number("RTSEARCH_WARM_UP_BATCH_S", WARM_UP_BATCH_S, positive=True) if numpy else WARM_UP_BATCH_S
+    for observing in (True,) if numpy else (False, True):
         pace = 0.0  # seconds a spectrum, in the last batch of this pass (not the first: it may compile)
         for k, size in enumerate(sizes):
             if pace * size > cap:

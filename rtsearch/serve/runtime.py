@@ -56,13 +56,13 @@ GC_IDLE, GC_OVERDUE = 700, 20_000  # pending allocations before a collection whe
 
 
 # What the daemon's fork server imports once (`child_context`); not Arrow (the refit process's: its allocator's
-# threads must not be forked) nor CuPy (imported by the engine process itself, after the fork)
+# threads must not be forked). The processes that may open CuPy (engine, elution) are spawned as before.
 CHILD_PRELOAD = ("rtsearch.serve.forkserver_env", "numpy", "zmq", "orjson", "rtsearch.serve.intake_process",
-                 "rtsearch.serve.publisher_process", "rtsearch.serve.engine_process", "rtsearch.serve.elution_process")
+                 "rtsearch.serve.publisher_process")
 
 
 def child_context() -> Any:
-    """How the daemon starts its children (intake, publisher, refit, engine and elution processes): forked by a fork
+    """How the daemon starts its intake, publisher and refit processes: forked by a fork
     server — a clean process started once, which imported `CHILD_PRELOAD` — not spawned, each importing its ~250
     modules again (0.3-0.45 s a child on the development machine, bench/RESULTS.md 2026-11-29). A child gets the
     daemon's environment as it was when the first child started."""
