@@ -174,8 +174,10 @@ def scores_in_process(target: SearchTarget, host: EngineHost) -> bool:
 
 
 WARM_UP_BATCH_S = 5.0  # a warm-up batch slower than this at the last one's pace is not run (`warm_up`); the
-# environment's RTSEARCH_WARM_UP_BATCH_S, where set, for NumPy warm-ups (the tests' daemons: 0.25 s leaves out the
-# 512 spectra that took ~0.9 s of each daemon's start, bench/RESULTS.md 2026-11-29; a GPU's compiles all run)
+# environment's RTSEARCH_WARM_UP_BATCH_S, where set, for a NumPy engine of the daemon's own (the tests' daemons: 0.25 s
+# leaves out the 512 spectra that took ~0.9 s of each daemon's start, bench/RESULTS.md 2026-11-29; a GPU's compiles
+# all run, and a cluster's pacing, which decides from the model the warm-up seeds whether a piece's second worker
+# takes a batch, gets the whole warm-up: without it a paired worker got no batch in two CI tests)
 
 
 def warm_up(target: SearchTarget, score: Scorer, sizes: list[int], observe: Callable[[int, float], None], *,
@@ -195,7 +197,8 @@ def warm_up(target: SearchTarget, score: Scorer, sizes: list[int], observe: Call
     """
     spectra = target.warm_up_spectra(64)
     numpy = (backend or target.backend.name) == "numpy"
-    cap = env_number("RTSEARCH_WARM_UP_BATCH_S", WARM_UP_BATCH_S, positive=True) if numpy else WARM_UP_BATCH_S
+    own = numpy and not remote  # (a cluster's pacing reads the model this seeds: its warm-up as in production)
+    cap = env_number("RTSEARCH_WARM_UP_BATCH_S", WARM_UP_BATCH_S, positive=True) if own else WARM_UP_BATCH_S
     for observing in (True,) if numpy else (False, True):
         pace = 0.0  # seconds a spectrum, in the last batch of this pass (not the first: it may compile)
         for k, size in enumerate(sizes):

@@ -76,18 +76,6 @@ async def serve_files(dev, data, dev_indexes, folder: Path, backend: str = "nump
     return _files(folder / "results")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def production_warm_up():
-    """This module's daemons (and its Ray cluster's workers) warm up as in production, the 512-spectrum batch
-    included (tests/conftest.py leaves it out elsewhere): a cluster's pacing decides from the engine-time model the
-    warm-up seeds whether a piece's second worker takes a batch, and without it one of the yeast run's paired
-    workers got none (2026-11-29)."""
-    old = os.environ.pop("RTSEARCH_WARM_UP_BATCH_S", None)
-    yield
-    if old is not None:
-        os.environ["RTSEARCH_WARM_UP_BATCH_S"] = old
-
-
 @pytest.fixture(scope="module")
 def ray_cluster():
     """A local Ray cluster for this module's daemons (each places its workers there as actors)."""
