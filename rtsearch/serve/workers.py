@@ -367,8 +367,7 @@ class WorkerPool(Expiry):
                                                                                                self.clock())):
                 continue  # (`pacing.give_up_behind`; without a cluster no lane holds a batch: it starts now)
             handles = self.batcher.take(workers_free=1, now=self._closing or self._probing())
-            if handles is not None:  # in arrival order, not the batcher's mass order: whole chunks go on uncopied,
-                # parts by the peaks' mask, not an index a peak (bench/RESULTS.md 2026-11-29); gathered by `_take`,
+            if handles is not None:  # arrival order (whole chunks uncopied: RESULTS 2026-11-29), gathered by `_take`
                 return self._pending.claim(np.sort(handles))  # outside the lock the loop queues under
             if self._closing:
                 return None
