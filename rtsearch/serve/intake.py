@@ -63,9 +63,9 @@ from rtsearch.serve.chunks import (
     Received,
     ShedChunk,
     SpectraChunk,
-    Unpacker,
 )  # fmt: skip
 from rtsearch.serve.door import Door
+from rtsearch.serve.framing import Unpacker
 from rtsearch.serve.intake_process import Shedding, serve
 from rtsearch.serve.runtime import child_context
 

@@ -55,8 +55,8 @@ from rtsearch.serve.chunks import (
     ShedChunk,
     SpectraChunk,
     merged,
-    pack,
 )  # fmt: skip
+from rtsearch.serve.framing import pack
 from rtsearch.serve.publisher_process import send_results
 from rtsearch.serve.reader import Reader
 from rtsearch.serve.routing import LaneOf

@@ -63,8 +63,9 @@ from rtsearch.cluster.share import Share
 from rtsearch.config import ServeConfig
 from rtsearch.errors import EndpointError, ServiceError
 from rtsearch.serve.admission import Advice
-from rtsearch.serve.chunks import ERROR, READY, STOP, Unpacker
+from rtsearch.serve.chunks import ERROR, READY, STOP
 from rtsearch.serve.door import Door, default_intakes
+from rtsearch.serve.framing import Unpacker
 from rtsearch.serve.http import Health
 from rtsearch.serve.intake import Lane, socket_pair
 from rtsearch.serve.intake_process import Shedding, serve

@@ -35,7 +35,8 @@ import orjson
 import zmq
 
 from rtsearch.matches import STATUSES, Results, ScoredBatch, concat_batches
-from rtsearch.serve.chunks import MESSAGE, pack
+from rtsearch.serve.chunks import MESSAGE
+from rtsearch.serve.framing import pack
 from rtsearch.serve.jobs import Jobs, RunState, Stamps
 from rtsearch.serve.proxy import Forwarder
 from rtsearch.serve.publisher_process import STOP_KIND, send_results, serve, stamp

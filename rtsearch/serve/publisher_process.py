@@ -22,7 +22,8 @@ import orjson
 import zmq
 
 from rtsearch.matches import ResultMessage, Results
-from rtsearch.serve.chunks import MESSAGE, Unpacker
+from rtsearch.serve.chunks import MESSAGE
+from rtsearch.serve.framing import Unpacker
 from rtsearch.serve.runtime import exit_with_parent, name_os_thread
 from rtsearch.wire import RESULT, VERSION
 from rtsearch.wire_batch import encode_batch_results

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rtsearch.io.spectra import read_spectra
-from rtsearch.serve.chunks import MESSAGE, SPECTRA, Received, SpectraChunk, Unpacker, merged, pack
+from rtsearch.serve.chunks import MESSAGE, SPECTRA, Received, SpectraChunk, merged
+from rtsearch.serve.framing import Unpacker, pack
 from rtsearch.serve.reader import Reader
 from rtsearch.types import Spectrum
 from rtsearch.wire import Invalid, RunEnd, RunStart, SpectrumMessage, decode, encode_spectrum
