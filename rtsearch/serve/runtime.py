@@ -151,12 +151,13 @@ def exit_with_parent(parent: int, every_s: float = 1.0) -> None:
 
 
 def _exists(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user's does: signal 0 is refused, not unanswered)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass
     return True
 
 
