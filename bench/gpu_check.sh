@@ -57,6 +57,18 @@ export PYTHONPATH=/tmp/site:$PWD:$PWD/simulators PYTHONUNBUFFERED=1 RTSEARCH_DAT
 # NVLink multicast stays off on the shared multi-GPU hosts (the device tool's KINDS.md), in every child too
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+# MPS=1: every CUDA process of this call shares the GPU through CUDA MPS (the lanes' and workers' engine processes
+# run their kernels side by side instead of taking turns), under a control daemon of the call's own, quit at the
+# end; MPS=variants: started, not exported (a variant's words CUDA_MPS_PIPE_DIRECTORY=/tmp/rtsearch-mps/pipe put
+# one daemon under it, beside others without, in one call). Four lanes at 20 ppm gained nothing under it beyond
+# the order of the variants in a call (bench/RESULTS.md 2026-11-29).
+if [[ -n ${MPS:-} && ${MPS:-} != 0 ]]; then
+  mkdir -p /tmp/rtsearch-mps/pipe /tmp/rtsearch-mps/log
+  CUDA_MPS_PIPE_DIRECTORY=/tmp/rtsearch-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/rtsearch-mps/log \
+    nvidia-cuda-mps-control -d && echo "CUDA MPS control daemon started ($MPS)" | tee -a "$out/gpu.txt"
+  trap 'echo quit | CUDA_MPS_PIPE_DIRECTORY=/tmp/rtsearch-mps/pipe nvidia-cuda-mps-control' EXIT
+  [[ $MPS == variants ]] || export CUDA_MPS_PIPE_DIRECTORY=/tmp/rtsearch-mps/pipe
+fi
 python3 -c 'import cupy, numpy; print("cupy", cupy.__version__, "numpy", numpy.__version__)' | tee -a "$out/gpu.txt"
 rc=0
 if [[ $modes == *" parity "* ]]; then

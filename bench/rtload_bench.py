@@ -44,6 +44,7 @@ from bench.serving import (  # noqa: E402
     free_port,
     index_and_record,
     processes,
+    stage_means,
 )
 from bench.serving import write_mgf as write_spectra  # noqa: E402
 from bench.stream_bench import RUNS  # noqa: E402
@@ -162,12 +163,14 @@ def main() -> int:
         def phase(tag: str, rates: str, seconds: float, *extra: str, ep: tuple[str, str], port: int = 0,
                   pid: int = 0) -> None:
             cpu0 = cpu_by_thread(pid) if pid else {}
+            m0 = daemon_metrics(port) if port else {}
             t0 = time.time()
             for line in rt_load(args.tools, mgf, *ep, "--rates", rates, "--seconds", str(seconds), "--senders",
                                 str(args.senders), "--tag", tag.replace(" ", "-"), *extra):  # fmt: skip
                 line["phase"], line["wall"] = tag, [round(t0, 2), round(time.time(), 2)]  # beside nvidia-smi's log
                 if port:
                     line["daemon_metrics"] = daemon_metrics(port)
+                    line["stage_ms"] = stage_means(m0, line["daemon_metrics"])  # the phase's means, stage by stage
                 if pid:  # CPU seconds of each daemon thread over the phase (rt_load's one line a phase)
                     cpu1 = cpu_by_thread(pid)
                     used = {k: v - cpu0.get(k, 0.0) for k, v in cpu1.items()}

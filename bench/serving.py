@@ -24,8 +24,12 @@ from typing import Any
 from rtsearch.types import Spectrum
 
 ROOT = Path(__file__).resolve().parents[1]
+# where a spectrum's time went inside the daemon, as each histogram's sum and count (`stage_means`)
+STAGES = ("rtsearch_arrival_age_seconds", "rtsearch_intake_wait_seconds", "rtsearch_queue_wait_seconds",
+          "rtsearch_engine_batch_seconds", "rtsearch_latency_seconds")  # fmt: skip
 WATCHED = ("rtsearch_shed_total", "rtsearch_results_total", "rtsearch_worker_seconds_total",
-           "rtsearch_batch_size_sum", "rtsearch_batch_size_count")  # fmt: skip
+           "rtsearch_batch_size_sum", "rtsearch_batch_size_count",
+           *(f"{s}_{part}" for s in STAGES for part in ("sum", "count")))  # fmt: skip
 
 
 def free_port() -> int:
@@ -96,6 +100,22 @@ def daemon_metrics(port: int) -> dict[str, float]:
         if line.startswith(WATCHED):
             key, value = line.rsplit(" ", 1)
             out[key] = float(value)
+    return out
+
+
+def stage_means(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Each `STAGES` histogram's mean over what was observed between two `daemon_metrics` readings, in ms, summed
+    over the lanes' series: how long a spectrum was old on arrival, waited for the daemon to take it, waited in the
+    batcher, how long a batch was scored, and receipt to publication (the daemon's latency)."""
+    def total(m: dict[str, float], name: str) -> float:
+        return sum(v for k, v in m.items() if k.split("{")[0] == name)
+
+    out = {}
+    for stage in STAGES:
+        n = total(after, f"{stage}_count") - total(before, f"{stage}_count")
+        if n > 0:
+            mean = (total(after, f"{stage}_sum") - total(before, f"{stage}_sum")) / n
+            out[stage.removeprefix("rtsearch_").removesuffix("_seconds")] = round(1e3 * mean, 3)
     return out
 
 

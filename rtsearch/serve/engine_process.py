@@ -10,8 +10,8 @@ worker thread hands it each `SpectraBatch` over a pipe and waits, the GIL releas
 
     engine thread ──SpectraBatch──▶ pipe ──▶ engine process: target.score, named ──ScoredBatch──▶ back
 
-Both are columns, their arrays sent out of band (`rtsearch.serve.pipes`: no copy into or out of a pickle): a
-batch of 300 spectra is ~0.6 MB out, ~50 kB back, with
+Both are columns; a batch's arrays go through shared memory beside the pipe (`rtsearch.serve.pipes.Channel`: the
+pipe carries the pickle's head, one short write): a batch of 300 spectra is ~0.6 MB out, ~50 kB back, with
 the matches' names (`rtsearch.search.live.named`: ProForma and proteins), worked out here rather than by the
 daemon's results thread, which shares the daemon's GIL.
 An exception in the child comes back as `EngineError` with its text (the batch is answered with it, as in a
@@ -34,7 +34,7 @@ from rtsearch.config import EngineHost
 from rtsearch.matches import ScoredBatch
 from rtsearch.search.live import named
 from rtsearch.search.target import Reopen, SearchTarget
-from rtsearch.serve.pipes import recv_object, send_object
+from rtsearch.serve.pipes import Channel
 from rtsearch.serve.runtime import as_child, env_number, stop_child
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class EngineProcess:
     def __init__(self, reopen: Reopen, name: str = "engine") -> None:
         self.reopen = reopen
         self.name = name
-        self._conn: Connection | None = None
+        self._conn: Channel | None = None
         self._proc: Any = None
 
     def start(self) -> EngineProcess:
@@ -68,7 +68,7 @@ class EngineProcess:
                                  name=f"rtsearch-{self.name}", daemon=True)  # fmt: skip
         self._proc.start()
         theirs.close()
-        self._conn = ours
+        self._conn = Channel(ours)
         if not ours.poll(START_TIMEOUT_S):
             self.close()
             raise EngineGone(f"{self.name}: the engine process did not open the target within {START_TIMEOUT_S:.0f} s")
@@ -89,7 +89,7 @@ class EngineProcess:
         if self._conn is None:
             raise EngineGone(f"{self.name}: not started")
         try:
-            send_object(self._conn, spectra)
+            self._conn.send(spectra)
         except OSError as e:
             raise EngineGone(f"{self.name}: the engine process is gone ({e})") from None
         kind, payload = self._receive()
@@ -108,7 +108,7 @@ class EngineProcess:
     def _receive(self) -> tuple[str, Any]:
         assert self._conn is not None
         try:
-            result: tuple[str, Any] = recv_object(self._conn)
+            result: tuple[str, Any] = self._conn.recv()
         except (EOFError, OSError) as e:
             code = self._proc.exitcode if self._proc is not None else None
             why = f"exit code {code}; {type(e).__name__}"
@@ -119,22 +119,23 @@ class EngineProcess:
 def serve(conn: Connection, reopen: Reopen, parent: int, name: str) -> None:
     """The process's main function: open the target, then score each batch it is sent until the pipe closes."""
     as_child(parent, name)  # the daemon decides when scoring stops
+    channel = Channel(conn)
     try:
         target = reopen()
     except Exception as e:  # the daemon says why and stops
-        send_object(conn, ("failed", f"{type(e).__name__}: {e}"))
+        channel.send(("failed", f"{type(e).__name__}: {e}"))
         return
-    send_object(conn, ("ready", target.backend.name))
+    channel.send(("ready", target.backend.name))
     while True:
         try:
-            batch: SpectraBatch = recv_object(conn)
+            batch: SpectraBatch = channel.recv()
         except (EOFError, OSError):
             return  # the daemon closed the pipe (or is gone)
         try:
             reply: tuple[str, Any] = ("scored", score_named(target, batch))  # named here, not in the daemon
         except EngineError as e:  # answered by the daemon with this reason, as a thread's failure would be
             reply = ("error", str(e))
-        send_object(conn, reply)
+        channel.send(reply)
 
 
 def score_named(target: SearchTarget, batch: SpectraBatch) -> ScoredBatch:

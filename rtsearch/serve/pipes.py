@@ -1,52 +1,138 @@
-"""Objects over a `multiprocessing` pipe with their arrays out of band: no copy into or out of a pickle.
+"""A request/reply pipe between two processes whose large arrays travel through shared memory.
 
-`pickle.dumps` of a batch copies every array into one bytes object, and `pickle.loads` copies each back out:
-for the 4,096 spectra of a bulk batch (~13 MB of peaks) that is two copies of 13 MB in each process on top of
-the pipe's own. With pickle protocol 5 (PEP 574) the arrays leave the pickle as buffers: `send_object` sends
-the pickle's head (with the buffers' sizes) and then each buffer as it is, and `recv_object` reads each into
-a `bytearray` of its size (one copy, from the kernel; the arrays are writable views of it). Small objects (a
-lone spectrum's batch) go in band, in one message::
+An engine's batch is ~250 kB of peaks at 120 spectra (~13 MB at 4,096). Written through the pipe it took several
+blocking writes, each giving up the daemon's GIL and waiting to win it back from a busy event loop and results
+thread: at 60,000 spectra/s a lane's engine thread spent 13 % of its wall in those writes and its engine process
+7 % reading them (py-spy, bench/RESULTS.md 2026-11-29). A `Channel` pickles with protocol 5 (PEP 574), so the
+arrays leave the pickle as buffers; it copies them into a region of shared memory (a memfd both processes map)
+and sends the pickle's head alone, one short write. The receiver copies each buffer out at once (one memcpy, into
+a `bytearray`: writable arrays that nothing else shares), so the sender may write its next message over them::
 
-    [u32 n][u64 size] * n [pickle head]   then n messages, one buffer each
+    [u8 kind][u32 n][u64 size] * n [pickle head]     kind: in band (n = 0, the pickle whole), region, new region
+
+A region is the sender's: it grows (a new memfd, passed over the socket with ``SCM_RIGHTS`` right after the
+message that first uses it) and is reused. The two ends must take turns — each sends only after it has received
+the other's last message (the engine's batch, then its reply) — or a message could be overwritten before it was
+read. Objects whose arrays hold less than `REGION_MIN` bytes (a lone spectrum's batch, a reply) go in band.
 """
 
 from __future__ import annotations
 
+import mmap
+import os
 import pickle
+import socket
 import struct
+import tempfile
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import recvfds, sendfds
 from typing import Any
 
-_COUNT = struct.Struct("<I")
-OUT_OF_BAND_MIN = 256 << 10  # array bytes from which they travel out of band (`send_object`)
+REGION_MIN = 64 << 10  # array bytes from which they go through the shared region, not the pipe
+REGION_FIRST = 4 << 20  # a region's first size (grown to the next power of two a message needs)
+ALIGN = 64  # each buffer's offset in the region
+IN_BAND, REGION, NEW_REGION = 0, 1, 2
+_HEAD = struct.Struct("<BI")
 
 
-def send_object(conn: Connection, obj: Any) -> None:
-    """Send ``obj`` (raises what `Connection.send_bytes` raises: the other end is gone). Its arrays go out of band
-    only when they hold `OUT_OF_BAND_MIN` bytes or more: a message a buffer costs the receiver a wake-up each,
-    more than copying a few kB (a lone spectrum's batch has ~10 arrays)."""
-    buffers: list[pickle.PickleBuffer] = []
-    head = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
-    views = [b.raw() for b in buffers]
-    if sum(v.nbytes for v in views) < OUT_OF_BAND_MIN:
-        views, head = [], pickle.dumps(obj, protocol=5)
-    sizes = struct.pack(f"<{len(views)}Q", *(v.nbytes for v in views))
-    conn.send_bytes(_COUNT.pack(len(views)) + sizes + head)
-    for view in views:
-        conn.send_bytes(view)
+class Channel:
+    """``Channel(conn)``: `send` and `recv` objects over ``conn`` (a `multiprocessing` pipe end, a Unix socket),
+    taking turns with the other end's Channel; see the module docstring. `close` unmaps the regions and closes
+    ``conn``."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=os.dup(conn.fileno()))  # fds go here
+        self._out: mmap.mmap | None = None  # the region this end writes
+        self._in: mmap.mmap | None = None  # the other end's region, mapped here
+
+    def fileno(self) -> int:
+        return self.conn.fileno()
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        return self.conn.poll(timeout)
+
+    def send(self, obj: Any) -> None:
+        """Send ``obj`` (raises what `Connection.send_bytes` raises: the other end is gone)."""
+        buffers: list[pickle.PickleBuffer] = []
+        head = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+        views = [b.raw() for b in buffers]
+        spans = [-(-v.nbytes // ALIGN) * ALIGN for v in views]
+        if sum(v.nbytes for v in views) < REGION_MIN:
+            self.conn.send_bytes(_HEAD.pack(IN_BAND, 0) + pickle.dumps(obj, protocol=5))
+            return
+        fd = self._grow(sum(spans)) if self._out is None or len(self._out) < sum(spans) else None
+        assert self._out is not None
+        at = 0
+        for view, span in zip(views, spans, strict=True):
+            self._out[at : at + view.nbytes] = view
+            at += span
+        sizes = struct.pack(f"<{len(views)}Q", *(v.nbytes for v in views))
+        self.conn.send_bytes(_HEAD.pack(REGION if fd is None else NEW_REGION, len(views)) + sizes + head)
+        if fd is not None:
+            try:
+                sendfds(self._sock, [fd])
+            finally:
+                os.close(fd)
+
+    def recv(self) -> Any:
+        """The next object the other end sent (raises `EOFError` or `OSError` when it is gone)."""
+        first = self.conn.recv_bytes()
+        kind, n = _HEAD.unpack_from(first)
+        if kind == IN_BAND:
+            return pickle.loads(memoryview(first)[_HEAD.size :])
+        if kind == NEW_REGION:
+            self._map(recvfds(self._sock, 1)[0])
+        if self._in is None:
+            raise OSError("a message in a shared region that was never passed")
+        sizes = struct.unpack_from(f"<{n}Q", first, _HEAD.size)
+        buffers, at = [], 0
+        with memoryview(self._in) as region:
+            for size in sizes:
+                buf = bytearray(size)
+                buf[:] = region[at : at + size]
+                buffers.append(buf)
+                at += -(-size // ALIGN) * ALIGN
+        return pickle.loads(memoryview(first)[_HEAD.size + 8 * n :], buffers=buffers)
+
+    def close(self) -> None:
+        for region in (self._out, self._in):
+            if region is not None:
+                region.close()
+        self._out = self._in = None
+        self._sock.close()
+        self.conn.close()
+
+    def _grow(self, nbytes: int) -> int:
+        """A new region of at least ``nbytes`` for this end to write; its fd, for the other end (the caller
+        closes it)."""
+        size = max(REGION_FIRST, 1 << (nbytes - 1).bit_length())
+        fd = _anonymous_fd()
+        try:
+            os.ftruncate(fd, size)
+            region = mmap.mmap(fd, size)
+        except OSError:
+            os.close(fd)
+            raise
+        if self._out is not None:
+            self._out.close()
+        self._out = region
+        return fd
+
+    def _map(self, fd: int) -> None:
+        """The other end's new region, mapped here (its old one unmapped)."""
+        try:
+            region = mmap.mmap(fd, os.fstat(fd).st_size)
+        finally:
+            os.close(fd)
+        if self._in is not None:
+            self._in.close()
+        self._in = region
 
 
-def recv_object(conn: Connection) -> Any:
-    """The next object `send_object` sent (raises `EOFError` or `OSError` when the other end is gone)."""
-    first = conn.recv_bytes()
-    (n,) = _COUNT.unpack_from(first)
-    sizes = struct.unpack_from(f"<{n}Q", first, _COUNT.size)
-    buffers = []
-    for size in sizes:
-        buf = bytearray(size)
-        if size:
-            conn.recv_bytes_into(buf)
-        else:
-            conn.recv_bytes()
-        buffers.append(buf)
-    return pickle.loads(memoryview(first)[_COUNT.size + 8 * n :], buffers=buffers)
+def _anonymous_fd() -> int:
+    """A file descriptor of memory no path names: a memfd (Linux), else an unlinked temporary file."""
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create("rtsearch-pipe", os.MFD_CLOEXEC)
+    with tempfile.TemporaryFile() as f:  # closed here, its duplicate kept
+        return os.dup(f.fileno())
