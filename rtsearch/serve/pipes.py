@@ -82,7 +82,11 @@ class Channel:
         if kind == IN_BAND:
             return pickle.loads(memoryview(first)[_HEAD.size :])
         if kind == NEW_REGION:
-            self._map(recvfds(self._sock, 1)[0])
+            try:
+                fds = recvfds(self._sock, 1)
+            except RuntimeError as e:  # no descriptor came with the byte that should carry it
+                raise OSError(f"the other end's shared region did not arrive: {e}") from None
+            self._map(fds[0])
         if self._in is None:
             raise OSError("a message in a shared region that was never passed")
         sizes = struct.unpack_from(f"<{n}Q", first, _HEAD.size)

@@ -114,3 +114,16 @@ def test_a_gone_end_is_an_error_not_a_hang(pair: tuple[Channel, Channel]) -> Non
     with pytest.raises(EOFError):
         reader.recv()
     reader.close()
+
+
+def test_a_region_announced_without_its_descriptor_is_an_error(pair: tuple[Channel, Channel]) -> None:
+    import pickle
+    import struct
+
+    from rtsearch.serve.pipes import _HEAD, NEW_REGION
+
+    a, b = pair
+    a.conn.send_bytes(_HEAD.pack(NEW_REGION, 1) + struct.pack("<Q", 8) + pickle.dumps(None))
+    a._sock.send(b"\x01")  # the byte that should carry the descriptor, without it
+    with pytest.raises(OSError, match="did not arrive"):
+        b.recv()
