@@ -1,0 +1,76 @@
+"""One line a phase of `bench/rtload_bench.py`'s JSON: what rt_load.py saw, the batches, the GPU's use, the stages.
+
+For each phase: offered rate, answered, lost, duplicates, shed, latency p50 / p99 / max (ms, the client's), the
+daemon's mean batch over the phase (its cumulative ``rtsearch_batch_size`` counters, differenced against the same
+daemon's previous phase), the GPU's mean use over the phase's wall span (``gpu_use.csv`` beside the JSON, as
+``bench/gpu_check.sh rtload`` writes it) and the phase's stage means (``stage_ms``: `bench.serving.stage_means`).
+
+    python bench/rtload_summary.py OUT/rtload.json [--gpu-use OUT/gpu_use.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _total(metrics: dict[str, float], name: str) -> float:
+    return sum(v for k, v in metrics.items() if k.split("{")[0] == name)
+
+
+def gpu_use(path: Path) -> list[tuple[float, float]]:
+    """``(unix time, use %)`` of each row of nvidia-smi's CSV (``timestamp, index, utilization.gpu, memory.used``)."""
+    out = []
+    with path.open() as f:
+        for row in list(csv.reader(f))[1:]:
+            when = datetime.datetime.strptime(row[0].strip(), "%Y/%m/%d %H:%M:%S.%f")
+            out.append((when.replace(tzinfo=datetime.UTC).timestamp(), float(row[2].split()[0])))
+    return out
+
+
+def rows(phases: list[dict[str, Any]], use: list[tuple[float, float]]) -> list[dict[str, Any]]:
+    """Each phase's figures (see the module docstring)."""
+    out, seen = [], {}  # daemon → (batches, spectra) at its previous phase
+    for p in phases:
+        daemon = p["phase"].split(" ", 1)[-1]
+        m = p.get("daemon_metrics") or {}
+        counts = (_total(m, "rtsearch_batch_size_count"), _total(m, "rtsearch_batch_size_sum"))
+        before = seen.get(daemon, (0.0, 0.0))
+        if counts[0] < before[0]:  # the same name again: another daemon, counted from 0
+            before = (0.0, 0.0)
+        seen[daemon] = counts
+        batches, spectra = counts[0] - before[0], counts[1] - before[1]
+        start, end = p["wall"]
+        during = [u for t, u in use if start <= t <= end]
+        lat = p["latency_ms"]
+        out.append({
+            "phase": p["phase"], "offered": p["offered_hz"], "answered": p["answered"], "lost": p["lost"],
+            "duplicates": p["duplicates"], "shed": p["statuses"].get("shed", 0), "p50": lat["p50"],
+            "p99": lat["p99"], "max": lat["max"], "batch": round(spectra / batches, 1) if batches else None,
+            "gpu_use": round(sum(during) / len(during), 1) if during else None, "stage_ms": p.get("stage_ms", {}),
+        })  # fmt: skip
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("json", type=Path)
+    ap.add_argument("--gpu-use", type=Path, help="nvidia-smi's CSV (default: gpu_use.csv beside the JSON, if there)")
+    args = ap.parse_args()
+    csv_path = args.gpu_use or args.json.with_name("gpu_use.csv")
+    use = gpu_use(csv_path) if csv_path.exists() else []
+    for r in rows(json.loads(args.json.read_text())["phases"], use):
+        stages = " ".join(f"{k} {v}" for k, v in r["stage_ms"].items())
+        print(f"{r['phase']:24s} {r['offered']:>8,.0f}/s answered {r['answered']:>9,} lost {r['lost']} dup "
+              f"{r['duplicates']} shed {r['shed']:>7,} p50 {r['p50']:>8} p99 {r['p99']:>8} max {r['max']:>8} "
+              f"batch {r['batch']} gpu {r['gpu_use']} % | {stages}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
