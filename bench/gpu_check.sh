@@ -2,7 +2,9 @@
 # Everything that needs the GPU machine, in one call (see bench/RESULTS.md):
 #   bash bench/gpu_check.sh [parity] [kernels] [probe] [bench] [library] [stream] [memsoak] [rtload] [shards] [latency] [bulk] [wall] [reader] [peers] [topdown] [signal] [elution] [cluster] [tdcluster] | all   (all = parity bench library stream)
 # rtload: bench/rtload_bench.py with RTLOAD_ARGS (the shared client and echo floor copied to .gpudata/tools), then
-#   with RTLOAD2_ARGS if set; nvidia-smi's GPU use logged beside (gpu_use.csv)
+#   with RTLOAD2_ARGS if set; nvidia-smi's GPU use logged beside (gpu_use.csv); read both with
+#   `python bench/rtload_summary.py OUT/rtload.json` (a line a phase: the client's figures, mean batch, GPU use, and
+#   where a spectrum's time went inside the daemon, stage by stage)
 # memsoak: bench/memory_soak.py with MEMSOAK_ARGS (the daemon's memory under rt_load.py; default 9 minutes of load,
 #   what a 600-s call holds after the daemon's ~25 s start (a soak left running for the next call to collect is
 #   gone: the next call gets a fresh machine, RESULTS 2026-11-28 23:10), at 30,000 /s with --lanes 4: half the
