@@ -8,12 +8,14 @@ arrays leave the pickle as buffers; it copies them into a region of shared memor
 and sends the pickle's head alone, one short write. The receiver copies each buffer out at once (one memcpy, into
 a `bytearray`: writable arrays that nothing else shares), so the sender may write its next message over them::
 
-    [u8 kind][u32 n][u64 size] * n [pickle head]     kind: in band (n = 0, the pickle whole), region, new region
+    [u8 kind][u32 n][u64 size] * n [pickle head]     kind: region, new region (the buffers in the region)
+    [u8 kind][u32 n][u64 size] * n [buffers] [pickle head]      kind: in band (each buffer 64-byte aligned)
 
 A region is the sender's: it grows (a new memfd, passed over the socket with ``SCM_RIGHTS`` right after the
 message that first uses it) and is reused. The two ends must take turns — each sends only after it has received
 the other's last message (the engine's batch, then its reply) — or a message could be overwritten before it was
-read. Objects whose arrays hold less than `REGION_MIN` bytes (a lone spectrum's batch, a reply) go in band.
+read. Objects whose arrays hold less than `REGION_MIN` bytes (a lone spectrum's batch, a reply) go in band, their
+buffers in the message itself (pickled once: a lone spectrum's batch sent and received 61 → 48 µs, bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -57,9 +59,18 @@ class Channel:
         buffers: list[pickle.PickleBuffer] = []
         head = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
         views = [b.raw() for b in buffers]
-        spans = [-(-v.nbytes // ALIGN) * ALIGN for v in views]
-        if sum(v.nbytes for v in views) < REGION_MIN:
-            self.conn.send_bytes(_HEAD.pack(IN_BAND, 0) + pickle.dumps(obj, protocol=5))
+        spans = [_aligned(v.nbytes) for v in views]
+        sizes = struct.pack(f"<{len(views)}Q", *(v.nbytes for v in views))
+        if sum(v.nbytes for v in views) < REGION_MIN:  # the buffers in the message, after its sizes, aligned
+            prefix = _HEAD.pack(IN_BAND, len(views)) + sizes
+            message = bytearray(_aligned(len(prefix)) + sum(spans) + len(head))
+            message[: len(prefix)] = prefix
+            at = _aligned(len(prefix))
+            for view, span in zip(views, spans, strict=True):
+                message[at : at + view.nbytes] = view
+                at += span
+            message[at:] = head
+            self.conn.send_bytes(message)
             return
         fd = self._grow(sum(spans)) if self._out is None or len(self._out) < sum(spans) else None
         assert self._out is not None
@@ -67,7 +78,6 @@ class Channel:
         for view, span in zip(views, spans, strict=True):
             self._out[at : at + view.nbytes] = view
             at += span
-        sizes = struct.pack(f"<{len(views)}Q", *(v.nbytes for v in views))
         self.conn.send_bytes(_HEAD.pack(REGION if fd is None else NEW_REGION, len(views)) + sizes + head)
         if fd is not None:
             try:
@@ -79,8 +89,14 @@ class Channel:
         """The next object the other end sent (raises `EOFError` or `OSError` when it is gone)."""
         first = self.conn.recv_bytes()
         kind, n = _HEAD.unpack_from(first)
-        if kind == IN_BAND:
-            return pickle.loads(memoryview(first)[_HEAD.size :])
+        sizes = struct.unpack_from(f"<{n}Q", first, _HEAD.size)
+        if kind == IN_BAND:  # one copy of the message, writable; each buffer a view of it (8-byte aligned)
+            whole = memoryview(bytearray(first))
+            views, at = [], _aligned(_HEAD.size + 8 * n)
+            for size in sizes:
+                views.append(whole[at : at + size])
+                at += _aligned(size)
+            return pickle.loads(whole[at:], buffers=views)
         if kind == NEW_REGION:
             try:
                 fds = recvfds(self._sock, 1)
@@ -89,14 +105,13 @@ class Channel:
             self._map(fds[0])
         if self._in is None:
             raise OSError("a message in a shared region that was never passed")
-        sizes = struct.unpack_from(f"<{n}Q", first, _HEAD.size)
         buffers, at = [], 0
         with memoryview(self._in) as region:
             for size in sizes:
                 buf = bytearray(size)
                 buf[:] = region[at : at + size]
                 buffers.append(buf)
-                at += -(-size // ALIGN) * ALIGN
+                at += _aligned(size)
         return pickle.loads(memoryview(first)[_HEAD.size + 8 * n :], buffers=buffers)
 
     def close(self) -> None:
@@ -132,6 +147,11 @@ class Channel:
         if self._in is not None:
             self._in.close()
         self._in = region
+
+
+def _aligned(nbytes: int) -> int:
+    """``nbytes`` rounded up to a multiple of `ALIGN`: where the next buffer starts."""
+    return -(-nbytes // ALIGN) * ALIGN
 
 
 def _anonymous_fd() -> int:

@@ -93,6 +93,11 @@ def test_small_strided_and_plain_objects(pair: tuple[Channel, Channel]) -> None:
     a.send(obj)
     assert a._out is None  # 192 bytes of arrays: in band, no region made
     got = b.recv()
+    a.send({"fortran": -grid})  # another in-band message: the arrays received before stay as they were
+    again = b.recv()["fortran"]
+    assert np.array_equal(again, -grid)
+    for arr in (got["fortran"], got["empty"], again):
+        assert arr.flags.writeable and arr.flags.aligned
     assert got["empty"].shape == (0,) and got["empty"].dtype == np.int64
     assert np.array_equal(got["strided"], grid[:, ::2]) and np.array_equal(got["fortran"], grid)
     assert got["text"] == obj["text"] and got["none"] is None
