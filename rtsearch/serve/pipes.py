@@ -15,7 +15,12 @@ A region is the sender's: it grows (a new memfd, passed over the socket with ``S
 message that first uses it) and is reused. The two ends must take turns — each sends only after it has received
 the other's last message (the engine's batch, then its reply) — or a message could be overwritten before it was
 read. Objects whose arrays hold less than `REGION_MIN` bytes (a lone spectrum's batch, a reply) go in band, their
-buffers in the message itself (pickled once: a lone spectrum's batch sent and received 61 → 48 µs, bench/RESULTS.md).
+buffers in the message itself (pickled once).
+
+Not `multiprocessing.shared_memory`: its segments are named files in /dev/shm that the process attaching one
+registers with its own resource tracker (Python < 3.13), which unlinks them when that process exits, and a daemon
+killed outright would leave them behind; a memfd has no name and goes when the last process holding it does.
+`bench/pipe_probe.py` times the round trip against a checkout that wrote through the pipe.
 """
 
 from __future__ import annotations
@@ -47,12 +52,6 @@ class Channel:
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=os.dup(conn.fileno()))  # fds go here
         self._out: mmap.mmap | None = None  # the region this end writes
         self._in: mmap.mmap | None = None  # the other end's region, mapped here
-
-    def fileno(self) -> int:
-        return self.conn.fileno()
-
-    def poll(self, timeout: float = 0.0) -> bool:
-        return self.conn.poll(timeout)
 
     def send(self, obj: Any) -> None:
         """Send ``obj`` (raises what `Connection.send_bytes` raises: the other end is gone)."""
