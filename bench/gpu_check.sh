@@ -59,6 +59,8 @@ export PYTHONPATH=/tmp/site:$PWD:$PWD/simulators PYTHONUNBUFFERED=1 RTSEARCH_DAT
 # NVLink multicast stays off on the shared multi-GPU hosts (the device tool's KINDS.md), in every child too
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+# the host's cores as lscpu counts them (threads a core: are the 16 "cores" 8 with two threads each?)
+lscpu 2>/dev/null | grep -E '^(Model name|CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\))' | tee -a "$out/gpu.txt"
 # MPS=1: every CUDA process of this call shares the GPU through CUDA MPS (the lanes' and workers' engine processes
 # run their kernels side by side instead of taking turns), under a control daemon of the call's own, quit at the
 # end; MPS=variants: started, not exported (a variant's words CUDA_MPS_PIPE_DIRECTORY=/tmp/rtsearch-mps/pipe put

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -38,10 +39,12 @@ sys.path.insert(0, str(ROOT / "simulators"))
 
 from bench.serving import (  # noqa: E402
     Served,
+    busy_cores,
     cpu_by_thread,
     daemon_metrics,
     echo_floor,
     free_port,
+    host_ticks,
     index_and_record,
     processes,
     stage_means,
@@ -164,10 +167,11 @@ def main() -> int:
                   pid: int = 0) -> None:
             cpu0 = cpu_by_thread(pid) if pid else {}
             m0 = daemon_metrics(port) if port else {}
-            t0 = time.time()
+            t0, h0 = time.time(), host_ticks()
             for line in rt_load(args.tools, mgf, *ep, "--rates", rates, "--seconds", str(seconds), "--senders",
                                 str(args.senders), "--tag", tag.replace(" ", "-"), *extra):  # fmt: skip
                 line["phase"], line["wall"] = tag, [round(t0, 2), round(time.time(), 2)]  # beside nvidia-smi's log
+                line["host_busy_cores"] = [busy_cores(h0, host_ticks()), os.cpu_count()]  # client and daemon alike
                 if port:
                     line["daemon_metrics"] = daemon_metrics(port)
                     line["stage_ms"] = stage_means(m0, line["daemon_metrics"])  # the phase's means, stage by stage

@@ -3,7 +3,8 @@
 For each phase: offered rate, answered, lost, duplicates, shed, latency p50 / p99 / max (ms, the client's), the
 daemon's mean batch over the phase (its cumulative ``rtsearch_batch_size`` counters, differenced against the same
 daemon's previous phase), the GPU's mean use over the phase's wall span (``gpu_use.csv`` beside the JSON, as
-``bench/gpu_check.sh rtload`` writes it) and the phase's stage means (``stage_ms``: `bench.serving.stage_means`).
+``bench/gpu_check.sh rtload`` writes it), the cores kept busy over that span by the whole host (client included)
+and by the daemon's processes, and the phase's stage means (``stage_ms``: `bench.serving.stage_means`).
 
     python bench/rtload_summary.py OUT/rtload.json [--gpu-use OUT/gpu_use.csv]
 """
@@ -48,11 +49,15 @@ def rows(phases: list[dict[str, Any]], use: list[tuple[float, float]]) -> list[d
         start, end = p["wall"]
         during = [u for t, u in use if start <= t <= end]
         lat = p["latency_ms"]
+        host = p.get("host_busy_cores")
         out.append({
             "phase": p["phase"], "offered": p["offered_hz"], "answered": p["answered"], "lost": p["lost"],
             "duplicates": p["duplicates"], "shed": p["statuses"].get("shed", 0), "p50": lat["p50"],
             "p99": lat["p99"], "max": lat["max"], "batch": round(spectra / batches, 1) if batches else None,
             "gpu_use": round(sum(during) / len(during), 1) if during else None, "stage_ms": p.get("stage_ms", {}),
+            "host_cores": f"{host[0]}/{host[1]}" if host else None,
+            "daemon_cores": round(sum(p["cpu_s"].values()) / (end - start), 2) if p.get("cpu_s") and end > start
+            else None,
         })  # fmt: skip
     return out
 
@@ -68,7 +73,8 @@ def main() -> int:
         stages = " ".join(f"{k} {v}" for k, v in r["stage_ms"].items())
         print(f"{r['phase']:24s} {r['offered']:>8,.0f}/s answered {r['answered']:>9,} lost {r['lost']} dup "
               f"{r['duplicates']} shed {r['shed']:>7,} p50 {r['p50']:>8} p99 {r['p99']:>8} max {r['max']:>8} "
-              f"batch {r['batch']} gpu {r['gpu_use']} % | {stages}")  # fmt: skip
+              f"batch {r['batch']} gpu {r['gpu_use']} % cores {r['host_cores']} daemon {r['daemon_cores']} "
+              f"| {stages}")  # fmt: skip
     return 0
 
 

@@ -124,6 +124,19 @@ def _ticks(stat: str) -> int:
     return int(fields[11]) + int(fields[12])  # utime + stime (fields 14 and 15 of proc(5))
 
 
+def host_ticks(stat: str = "/proc/stat") -> tuple[int, int]:
+    """The host's CPU time so far, in clock ticks summed over its CPUs: (busy, all). Busy is user, nice, system,
+    irq, softirq and steal; the rest is idle and iowait (proc(5), the ``cpu`` line)."""
+    fields = [int(v) for v in Path(stat).read_text().split("\n", 1)[0].split()[1:9]]
+    return sum(fields) - fields[3] - fields[4], sum(fields)
+
+
+def busy_cores(before: tuple[int, int], after: tuple[int, int], cpus: int | None = None) -> float:
+    """Cores the host kept busy on average between two `host_ticks` readings (of ``cpus``, default all)."""
+    busy, total = after[0] - before[0], after[1] - before[1]
+    return round(busy / total * (cpus or os.cpu_count() or 1), 2) if total > 0 else 0.0
+
+
 def processes() -> dict[int, tuple[int, str]]:
     """Every process of this host now: pid → (parent pid, name as it named itself: `name_os_thread`)."""
     out: dict[int, tuple[int, str]] = {}

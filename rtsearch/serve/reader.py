@@ -12,11 +12,16 @@ import zmq
 
 from rtsearch.serve.chunks import CHUNK_MAX, ChunkBuilder, Received, SpectraChunk, block_items
 from rtsearch.serve.routing import LaneOf
+from rtsearch.serve.runtime import env_number
 from rtsearch.wire import RawSpectrum, RunEnd, decode
 from rtsearch.wire_batch import SPECTRA as SPECTRA_TOPIC
 from rtsearch.wire_batch import SpectraBlock, decode_spectra
 
-FLUSH_S = 0.001  # a chunk goes at most this long after its first message was read
+FLUSH_S = 0.001  # a chunk goes at most this long after its first message was read (RTSEARCH_INTAKE_FLUSH_MS: bench)
+# behind the lanes' front each read is cut into a chunk a lane, each smaller by the lanes: twice the wait (four lanes
+# on one H200, three calls: p99 better at 80,000 and 100,000 /s in every pair, at 60,000 in two calls of three,
+# 20,000-40,000 /s within the spread; bench/RESULTS.md 2026-11-29 06:30-07:15)
+LANES_FLUSH_S = 0.002
 COALESCE_HZ = 4000.0  # above this arrival rate a chunk waits (up to FLUSH_S) for more messages
 RATE_WINDOW = 32  # arrivals the rate is measured over
 
@@ -34,7 +39,8 @@ class Reader:
 
     Behind the door each of ``share`` processes sees ``1/share`` of the arrivals: it coalesces above
     ``COALESCE_HZ / share`` and waits up to ``FLUSH_S * share``, so the daemon gets as many chunks a
-    second, each as large, as from one intake process — its cost is per chunk, not per spectrum.
+    second, each as large, as from one intake process — its cost is per chunk, not per spectrum. Behind the lanes'
+    front, where each read is cut into a chunk a lane, it waits up to ``LANES_FLUSH_S * share``.
     """
 
     def __init__(self, sock: zmq.Socket[bytes], *, share: int = 1, keep_ms1: bool = False,
@@ -42,7 +48,8 @@ class Reader:
         """``lanes`` (behind the lanes' front, `rtsearch.serve.lanes`): each message goes to its run's lane, one
         chunk builder a lane (`read_lanes`); ``n_lanes`` of them."""
         self.sock = sock
-        self.flush_ns = int(FLUSH_S * share * 1e9)
+        flush_ms = env_number("RTSEARCH_INTAKE_FLUSH_MS", 1e3 * (FLUSH_S if lanes is None else LANES_FLUSH_S))
+        self.flush_ns = int(flush_ms * share * 1e6)
         self.coalesce_hz = COALESCE_HZ / share
         self.keep_ms1 = keep_ms1
         self.lanes = lanes

@@ -97,6 +97,23 @@ def test_an_intake_process_builds_each_lanes_chunks_of_its_runs(lanes3, data, tm
     assert isinstance(broken.message, wire.Invalid)  # naming no run: lane 0 answers it as malformed
 
 
+def test_behind_the_lanes_front_an_intake_coalesces_twice_as_long(lanes3, monkeypatch):
+    registry, (a, _) = lanes3
+    ctx: zmq.Context = zmq.Context()
+    pull = ctx.socket(zmq.PULL)
+    try:
+        # four intake processes: each waits up to 4 ms for a lone daemon, 8 ms for lanes (each lane's chunk smaller)
+        assert Reader(pull, share=4).flush_ns == 4_000_000
+        assert Reader(pull, share=4, lanes=a, n_lanes=3).flush_ns == 8_000_000
+        monkeypatch.setenv("RTSEARCH_INTAKE_FLUSH_MS", "0.5")  # the benchmarks' knob, for both
+        assert Reader(pull, share=4).flush_ns == Reader(pull, share=4, lanes=a, n_lanes=3).flush_ns == 2_000_000
+        monkeypatch.setenv("RTSEARCH_INTAKE_FLUSH_MS", "soon")  # not a number: the default, with a warning
+        assert Reader(pull, share=2, lanes=a, n_lanes=3).flush_ns == 4_000_000
+    finally:
+        pull.close(0)
+        ctx.term()
+
+
 def test_the_lanes_metrics_come_merged_with_a_lane_label():
     lanes = [DaemonMetrics(), DaemonMetrics()]
     servers = [m.serve(0) for m in lanes]

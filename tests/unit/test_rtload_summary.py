@@ -48,3 +48,20 @@ def test_stage_means_over_a_phase_summed_over_lanes() -> None:
     # observation in the phase are left out
     assert stage_means(before, after) == {"engine_batch": 10.0, "latency": 5.0}
     assert stage_means(after, after) == {}
+
+
+def test_cores_busy_on_the_host_and_in_the_daemon(tmp_path: Path) -> None:
+    from bench.serving import busy_cores, host_ticks
+
+    stat = tmp_path / "stat"
+    # user nice system idle iowait irq softirq steal: busy 100+0+50+0+0+10 = 160 of 400 ticks
+    stat.write_text("cpu  100 0 50 200 40 0 0 10 0 0\ncpu0 1 2 3 4 5 6 7 8\n")
+    assert host_ticks(stat) == (160, 400)
+    # 160 more busy ticks of 200 more: 0.8 of 16 cores
+    assert busy_cores((160, 400), (320, 600), 16) == 12.8
+    assert busy_cores((160, 400), (160, 400), 16) == 0.0
+    phase = _phase("daemon main", (100.0, 110.0), 10, 10, host_busy_cores=[12.8, 16],
+                   cpu_s={"lane_0/lane_0": 20.0, "intake_0/intake_0": 5.0})  # fmt: skip
+    got = rows([phase], [])[0]
+    assert got["host_cores"] == "12.8/16" and got["daemon_cores"] == 2.5  # 25 CPU s over 10 s
+    assert rows([_phase("floor", (0.0, 1.0), 0, 0)], [])[0]["daemon_cores"] is None
