@@ -7,6 +7,12 @@ daemon's previous phase), the GPU's mean use over the phase's wall span (``gpu_u
 and by the daemon's processes, and the phase's stage means (``stage_ms``: `bench.serving.stage_means`).
 
     python bench/rtload_summary.py OUT/rtload.json [--gpu-use OUT/gpu_use.csv]
+
+With several JSON files (calls) and ``--group NAME=LABEL,LABEL`` (repeatable), it prints instead each group's
+daemon p99 at each offered rate over every file, with the median: variants that stand for one setting under several
+labels, measured across calls (a daemon's label is the ``[...]`` of its phase's name).
+
+    python bench/rtload_summary.py call3/rtload.json call4/rtload.json --group 1ms=lanes4,lanes4b --group 2ms=fl2
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import argparse
 import csv
 import datetime
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -62,14 +69,41 @@ def rows(phases: list[dict[str, Any]], use: list[tuple[float, float]]) -> list[d
     return out
 
 
+def grouped(calls: list[list[dict[str, Any]]], groups: dict[str, set[str]]) -> dict[tuple[str, float], list[float]]:
+    """Each group's daemon p99s (ms) at each offered rate, call after call in order: ``groups`` names the variant
+    labels (``daemon main[LABEL]``) that stand for one setting."""
+    out: dict[tuple[str, float], list[float]] = {}
+    for phases in calls:
+        for p in phases:
+            name = p["phase"]
+            if not name.startswith("daemon ") or "[" not in name:
+                continue
+            label = name[name.index("[") + 1 : name.rindex("]")]
+            for group, labels in groups.items():
+                if label in labels:
+                    out.setdefault((group, p["offered_hz"]), []).append(p["latency_ms"]["p99"])
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("json", type=Path)
+    ap.add_argument("json", type=Path, nargs="+")
     ap.add_argument("--gpu-use", type=Path, help="nvidia-smi's CSV (default: gpu_use.csv beside the JSON, if there)")
+    ap.add_argument("--group", action="append", default=[], metavar="NAME=LABEL,LABEL",
+                    help="variant labels standing for one setting (then: each group's p99s and median a rate)")
     args = ap.parse_args()
-    csv_path = args.gpu_use or args.json.with_name("gpu_use.csv")
+    if args.group:
+        groups = {g.split("=", 1)[0]: set(g.split("=", 1)[1].split(",")) for g in args.group if "=" in g}
+        found = grouped([json.loads(f.read_text())["phases"] for f in args.json], groups)
+        for (group, rate), p99 in sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+            print(f"{group:10s} {rate:>9,.0f}/s p99 median {statistics.median(p99):8.1f} ms of {len(p99)}: "
+                  f"{', '.join(f'{v:.1f}' for v in p99)}")
+        return 0
+    if len(args.json) > 1:
+        ap.error("several JSON files need --group")
+    csv_path = args.gpu_use or args.json[0].with_name("gpu_use.csv")
     use = gpu_use(csv_path) if csv_path.exists() else []
-    for r in rows(json.loads(args.json.read_text())["phases"], use):
+    for r in rows(json.loads(args.json[0].read_text())["phases"], use):
         stages = " ".join(f"{k} {v}" for k, v in r["stage_ms"].items())
         print(f"{r['phase']:24s} {r['offered']:>8,.0f}/s answered {r['answered']:>9,} lost {r['lost']} dup "
               f"{r['duplicates']} shed {r['shed']:>7,} p50 {r['p50']:>8} p99 {r['p99']:>8} max {r['max']:>8} "

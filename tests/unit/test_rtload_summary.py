@@ -65,3 +65,17 @@ def test_cores_busy_on_the_host_and_in_the_daemon(tmp_path: Path) -> None:
     got = rows([phase], [])[0]
     assert got["host_cores"] == "12.8/16" and got["daemon_cores"] == 2.5  # 25 CPU s over 10 s
     assert rows([_phase("floor", (0.0, 1.0), 0, 0)], [])[0]["daemon_cores"] is None
+
+
+def test_variants_grouped_across_calls_by_setting() -> None:
+    from bench.rtload_summary import grouped
+
+    def daemon(label: str, rate: float, p99: float) -> dict:
+        return {"phase": f"daemon main[{label}]", "offered_hz": rate, "latency_ms": {"p99": p99}}
+
+    call1 = [{"phase": "floor", "offered_hz": 200.0, "latency_ms": {"p99": 1.0}},  # no daemon: left out
+             daemon("lanes4", 60000.0, 50.0), daemon("fl2", 60000.0, 40.0), daemon("fl2", 80000.0, 60.0),
+             {"phase": "overload main", "offered_hz": 60000.0, "latency_ms": {"p99": 9.0}}]  # not a daemon row
+    call2 = [daemon("old", 60000.0, 70.0), daemon("new", 60000.0, 45.0), daemon("other", 60000.0, 1.0)]
+    got = grouped([call1, call2], {"1ms": {"lanes4", "old"}, "2ms": {"fl2", "new"}})
+    assert got == {("1ms", 60000.0): [50.0, 70.0], ("2ms", 60000.0): [40.0, 45.0], ("2ms", 80000.0): [60.0]}
