@@ -6,7 +6,10 @@ daemon's previous phase), the GPU's mean use over the phase's wall span (``gpu_u
 ``bench/gpu_check.sh rtload`` writes it), the cores kept busy over that span by the whole host (client included)
 and by the daemon's processes, and the phase's stage means (``stage_ms``: `bench.serving.stage_means`).
 
-    python bench/rtload_summary.py OUT/rtload.json [--gpu-use OUT/gpu_use.csv]
+    python bench/rtload_summary.py OUT/rtload.json [--gpu-use OUT/gpu_use.csv] [--cpu]
+
+``--cpu`` adds, under each phase, the daemon's CPU µs an answered spectrum by kind of process (intake, lane,
+engine, the front…: its threads' CPU seconds over the phase, as ``rtload_bench`` records them).
 
 With several JSON files (calls) and ``--group NAME=LABEL,LABEL`` (repeatable), it prints instead each group's
 daemon p99 at each offered rate over every file, with the median: variants that stand for one setting under several
@@ -21,14 +24,15 @@ import argparse
 import csv
 import datetime
 import json
+import re
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-def _total(metrics: dict[str, float], name: str) -> float:
-    return sum(v for k, v in metrics.items() if k.split("{")[0] == name)
+from bench.serving import metric_total  # noqa: E402
 
 
 def gpu_use(path: Path) -> list[tuple[float, float]]:
@@ -47,7 +51,7 @@ def rows(phases: list[dict[str, Any]], use: list[tuple[float, float]]) -> list[d
     for p in phases:
         daemon = p["phase"].split(" ", 1)[-1]
         m = p.get("daemon_metrics") or {}
-        counts = (_total(m, "rtsearch_batch_size_count"), _total(m, "rtsearch_batch_size_sum"))
+        counts = (metric_total(m, "rtsearch_batch_size_count"), metric_total(m, "rtsearch_batch_size_sum"))
         before = seen.get(daemon, (0.0, 0.0))
         if counts[0] < before[0]:  # the same name again: another daemon, counted from 0
             before = (0.0, 0.0)
@@ -65,8 +69,20 @@ def rows(phases: list[dict[str, Any]], use: list[tuple[float, float]]) -> list[d
             "host_cores": f"{host[0]}/{host[1]}" if host else None,
             "daemon_cores": round(sum(p["cpu_s"].values()) / (end - start), 2) if p.get("cpu_s") and end > start
             else None,
+            "cpu_us": cpu_per_spectrum(p.get("cpu_s") or {}, p["answered"]),
         })  # fmt: skip
     return out
+
+
+def cpu_per_spectrum(cpu_s: dict[str, float], answered: int) -> dict[str, float]:
+    """The daemon's CPU µs an answered spectrum by kind of process (``lane_0``, ``lane_1``… as ``lane``; the front or
+    lone daemon is ``daemon``), from a phase's ``cpu_s`` (``process/thread``: CPU seconds), costliest first."""
+    kinds: dict[str, float] = {}
+    for key, seconds in cpu_s.items():
+        kind = re.sub(r"_\d+$", "", key.split("/", 1)[0])
+        kinds[kind] = kinds.get(kind, 0.0) + seconds
+    return {k: round(v / answered * 1e6, 1) for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])} if answered \
+        else {}  # fmt: skip
 
 
 def grouped(calls: list[list[dict[str, Any]]], groups: dict[str, set[str]]) -> dict[tuple[str, float], list[float]]:
@@ -91,6 +107,8 @@ def main() -> int:
     ap.add_argument("--gpu-use", type=Path, help="nvidia-smi's CSV (default: gpu_use.csv beside the JSON, if there)")
     ap.add_argument("--group", action="append", default=[], metavar="NAME=LABEL,LABEL",
                     help="variant labels standing for one setting (then: each group's p99s and median a rate)")
+    ap.add_argument("--cpu", action="store_true",
+                    help="also the daemon's CPU µs an answered spectrum by kind of process, under each phase's line")
     args = ap.parse_args()
     if args.group:
         groups = {g.split("=", 1)[0]: set(g.split("=", 1)[1].split(",")) for g in args.group if "=" in g}
@@ -109,6 +127,8 @@ def main() -> int:
               f"{r['duplicates']} shed {r['shed']:>7,} p50 {r['p50']:>8} p99 {r['p99']:>8} max {r['max']:>8} "
               f"batch {r['batch']} gpu {r['gpu_use']} % cores {r['host_cores']} daemon {r['daemon_cores']} "
               f"| {stages}")  # fmt: skip
+        if args.cpu and r["cpu_us"]:
+            print("    CPU µs a spectrum: " + ", ".join(f"{k} {v}" for k, v in r["cpu_us"].items()))
     return 0
 
 

@@ -103,13 +103,16 @@ def daemon_metrics(port: int) -> dict[str, float]:
     return out
 
 
+def metric_total(metrics: dict[str, float], name: str) -> float:
+    """A `daemon_metrics` reading's ``name`` summed over its series (every label: a lanes' front has one a lane)."""
+    return sum(v for k, v in metrics.items() if k.split("{")[0] == name)
+
+
 def stage_means(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     """Each `STAGES` histogram's mean over what was observed between two `daemon_metrics` readings, in ms, summed
     over the lanes' series: how long a spectrum was old on arrival, waited for the daemon to take it, waited in the
     batcher, how long a batch was scored, and receipt to publication (the daemon's latency)."""
-    def total(m: dict[str, float], name: str) -> float:
-        return sum(v for k, v in m.items() if k.split("{")[0] == name)
-
+    total = metric_total
     out = {}
     for stage in STAGES:
         n = total(after, f"{stage}_count") - total(before, f"{stage}_count")

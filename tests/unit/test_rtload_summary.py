@@ -67,6 +67,17 @@ def test_cores_busy_on_the_host_and_in_the_daemon(tmp_path: Path) -> None:
     assert rows([_phase("floor", (0.0, 1.0), 0, 0)], [])[0]["daemon_cores"] is None
 
 
+def test_cpu_an_answered_spectrum_by_kind_of_process() -> None:
+    from bench.rtload_summary import cpu_per_spectrum
+
+    cpu_s = {"daemon/loop": 0.5, "daemon/ZMQbg/IO/0": 0.5, "lane_0/lane_0": 2.0, "lane_1/results": 1.0,
+             "intake_0/intake_0": 3.0, "intake_3/ZMQbg/IO/0": 1.0, "refit/refit": 0.2}  # fmt: skip
+    # 100,000 answered: intake 4 s → 40 µs, lane 3 s → 30, the front 1 s → 10, refit 0.2 s → 2; costliest first
+    assert cpu_per_spectrum(cpu_s, 100_000) == {"intake": 40.0, "lane": 30.0, "daemon": 10.0, "refit": 2.0}
+    assert list(cpu_per_spectrum(cpu_s, 100_000)) == ["intake", "lane", "daemon", "refit"]
+    assert cpu_per_spectrum(cpu_s, 0) == {}
+
+
 def test_variants_grouped_across_calls_by_setting() -> None:
     from bench.rtload_summary import grouped
 
