@@ -67,7 +67,7 @@ from bench.cluster_reading import (  # noqa: E402
     worker_pids,
 )
 from bench.latency_timeline import Timeline  # noqa: E402
-from bench.rtload_bench import lane_pids, py_spy, rt_load, write_mgf  # noqa: E402
+from bench.rtload_bench import child_pids, py_spy, rt_load, write_mgf  # noqa: E402
 from bench.serving import Served, cpu_by_thread, echo_floor, index_and_record  # noqa: E402
 from rtsearch.cluster.partition import (  # noqa: E402
     LiveCuts,
@@ -172,7 +172,7 @@ def one_rate(args: argparse.Namespace, served: Served, mgf: Path, label: str, ra
     spies = []
     if args.json and rate in args.py_spy.split(","):  # each lane by itself, else the daemon and its children
         stem = f"py-spy-{label.replace(':', '-')}-{rate}"
-        lanes = lane_pids(served.proc.pid) or {"": served.proc.pid}
+        lanes = child_pids(served.proc.pid) or {"": served.proc.pid}
         spies = [py_spy(pid, args.seconds, args.json.parent / f"{stem}{'-' if lane else ''}{lane}.txt",
                         args.py_spy_mode) for lane, pid in lanes.items()]  # fmt: skip
     ok = True

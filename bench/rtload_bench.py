@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "simulators"))
 
+from bench.results_tap import tap_latency  # noqa: E402
 from bench.serving import (  # noqa: E402
     Served,
     busy_cores,
@@ -86,12 +87,13 @@ def daemon(code: Path, tmp: Path, phase: Any, args: argparse.Namespace, label: s
         for rate in args.rates.split(","):
             seconds = args.low_seconds if float(rate) <= 1000 else args.seconds
             # with lanes, lane 0 and its children recorded (the front's recording holds few of a lane's samples)
-            spied = dict(sorted(lane_pids(pid).items())[:1]) or {"": pid}
-            spy = py_spy(next(iter(spied.values())), seconds,
-                         args.out / f"py-spy-{code.name}{label}{''.join(spied)}-{rate}.txt", args.py_spy_mode) \
-                if rate in args.py_spy.split(",") else None  # fmt: skip
+            # with lanes, the first of each kind named by --py-spy-procs and its children recorded, each by itself
+            spied = {k: v for prefix in args.py_spy_procs.split(",")
+                     for k, v in sorted(child_pids(pid, prefix).items())[:1]} or {"": pid}  # fmt: skip
+            spies = [py_spy(p, seconds, args.out / f"py-spy-{code.name}{label}{k}-{rate}.txt", args.py_spy_mode)
+                     for k, p in spied.items()] if rate in args.py_spy.split(",") else []  # fmt: skip
             phase(f"daemon {name}", rate, seconds, *budget, ep=ep, port=port, pid=pid)
-            if spy is not None:
+            for spy in spies:
                 spy.wait(60)
         if args.overload:
             tight = ["--budget-ms", str(args.overload_budget_ms)] if args.overload_budget_ms else budget
@@ -118,11 +120,11 @@ def py_spy(pid: int, seconds: float, out: Path, mode: str = "gil") -> subprocess
     return subprocess.Popen(["sh", "-c", f"sleep 1; exec {' '.join(cmd)}"])
 
 
-def lane_pids(front: int) -> dict[str, int]:
-    """The lane processes (`rtsearch serve --lanes`: named ``lane_K``) among ``front``'s children, by name (none on a
-    daemon without lanes): a lane is recorded by itself (`py_spy` of the front with ``--subprocesses`` gave five
-    samples of 3 s at 13,000 /s, all of the front's, bench/RESULTS.md 2026-11-27 16:55)."""
-    return {name: pid for pid, (parent, name) in processes().items() if parent == front and name.startswith("lane")}
+def child_pids(front: int, prefix: str = "lane") -> dict[str, int]:
+    """``front``'s child processes whose names start with ``prefix`` (`rtsearch serve --lanes`: lanes ``lane_K``,
+    intake processes ``intake_K``), by name: each is recorded by itself (`py_spy` of the front with
+    ``--subprocesses`` gave five samples of 3 s at 13,000 /s, all of the front's, bench/RESULTS.md 2026-11-27 16:55)."""
+    return {name: pid for pid, (parent, name) in processes().items() if parent == front and name.startswith(prefix)}
 
 
 def main() -> int:
@@ -150,9 +152,15 @@ def main() -> int:
                    help="the checkout whose daemon is measured (default this one); several: one after the other")
     p.add_argument("--py-spy", default="", metavar="RATES",
                    help="record the daemon with py-spy during the phases at these rates (comma-separated)")
+    p.add_argument("--py-spy-procs", default="lane", metavar="PREFIXES",
+                   help="with lanes, which of the front's child processes are recorded: the first whose name starts "
+                   "with each comma-separated prefix (lane, intake), each with its children")
     p.add_argument("--py-spy-mode", choices=("gil", "idle", "native"), default="gil",
                    help="gil: threads holding a GIL; idle: every thread, waiting too; native: C frames too")
     p.add_argument("--out", type=Path, default=Path("."), help="where the py-spy recordings go")
+    p.add_argument("--tap", action="store_true",
+                   help="a second, lighter subscriber beside the client (bench/results_tap.py): each phase's latency "
+                   "as it sees it (tap_ms), to tell the daemon's delays from the client collector's")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     backend, res, index = index_and_record(args.data, args.proteins, args.index_cache)
@@ -167,9 +175,20 @@ def main() -> int:
                   pid: int = 0) -> None:
             cpu0 = cpu_by_thread(pid) if pid else {}
             m0 = daemon_metrics(port) if port else {}
+            tap_file = tmp / f"tap-{len(phases)}.npy"
+            tap = subprocess.Popen([sys.executable, str(ROOT / "bench" / "results_tap.py"), ep[1], str(tap_file)]) \
+                if args.tap else None  # fmt: skip
+            if tap is not None:
+                time.sleep(0.3)  # subscribed before the client's first spectrum
             t0, h0 = time.time(), host_ticks()
-            for line in rt_load(args.tools, mgf, *ep, "--rates", rates, "--seconds", str(seconds), "--senders",
-                                str(args.senders), "--tag", tag.replace(" ", "-"), *extra):  # fmt: skip
+            lines = rt_load(args.tools, mgf, *ep, "--rates", rates, "--seconds", str(seconds), "--senders",
+                            str(args.senders), "--tag", tag.replace(" ", "-"), *extra)  # fmt: skip
+            if tap is not None:
+                tap.terminate()
+                tap.wait(30)
+            for line in lines:
+                if tap is not None:  # the lighter subscriber's view of the same answers (bench/results_tap.py)
+                    line["tap_ms"] = tap_latency(tap_file, t0, time.time())
                 line["phase"], line["wall"] = tag, [round(t0, 2), round(time.time(), 2)]  # beside nvidia-smi's log
                 line["host_busy_cores"] = [busy_cores(h0, host_ticks()), os.cpu_count()]  # client and daemon alike
                 if port:

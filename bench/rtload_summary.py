@@ -9,11 +9,13 @@ and by the daemon's processes, and the phase's stage means (``stage_ms``: `bench
     python bench/rtload_summary.py OUT/rtload.json [--gpu-use OUT/gpu_use.csv] [--cpu]
 
 ``--cpu`` adds, under each phase, the daemon's CPU µs an answered spectrum by kind of process (intake, lane,
-engine, the front…: its threads' CPU seconds over the phase, as ``rtload_bench`` records them).
+engine, the front…: its threads' CPU seconds over the phase, as ``rtload_bench`` records them). A phase measured
+with ``rtload_bench.py --tap`` also shows the latency a second, lighter subscriber saw (`bench/results_tap.py`).
 
 With several JSON files (calls) and ``--group NAME=LABEL,LABEL`` (repeatable), it prints instead each group's
 daemon p99 at each offered rate over every file, with the median: variants that stand for one setting under several
-labels, measured across calls (a daemon's label is the ``[...]`` of its phase's name).
+labels, measured across calls (a daemon's label is the ``[...]`` of its phase's name, else its checkout's name); a
+group named with ``tap`` collects the lighter subscriber's p99s (``rtload_bench.py --tap``) instead of the client's.
 
     python bench/rtload_summary.py call3/rtload.json call4/rtload.json --group 1ms=lanes4,lanes4b --group 2ms=fl2
 """
@@ -70,6 +72,7 @@ def rows(phases: list[dict[str, Any]], use: list[tuple[float, float]]) -> list[d
             "daemon_cores": round(sum(p["cpu_s"].values()) / (end - start), 2) if p.get("cpu_s") and end > start
             else None,
             "cpu_us": cpu_per_spectrum(p.get("cpu_s") or {}, p["answered"]),
+            "tap": p.get("tap_ms") or {},
         })  # fmt: skip
     return out
 
@@ -87,17 +90,19 @@ def cpu_per_spectrum(cpu_s: dict[str, float], answered: int) -> dict[str, float]
 
 def grouped(calls: list[list[dict[str, Any]]], groups: dict[str, set[str]]) -> dict[tuple[str, float], list[float]]:
     """Each group's daemon p99s (ms) at each offered rate, call after call in order: ``groups`` names the variant
-    labels (``daemon main[LABEL]``) that stand for one setting."""
+    labels (``daemon main[LABEL]``), or for a daemon without one its checkout's name (``daemon base``: ``base``), that
+    stand for one setting. With ``tap`` in a group's name, the lighter subscriber's p99s (``tap_ms``) instead."""
     out: dict[tuple[str, float], list[float]] = {}
     for phases in calls:
         for p in phases:
             name = p["phase"]
-            if not name.startswith("daemon ") or "[" not in name:
+            if not name.startswith("daemon "):
                 continue
-            label = name[name.index("[") + 1 : name.rindex("]")]
+            label = name[name.index("[") + 1 : name.rindex("]")] if "[" in name else name.split(" ", 1)[1]
             for group, labels in groups.items():
-                if label in labels:
-                    out.setdefault((group, p["offered_hz"]), []).append(p["latency_ms"]["p99"])
+                p99 = (p.get("tap_ms") or {}).get("sent_p99") if "tap" in group else p["latency_ms"]["p99"]
+                if label in labels and p99 is not None:
+                    out.setdefault((group, p["offered_hz"]), []).append(p99)
     return out
 
 
@@ -127,6 +132,9 @@ def main() -> int:
               f"{r['duplicates']} shed {r['shed']:>7,} p50 {r['p50']:>8} p99 {r['p99']:>8} max {r['max']:>8} "
               f"batch {r['batch']} gpu {r['gpu_use']} % cores {r['host_cores']} daemon {r['daemon_cores']} "
               f"| {stages}")  # fmt: skip
+        if (t := r["tap"]).get("n"):  # the lighter subscriber's view (rtload_bench.py --tap)
+            print(f"    tap ({t['n']:,} answers): sent → tap p50 {t.get('sent_p50')} p99 {t.get('sent_p99')} ms, "
+                  f"published → tap p50 {t.get('published_p50')} p99 {t.get('published_p99')} ms")
         if args.cpu and r["cpu_us"]:
             print("    CPU µs a spectrum: " + ", ".join(f"{k} {v}" for k, v in r["cpu_us"].items()))
     return 0

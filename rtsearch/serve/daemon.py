@@ -56,6 +56,7 @@ from rtsearch.serve.publish import Answer, Publisher, unscored
 from rtsearch.serve.refits import Refitter
 from rtsearch.serve.runs import RunBook, note_scans
 from rtsearch.serve.runtime import freeze_heap, gil_switch_s, single_threaded_blas
+from rtsearch.serve.shed_book import ShedBook
 from rtsearch.serve.stats import Answered, Mqtt, Ready, RunAnswered, Runs, Shed
 from rtsearch.serve.stats import Received as ReceivedStats
 from rtsearch.serve.workers import WorkerPool
@@ -105,6 +106,7 @@ class Daemon:
         self.runs = RunBook(self.ends.new_run, max_open=cfg.max_open_runs, idle_s=cfg.run_idle_s,
                             settle_s=0.0 if self.intakes == 1 and lane is None else SETTLE_S, clock=clock)  # fmt: skip
         self.ends.runs = self.runs
+        self.sheds = ShedBook(self.runs, self.ends.maybe_finish)  # door-shed spectra, booked when their lock is free
         self.pool = WorkerPool(target, cfg, answer=self._answer, refitter=self.refitter, record=self.metrics.record,
                                clock=clock, cluster_backend=cluster_backend, share=lane.share if lane else None)
         self.publisher: Publisher | None = None
@@ -262,6 +264,7 @@ class Daemon:
             log.warning("%d spectra of stopped workers answered shed", len(left))
             self._shed(left, "shutdown", "daemon shutting down before it could be scored")
         await asyncio.sleep(0)  # run ends the workers handed to the loop
+        self.sheds.book(wait=True)
         for state in self.runs.ending_all():
             self.ends.maybe_finish(state)
         await self.ends.wait(bound)  # run files are written even when scoring overran (bounded again)
@@ -320,8 +323,8 @@ class Daemon:
                 self._shed(refused, code, reason)
 
     def _on_shed(self, shed: ShedChunk) -> None:
-        """Spectra an intake process answered ``shed`` at the door: booked in their runs (results files, counts,
-        metrics), not published again."""
+        """Spectra an intake process answered ``shed`` at the door: booked in their runs (results files, counts:
+        `ShedBook`, without waiting on a run's lock) and the metrics, not published again."""
         chunk = shed.chunk
         states = [self.runs.state(name) for name in chunk.runs]
         run = chunk.ints[:, _RUN]
@@ -330,10 +333,9 @@ class Daemon:
         self.runs.received([(state, len(rows), 0) for state, rows in groups])
         answered: list[RunAnswered] = []
         for state, rows in groups:
-            scans, prec, ids = chunk.ints[rows, _SCAN], chunk.floats[rows, _PREC], chunk.ids_at(rows)
-            with state.lock:
-                state.live.book_unscored(ResultStatus.SHED, scans, prec, [shed.reason] * len(rows), ids)
+            scans = chunk.ints[rows, _SCAN]
             note_scans(state, scans)
+            self.sheds.add(state, scans, chunk.floats[rows, _PREC], chunk.ids_at(rows), shed.reason)
             answered.append(RunAnswered(state.name, len(rows), 0, state.threshold))
         latency = shed.published_mono - chunk.ints[:, _MONO]
         missed = int(np.count_nonzero(latency > budgets_ns(chunk.floats, self.cfg.budget_ms)))
@@ -341,8 +343,6 @@ class Daemon:
         n = len(chunk)
         self.metrics.record(ReceivedStats(spectra=levels), Shed("door", n),
                             Answered(latency / 1e9, missed, {"shed": n}, answered))
-        for state in self.runs.answered([(state, len(rows)) for state, rows in groups]):
-            self.ends.maybe_finish(state)
 
     def _on_message(self, rec: Received) -> None:
         """A control message or a malformed one (spectra come in chunks: `_on_spectra`)."""

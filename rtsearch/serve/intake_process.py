@@ -66,7 +66,12 @@ DRAIN_QUIET_S = 0.02  # at STOP, the socket counts as drained once it stayed emp
 DRAIN_MAX_S = 1.0  # ... or after this long (a sender that keeps sending is not read forever)
 SHED_REPORT_NS = 20_000_000  # spectra answered at the door are reported to the daemon at most this late
 HOLD_NS = 5_000_000  # the daemon this far behind its pipe: what is read waits here, where it can still be shed
-HOLD_POLL_MS = 1  # how often what waits here is looked at again
+HOLD_POLL_MS = 1  # how often a process holding what it read looks whether the daemon caught up
+# how often what is held is screened again (what is read is screened as it comes): each pass costs ~20 µs a held chunk
+# (development machine), and re-screening every held chunk at each read and each poll kept an intake process busy
+# exactly while the daemon lagged. Safe below `HOLD_NS`: while held a spectrum's predicted wait exceeds HOLD_NS, so
+# one predicted late just after a pass is answered before its budget runs out
+HOLD_SCREEN_NS = 2_000_000
 SHED_REASON = "overload: the daemon's queue would answer it after its budget (answered at the door)"
 
 Item = SpectraChunk | Received | ShedChunk
@@ -220,6 +225,7 @@ class Out:
         self.door = Door(ctx, shedding.results, Advice(shedding.advice), shedding.budget_ms, index, share) \
             if shedding else None  # fmt: skip
         self.held: list[SpectraChunk | Received] = []
+        self._screened = 0  # monotonic ns of the last pass over what is held
 
     def due_ms(self) -> int | None:
         due = self.door.due_in_ms() if self.door is not None else None
@@ -231,13 +237,19 @@ class Out:
             if items:
                 send_items(self.conn, items)
             return
-        self.held.extend(items)
-        if self.held and not self.door.holding():
-            send_items(self.conn, self.door.apply(self.held))
+        door = self.door
+        if (self.held or items) and not door.holding():
+            send_items(self.conn, door.apply([*self.held, *items]))
             self.held = []
-        else:
-            self.held = self.door.screen(self.held)  # what became late while held is answered now
-            send_items(self.conn, self.door.report())
+            return
+        now = time.monotonic_ns()
+        if self.held and now - self._screened >= HOLD_SCREEN_NS:  # what became late while held is answered now
+            self.held, self._screened = door.screen(self.held), now
+        elif not self.held:
+            self._screened = now
+        if items:
+            self.held.extend(door.screen(items))  # what was just read, at once
+        send_items(self.conn, door.report())
 
     def finish(self, items: Sequence[SpectraChunk | Received]) -> None:
         """Stopping: what is held and ``items`` (the socket's drain) handed over now, then the door's last report."""

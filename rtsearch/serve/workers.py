@@ -39,7 +39,7 @@ from rtsearch.serve.jobs import Jobs
 from rtsearch.serve.pending import Claim, Pending
 from rtsearch.serve.publish import Answer, unscored
 from rtsearch.serve.refits import Refitter
-from rtsearch.serve.runtime import name_os_thread
+from rtsearch.serve.runtime import env_number, name_os_thread
 from rtsearch.serve.stats import Queue, Stat, Taken
 from rtsearch.types import ResultStatus
 
@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 SLOW_BATCH_S = float(os.environ.get("RTSEARCH_SLOW_BATCH_S", "0.5"))  # slower engine batches are logged
 WARM_UP_SIZES = (1, 7, 64, 512)  # batch sizes each worker scores before intake opens (and max_batch)
-OVERLAP_MIN = 1024  # spectra waiting before an engine thread other than the first takes a batch (`_take`)
+OVERLAP_MIN = int(env_number("RTSEARCH_OVERLAP_MIN", 1024))  # waiting spectra that let engines after the first take one
 
 Answers = Callable[[list[Answer]], None]
 Refusal = tuple[Jobs, str, str]  # spectra refused at enqueue, the shed metric's reason code, the answer's reason

@@ -198,3 +198,53 @@ def test_the_door_holds_what_it_reads_while_the_daemon_lags_and_sheds_what_grows
     finally:
         door.close()
         ctx.term()
+
+
+def test_what_is_held_is_screened_again_every_few_ms_not_at_each_read() -> None:
+    """While the daemon lags, an intake process used to screen everything it held at each read and each 1-ms poll
+    (~20 µs a held chunk): busiest exactly when the daemon was behind. Held chunks are now screened again once
+    `HOLD_SCREEN_NS` passed; what is read is screened as it comes; and a spectrum grown late while held is still
+    answered at the door, not handed over."""
+    import socket
+    import time
+
+    import zmq
+
+    from rtsearch.serve.intake_process import HOLD_NS, HOLD_SCREEN_NS, Out, Shedding
+
+    assert HOLD_SCREEN_NS < HOLD_NS  # held spectra wait more than HOLD_NS: a pass that late still answers in time
+    ctx = zmq.Context()
+    advice = Advice(intakes=1)
+    ours, theirs = socket.socketpair()
+    out = Out(ctx, ours, Shedding("inproc://nobody-reads", advice.shared, 100.0), 0, 1)
+    assert out.door is not None
+    passes: list[int] = []
+    screen = out.door.screen
+    out.door.screen = lambda items, **kw: (passes.append(len(items)), screen(items, **kw))[1]  # type: ignore[method-assign]
+    try:
+        mono, wall = time.monotonic_ns(), time.time_ns()
+        empty = (np.zeros(0), np.zeros(0, np.float32))
+
+        def chunk(sent_ms_ago: float, received_ago_ns: int = 0) -> SpectraChunk:
+            ints, floats = _columns([(2, wall - int(sent_ms_ago * MS), wall, np.nan)])
+            ints[0, INT_COLUMNS.index("mono_ns")] = mono - received_ago_ns
+            return SpectraChunk(["r"], [(2,)], ints, floats, *empty, np.zeros(2, np.int64))
+
+        out.hand([chunk(0, HOLD_NS + MS)])  # handed over, never taken: the daemon lags from now on
+        assert out.door.holding() and passes == [1]
+        young = chunk(10)
+        out.hand([young])  # read while the daemon lags: screened once (10 + >=6 ms < 100 ms: kept)
+        assert out.held == [young] and passes == [1, 1]
+        for _ in range(20):  # reads and polls within HOLD_SCREEN_NS: what is held is not screened again
+            out.hand([])
+        assert passes == [1, 1]
+        time.sleep(HOLD_SCREEN_NS / 1e9)
+        old = chunk(95)  # read now, 95 + >= 6 ms > 100 ms: answered at the door at once
+        out.hand([old])
+        assert passes == [1, 1, 1, 1] and out.held == [young]  # the held one screened again, the new one shed
+        (report,) = out.door.report(now=True)
+        assert report.chunk.ints[:, INT_COLUMNS.index("sent_ns")].tolist() == [wall - 95 * MS]
+    finally:
+        out.release()
+        theirs.close()
+        ctx.term()

@@ -90,3 +90,17 @@ def test_variants_grouped_across_calls_by_setting() -> None:
     call2 = [daemon("old", 60000.0, 70.0), daemon("new", 60000.0, 45.0), daemon("other", 60000.0, 1.0)]
     got = grouped([call1, call2], {"1ms": {"lanes4", "old"}, "2ms": {"fl2", "new"}})
     assert got == {("1ms", 60000.0): [50.0, 70.0], ("2ms", 60000.0): [40.0, 45.0], ("2ms", 80000.0): [60.0]}
+
+
+def test_checkouts_without_labels_grouped_by_name_and_the_taps_p99s_apart() -> None:
+    """``--code base --code .`` names daemons ``daemon base`` and ``daemon main``: grouped by those names; a group
+    named with ``tap`` takes the lighter subscriber's p99 (``rtload_bench.py --tap``), where the phase has one."""
+    from bench.rtload_summary import grouped
+
+    def daemon(name: str, p99: float, tap: float | None) -> dict:
+        return {"phase": f"daemon {name}", "offered_hz": 100000.0, "latency_ms": {"p99": p99},
+                **({"tap_ms": {"n": 10, "sent_p99": tap}} if tap is not None else {})}  # fmt: skip
+
+    phases = [daemon("base", 300.0, 80.0), daemon("main", 120.0, 60.0), daemon("base", 90.0, None)]
+    got = grouped([phases], {"base": {"base"}, "main": {"main"}, "base-tap": {"base"}})
+    assert got == {("base", 100000.0): [300.0, 90.0], ("main", 100000.0): [120.0], ("base-tap", 100000.0): [80.0]}
