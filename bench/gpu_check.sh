@@ -4,7 +4,8 @@
 # rtload: bench/rtload_bench.py with RTLOAD_ARGS (the shared client and echo floor copied to .gpudata/tools), then
 #   with RTLOAD2_ARGS if set; nvidia-smi's GPU use logged beside (gpu_use.csv); read both with
 #   `python bench/rtload_summary.py OUT/rtload.json` (a line a phase: the client's figures, mean batch, GPU use, and
-#   where a spectrum's time went inside the daemon, stage by stage)
+#   where a spectrum's time went inside the daemon, stage by stage); with --tap in RTLOAD_ARGS a lighter subscriber
+#   beside the client gives each phase's latency without the client's own queue (bench/results_tap.py)
 # memsoak: bench/memory_soak.py with MEMSOAK_ARGS (the daemon's memory under rt_load.py; default 9 minutes of load,
 #   what a 600-s call holds after the daemon's ~25 s start (a soak left running for the next call to collect is
 #   gone: the next call gets a fresh machine, RESULTS 2026-11-28 23:10), at 30,000 /s with --lanes 4: half the

@@ -12,6 +12,10 @@ runs' MS2 spectra with a known charge as MGF (what ``rt_load.py`` reads), then, 
    then 200/s again to see latency come back. ``--variant LABEL=ARGS`` (repeatable) measures the same
    checkout with other ``rtsearch serve`` arguments, one daemon after the other.
 
+With ``--tap`` a second, lighter subscriber (`bench/results_tap.py`) listens beside the client in every phase and
+its view of the latency is added to the phase's line (``tap_ms``): the client's one collecting process falls behind
+at 80,000-100,000 answers a second, and this tells its queue from the daemon's.
+
 Prints and writes (``--json``) every ``rt_load.py`` line, tagged. The tools come from ``--tools``
 (a copy of ``../shared/tools``; the GPU machine has no ``../shared``).
 
