@@ -62,6 +62,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 # the host's cores as lscpu counts them (threads a core: are the 16 "cores" 8 with two threads each?)
 lscpu 2>/dev/null | grep -E '^(Model name|CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\))' | tee -a "$out/gpu.txt"
+# how fast the host runs small-object Python and process hops right now (calls land on hosts of different pace)
+python3 bench/host_speed.py | tee -a "$out/gpu.txt"
 # MPS=1: every CUDA process of this call shares the GPU through CUDA MPS (the lanes' and workers' engine processes
 # run their kernels side by side instead of taking turns), under a control daemon of the call's own, quit at the
 # end; MPS=variants: started, not exported (a variant's words CUDA_MPS_PIPE_DIRECTORY=/tmp/rtsearch-mps/pipe put
