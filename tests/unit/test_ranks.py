@@ -97,3 +97,21 @@ def test_ranks_below_the_first_are_a_database_search_s(tmp_path, capsys) -> None
     assert code == 2 and "--ranks applies to database search (--index)" in capsys.readouterr().err
     code = main(["search", run, "--index", str(tmp_path / "idx"), "--ranks", "11", "-o", str(tmp_path / "r.tsv")])
     assert code == 2 and "ranks must be between 1 and 10" in capsys.readouterr().err
+
+
+def test_one_query_a_spectrum_reduces_as_the_general_layout_does() -> None:
+    """`_Groups.reduce` takes a shortcut when every spectrum has one query (its charge given: the usual batch); each
+    reduction must give the general [G, C] layout's values and dtype, bool sums (counts) included."""
+    from rtsearch.scoring.database import features
+
+    g = features._Groups(np.array([0, 3, 4, 9]))  # four spectra, a query each
+    assert g.width == 1
+    rng = np.random.default_rng(7)
+    for values, fill, how in [(rng.normal(size=4), -np.inf, "max"), (np.array([5, 2, 9, 1]), 2**62, "min"),
+                              (np.array([True, False, True, True]), 0, "sum"), (np.array([-0.0, np.nan, 1.5, 2.0]),
+                              0.0, "sum")]:  # fmt: skip
+        laid = np.full((4, 1), fill, dtype=values.dtype)
+        laid[g.group, g.pos] = values
+        want = getattr(laid, how)(axis=1)
+        got = g.reduce(values, fill, how)
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()

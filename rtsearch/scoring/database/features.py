@@ -134,6 +134,8 @@ class _Groups:
 
     def reduce(self, values: np.ndarray, fill: float, how: str) -> np.ndarray:
         """Per group, ``how`` ("max", "min", "sum") of one value per query."""
+        if self.width == 1:  # one query a spectrum (its charge given): the layout below is ``values`` as a column
+            return getattr(values[:, None], how)(axis=1)
         laid = np.full((self.starts.shape[0], self.width), fill, dtype=values.dtype)
         laid[self.group, self.pos] = values
         return getattr(laid, how)(axis=1)
