@@ -112,12 +112,14 @@ def stage_means(before: dict[str, float], after: dict[str, float]) -> dict[str, 
     """Each `STAGES` histogram's mean over what was observed between two `daemon_metrics` readings, in ms, summed
     over the lanes' series: how long a spectrum was old on arrival, waited for the daemon to take it, waited in the
     batcher, how long a batch was scored, and receipt to publication (the daemon's latency)."""
-    total = metric_total
+    def since(name: str) -> float:
+        return metric_total(after, name) - metric_total(before, name)
+
     out = {}
     for stage in STAGES:
-        n = total(after, f"{stage}_count") - total(before, f"{stage}_count")
+        n = since(f"{stage}_count")
         if n > 0:
-            mean = (total(after, f"{stage}_sum") - total(before, f"{stage}_sum")) / n
+            mean = since(f"{stage}_sum") / n
             out[stage.removeprefix("rtsearch_").removesuffix("_seconds")] = round(1e3 * mean, 3)
     return out
 
