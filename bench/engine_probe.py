@@ -96,7 +96,7 @@ def main() -> int:
     ap.add_argument("--merge", choices=("kernel", "sort"), default="kernel",
                     help="wide windows' chunks merged by one kernel (default) or by the reference's CuPy calls")
     ap.add_argument("--cprofile", type=int, default=0, metavar="SIZE",
-                    help="only: cProfile 50 batches of SIZE and print the top functions by own time")
+                    help="only: cProfile 50 batches of SIZE (500 up to 8) and print the top functions by own time")
     ap.add_argument("--burn", type=int, default=0, metavar="N",
                     help="also run N processes that keep a core busy with Python (the daemon's other processes)")
     ap.add_argument("--switch", type=float, default=0.0, metavar="S",
@@ -138,7 +138,8 @@ def main() -> int:
         import pstats
 
         size = args.cprofile
-        batches = [SpectraBatch.of(pool[i * size : (i + 1) * size]) for i in range(50)]
+        count = 500 if size <= 8 else 50  # small batches: enough of them for each function's share to settle
+        batches = [SpectraBatch.of(pool[i * size : (i + 1) * size]) for i in range(count)]
         with cProfile.Profile() as prof:
             for b in batches:
                 engine.score(b)

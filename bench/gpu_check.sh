@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call (see bench/RESULTS.md):
-#   bash bench/gpu_check.sh [parity] [kernels] [probe] [bench] [library] [stream] [memsoak] [rtload] [shards] [latency] [bulk] [wall] [reader] [peers] [topdown] [signal] [elution] [cluster] [tdcluster] | all   (all = parity bench library stream)
+#   bash bench/gpu_check.sh [parity] [kernels] [probe] [bench] [library] [stream] [memsoak] [rtload] [shards] [latency] [hop] [bulk] [wall] [reader] [peers] [topdown] [signal] [elution] [cluster] [tdcluster] | all   (all = parity bench library stream)
 # rtload: bench/rtload_bench.py with RTLOAD_ARGS (the shared client and echo floor copied to .gpudata/tools), then
 #   with RTLOAD2_ARGS if set; nvidia-smi's GPU use logged beside (gpu_use.csv); read both with
 #   `python bench/rtload_summary.py OUT/rtload.json` (a line a phase: the client's figures, mean batch, GPU use, and
 #   where a spectrum's time went inside the daemon, stage by stage); with --tap in RTLOAD_ARGS a lighter subscriber
 #   beside the client gives each phase's latency without the client's own queue (bench/results_tap.py)
 # memsoak: bench/memory_soak.py with MEMSOAK_ARGS (the daemon's memory under rt_load.py; default 9 minutes of load,
-#   what a 600-s call holds after the daemon's ~25 s start (a soak left running for the next call to collect is
-#   gone: the next call gets a fresh machine, RESULTS 2026-11-28 23:10), at 30,000 /s with --lanes 4: half the
-#   highest rate at p99 <= 50 ms measured, RESULTS 2026-11-26)
+#   what a 600-s call holds after the daemon's ~25 s start, at 30,000 /s with --lanes 4: half the highest rate at
+#   p99 <= 50 ms measured, RESULTS 2026-11-26); 10 minutes span two calls: bench/soak_call.sh (start, collect)
 # shards: bench/shards_probe.py with SHARDS_ARGS (K daemons side by side, K clients: would runs spread over
 #   processes pay?)
 # latency: bench/latency_probe.py with LATENCY_ARGS (a lone spectrum's latency, stage by stage)
+# hop: bench/engine_hop.py with HOP_ARGS (a lone batch through the engine, in process and through engine processes)
 # bulk: bench/bulk_bench.py with BULK_ARGS (rtsearch-sim replay --rate max against the offline engine)
 # wall: bench/search_wall.py (rtsearch search's whole process on the 50,000-spectrum MGF, cold and warm kernel cache)
 # reader: bench/reader_bench.py (the bulk MGF reader against pyteomics')
@@ -95,6 +95,12 @@ if [[ $modes == *" kernels "* ]]; then  # the precompiled kernels rtsearch seeds
     tests/gpu/test_merge_kernel.py 2>&1 \
     | tee "$out/pytest_kernels.log"
   python3 bench/kernel_archive.py "$kc" "$out" || rc=1
+fi
+if [[ $modes == *" hop "* ]]; then
+  # shellcheck disable=SC2086
+  python3 bench/engine_hop.py --data "$RTSEARCH_DATA" --index-cache .benchcache/idx20k ${HOP_ARGS:-} \
+    --json "$out/engine_hop.json" 2>&1 | tee "$out/engine_hop.log"
+  [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if [[ $modes == *" probe "* ]]; then
   python3 bench/engine_probe.py --data "$RTSEARCH_DATA" --index-cache .benchcache/idx20k ${PROBE_ARGS:-} 2>&1 | tee "$out/engine_probe.log"
