@@ -14,11 +14,15 @@ first runs ended and finished) with every later one: ``growth`` = the largest la
 asks ≤ 0.10). A run's PSMs are held until it ends (its final FDR needs them all), so the memory rises within a
 phase and falls when its runs end (and are finished in the refit processes): the phases' length sets the teeth,
 which ``growth`` counts; ``trend_growth`` = the largest median PSS of a later minute over the first minute's median,
-less 1, follows the level between them. Each phase's client line (answered, lost, duplicates,
+less 1, follows the level between them; ``trough_growth`` and ``peak_growth`` the same of each minute's least and
+largest sample (the teeth's floor and tops). Each phase's client line (answered, lost, duplicates,
 p99) and each sample are printed as they come: memory held flat by losing spectra would not count.
 
     python3 bench/memory_soak.py --data .gpudata/data --tools .gpudata/tools --index-cache .benchcache/idx20k \\
         --rate 30000 --minutes 10 --json soak.json
+    python3 bench/memory_soak.py --verdict soak.json [--warm-phases N]   # a saved soak judged again, no load
+
+Ten minutes span two device calls (a call lasts 600 s): ``bench/soak_call.sh``.
 """
 
 from __future__ import annotations
@@ -69,30 +73,37 @@ def gpu_mb() -> list[int]:
 
 
 def verdict(samples: list[dict[str, Any]], warm_t: float) -> dict[str, Any]:
-    """Growth of the PSS sum over the first sample at or after ``warm_t`` (the end of the first phase)."""
+    """Growth of the PSS sum over the first sample at or after ``warm_t`` (the end of the first phase), and of each
+    minute's median, trough and peak over the first minute's (a run's end lifts the memory for the seconds it is
+    finished, and a run's PSMs are held until it ends: the teeth; a leak shows as a trend of all three)."""
     later = [s for s in samples if s["t"] >= warm_t]
     if len(later) < 2:
         return {"growth": None, "why": "fewer than two samples after the first phase"}
     base, peak, last = later[0]["pss_mb"], max(s["pss_mb"] for s in later), later[-1]["pss_mb"]
     anon = [s.get("anon_mb", 0.0) for s in later]  # the heaps' part alone (no mapped file's pages)
-    minutes = minute_medians(later)
+    troughs, minutes, peaks = minute_stats(later)
     return {"warm_pss_mb": base, "peak_pss_mb": peak, "last_pss_mb": last, "growth": round(peak / base - 1, 4),
             "minute_median_pss_mb": minutes, "trend_growth": round(max(minutes) / minutes[0] - 1, 4),
+            "minute_trough_pss_mb": troughs, "trough_growth": round(max(troughs) / troughs[0] - 1, 4),
+            "minute_peak_pss_mb": peaks, "peak_growth": round(max(peaks) / peaks[0] - 1, 4),
             "last_growth": round(last / base - 1, 4),
             "minutes_watched": round((later[-1]["t"] - later[0]["t"]) / 60, 2),
             "warm_rss_mb": later[0]["rss_mb"], "peak_rss_mb": max(s["rss_mb"] for s in later),
             "warm_anon_mb": anon[0], "peak_anon_mb": max(anon), "last_anon_mb": anon[-1]}  # fmt: skip
 
 
-def minute_medians(samples: list[dict[str, Any]]) -> list[float]:
-    """The median PSS sum of each whole minute of ``samples`` (a last part minute too): a run's end lifts the memory
-    for the seconds it is finished (its PSMs, its final fit), and the medians follow the level between such
-    teeth, where a leak shows as a trend."""
+def minute_stats(samples: list[dict[str, Any]]) -> tuple[list[float], list[float], list[float]]:
+    """The least, median and largest PSS sum of each whole minute of ``samples`` from the first (a last part minute
+    holding fewer than half a minute's samples left out: one sample is no minute's level). The medians follow the
+    level between the teeth, the troughs and peaks their floor and tops."""
     t0, by_minute = samples[0]["t"], {}
     for s in samples:
         by_minute.setdefault(int((s["t"] - t0) // 60), []).append(s["pss_mb"])
-    return [round(statistics.median(v), 1) for _, v in sorted(by_minute.items())]
-
+    runs = [v for _, v in sorted(by_minute.items())]
+    if len(runs) > 1 and 2 * len(runs[-1]) < len(runs[0]):
+        runs = runs[:-1]
+    return ([round(min(v), 1) for v in runs], [round(statistics.median(v), 1) for v in runs],
+            [round(max(v), 1) for v in runs])  # fmt: skip
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -107,10 +118,23 @@ def main() -> int:
                     "runs' ends, and their final FDR in the refit process, grow the memory once)")
     ap.add_argument("--serve-args", default="", help="extra rtsearch serve arguments")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--verdict", type=Path, metavar="SOAK_JSON",
+                    help="only: print the verdict of a soak saved with --json (its samples and phases), run no load")
+    if "--verdict" in sys.argv:  # no data or tools needed to read a saved soak again
+        again = argparse.ArgumentParser()
+        again.add_argument("--verdict", type=Path, required=True)
+        again.add_argument("--warm-phases", type=int, help="default: the soak's own (2 where it did not say)")
+        v, _ = again.parse_known_args()
+        saved = json.loads(v.verdict.read_text())
+        warm_phases = v.warm_phases or saved.get("warm_phases", 2)
+        warm = saved["phases"][warm_phases - 1]["t"] if len(saved.get("phases", [])) >= warm_phases else 0.0
+        print(json.dumps(verdict(saved["samples"], warm)))
+        return 0
     a = ap.parse_args()
     _, res, index = index_and_record(a.data, a.proteins, a.index_cache)
     del index
-    res.update(rate=a.rate, minutes=a.minutes, phase_seconds=a.phase_seconds, senders=a.senders)
+    res.update(rate=a.rate, minutes=a.minutes, phase_seconds=a.phase_seconds, senders=a.senders,
+               warm_phases=a.warm_phases)
     samples: list[dict[str, Any]] = []
     phases: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp_s:
