@@ -8,7 +8,9 @@ turns them into metric updates: the one place that knows both.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -59,17 +61,28 @@ class BulkHistogram(Collector):
     def __init__(self, name: str, documentation: str, buckets: Sequence[float], registry: CollectorRegistry) -> None:
         self.name, self.documentation = name, documentation
         self.bounds = np.asarray(sorted(buckets), dtype=np.float64)
+        self._bounds = self.bounds.tolist()  # a lone value's bucket by `bisect`
         self._counts = np.zeros(self.bounds.shape[0] + 1, dtype=np.int64)  # the last one is +Inf
         self._sum = 0.0
         self._lock = threading.Lock()
         registry.register(self)
 
     def observe(self, value: float) -> None:
-        self.observe_many(np.asarray([value], dtype=np.float64))
+        """Count one value (NaN is ignored): a lone spectrum's, without the dozen NumPy calls of a batch (its
+        bucket as `observe_many` finds it: the first bound it does not exceed)."""
+        if value != value:
+            return
+        k = bisect.bisect_left(self._bounds, value)
+        with self._lock:
+            self._counts[k] += 1
+            self._sum += value
 
     def observe_many(self, values: np.ndarray) -> None:
         """Count every value of ``values`` (NaN is ignored)."""
         v = np.asarray(values, dtype=np.float64)
+        if v.size == 1:  # a lone spectrum's, the usual call at a few hundred spectra a second
+            self.observe(float(v.reshape(-1)[0]))
+            return
         v = v[~np.isnan(v)]
         if not v.size:
             return
@@ -131,7 +144,12 @@ class DaemonMetrics:
                                   "tail_per_spectrum x n to be answered, of which answering_fixed + "
                                   "answering_per_spectrum x n the results thread's own work (its pace)", ["term"],
                                   registry=r)  # fmt: skip
-        self._model_terms = tuple(self.engine_model.labels(term=t) for t in MODEL_TERMS)
+        # the admission's gauges change at every chunk and batch: their values are kept here and read when scraped
+        # (`Gauge.set_function`), not set through each gauge's lock as they change (`bench/metrics_cost.py`)
+        self._now: dict[str, float] = dict.fromkeys(("waiting", "in_flight", "advised", *MODEL_TERMS), 0.0)
+        self.advised_wait.set_function(functools.partial(self._now.__getitem__, "advised"))
+        for t in MODEL_TERMS:
+            self.engine_model.labels(term=t).set_function(functools.partial(self._now.__getitem__, t))
         self.queue_wait = BulkHistogram(
             "rtsearch_queue_wait_seconds", "Time a spectrum waited in the micro-batcher before scoring",
             buckets=LATENCY_BUCKETS, registry=r,
@@ -151,7 +169,9 @@ class DaemonMetrics:
         )  # fmt: skip
         self._worker_stages = {k: self.worker_seconds.labels(stage=k) for k in WORKER_STAGES}
         self.queue_depth = Gauge("rtsearch_queue_depth", "Spectra waiting in the micro-batcher", registry=r)
+        self.queue_depth.set_function(functools.partial(self._now.__getitem__, "waiting"))
         self.in_flight = Gauge("rtsearch_batches_in_flight", "Micro-batches being scored now", registry=r)
+        self.in_flight.set_function(functools.partial(self._now.__getitem__, "in_flight"))
         self.deadline_missed = Counter(
             "rtsearch_deadline_missed_total", "Results published after their spectrum's latency budget", registry=r
         )
@@ -255,14 +275,13 @@ class DaemonMetrics:
                         self.received(level).inc(count)
                     for code, count in st.invalid.items():
                         self.invalid.labels(reason=code).inc(count)
-                case Queue():
-                    self.queue_depth.set(st.waiting)
-                    self.in_flight.set(st.in_flight)
+                case Queue():  # read when scraped (`__init__`)
+                    now = self._now
+                    now["waiting"], now["in_flight"] = st.waiting, st.in_flight
                     if st.advised_wait_s is not None:
-                        self.advised_wait.set(st.advised_wait_s)
-                    if st.model_s is not None:  # (each enqueue: the children looked up once, in __init__)
-                        for child, v in zip(self._model_terms, st.model_s, strict=True):
-                            child.set(v)
+                        now["advised"] = st.advised_wait_s
+                    if st.model_s is not None:
+                        now.update(zip(MODEL_TERMS, st.model_s, strict=True))
                 case Taken():
                     self.queue_wait.observe_many(st.waited_s)
                     self.batch_size.observe(st.size)
