@@ -1,7 +1,8 @@
 """An intake process's per-message parts without sockets: `decode`, a chunk's build, its peak check.
 
 `bench/intake_cost.py` measures an intake process's whole read (socket, decode, chunks, hand-over) on this machine,
-with its noise; this times the pure parts on the same messages (the E. coli dev run's MS2, rt_load.py's header
+with its noise; this times the pure parts (decoding, a chunk's build, its peak check, its framing for the daemon) on
+the same messages (the E. coli dev run's MS2, rt_load.py's header
 layout) as the best of several repeats, for one checkout or several side by side (``--code``: each measured in
 a process of its own, its own ``rtsearch`` first on the path).
 
@@ -24,7 +25,8 @@ def measure(data: Path, chunk: int) -> str:
     import numpy as np
 
     from bench.intake_cost import messages
-    from rtsearch.serve.chunks import ChunkBuilder
+    from rtsearch.serve.chunks import SPECTRA, ChunkBuilder
+    from rtsearch.serve.framing import pack
     from rtsearch.wire import decode
     from rtsearch.wire_peaks import peak_problems
 
@@ -51,8 +53,13 @@ def measure(data: Path, chunk: int) -> str:
     t_decode = min(timeit.repeat(decode_all, number=4, repeat=9)) / 4 / len(msgs) * us
     t_build = min(timeit.repeat(build_all, number=2, repeat=9)) / 2 / len(msgs) * us
     t_peaks = min(timeit.repeat(lambda: peak_problems(mz, inten, offsets), number=500, repeat=9)) / 500 * us
+    for r in first:
+        builder.add(r, 1, 2)  # type: ignore[arg-type]
+    built = builder.build()[0]
+    t_pack = min(timeit.repeat(lambda: pack(SPECTRA, built.parts()), number=500, repeat=9)) / 500 * us  # type: ignore[union-attr]
     return (f"decode {t_decode:.2f} µs a message; add + build {t_build:.2f} µs a message ({chunk} a chunk); "
-            f"peak check {t_peaks:.1f} µs a chunk of {chunk} ({int(offsets[-1])} peaks)")  # fmt: skip
+            f"peak check {t_peaks:.1f} µs a chunk of {chunk} ({int(offsets[-1])} peaks); "
+            f"framed for the daemon {t_pack:.1f} µs a chunk")  # fmt: skip
 
 
 def main() -> int:

@@ -52,6 +52,10 @@ def peak_problems(mz: np.ndarray, intensity: np.ndarray, offsets: np.ndarray) ->
     offsets = np.asarray(offsets, dtype=np.int64)
     if len(offsets) < 2 or int(offsets[-1]) == 0:
         return []
+    if len(offsets) == 2:  # a lone spectrum's chunk (a few hundred a second): decode's own check, half the calls
+        lo, hi = int(offsets[0]), int(offsets[1])
+        why = spectrum_problem(mz[lo:hi], intensity[lo:hi])
+        return [(0, why)] if why is not None else []
     if _all_good(mz, intensity, offsets[1:]):  # the usual chunk: a dozen NumPy calls, not the reasons' forty
         return []
     return _reasons(mz, intensity, offsets)

@@ -20,9 +20,9 @@ _HEAD = struct.Struct("<QBI")  # length of the rest, kind, number of parts
 
 def pack(kind: int, parts: Sequence[bytes | memoryview] = ()) -> bytes:
     """One message of ``kind`` holding ``parts`` (see the module docstring)."""
-    lens = np.array([memoryview(p).nbytes for p in parts], dtype="<u8")
-    rest = 1 + 4 + lens.nbytes + int(lens.sum())
-    return b"".join([_HEAD.pack(rest, kind, len(parts)), lens.tobytes(), *parts])
+    lens = [memoryview(p).nbytes for p in parts]  # (struct, not a NumPy array: a lone spectrum's chunk is a few µs)
+    rest = 1 + 4 + 8 * len(lens) + sum(lens)
+    return b"".join([_HEAD.pack(rest, kind, len(lens)), struct.pack(f"<{len(lens)}Q", *lens), *parts])
 
 
 READ_BYTES = 64 << 10  # `Unpacker.wanted`: a read asks for this much unless a message begun needs more

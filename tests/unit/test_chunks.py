@@ -302,3 +302,33 @@ def test_the_good_chunk_shortcut_agrees_with_the_reasons() -> None:
         assert _all_good(mz, inten, offsets[1:]) == good, (flaw, sizes, mz, inten)
         seen[good] += 1
     assert seen[True] > 100 and seen[False] > 100  # both kinds were met
+
+
+def test_a_lone_spectrum_chunk_gets_the_reasons_of_a_chunk_of_many() -> None:
+    """`peak_problems` checks a one-spectrum chunk (a lone spectrum's) as `decode` checks a message: seeded spectra,
+    clean and with each flaw planted (several at once too), get the reason the many-row reasons give them."""
+    from rtsearch.wire_peaks import _reasons, peak_problems
+
+    rng = np.random.default_rng(20261129)
+    flaws = ("none", "fall", "inf_end", "ninf_start", "nan", "neg", "inf_int", "ninf_int", "nan_int")
+    seen = collections.Counter()
+    for _ in range(800):
+        n = int(rng.integers(1, 9))
+        mz = np.sort(rng.uniform(100, 2000, n))
+        inten = rng.uniform(0, 1e4, n).astype(np.float32)
+        for flaw in rng.choice(flaws, size=int(rng.integers(1, 3))):
+            at = int(rng.integers(n))
+            if flaw == "fall" and n > 1:
+                mz[0], mz[-1] = mz[-1], mz[0]
+            elif flaw in ("inf_end", "ninf_start"):
+                mz[-1 if flaw == "inf_end" else 0] = np.inf if flaw == "inf_end" else -np.inf
+            elif flaw == "nan":
+                mz[at] = np.nan
+            elif flaw == "neg":
+                inten[at] = -1.0
+            elif flaw in ("inf_int", "ninf_int", "nan_int"):
+                inten[at] = {"inf_int": np.inf, "ninf_int": -np.inf, "nan_int": np.nan}[flaw]
+        offsets = np.array([0, n], np.int64)
+        assert peak_problems(mz, inten, offsets) == _reasons(mz, inten, offsets), (mz, inten)
+        seen[len(_reasons(mz, inten, offsets))] += 1
+    assert seen[0] > 30 and seen[1] > 300  # clean and flawed spectra both met (57 and 743 with this seed)
