@@ -211,3 +211,35 @@ def test_threshold_follows_the_curve_as_it_is_recomputed() -> None:
             want = float(rf._score[int(np.argmax(ok))]) if ok.any() else float("nan")
             got = rf.threshold(level)
             assert got == want or (np.isnan(got) and np.isnan(want))
+
+
+def test_a_lone_psm_reads_the_stale_curve_as_a_batch_of_one_does() -> None:
+    """`RunningFdr.add` of one PSM (a lone spectrum's) reads the last curve in scalars (`_read_stale_one`): seeded
+    runs with tied scores, each new PSM a target or decoy at a tied, a new, the lowest and the highest score, get the
+    q-value the array path (`_read_stale`) gives a batch of one."""
+    rng = np.random.default_rng(20261129)
+    checked = 0
+    for _ in range(40):
+        fdr = RunningFdr(refresh=0.05)
+        n = int(rng.integers(20, 400))
+        fdr.add(np.round(rng.normal(20, 5, n), 1), rng.random(n) < 0.3)  # ties: scores to one decimal
+        known = fdr._score
+        for _ in range(30):
+            s = float(rng.choice([rng.choice(known), rng.normal(20, 5), known.min() - 1, known.max() + 1, known.min()]))
+            d = bool(rng.random() < 0.4)
+            assert fdr._read_stale_one(s, d) == fdr._read_stale(np.array([s]), np.array([d]))[0], (s, d)
+            checked += 1
+    assert checked == 1200
+
+
+def test_lone_psms_get_the_same_running_q_through_add_as_batches_of_one_did() -> None:
+    rng = np.random.default_rng(7)
+    fdr = RunningFdr(refresh=0.01)
+    fdr.add(rng.normal(20, 5, 2000), rng.random(2000) < 0.3)
+    stale = 0
+    for _ in range(15):  # within the refresh: read off the stale curve
+        s, d = rng.normal(20, 5, 1), rng.random(1) < 0.3
+        expected = fdr._read_stale(s, d)[0]
+        assert fdr.add(s, d)[0] == expected
+        stale += 1
+    assert stale == 15 and fdr._n_pending == 15
