@@ -36,6 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "simulators"))
 
+from bench.latency_probe import pct  # noqa: E402
 from bench.stream_bench import RUNS, get_index  # noqa: E402
 from rtsearch.batch import SpectraBatch  # noqa: E402
 from rtsearch.config import SearchConfig  # noqa: E402
@@ -47,9 +48,8 @@ from rtsearch_sim.replay import load_run  # noqa: E402
 
 
 def stats(ms: list[float]) -> dict[str, float]:
-    a = np.asarray(ms)
-    return {"p50": round(float(np.median(a)), 3), "p90": round(float(np.percentile(a, 90)), 3),
-            "p99": round(float(np.percentile(a, 99)), 3), "n": int(a.size)}  # fmt: skip
+    """p50 / p90 / p99 / max of ``ms`` (`bench.latency_probe.pct`) and how many."""
+    return pct(np.asarray(ms)) | {"n": len(ms)}
 
 
 def paced(call: Any, batches: list[SpectraBatch], hz: float) -> list[float]:
