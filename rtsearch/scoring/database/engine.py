@@ -23,6 +23,7 @@ from rtsearch.matches import ScoredBatch
 from rtsearch.scoring.backend import Backend, array_module, get_backend
 from rtsearch.scoring.database.candidates import Queries, candidates_numpy, make_queries
 from rtsearch.scoring.database.features import best_matches
+from rtsearch.scoring.database.lone import best_one
 from rtsearch.scoring.database.matching import MatchStats, match_numpy
 from rtsearch.scoring.database.partial import QueryScores
 from rtsearch.spectrum import PeakBatch, pack, pad, preprocess
@@ -198,12 +199,20 @@ class Engine:
         lap = Stopwatch(self.backend.synchronize if self.profile else None)
         lap.stages.update(scored.stages)
         n = len(spectra)
-        best, *lower = best_matches(
-            self.index, scored.queries, scored.cand, scored.prelim, scored.stats, n,
-            primary=self.cfg.score, precursor_tolerance=self.cfg.precursor_tolerance,
-            isotope_errors=self.cfg.isotope_errors, match_probability=scored.match_probability,
-            max_fragment_charge=self.cfg.max_fragment_charge, ranks=self.cfg.ranks,
-        )  # fmt: skip
+        c = self.cfg
+        if n == 1 and c.ranks == 1 and isinstance(scored.cand, np.ndarray):  # a lone spectrum (`lone`: its cost)
+            best, lower = best_one(
+                self.index, scored.queries, scored.cand, scored.prelim, scored.stats, primary=c.score,
+                precursor_tolerance=c.precursor_tolerance, isotope_errors=c.isotope_errors,
+                match_probability=scored.match_probability, max_fragment_charge=c.max_fragment_charge,
+            ), []  # fmt: skip
+        else:
+            best, *lower = best_matches(
+                self.index, scored.queries, scored.cand, scored.prelim, scored.stats, n, primary=c.score,
+                precursor_tolerance=c.precursor_tolerance, isotope_errors=c.isotope_errors,
+                match_probability=scored.match_probability, max_fragment_charge=c.max_fragment_charge,
+                ranks=c.ranks,
+            )  # fmt: skip
         reason = list(scored.reason)
         for i in np.flatnonzero(best.match < 0).tolist():
             if not reason[i]:
