@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from rtsearch.batch import SpectraBatch
-from rtsearch.serve.engine_process import EngineError, EngineGone, EngineProcess, open_scorer
+from rtsearch.search.live import named
+from rtsearch.serve.engine_process import EngineError, EngineGone, EngineProcess, _reply, open_scorer
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, replay
 from tests.streaming import running, serve_config
@@ -20,16 +21,36 @@ def _ms2(run):
     return [s for s in run if s.ms_level == 2]
 
 
+def _same(there, here) -> None:
+    assert there.run == here.run and there.reason == here.reason and there.native_id == here.native_id
+    for column in ("scan", "precursor_mz", "rt"):
+        np.testing.assert_array_equal(getattr(there, column), getattr(here, column))
+    for field in ("match", "charge", "calc_mz", "ppm_error", "matched_peaks", "features"):
+        np.testing.assert_array_equal(getattr(there.best, field), getattr(here.best, field))
+
+
 def test_a_batch_scored_in_the_engine_process_equals_the_same_batch_scored_here(engine, ecoli_run):
-    batch = SpectraBatch.of(_ms2(ecoli_run))
+    spectra = _ms2(ecoli_run)
+    batch = SpectraBatch.of(spectra)
     here = engine.score(batch)
     with EngineProcess(engine.reopen("numpy"), "engine_test") as remote:
         there = remote.score(batch)
-    assert there.run == here.run and there.reason == here.reason
-    np.testing.assert_array_equal(there.scan, here.scan)
-    np.testing.assert_array_equal(there.best.match, here.best.match)
-    assert (here.best.match >= 0).sum() > 100  # real matches, not an empty batch compared with itself
-    np.testing.assert_array_equal(there.best.features, here.best.features)
+        _same(there, here)
+        assert (here.best.match >= 0).sum() > 100  # real matches, not an empty batch compared with itself
+        assert there.names is not None and there.names.peptides[:20] == named(engine, here).names.peptides[:20]
+        for s in spectra[:20]:  # lone spectra: the engine's scalar path, the reply without the spectra's columns
+            lone = SpectraBatch.of([s])
+            _same(remote.score(lone), engine.score(lone))
+
+
+def test_the_reply_leaves_out_only_the_columns_the_daemon_holds(engine, ecoli_run):
+    batch = SpectraBatch.of(_ms2(ecoli_run)[:5])
+    scored = engine.score(batch)
+    kind, payload = _reply(batch, scored)
+    assert kind == "matches" and payload[0] is scored.best
+    # a target whose batch is not the spectra's own columns (a copy, another order) sends it whole
+    copied = dataclasses.replace(scored, scan=scored.scan.copy())
+    assert _reply(batch, copied) == ("scored", copied)
 
 
 def test_a_failing_batch_is_an_engine_error_and_the_process_goes_on(engine, ecoli_run):
