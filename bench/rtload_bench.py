@@ -94,7 +94,8 @@ def daemon(code: Path, tmp: Path, phase: Any, args: argparse.Namespace, label: s
             # with lanes, the first of each kind named by --py-spy-procs and its children recorded, each by itself
             spied = {k: v for prefix in args.py_spy_procs.split(",")
                      for k, v in sorted(child_pids(pid, prefix).items())[:1]} or {"": pid}  # fmt: skip
-            spies = [py_spy(p, seconds, args.out / f"py-spy-{code.name}{label}{k}-{rate}.txt", args.py_spy_mode)
+            spies = [py_spy(p, seconds, args.out / f"py-spy-{code.name}{label}{k}-{rate}.txt", args.py_spy_mode,
+                            args.py_spy_rate)
                      for k, p in spied.items()] if rate in args.py_spy.split(",") else []  # fmt: skip
             phase(f"daemon {name}", rate, seconds, *budget, ep=ep, port=port, pid=pid)
             for spy in spies:
@@ -107,19 +108,19 @@ def daemon(code: Path, tmp: Path, phase: Any, args: argparse.Namespace, label: s
     (args.out / f"serve-{code.name}{label}.log").write_text("".join(served.log))
 
 
-def py_spy(pid: int, seconds: float, out: Path, mode: str = "gil") -> subprocess.Popen[bytes]:
+def py_spy(pid: int, seconds: float, out: Path, mode: str = "gil", rate: int = 0) -> subprocess.Popen[bytes]:
     """``py-spy record`` of the daemon and its child processes for ``seconds`` from now (begun 1 s into the phase,
     ended a second before it: at least 1 s), as collapsed stacks in ``out``: ``mode`` "gil" samples only the thread
     holding each process's GIL, "idle" every thread, waiting or not (where a thread waits, for the GIL among others),
-    "native" that with C frames."""
+    "native" that with C frames; ``rate``: samples a second (0: 50 with C frames, else 200)."""
     places = [Path(sys.executable).parent, *(Path(d) / "bin" for d in sys.path)]  # a venv's, or pip --target's
     found = [d / "py-spy" for d in places if (d / "py-spy").exists()]
     # with C frames py-spy falls behind at 200 samples a second over every process: the daemon's own, 50 a second
     how = {"gil": ["--gil", "--subprocesses"], "idle": ["--idle", "--subprocesses"], "native": ["--idle", "--native"]}
-    rate = "50" if mode == "native" else "200"
+    rate = rate or (50 if mode == "native" else 200)
     span = max(1, int(seconds) - (2 if seconds > 3 else 1))
     cmd = [str(found[0]) if found else "py-spy", "record", *how[mode],
-           "--threads", "--format", "raw", "--rate", rate, "-d", str(span),
+           "--threads", "--format", "raw", "--rate", str(rate), "-d", str(span),
            "-o", str(out), "-p", str(pid)]
     return subprocess.Popen(["sh", "-c", f"sleep 1; exec {' '.join(cmd)}"])
 
@@ -159,6 +160,8 @@ def main() -> int:
     p.add_argument("--py-spy-procs", default="lane", metavar="PREFIXES",
                    help="with lanes, which of the front's child processes are recorded: the first whose name starts "
                    "with each comma-separated prefix (lane, intake), each with its children")
+    p.add_argument("--py-spy-rate", type=int, default=0, metavar="HZ",
+                   help="py-spy's samples a second (default: 200, 50 with C frames)")
     p.add_argument("--py-spy-mode", choices=("gil", "idle", "native"), default="gil",
                    help="gil: threads holding a GIL; idle: every thread, waiting too; native: C frames too")
     p.add_argument("--out", type=Path, default=Path("."), help="where the py-spy recordings go")
