@@ -111,7 +111,7 @@ def run(args: argparse.Namespace, lane: Any = None) -> int:
     backend = backend_of(args, cfg)
     log.info("backend %s (%s); serve settings %s", backend.name, backend.device, resolved_dict(serve))
     metrics = DaemonMetrics()  # /metrics, /healthz, /readyz (503 "loading the target") before the target loads
-    with metrics.serve(serve.metrics_port, serve.metrics_host):
+    with metrics.serve(serve.metrics_port, serve.metrics_host, bound=lane.metrics if lane is not None else None):
         metrics.health.set(state="loading the target")
         # a cluster's workers score on the backend; its front door only routes and names: the target stays here
         target = open_target(args, cfg, get_backend("numpy") if serve.cluster else backend)

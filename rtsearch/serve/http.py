@@ -17,6 +17,7 @@ prometheus_client's encoders.
 
 from __future__ import annotations
 
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -51,11 +52,21 @@ class Health:
 
 class MetricsServer:
     """``with MetricsServer(registry, health, port=0) as server: server.port`` — the endpoints above, served by a
-    thread per request (``port`` 0: any free port). Raises `OSError` when the address cannot be bound."""
+    thread per request (``port`` 0: any free port), or on ``bound``, a TCP socket bound already (a lane's: its front
+    bound it and keeps its port from the moment it chose it, `rtsearch.serve.lanes`). Raises `OSError` when the
+    address cannot be bound."""
 
-    def __init__(self, registry: CollectorRegistry, health: Health, *, port: int, host: str = "127.0.0.1") -> None:
+    def __init__(self, registry: CollectorRegistry, health: Health, *, port: int, host: str = "127.0.0.1",
+                 bound: socket.socket | None = None) -> None:  # fmt: skip
         handler = type("Handler", (_Handler,), {"registry": registry, "health": health})
-        self._server = ThreadingHTTPServer((host, port), handler)
+        if bound is None:
+            self._server = ThreadingHTTPServer((host, port), handler)
+        else:
+            self._server = ThreadingHTTPServer(bound.getsockname()[:2], handler, bind_and_activate=False)
+            self._server.socket.close()
+            self._server.socket = bound
+            self._server.server_name, self._server.server_port = bound.getsockname()[:2]
+            self._server.server_activate()  # listen
         self._server.daemon_threads = True
         self.port = int(self._server.server_port)
         self._thread = threading.Thread(target=self._server.serve_forever, name="metrics-http", daemon=True)

@@ -96,7 +96,8 @@ class Lane:
     """This daemon is lane ``index`` of the lanes' front (`rtsearch.serve.lanes`): ``pipes``, its ends of the socket
     pairs with the front's intake processes; ``advice``, its `Advice` words shared with them; ``results``, where
     they send the answers they give at its door (its publisher's ``inner``); ``device``, the GPU it scores on;
-    ``share``, where the lanes share a cluster's workers (`rtsearch.cluster.share`)."""
+    ``share``, where the lanes share a cluster's workers (`rtsearch.cluster.share`); ``metrics``, where it serves
+    its /metrics."""
 
     index: int
     pipes: list[socket.socket]
@@ -104,6 +105,7 @@ class Lane:
     results: str
     device: str = ""  # its CUDA_VISIBLE_DEVICES (`rtsearch.serve.runtime.gpu_of`); "": as inherited
     share: Share | None = None
+    metrics: socket.socket | None = None  # its /metrics socket, bound by the front (which knows the port from then on)
 
 
 class _Child:

@@ -84,10 +84,13 @@ DRAIN_S = 0.5  # after the lanes exit, the results fan-in forwards their last an
 IO_THREADS = 2  # ZeroMQ I/O threads of the door and of the results fan-in: each carries every lane's messages
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _bound() -> socket.socket:
+    """A loopback TCP socket bound to a free port, for a lane's /metrics: held from the moment its port is chosen (a
+    port picked, let go, and bound by the lane seconds later was once taken in between: a lane of eight failed to
+    start, bench/RESULTS.md 2026-11-29 13:01)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    return s
 
 
 class _Lane:
@@ -97,7 +100,8 @@ class _Lane:
         self.index = index
         self.results = f"ipc://{folder / f'lane{index}-results'}"
         self.answers = f"ipc://{folder / f'lane{index}-answers'}"  # its door's answers, from the intake processes
-        self.metrics_port = _free_port()
+        self.listener: socket.socket | None = _bound()  # the lane's /metrics socket until the lane has it
+        self.metrics_port = int(self.listener.getsockname()[1])
         self.advice = Advice(intakes=intakes).shared
         self.proc: Any = None
 
@@ -214,10 +218,14 @@ class Front:
         for lane in self.lanes:
             share = Share(str(self.folder), lane.index, len(self.lanes)) if shared else None
             mine = Lane(lane.index, [row[lane.index][0] for row in pipes], lane.advice, lane.answers,
-                        device=lane_device(lane.index, self.gpus, self.cfg.cluster), share=share)
+                        device=lane_device(lane.index, self.gpus, self.cfg.cluster), share=share,
+                        metrics=lane.listener)  # fmt: skip
             lane.proc = self._spawn.Process(target=self.lane_main, args=(lane.results, lane.metrics_port, mine),
                                             name=f"rtsearch-lane-{lane.index}")  # fmt: skip
             lane.proc.start()
+            if lane.listener is not None:  # the lane has its own copy (the port stays bound)
+                lane.listener.close()
+                lane.listener = None
             for row in pipes:
                 row[lane.index][0].close()  # the lane has its own copy: its exit is the intake's end of file
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import functools
+import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -369,11 +370,11 @@ class DaemonMetrics:
         self.index_peptides.set(peptides)
         self.gpu_memory.set_function(gpu_bytes)
 
-    def serve(self, port: int, addr: str = "127.0.0.1") -> MetricsServer:
-        """Start the HTTP endpoints (`rtsearch.serve.http`; ``port`` 0: a free one); `EndpointError` when the
-        address cannot be bound."""
+    def serve(self, port: int, addr: str = "127.0.0.1", bound: socket.socket | None = None) -> MetricsServer:
+        """Start the HTTP endpoints (`rtsearch.serve.http`; ``port`` 0: a free one; ``bound``: on that socket, a
+        lane's); `EndpointError` when the address cannot be bound."""
         try:
-            self.server = MetricsServer(self.registry, self.health, port=port, host=addr)
+            self.server = MetricsServer(self.registry, self.health, port=port, host=addr, bound=bound)
         except OSError as e:
             raise EndpointError(f"metrics port {addr}:{port}: {e.strerror or e}; choose another with --metrics-port "
                                 "(0: any free port)") from None  # fmt: skip

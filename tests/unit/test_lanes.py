@@ -190,3 +190,26 @@ def test_a_lanes_cluster_worker_has_its_share_of_a_gpu_among_every_lanes_workers
     assert cluster_serve.worker_memory(ServeConfig(cluster=1, gpus_per_worker=1.0, lanes=2), "cupy") == pytest.approx(
         0.6 * 80e9)  # one worker a lane, a GPU each
     assert cluster_serve.worker_memory(alone, "numpy") == float("inf")
+
+
+def test_a_lanes_metrics_port_is_held_from_when_it_is_chosen_and_served_on_that_socket(tmp_path):
+    # the front binds each lane's /metrics socket when it picks the port (`lanes._Lane`): nothing else can take the
+    # port before the lane listens (a port picked, let go and bound by the lane later was taken once in between)
+    import socket
+    import urllib.request
+
+    from rtsearch.serve.http import Health, MetricsServer
+    from rtsearch.serve.lanes import _Lane
+
+    lane = _Lane(0, tmp_path, intakes=1)
+    assert lane.listener is not None and lane.listener.getsockname()[1] == lane.metrics_port
+    with socket.socket() as other, pytest.raises(OSError):
+        other.bind(("127.0.0.1", lane.metrics_port))
+    assert not lane.ready()  # bound, not yet listening: the front's readiness probe waits
+    health = Health()
+    health.set(ready=True)
+    with MetricsServer(CollectorRegistry(), health, port=0, bound=lane.listener) as server:
+        assert server.port == lane.metrics_port
+        assert lane.ready()  # what the front asks: /readyz on the port it chose
+        with urllib.request.urlopen(f"http://127.0.0.1:{lane.metrics_port}/healthz", timeout=2) as r:
+            assert r.status == 200
