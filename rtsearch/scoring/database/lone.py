@@ -2,13 +2,15 @@
 
 At instrument rates (a few hundred spectra a second) the daemon scores spectra one at a time, and
 `rtsearch.scoring.database.features.best_matches` — written for batches, ~40 NumPy calls on arrays of
-one row — cost a lone spectrum more than its whole GPU work: ~360 µs on the development machine
-against ~45 µs here (``bench/lone_engine.py``), and more on the GPU hosts, whose code runs several
-times slower when it ran a few milliseconds ago (bench/RESULTS.md, 2026-11-29: "cold code"). This
-module makes the same choice and computes the same features for one spectrum's queries, its
-``[Q, k]`` candidates read as Python lists. It is not a second definition: `best_one` must equal
-`best_matches` for ``n_spectra = 1, ranks = 1`` — the same match, charge and counts, the same floats
-up to the last bits of ``log1p`` (``tests/unit/test_lone_choice.py``, on every real dev spectrum).
+one row — cost a lone spectrum more than its whole GPU work: 360–546 µs on the development machine
+against 94–110 µs here (300 bench spectra scored alone, best of five), and more on the GPU hosts, whose
+code runs several times slower when it ran a few milliseconds ago (bench/RESULTS.md, 2026-11-29: the
+engine alone on a batch of one 1.31 → 0.73 ms on an H200 host with this module). It makes the same
+choice and computes the same features for one spectrum's queries, its ``[Q, k]`` candidates read as
+Python lists. It is not a second definition: `best_one` must equal `best_matches` for
+``n_spectra = 1, ranks = 1`` bit for bit — the same match, charge and counts, the same floats (the
+sums of scores taken as NumPy takes them; ``tests/unit/test_lone_choice.py``, every spectrum of the
+bundled E. coli run alone).
 
 Choice (as `features._choose`): the best finite score over every (query, candidate); among its ties
 the lowest peptide index, then the earliest query, then the earliest column. Against it: the next
@@ -54,7 +56,7 @@ def best_one(
     chosen = _choose(cand, np.asarray(getattr(stats, primary), dtype=np.float64))
     if chosen is None:
         return out
-    bq, bk, bp, best, delta, score_z = chosen
+    bq, bk, bp, _, delta, score_z = chosen
     z = int(queries.charge[bq])
     mass = float(queries.mass[bq])
     pmass = float(index.mass[bp])
