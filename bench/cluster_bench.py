@@ -119,48 +119,62 @@ def serving(args: argparse.Namespace, mgf: Path, tmp: Path, target_gb: float) ->
     configs = [("one engine", one)] * (not args.skip_engine) + [
         (c, serve_args(c, tmp, args, one, target_gb)) for c in args.configs.split(",") if c]
     for label, extra in configs:
-        t0 = time.perf_counter()
-        parts = label.split(":")  # K:lanes:G — K lanes on the first G GPUs (lane k on GPU k mod G)
-        env = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(int(parts[2]))))} if parts[1:2] == ["lanes"] else None
-        with Served(args.index_cache.resolve(), tmp / f"res-{len(rows)}", [*args.serve_args.split(), *extra],
-                    tmp, env=env) as served:  # fmt: skip
-            ready_s = time.perf_counter() - t0
-            pids = worker_pids("".join(served.log))
-            gpus = dict(re.findall(r"cluster: (w\d+) up \(pid \d+, piece -?\d+, \w+ on GPU (\d+)", "".join(served.log)))
-            passed, failed, tried = False, 0, []  # past capacity: `--stop-after` rates in a row over p99 or lost
-            for rate in args.rates.split(","):
-                if passed and args.stop_after and failed >= args.stop_after:
-                    break
-                ok = one_rate(args, served, mgf, label, rate, ready_s, rows, pids)
-                passed, failed = passed or ok, 0 if ok else failed + 1
-                tried.append((float(rate), ok))
-            for _ in range(args.refine):  # halfway between the best rate that passed and the next that did not
-                if (mid := refined_rate(tried)) is None:
-                    break
-                tried.append((mid, one_rate(args, served, mgf, label, f"{mid:g}", ready_s, rows, pids)))
-            for share in [] if any(ok for _, ok in tried) else [float(x) for x in args.below.split(",") if x]:
-                low = float(args.rates.split(",")[0]) * share  # none passed: lower, until one does
-                if one_rate(args, served, mgf, label, f"{low:g}", ready_s, rows, pids):
-                    break
-            if env:
-                rows.append({"phase": "workers", "config": label, "gpu_memory_mib": gpu_memory(),
-                             "gpu_processes": gpu_processes()})  # fmt: skip
-                print(json.dumps(rows[-1]), flush=True)
-            if pids:
-                per = by_worker(summed(scrape(served.port)), "spectra")
-                rows.append({"phase": "workers", "config": label, "gpu_of": gpus, "spectra": per,
-                             "max_over_mean": round(balance(np.array(list(per.values()), float)), 4) if per else None,
-                             "gpu_memory_mib": gpu_memory()})  # fmt: skip
-                print(json.dumps(rows[-1]), flush=True)
-                logs = args.json.parent if args.json else tmp  # the daemon's last lines (slow batches, deaths)
-                logs.mkdir(parents=True, exist_ok=True)
-                (logs / f"daemon-{label.replace(':', '-')}.log").write_text("".join(served.log))
-                killing = args.kill_configs is None or label in args.kill_configs.split(",")
-                if args.kill_rate and len(pids) > 1 and killing:  # a lone worker's spectra would wait for its restart
-                    rows.append(killed(args, mgf, served, label, pids))
-                    print(json.dumps(rows[-1]), flush=True)
+        try:
+            one_config(args, mgf, tmp, label, extra, rows)
+        except RuntimeError as e:  # a daemon that did not start: said, and the next configuration measured
+            if "rtsearch serve exited" not in str(e):
+                raise
+            why = next((line for line in str(e).splitlines() if " ERROR " in line), str(e).splitlines()[0])
+            rows.append({"phase": "not_started", "config": label, "why": why[:300]})
+            print(json.dumps(rows[-1]), flush=True)
     rows += capacities(rows, args)
     return rows
+
+
+def one_config(args: argparse.Namespace, mgf: Path, tmp: Path, label: str, extra: list[str],
+               rows: list[dict[str, Any]]) -> None:  # fmt: skip
+    """One configuration's daemon at every rate (its rows appended to ``rows``); `RuntimeError` when it does not
+    start."""
+    t0 = time.perf_counter()
+    parts = label.split(":")  # K:lanes:G — K lanes on the first G GPUs (lane k on GPU k mod G)
+    env = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(int(parts[2]))))} if parts[1:2] == ["lanes"] else None
+    with Served(args.index_cache.resolve(), tmp / f"res-{len(rows)}", [*args.serve_args.split(), *extra],
+                tmp, env=env) as served:  # fmt: skip
+        ready_s = time.perf_counter() - t0
+        pids = worker_pids("".join(served.log))
+        gpus = dict(re.findall(r"cluster: (w\d+) up \(pid \d+, piece -?\d+, \w+ on GPU (\d+)", "".join(served.log)))
+        passed, failed, tried = False, 0, []  # past capacity: `--stop-after` rates in a row over p99 or lost
+        for rate in args.rates.split(","):
+            if passed and args.stop_after and failed >= args.stop_after:
+                break
+            ok = one_rate(args, served, mgf, label, rate, ready_s, rows, pids)
+            passed, failed = passed or ok, 0 if ok else failed + 1
+            tried.append((float(rate), ok))
+        for _ in range(args.refine):  # halfway between the best rate that passed and the next that did not
+            if (mid := refined_rate(tried)) is None:
+                break
+            tried.append((mid, one_rate(args, served, mgf, label, f"{mid:g}", ready_s, rows, pids)))
+        for share in [] if any(ok for _, ok in tried) else [float(x) for x in args.below.split(",") if x]:
+            low = float(args.rates.split(",")[0]) * share  # none passed: lower, until one does
+            if one_rate(args, served, mgf, label, f"{low:g}", ready_s, rows, pids):
+                break
+        if env:
+            rows.append({"phase": "workers", "config": label, "gpu_memory_mib": gpu_memory(),
+                         "gpu_processes": gpu_processes()})  # fmt: skip
+            print(json.dumps(rows[-1]), flush=True)
+        if pids:
+            per = by_worker(summed(scrape(served.port)), "spectra")
+            rows.append({"phase": "workers", "config": label, "gpu_of": gpus, "spectra": per,
+                         "max_over_mean": round(balance(np.array(list(per.values()), float)), 4) if per else None,
+                         "gpu_memory_mib": gpu_memory()})  # fmt: skip
+            print(json.dumps(rows[-1]), flush=True)
+            logs = args.json.parent if args.json else tmp  # the daemon's last lines (slow batches, deaths)
+            logs.mkdir(parents=True, exist_ok=True)
+            (logs / f"daemon-{label.replace(':', '-')}.log").write_text("".join(served.log))
+            killing = args.kill_configs is None or label in args.kill_configs.split(",")
+            if args.kill_rate and len(pids) > 1 and killing:  # a lone worker's spectra would wait for its restart
+                rows.append(killed(args, mgf, served, label, pids))
+                print(json.dumps(rows[-1]), flush=True)
 
 
 def one_rate(args: argparse.Namespace, served: Served, mgf: Path, label: str, rate: str, ready_s: float,

@@ -99,6 +99,8 @@ def report(rows: list[dict[str, Any]], host: str = "") -> str:
                          f"busy {_busy(r)} rounds {r.get('round_spectra')}")  # fmt: skip
         elif r.get("phase") == "workers" and "spectra" in r:
             lines.append(f"{r['run']:8} {r['config']:24} spectra a worker max/mean {r['max_over_mean']}")
+        elif r.get("phase") == "not_started":
+            lines.append(f"{r['run']:8} {r['config']:24} did not start: {r['why']}")
         elif r.get("phase") == "killed":
             lines.append(f"{r['run']:8} {r['config']:24} killed {r['killed']}: {r['answered']} / {r['sent']} "
                          f"answered, {r['lost']} lost, {r['duplicates']} duplicates, "

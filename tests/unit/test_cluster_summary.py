@@ -49,3 +49,13 @@ def test_an_ab_runs_figures_are_read_apart_from_the_calls():
 def test_a_rows_busiest_lane_is_its_threads_cpu_summed():
     row = {"cpu_s": {"lane_0/lane_0": 1.3, "lane_0/results": 0.4, "lane_1/lane_1": 1.0, "w0/w0": 5.0, "wall": 7.0}}
     assert lane_cpu_s(row) == 1.7 and lane_cpu_s({"cpu_s": {"wall": 7.0}}) is None
+
+
+def test_a_configuration_that_did_not_start_is_said_and_left_out_of_the_capacities():
+    # bench/cluster_bench.py goes on to the next configuration and records why (a lane's port taken, 2026-11-29)
+    rows = [{"run": "rep1", **_row("4:lanes:1:1", 12000, 12000, 45.0)},
+            {"run": "rep1", "phase": "not_started", "config": "8:lanes:1:1",
+             "why": "lane 5: metrics port 127.0.0.1:43067: Address already in use"}]  # fmt: skip
+    out = report(rows)
+    assert "rep1     8:lanes:1:1              did not start: lane 5: metrics port" in out
+    assert capacity(rows) == {"4:lanes:1:1": (12000, 12000, 45.0)}
