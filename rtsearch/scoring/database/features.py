@@ -59,11 +59,19 @@ def poisson_evidence(matched: np.ndarray, expected: np.ndarray, terms: int = 60)
     The tail is summed over ``terms`` terms in log space (ample: the terms
     fall off faster than geometrically once past the mean).
     """
-    k = np.minimum(matched[:, None] + np.arange(terms)[None, :], _LOG_FACTORIAL.shape[0] - 1)
+    k = matched[:, None] + np.arange(terms)[None, :]
+    np.minimum(k, _LOG_FACTORIAL.shape[0] - 1, out=k)
     lam = np.maximum(expected, 1e-12)[:, None]
-    logp = k * np.log(lam) - lam - _LOG_FACTORIAL[k]
+    # the same arithmetic in one [S, terms] array, in place (each temporary of the expression was another array of
+    # that size to write and read): 2,048 spectra 5.07-5.73 -> 4.20-4.89 ms, 256 within 2-5 % on the development
+    # machine (bench/poisson_probe.py, three runs); the same values bit for bit (tests/unit/test_poisson_evidence.py)
+    logp = k * np.log(lam)
+    logp -= lam
+    logp -= _LOG_FACTORIAL[k]
     top = logp.max(axis=1, keepdims=True)
-    log_tail = top[:, 0] + np.log(np.exp(logp - top).sum(axis=1))
+    logp -= top
+    np.exp(logp, out=logp)
+    log_tail = top[:, 0] + np.log(logp.sum(axis=1))
     return np.maximum(-log_tail / np.log(10.0), 0.0)
 
 
