@@ -1,4 +1,4 @@
-"""Fixtures of the unit tests: real spectra for the wire protocol tests (``test_wire*.py``)."""
+"""Fixtures of the unit tests: real spectra for the wire protocol tests (``test_wire*.py``), the BSA index."""
 
 from __future__ import annotations
 
@@ -6,6 +6,9 @@ import itertools
 
 import pytest
 
+from rtsearch.config import DatabaseConfig
+from rtsearch.database.build import build_index
+from rtsearch.database.index import PeptideIndex
 from rtsearch.io.spectra import read_spectra
 from rtsearch.types import Spectrum
 
@@ -25,3 +28,9 @@ def ms2(data) -> list[Spectrum]:
 @pytest.fixture(scope="session")
 def sp(ms2) -> Spectrum:
     return ms2[0]
+
+
+@pytest.fixture(scope="session")
+def bsa(data) -> PeptideIndex:
+    """The index of the BSA run's FASTA (444 peptides), default digest."""
+    return build_index([data / "bsa-orbitrapxl" / "BSA.fasta"], DatabaseConfig())

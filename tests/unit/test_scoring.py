@@ -20,7 +20,6 @@ from rtsearch.batch import SpectraBatch
 from rtsearch.config import DatabaseConfig
 from rtsearch.database.build import build_index
 from rtsearch.database.index import PeptideIndex
-from rtsearch.scoring.database import candidates
 from rtsearch.scoring.database.candidates import candidates_numpy, count_matches, in_windows, make_queries
 from rtsearch.scoring.database.matching import match_numpy
 from rtsearch.search.lda import fit
@@ -126,11 +125,6 @@ def test_preprocess_empty_row() -> None:
 # --------------------------------------------------------------------------- candidates
 
 
-@pytest.fixture(scope="module")
-def bsa(data: Path) -> PeptideIndex:
-    return build_index([data / "bsa-orbitrapxl" / "BSA.fasta"], DatabaseConfig())
-
-
 def _find(index: PeptideIndex, modseq: str) -> int:
     for i in range(len(index)):
         seq = list(index.sequence(i))
@@ -181,28 +175,6 @@ def test_windows(bsa: PeptideIndex) -> None:
             assert bsa.mass[q.hi[j]] > high
     i1 = _find(bsa, PEP1)
     assert q.lo[0] <= i1 < q.hi[0]
-
-
-@pytest.mark.parametrize("tol", [PREC_TOL, Tolerance(0.5, "Da")])
-def test_windows_looked_up_in_mass_order_are_those_in_arrival_order(bsa: PeptideIndex, tol: Tolerance,
-                                                                    monkeypatch) -> None:  # fmt: skip
-    # 600 seeded precursors across and beyond the BSA peptides' masses (a NaN among them): either way of looking up
-    # the windows (`candidates.SORTED_SEARCH_MIN`) gives every query the same bounds
-    rng = np.random.default_rng(7)
-    mz = rng.uniform(300.0, 1500.0, 600)
-    mz[[3, 300]] = bsa.mass[[10, 400]] / 2 + PROTON  # exactly on a peptide
-    mz[77] = np.nan
-    spectrum, charge = np.arange(600), rng.integers(1, 4, 600)
-    charge[[3, 300]] = 2
-    ways = []
-    for threshold in (1 << 62, 0):
-        monkeypatch.setattr(candidates, "SORTED_SEARCH_MIN", threshold)
-        ways.append(make_queries(spectrum, charge, mz, bsa.mass, tol, ISO))
-    arrival, by_mass = ways
-    np.testing.assert_array_equal(arrival.lo, by_mass.lo)
-    np.testing.assert_array_equal(arrival.hi, by_mass.hi)
-    assert arrival.lo.dtype == by_mass.lo.dtype and (arrival.hi > arrival.lo).sum() > 30
-    assert by_mass.lo[3] <= 10 < by_mass.hi[3] and by_mass.lo[300] <= 400 < by_mass.hi[300]
 
 
 @pytest.mark.parametrize("prec_tol", [PREC_TOL, Tolerance(50.0, "Da")])
