@@ -102,7 +102,7 @@ def daemon(code: Path, tmp: Path, phase: Any, args: argparse.Namespace, label: s
                 spy.wait(60)
         if args.overload:
             tight = ["--budget-ms", str(args.overload_budget_ms)] if args.overload_budget_ms else budget
-            phase(f"overload {name}", str(args.overload), args.overload_seconds, *tight, ep=ep, port=port)
+            phase(f"overload {name}", str(args.overload), args.overload_seconds, *tight, ep=ep, port=port, pid=pid)
             phase(f"after {name}", "200", 5.0, *budget, ep=ep, port=port)
     time.sleep(0.5)  # the stopped daemon's last lines read by `Served`'s reader thread
     (args.out / f"serve-{code.name}{label}.log").write_text("".join(served.log))
@@ -141,7 +141,10 @@ def main() -> int:
     p.add_argument("--rates", default="200,10000,20000,40000")
     p.add_argument("--floor-rates", default="200,20000", help="the echo floor's rates ('': none)")
     p.add_argument("--wide-rates", default="", help="rates for bench/wide_echo.py (none by default)")
-    p.add_argument("--wide-workers", type=int, default=8)
+    p.add_argument("--wide-workers", default="8", metavar="N[,N...]",
+                   help="the wide echo's worker processes; several: each measured with every --wide-io-threads")
+    p.add_argument("--wide-io-threads", default="1", metavar="N[,N...]",
+                   help="the wide echo's front ZeroMQ I/O threads; several: each measured at every --wide-rates")
     p.add_argument("--senders", type=int, default=4)
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--low-seconds", type=float, default=30.0, help="seconds of the 200/s phases")
@@ -212,14 +215,16 @@ def main() -> int:
             for rate in filter(None, args.floor_rates.split(",")):
                 seconds = args.low_seconds if float(rate) <= 1000 else args.seconds
                 phase("floor", rate, seconds, ep=ep)
-        if args.wide_rates:
+        wides = [(w, io) for w in args.wide_workers.split(",") for io in args.wide_io_threads.split(",")]
+        for workers, io in wides if args.wide_rates else ():
             sp, rp = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
             wide = subprocess.Popen([sys.executable, str(ROOT / "bench" / "wide_echo.py"), "--spectra", sp,
-                                     "--results", rp, "--workers", str(args.wide_workers)])  # fmt: skip
+                                     "--results", rp, "--workers", workers, "--io-threads", io])
             try:
                 time.sleep(1.5)
                 for rate in args.wide_rates.split(","):
-                    phase(f"wide echo x{args.wide_workers}", rate, args.seconds, ep=(sp, rp))
+                    phase(f"wide echo x{workers}" + (f" io{io}" if io != "1" else ""), rate, args.seconds,
+                          ep=(sp, rp))  # fmt: skip
             finally:
                 wide.terminate()
                 wide.wait(10)

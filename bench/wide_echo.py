@@ -52,8 +52,10 @@ def main() -> int:
     p.add_argument("--spectra", required=True)
     p.add_argument("--results", required=True)
     p.add_argument("--workers", type=int, default=8)
+    p.add_argument("--io-threads", type=int, default=1,
+                   help="ZeroMQ I/O threads of the front (both proxies' sockets and their connections)")
     a = p.parse_args()
-    ctx = zmq.Context()
+    ctx = zmq.Context(io_threads=a.io_threads)
     tmp = tempfile.mkdtemp(prefix="wide-echo-")
     inner, outer = f"ipc://{tmp}/in", f"ipc://{tmp}/out"
     front, to_workers = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)

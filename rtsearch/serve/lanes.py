@@ -72,7 +72,7 @@ from rtsearch.serve.intake_process import Shedding, serve
 from rtsearch.serve.lane_metrics import LaneMetrics
 from rtsearch.serve.proxy import Forwarder
 from rtsearch.serve.routing import Registry
-from rtsearch.serve.runtime import gpu_of, stop_child
+from rtsearch.serve.runtime import env_number, gpu_of, stop_child
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,9 @@ INTAKE_START_S = 60.0
 SUPERVISE_S = 0.2
 INTAKE_STOP_S = 10.0  # intake processes hand over what they hold within this (their drain is at most 1 s)
 DRAIN_S = 0.5  # after the lanes exit, the results fan-in forwards their last answers for this long
-IO_THREADS = 2  # ZeroMQ I/O threads of the door and of the results fan-in: each carries every lane's messages
+# ZeroMQ I/O threads of the door and of the results fan-in: each carries every lane's messages (4 measured no better
+# at 100,000 /s, bench/RESULTS.md 2026-12-01; RTSEARCH_IO_THREADS: bench)
+IO_THREADS = max(1, int(env_number("RTSEARCH_IO_THREADS", 2, positive=True)))
 
 
 def _bound() -> socket.socket:
