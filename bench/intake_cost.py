@@ -3,8 +3,11 @@
 Real spectra (the E. coli dev run's MS2, looped) are encoded as wire-v1 messages (``rt_load.py``'s header
 layout) and queued on an ``ipc://`` PULL; the intake's own `Reader` then reads and decodes them in chunks and
 `send_items` packs them onto a socket pair drained by a thread, as the intake process does at high rates. Prints
-µs a message for reading alone (recv), reading and decoding (`Reader.read`), and the whole (chunks packed and
-sent), with ``--cprofile N`` the N costliest functions of the whole.
+µs a message for reading alone (recv), reading and decoding (`Reader.read`), the whole (chunks packed and
+sent), and the whole when the door answers every spectrum ``shed`` (`rtsearch.serve.intake_process.Out` with an advice
+of 1 s: what an intake process costs under overload; its answers drained by another process, as the daemon's results
+proxy does — a draining thread here would share this one's GIL), with ``--cprofile N`` the N costliest functions of the
+whole.
 
     python bench/intake_cost.py --data ../shared/data [--messages 50000] [--cprofile 20]
 """
@@ -15,6 +18,7 @@ import argparse
 import cProfile
 import pstats
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -29,8 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.serving import ipc_pipe  # noqa: E402
 from rtsearch.io.spectra import read_spectra  # noqa: E402
-from rtsearch.serve.intake_process import send_items  # noqa: E402
+from rtsearch.serve.admission import Advice  # noqa: E402
+from rtsearch.serve.chunks import Received, SpectraChunk  # noqa: E402
+from rtsearch.serve.intake_process import Out, Shedding, send_items  # noqa: E402
 from rtsearch.serve.reader import Reader  # noqa: E402
+
+_DRAIN = "import sys, zmq; s = zmq.Context().socket(zmq.PULL); s.bind(sys.argv[1])\nwhile True: s.recv()"
 
 
 def messages(data: Path, n: int) -> list[list[bytes]]:
@@ -43,6 +51,11 @@ def messages(data: Path, n: int) -> list[list[bytes]]:
                 b'"sent_ns":%d}' % (i % 4, i + 1, s.rt, s.precursor_mz, s.charges[0], len(s.mz), time.time_ns()))
         out.append([b"spectrum", head, np.asarray(s.mz, "<f8").tobytes(), np.asarray(s.intensity, "<f4").tobytes()])
     return out
+
+
+def _count(items: list[SpectraChunk | Received]) -> int:
+    """Messages in what a read gave: a chunk's spectra, one for anything else."""
+    return sum(len(x) if isinstance(x, SpectraChunk) else 1 for x in items)
 
 
 def main() -> int:
@@ -75,16 +88,30 @@ def main() -> int:
     def decode() -> None:
         got = 0
         while got < len(msgs):
-            got += sum(len(x) if hasattr(x, "ints") else 1 for x in reader.read())
+            got += _count(reader.read())
 
     def whole() -> None:
         got = 0
         while got < len(msgs):
             items = reader.read()
-            got += sum(len(x) if hasattr(x, "ints") else 1 for x in items)
+            got += _count(items)
             send_items(ours, items)
 
-    for name, stage in (("recv", recv_only), ("read + decode", decode), ("whole", whole)) * 2:
+    # the door's answers leave for a process of their own (a PULL that discards them)
+    drain = subprocess.Popen([sys.executable, "-c", _DRAIN, f"ipc://{folder / 'results'}"])
+    advice = Advice(intakes=1)
+    out = Out(ctx, ours, Shedding(f"ipc://{folder / 'results'}", advice.shared, 50.0), 0, 1)
+
+    def shed() -> None:
+        got = 0
+        while got < len(msgs):
+            advice.set_wait(1_000_000_000)  # every spectrum would wait 1 s: answered at the door
+            items = reader.read()
+            got += _count(items)
+            out.hand(items)
+
+    stages = (("recv", recv_only), ("read + decode", decode), ("whole", whole), ("whole, shed", shed))
+    for name, stage in stages * 2:
         fill()
         t0, c0 = time.perf_counter(), time.thread_time()
         stage()
@@ -98,7 +125,8 @@ def main() -> int:
         whole()
         prof.disable()
         pstats.Stats(prof).sort_stats("tottime").print_stats(args.cprofile)
-    ours.close()
+    drain.kill()
+    out.release()
     ctx.destroy(0)
     return 0
 
