@@ -6,9 +6,12 @@ event's) lies within one MS1 scan of the offline apex, by scan index. With ``--i
 results table), the same for the precursors identified there at 1 % FDR: an apex event of the follow of their m/z
 and charge (theirs or an earlier scan's), and its apex against their own offline apex; and how many of them have
 their offline apex on the run's last MS1 scan (a peak still rising when acquisition stopped: no apex to see
-live). One JSON line.
+live). With ``--late N`` each MS2 is followed N MS1 scans after it was taken (an answer that lags, as a daemon
+replayed faster than it scores answers), placed in its trace by its own retention time as the daemon places it, or
+with ``--placed-at-answer`` at the last MS1 scan when followed (what the daemon did before 2026-12-01). One JSON
+line.
 
-    python bench/elution_replay.py --data ../shared/data [--confirm 3] [--identified bsa1.tsv]
+    python bench/elution_replay.py --data ../shared/data [--confirm 3] [--identified bsa1.tsv] [--late 40]
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from rtsearch.io.spectra import read_spectra  # noqa: E402
 from rtsearch.signal.features import detect_features  # noqa: E402
 from rtsearch.signal.live import ElutionTracker  # noqa: E402
 from rtsearch.signal.precursors import precursor_elution  # noqa: E402
+from rtsearch.types import Spectrum  # noqa: E402
 
 
 def main() -> int:
@@ -36,6 +40,8 @@ def main() -> int:
     ap.add_argument("--confirm", type=int, default=3, help="points after the apex before its event")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--history", type=float, default=300.0, help="seconds of MS1 scans a new follow starts with")
+    ap.add_argument("--late", type=int, default=0, help="MS1 scans between an MS2 and its follow")
+    ap.add_argument("--placed-at-answer", action="store_true", help="place a follow at its last MS1 scan, not its MS2")
     ap.add_argument("--identified", type=Path, help="rtsearch search results of BSA1 (TSV): report its 1 %% FDR PSMs")
     args = ap.parse_args()
     path = args.data / "bsa-orbitrapxl" / "BSA1.mzML.gz"
@@ -50,17 +56,30 @@ def main() -> int:
     events: dict[int, dict[str, float]] = {}
     watched: list[int] = []
     follows: dict[int, int] = {}  # MS2 scan → the scan whose follow covers its m/z and charge
+    pending: list[tuple[int, Spectrum]] = []  # (MS1 scans seen when it is answered, MS2)
+    seen = 0
+
+    def follow(s: Spectrum) -> None:
+        if tracker.watch(s.run, s.scan, s.precursor_mz, s.charges[0], None if args.placed_at_answer else s.rt):
+            watched.append(s.scan)
+        follows[s.scan] = next((w for w in reversed(watched) if by_scan[w].charges[0] == s.charges[0]
+                                and abs(by_scan[w].precursor_mz - s.precursor_mz) <= 1e-5 * s.precursor_mz),
+                               s.scan)  # fmt: skip
+
     t0 = time.perf_counter()
     for s in spectra:
         if s.ms_level == 1:
+            seen += 1
             for e in tracker.add_scan(s.run, s.rt, s.mz, s.intensity):
                 events.setdefault(e.scan, {})[e.kind] = e.apex_rt
+            for _, m in [p for p in pending if p[0] <= seen]:
+                follow(m)
+            pending = [p for p in pending if p[0] > seen]
         elif s.scan in offline:
-            if tracker.watch(s.run, s.scan, s.precursor_mz, s.charges[0]):
-                watched.append(s.scan)
-            follows[s.scan] = next((w for w in reversed(watched) if by_scan[w].charges[0] == s.charges[0]
-                                    and abs(by_scan[w].precursor_mz - s.precursor_mz) <= 1e-5 * s.precursor_mz),
-                                   s.scan)  # fmt: skip
+            if args.late:
+                pending.append((seen + args.late, s))
+            else:
+                follow(s)
     for e in tracker.end_run(spectra[0].run):
         events.setdefault(e.scan, {})[e.kind] = e.apex_rt
     secs = time.perf_counter() - t0
@@ -95,7 +114,8 @@ def main() -> int:
                       "apex_events": round(sum("apex" in events.get(s, {}) for s in watched) / len(watched), 4),
                       "apex_within_one_scan": share("apex"), "end_apex_within_one_scan": share("end"),
                       "given_up": tracker.given_up, "ms1_scans": len(ms1), "seconds": round(secs, 2),
-                      "confirm": args.confirm}))  # fmt: skip
+                      "confirm": args.confirm, "late_ms1_scans": args.late,
+                      "placed": "at the answer" if args.placed_at_answer else "at the MS2"}))  # fmt: skip
     return 0
 
 

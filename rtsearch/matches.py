@@ -230,6 +230,9 @@ class Results:
     peptide: list[str] = field(default_factory=list)  # [M]
     proteins: list[list[str]] = field(default_factory=list)  # [M]
     extra: dict[str, np.ndarray] = field(default_factory=dict)  # [M] each
+    # float64 [S]: each spectrum's retention time, seconds, where it was scored (not on the wire: the elution
+    # tracker places each precursor it follows in its MS1 trace by it, however late the answer); None if unscored
+    rt: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.scan.shape[0])

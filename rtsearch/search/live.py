@@ -167,7 +167,7 @@ class LiveRun:
         out = Results(
             self.name, batch.scan, np.where(ok, _IDENTIFIED, _UNIDENTIFIED).astype(np.int8), batch.reason,
             batch.precursor_mz, scored, best.charge, best.calc_mz, best.ppm_error, raw, q, decoy, best.matched_peaks,
-            peptides, proteins, t.extra_fields(hits, best.features[scored]),
+            peptides, proteins, t.extra_fields(hits, best.features[scored]), batch.rt,
         )  # fmt: skip
         if self.sink is not None:
             self.sink(batch, out.status)

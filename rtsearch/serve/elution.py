@@ -2,7 +2,8 @@
 
 With ``[serve] elution`` (``rtsearch serve --elution``) the intake keeps MS1 peaks; the daemon hands this
 service every MS1 scan (`scans_of`), every precursor it answers with a match (`answers`: identified or not, the
-run's q-values still moving) and every run's end (`end_run`) — each a put on a bounded queue, never a wait (a
+run's q-values still moving; with its MS2's retention time, so that however late it is answered it is placed where
+it was taken) and every run's end (`end_run`) — each a put on a bounded queue, never a wait (a
 full queue drops the item and counts it: MS2 answers never wait for elution). The service's thread hands what is
 queued, a list at a time, to the tracker (`rtsearch.signal.live`; smoothing on the daemon's backend) in a process
 of its own (`rtsearch.serve.elution_process`: its Python holds no GIL of the daemon's) and publishes each event
@@ -73,8 +74,9 @@ class ElutionService:
     def scan(self, run: str, rt: float, mz: np.ndarray, intensity: np.ndarray) -> None:
         self._put(("scan", run, rt, mz, intensity))
 
-    def watch(self, run: str, scans: np.ndarray, mz: np.ndarray, charge: np.ndarray) -> None:
-        self._put(("watch", run, scans, mz, charge))
+    def watch(self, run: str, scans: np.ndarray, mz: np.ndarray, charge: np.ndarray, rt: np.ndarray) -> None:
+        """Precursors to follow; ``rt``: their MS2s' retention times, seconds (NaN: at the last MS1 scan)."""
+        self._put(("watch", run, scans, mz, charge, rt))
 
     def scans_of(self, chunk: SpectraChunk) -> None:
         """The MS1 scans of an intake chunk (kept with their peaks: `rtsearch.serve.chunks`)."""
@@ -89,8 +91,9 @@ class ElutionService:
         for _, results, _ in answers:
             ok = np.asarray(results.matched, bool) & (np.asarray(results.charge) > 0)
             if ok.any():
+                rt = np.full(len(results), np.nan) if results.rt is None else np.asarray(results.rt, np.float64)
                 self.watch(results.run, np.asarray(results.scan)[ok], np.asarray(results.precursor_mz)[ok],
-                           np.asarray(results.charge)[ok])  # fmt: skip
+                           np.asarray(results.charge)[ok], rt[ok])  # fmt: skip
 
     def idle(self) -> bool:
         """Whether everything put so far has been tracked (and its events published)."""

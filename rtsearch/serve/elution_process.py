@@ -83,7 +83,8 @@ class TrackerProcess:
 
 def apply(tracker: ElutionTracker, items: list[tuple[Any, ...]]) -> list[ElutionEvent]:
     """Items on the tracker in order: MS1 scans (a run's consecutive ones in one `ElutionTracker.add_scans`: a
-    tracker behind catches up), precursors to follow (arrays of scans, m/z, charges), runs' ends."""
+    tracker behind catches up), precursors to follow (arrays of scans, m/z, charges, MS2 retention times), runs'
+    ends."""
     events: list[ElutionEvent] = []
     k = 0
     while k < len(items):
@@ -97,11 +98,12 @@ def apply(tracker: ElutionTracker, items: list[tuple[Any, ...]]) -> list[Elution
                 k = j
                 continue
             if kind == "watch":
-                scans, mzs, zs = (np.asarray(a).tolist() for a in items[k][2:5])
-                if not len(scans) == len(mzs) == len(zs):
-                    raise ValueError(f"a watch of {len(scans)} scans, {len(mzs)} m/z and {len(zs)} charges")
-                for scan, mz, z in zip(scans, mzs, zs, strict=True):
-                    tracker.watch(run, scan, mz, z)
+                scans, mzs, zs, rts = (np.asarray(a).tolist() for a in items[k][2:6])
+                if not len(scans) == len(mzs) == len(zs) == len(rts):
+                    raise ValueError(f"a watch of {len(scans)} scans, {len(mzs)} m/z, {len(zs)} charges and "
+                                     f"{len(rts)} times")  # fmt: skip
+                for scan, mz, z, rt in zip(scans, mzs, zs, rts, strict=True):
+                    tracker.watch(run, scan, mz, z, rt)
             else:
                 events += tracker.end_run(run)
         except Exception:  # a bad scan must not end tracking

@@ -1,10 +1,11 @@
 """Elution of precursors followed live: MS1 scans in, apex and end events out (core logic, no I/O).
 
-`ElutionTracker.watch` starts following a precursor (run, MS2 scan, m/z, charge) — once per m/z and charge of a
-run while it is followed — with the run's last ``history_s`` seconds of MS1 scans, kept for this; each
-`ElutionTracker.add_scan` adds a point to every followed precursor of the run (its extracted-ion value: the
-highest intensity within ``ppm`` of its m/z, 0 if none), smooths all of them at once (the uneven-spacing
-Savitzky–Golay smoother, `rtsearch.signal.smoothing`, or its GPU kernel) and returns the events due:
+`ElutionTracker.watch` starts following a precursor (run, MS2 scan, m/z, charge, the MS2's retention time) — once
+per m/z and charge of a run while it is followed — with the run's last ``history_s`` seconds of MS1 scans, kept for
+this, the MS2 placed among them by its own time (not by when it was answered); each `ElutionTracker.add_scan` adds
+a point to every followed precursor of the run (its extracted-ion value: the highest intensity within ``ppm`` of
+its m/z, 0 if none), smooths all of them at once (the uneven-spacing Savitzky–Golay smoother,
+`rtsearch.signal.smoothing`, or its GPU kernel) and returns the events due:
 
 - ``apex``: the peak the MS2 was taken in — of the smoothed trace's peaks (`rtsearch.signal.peaks`, as offline),
   the one whose borders hold the MS2's time (the higher of two when it falls on a border), else the nearest, and
@@ -79,16 +80,25 @@ class ElutionTracker:
         self.runs: dict[str, _Run] = {}
         self.given_up = 0
 
-    def watch(self, run: str, scan: int, mz: float, charge: int) -> bool:
-        """Follow a precursor (``False``: one of its m/z and charge is followed already)."""
+    def watch(self, run: str, scan: int, mz: float, charge: int, rt: float | None = None) -> bool:
+        """Follow a precursor (``False``: one of its m/z and charge is followed already).
+
+        ``rt``: the MS2's retention time, seconds: it is placed in its trace at the last MS1 scan at or before
+        it, however many scans came since (an answer that lags places it where it was taken); None: at the last
+        MS1 scan so far (the MS2 has just been taken).
+        """
         state = self.runs.setdefault(run, _Run())
         tol = self.ppm * 1e-6 * mz
         if any(w.charge == charge and abs(w.mz - mz) <= tol for w in state.watches):
             return False
-        w = _Watch(scan, mz, charge, state.history[-1][0] if state.history else np.nan)
-        for rt, smz, sint in state.history:
-            w.rt.append(rt)
-            w.value.append(float(_xic(smz, sint, np.array([mz]), self.ppm)[0]))
+        w = _Watch(scan, mz, charge, np.nan)
+        target = np.array([mz])
+        for scan_rt, smz, sint in state.history:
+            w.rt.append(scan_rt)
+            w.value.append(float(_xic(smz, sint, target, self.ppm)[0]))
+        if w.rt:
+            last = w.rt[-1] if rt is None or not np.isfinite(rt) else max(w.rt[0], rt)
+            w.since = w.rt[int(np.searchsorted(w.rt, last, side="right")) - 1]
         state.watches.append(w)
         return True
 

@@ -91,12 +91,12 @@ async def test_bsa1_replayed_publishes_elution_events(data, dev_indexes, tmp_pat
     index = lambda rt: int(np.argmin(np.abs(ms1_rt - rt)))  # noqa: E731
     compared = [(apex[s]["apex_rt"], o) for s, o in zip(scans.tolist(), off.tolist(), strict=True) if math.isfinite(o)]
     near = sum(abs(index(a) - index(o)) <= 1 for a, o in compared)
-    # how many agree depends on when each follow starts: one started as soon as its MS2 is answered confirms its apex
-    # on fewer points than one started later with more history. 55-74 % in 12 runs of this test on the 2-core
-    # development machine (2026-11-25, dee066a and 1808415 alike: the faster the answers, the fewer); 60 % failed a
-    # third of them. The confident ones are held closer below (offline-identified: 75 %).
+    # each follow placed by its MS2's own time, however late the answer came (at 400 /s a busy machine answers many
+    # MS1 scans late: placed at the last MS1 scan on the answer's arrival, 231 of 496 agreed in a CI run): 530-540 of
+    # 630-661 (82-84 %) in three runs on the 2-core development machine (2026-12-01), one beside two CPU hogs;
+    # answers 130 MS1 scans late in a replay without the daemon 77 % (tests/unit/test_signal_live.py replays one)
     print(f"elution apexes within one MS1 scan of the offline features: {near} of {len(compared)}")
-    assert compared and near >= 0.5 * len(compared)
+    assert compared and near >= 0.7 * len(compared)
     assert 0 < metrics['rtsearch_elution_events_total{event="apex"}'] <= len(apex)  # scraped while still running
     # every identified precursor has an event: its own follow's, or that of an earlier scan of its m/z and charge
     top = max(float(s.mz.max()) for s in ms1 if s.n_peaks)  # BSA1's MS1 stops at m/z 800 (filtered upstream)

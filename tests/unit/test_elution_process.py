@@ -18,8 +18,8 @@ def _scan(rt: float) -> tuple[str, str, float, np.ndarray, np.ndarray]:
 
 def _items() -> list[tuple[object, ...]]:
     times = [float(t) for t in np.arange(0.0, 150.0, 1.5)]
-    bad = ("watch", "r", np.array([1, 2]), np.array([612.3]), np.array([2]))  # arrays of unequal length
-    watch = ("watch", "r", np.array([7]), np.array([500.2702]), np.array([2]))
+    bad = ("watch", "r", np.array([1, 2]), np.array([612.3]), np.array([2]), np.array([44.0]))  # unequal lengths
+    watch = ("watch", "r", np.array([7]), np.array([500.2702]), np.array([2]), np.array([44.0]))
     return [*(_scan(t) for t in times[:30]), bad, watch, *(_scan(t) for t in times[30:]), ("end", "r")]
 
 
