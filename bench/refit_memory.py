@@ -94,7 +94,7 @@ def main() -> int:
             m = memory_kb(pid)
             mb = {f"{x}_mb": round(m.get(x, 0) / 1024, 1) for x in ("rss", "pss", "pss_anon")}
             print(json.dumps({"run": k, **mb}), flush=True)
-        refitter.shutdown(wait=True)  # (before the folder it wrote in goes)
+        refitter.shutdown()  # (before the folder it wrote in goes)
     return 0
 
 

@@ -15,6 +15,7 @@ import contextlib
 import functools
 import logging
 import os
+import time
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -36,6 +37,7 @@ from rtsearch.serve.runtime import (
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+STOP_S = 10.0  # at shutdown, what the refit process runs may take this long to finish; then it is killed
 
 _OPENED: dict[Reopen, SearchTarget] = {}  # in the refit process: targets opened for finishing runs
 
@@ -118,9 +120,25 @@ class Refitter:
             self._submit(give_back_heap)
         return done
 
-    def shutdown(self, *, wait: bool = False) -> None:
-        """Stop the process (``wait``: until it has, e.g. before its files' folder goes)."""
-        self._pool.shutdown(wait=wait, cancel_futures=True)
+    def shutdown(self, *, timeout_s: float = STOP_S) -> None:
+        """Stop the process and wait until it has ended: what waits for it is cancelled, what it runs may finish
+        within ``timeout_s``, then it is killed (a run it was finishing keeps its journal: the next start finishes it).
+
+        Never left to end by itself: in a daemon that is a process of its own (a lane), multiprocessing's exit
+        handler closes the pool's task queue as soon as the process's main returns, and a pool still waiting then for
+        its task to finish can no longer send its worker the stop — the two would wait for each other for ever (a
+        lane under load did not stop within 90 s and was killed, its refit process at nice 10 still giving back the
+        last run's heap when the lane's daemon returned).
+        """
+        procs = list((getattr(self._pool, "_processes", None) or {}).values())  # (the pool forgets them at shutdown)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + timeout_s
+        for proc in procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                log.warning("the refit process did not stop within %.0f s of shutdown: killed", timeout_s)
+                proc.kill()
+                proc.join(5.0)
 
 
 def _install(state: RunState, done: concurrent.futures.Future[Any]) -> None:

@@ -37,5 +37,5 @@ def test_a_finished_runs_memory_goes_back(demo_index, tmp_path):
             path.unlink()
             after.append(memory_kb(pid)["pss_anon"] / 1024)  # its heap (MB), not the index's mapped pages
     finally:
-        refitter.shutdown(wait=True)
+        refitter.shutdown()
     assert max(after[1:]) <= after[0] * 1.1 + 5, after  # held what it had after the first, not climbing
