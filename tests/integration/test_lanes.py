@@ -10,6 +10,7 @@ dev run (MS1 and MS2): two sent one message a spectrum, two in batched ``spectra
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import json
 import os
@@ -17,6 +18,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,7 @@ import pytest
 from rtsearch.cli.demo import TOML, bundled
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, replay
+from tests.integration.test_crash_recovery import alive, children
 from tests.integration.test_mqtt import Listener, _wait
 from tests.integration.test_overload_client import _mgf
 from tests.streaming import ServeProcess, free_port, mosquitto, running, scrape, serve_config
@@ -167,6 +170,38 @@ def test_lanes_under_overload_answer_every_spectrum_once_and_book_it(demo_index,
         with open(files[run], newline="") as fh:
             scans[run] = {r["scan"] for r in csv.DictReader(fh, delimiter="\t")}
     assert sum(map(len, scans.values())) == load["sent"], scans  # every spectrum booked in its run's file, shed too
+
+
+def test_a_sigkilled_front_leaves_no_process_behind(demo_index, shared_tools, tmp_path):
+    """The front SIGKILLed just after its lanes answered a load: its intake processes end with it, the lanes see
+    their pipes close and shut down (their refit processes stopped first), and nothing of it is left."""
+    mgf = tmp_path / "run.mgf"
+    _mgf(mgf)
+    sp, rp = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+    front = ServeProcess(["--index", str(demo_index.folder), "--config", str(bundled(TOML)), "--backend", "numpy",
+                          "--spectra", sp, "--spectra-mode", "pull", "--results", rp, "--metrics-port", "0",
+                          "--results-dir", str(tmp_path / "res"), "--lanes", "2", "--intakes", "1"])  # fmt: skip
+    try:
+        assert front.wait_for(" ready: ", 180), front.log
+        proc = subprocess.run(
+            [sys.executable, str(shared_tools / "rt_load.py"), str(mgf), "--spectra", sp, "--results", rp, "--rates",
+             "400", "--seconds", "2", "--senders", "2", "--drain", "30", "--tag", "kill"],
+            capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        family = children(front.proc.pid)
+        assert _lane_pid(front.proc.pid, 0) in family and _lane_pid(front.proc.pid, 1) in family
+    finally:
+        front.kill()
+        front.proc.wait(30)
+    deadline = time.monotonic() + 60
+    while any(alive(p) for p in family) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = {p: Path(f"/proc/{p}/comm").read_text().strip() for p in family if alive(p)}
+    for p in left:  # not to disturb the next tests
+        with contextlib.suppress(OSError):
+            os.kill(p, signal.SIGKILL)
+    assert not left, (left, front.log[-3000:])
 
 
 def test_lanes_that_cannot_open_their_target_stop_the_front_with_a_clear_error(tmp_path):
