@@ -137,6 +137,7 @@ class ServeConfig:
     ray_address: str = ""  # placement "ray": the cluster to join ("auto", "ray://host:10001"); empty: start one here
     gpus_per_worker: float = 0.0  # placement "ray": GPUs each worker asks for (0.5: two share one; 0: CPU workers)
     cluster_host: str = "127.0.0.1"  # where workers reach this daemon (several hosts: its address on their network)
+    cluster_curve: bool = False  # CURVE on loopback too (always off it: cluster/auth.py); a host shared with strangers
     worker_memory_gb: float = 0.0  # a cluster worker's room for the target (0: its share of its GPU; CPU: no limit)
     piece_workers: int = 1  # partition: the workers holding each piece (cluster / piece_workers pieces; door.py)
     lanes: int = 1  # daemon processes the runs are spread over, behind one front (serve/lanes.py); 1: this one

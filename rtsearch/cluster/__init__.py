@@ -6,6 +6,10 @@
   owners when it reaches beyond that worker's slice — and the batch's answer put back together.
 - `worker.py`: a worker process's loop — the target opened again, batches in and answers out over ZeroMQ,
   heartbeats; the wire is drawn there.
+- `frames.py`: that wire's messages as explicit frames (a JSON header, raw little-endian arrays), read with every
+  length checked: nothing a peer sends is unpickled.
+- `auth.py`: who may speak to a door — CURVE off loopback (keys made at each start, carried in the workers' specs),
+  a token in every worker's identity.
 - `placement.py`: `RayPlacement` (actors, restarted by Ray) and `LocalPlacement` (processes of this host).
 - `door.py`: `ClusterScorer`, the daemon's engine threads' scorer: routing (replicate / partition), dead
   workers noticed and their batches sent again.

@@ -21,6 +21,12 @@ Lanes may share one cluster (`rtsearch.cluster.share`): then each lane's door bi
 only lane 0's starts and restarts the workers. A batch no live worker can take within ``timeout_s`` (the daemon's
 budget) raises `EngineError` (the daemon answers its spectra with the reason: nothing is lost); a late answer to a
 batch sent again is dropped (one answer a spectrum).
+
+What peers send is read as `rtsearch.cluster.frames` says, never unpickled: a message that is not that, or from a
+name that is not one of this door's workers, is dropped and counted (`dropped`; each kind logged once), and the
+dispatcher goes on. Off loopback its sockets take only its workers (CURVE, `rtsearch.cluster.auth`). Should its
+dispatcher thread (or its ZAP handler's) stop all the same, `failed` says so — the daemon's supervisor then drops
+readiness and stops (exit 1) — and every batch waiting on it, or asked of it later, raises `EngineError`.
 """
 
 from __future__ import annotations
@@ -29,7 +35,6 @@ import collections
 import concurrent.futures
 import itertools
 import logging
-import pickle
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +44,8 @@ from typing import Any
 import zmq
 
 from rtsearch.batch import SpectraBatch
+from rtsearch.cluster import frames as wire
+from rtsearch.cluster.auth import DoorKeys, identity, loopback, token
 from rtsearch.cluster.pieces import Own, Pieces
 from rtsearch.cluster.placement import Placement
 from rtsearch.cluster.share import Share
@@ -58,6 +65,9 @@ SLOWEST_DECAY = 0.9  # each answered batch not slower shrinks a worker's slowest
 FAILOVER_S = 2.0  # partition: a dead owner's spectra wait this long for it, then go to any live worker
 START_TIMEOUT_S = 600.0  # every worker opened its target and said hello (a large index on a fresh machine)
 SHARED_STOP_S = 60.0  # shared workers: how long the lane that started them waits for the other lanes to be done
+BEAT_MAX_BYTES = 1024  # a heartbeat message's frames at most (a name and 8 bytes): a larger one ends its connection
+
+Answer = tuple[list[bytes], float, float, float]  # a reply's frames (`wire.read_reply`); seconds queued, scored, share
 
 
 @dataclass
@@ -78,21 +88,21 @@ class _Worker:
     spectra: int = 0
     scoring_s: float = 0.0  # seconds spent scoring, as its answers said
     since_up: int = 0  # spectra answered since its last hello (a restarted worker's own)
-    answered_at: float = 0.0  # when its last answer came (a batch sent before that waited behind that one)
 
 
 @dataclass
 class _Request:
     id: int
     size: int  # spectra
-    payload: bytes  # the pickled (`SpectraBatch`, its queries' mass range or None: all, best chosen by the worker)
+    payload: list[wire.Frame]  # (`SpectraBatch`, its queries' mass range or None: all, best chosen by the worker)
     piece: int  # -1: any worker
     own: Own | None  # partition: the masses it needs scored (who else can stand in for its piece's worker)
-    future: concurrent.futures.Future[tuple[bytes, float, float, float]]  # answer; seconds queued, scored, its share
+    future: concurrent.futures.Future[Answer]
     first: float
     prefer: int = -1  # replicate: the worker asked for; partition: its piece's copy (-1: any)
     worker: str = ""
     sent: float = 0.0
+    whole: bool = True  # its spectra answered (a `ScoredBatch` back), else their queries in ``own`` (`QueryScores`)
 
 
 class ClusterScorer:
@@ -101,10 +111,11 @@ class ClusterScorer:
 
     def __init__(self, reopen: Reopen, placement: Placement, *, workers: int, pieces: Pieces | None = None,
                  host: str = "127.0.0.1", timeout_s: float = 30.0, record: Callable[..., None] = lambda _: None,
-                 share: Share | None = None) -> None:  # fmt: skip
+                 share: Share | None = None, curve: bool = False) -> None:  # fmt: skip
         """``record``: the daemon's metrics' (`Cluster` stats, from the dispatcher thread); ``share``: this door is
-        a lane's of lanes sharing the workers (`rtsearch.cluster.share`: its endpoints there; the keeper's starts
-        them)."""
+        a lane's of lanes sharing the workers (`rtsearch.cluster.share`: its endpoints there, `ipc://` in a folder of
+        the daemon's user; the keeper's starts them); ``curve``: CURVE on loopback too (off loopback it always is:
+        `rtsearch.cluster.auth`)."""
         if pieces is not None and workers % len(pieces.reopens):
             raise ValueError("partition needs the same number of workers for each piece")
         self.reopen, self.placement, self.pieces = reopen, placement, pieces
@@ -112,19 +123,35 @@ class ClusterScorer:
         self.timeout_s, self.record, self.share = timeout_s, record, share
         n = len(pieces.reopens) if pieces else workers
         self.workers = {f"w{k}": _Worker(f"w{k}", k % n if pieces else -1, k // n) for k in range(workers)}
+        self._token = "" if share else token()  # in the workers' identities (shared: ipc in a private folder)
+        self._identity = {name: identity(name, self._token) for name in self.workers}
+        self._by_identity = {self._identity[name]: w for name, w in self.workers.items()}
         self._copy = share.index % (workers // n) if share else -1  # lanes sharing: the copies this lane's go to
+        self.curve = share is None and (curve or not loopback(host))  # shared: ipc endpoints (`Share.check`)
+        self.dropped = 0  # messages from peers dropped: not the wire, or not from one of this door's workers
+        self._told: set[str] = set()  # the kinds of dropped message logged (once each)
         self._ctx = zmq.Context()
+        self._keys: DoorKeys | None = None
         self._router = self._ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a restarted worker takes its name back
         self._router.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a send to a worker that is not there raises
         self._router.setsockopt(zmq.LINGER, 0)
         self._beats = self._ctx.socket(zmq.PULL)
         self._beats.setsockopt(zmq.LINGER, 0)
+        self._beats.setsockopt(zmq.MAXMSGSIZE, BEAT_MAX_BYTES)
         try:
+            if share is not None:
+                share.check()
+            if self.curve:  # before they bind: no peer is ever let in without the workers' key
+                self._keys = DoorKeys(self._ctx)
+                self._keys.server(self._router)
+                self._keys.server(self._beats)
             ends = share.door(share.index) if share else None
             self.router = _bind(self._router, host, ends[0] if ends else "")
             self.beats = _bind(self._beats, host, ends[1] if ends else "")
         except EndpointError:
+            if self._keys is not None:
+                self._keys.close()
             self._ctx.destroy(linger=0)
             raise
         self._submit_at = f"inproc://cluster-submit-{id(self)}"
@@ -138,6 +165,7 @@ class ClusterScorer:
         self._stop = threading.Event()
         self._all_ready = threading.Event()
         self._thread = threading.Thread(target=self._dispatch, name="cluster-door", daemon=True)
+        self._failure = ""  # why the dispatcher thread stopped on its own ("": it runs, or was stopped)
         self.resent = 0  # batches sent again after their worker died
         self.deaths = 0
 
@@ -147,20 +175,28 @@ class ClusterScorer:
         if self.share is not None:  # the keeper's door first: the one whose placement restarts them
             (router, beats), *rest = self.share.doors
             others = tuple(rest)
+        keys = self._keys.worker if self._keys is not None else None
         specs = [WorkerSpec(w.name, w.piece, self.pieces.reopens[w.piece] if self.pieces else self.reopen, router,
-                            beats, others=others) for w in self.workers.values()]  # fmt: skip
+                            beats, others=others, keys=keys, token=self._token)
+                 for w in self.workers.values()]  # fmt: skip
         self._thread.start()
         if self.share is None or self.share.keeper:
             self.placement.start(specs)
-        if not self._all_ready.wait(START_TIMEOUT_S):
-            self.__exit__()
-            raise ServiceError(f"cluster: not every worker was up within {START_TIMEOUT_S:.0f} s")
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self._all_ready.wait(0.1):
+            if self.failed() or time.monotonic() > deadline:
+                self.__exit__()
+                raise ServiceError(f"cluster: {self._failure}" if self._failure else
+                                   f"cluster: not every worker was up within {START_TIMEOUT_S:.0f} s")  # fmt: skip
         return self
 
     def __exit__(self, *exc: Any) -> None:
         for w in self.workers.values():
             log.info("cluster: %s (piece %d, pid %d): %d spectra since it came up, %d in all; %d deaths, %d batches "
                      "sent again", w.name, w.piece, w.pid, w.since_up, w.spectra, self.deaths, self.resent)  # fmt: skip
+        if self.dropped or self.refused:
+            log.warning("cluster: %d messages from peers dropped, %d peers refused at the door", self.dropped,
+                        self.refused)  # fmt: skip
         for w in self.workers.values():
             if w.alive:
                 self._send(w.name, [b"stop"])
@@ -174,7 +210,25 @@ class ClusterScorer:
             self._thread.join(5.0)
         if self.share is None or self.share.keeper:
             self.placement.close()
+        if self._keys is not None:
+            self._keys.close()
         self._ctx.destroy(linger=0)  # the engine threads' submit sockets too
+
+    @property
+    def refused(self) -> int:
+        """Peers refused at the handshake: without the workers' key (CURVE only)."""
+        return self._keys.refused if self._keys is not None else 0
+
+    def failed(self) -> int:
+        """Threads of the door that stopped on their own (the dispatcher, the ZAP handler): 0 while they run, before
+        it started, or once it was closed (`rtsearch.serve.workers.WorkerPool.failed` counts them)."""
+        if self._stop.is_set() or self._thread.ident is None:
+            return 0
+        return int(not self._thread.is_alive()) + int(self._keys is not None and not self._keys.alive())
+
+    def alive(self) -> bool:
+        """Whether the door serves (its threads run)."""
+        return self._thread.is_alive() and not self.failed()
 
     # ------------------------------------------------------------------ engine threads' side
 
@@ -188,33 +242,44 @@ class ClusterScorer:
         return self.pieces.finish(batch, list(zip(plan, answers, strict=True)))
 
     def _request(self, batch: SpectraBatch, piece: int, own: Own | None, *, whole: bool = True, prefer: int = -1
-                 ) -> concurrent.futures.Future[tuple[bytes, float, float, float]]:  # fmt: skip
+                 ) -> _Request:  # fmt: skip
         """``whole``: the spectra answered (the worker is sent no mass range); else their queries in ``own``."""
-        # pickled here, in the calling engine thread, not in the dispatcher (one thread for all workers)
-        sent = pickle.dumps((batch, None if whole else own), protocol=pickle.HIGHEST_PROTOCOL)
+        # encoded here, in the calling engine thread, not in the dispatcher (one thread for all workers)
+        sent = wire.batch_frames(batch, None if whole else own)
         req = _Request(next(self._ids), len(batch), sent, piece, own, concurrent.futures.Future(), time.monotonic(),
-                       prefer=prefer)  # fmt: skip
+                       prefer=prefer, whole=whole)  # fmt: skip
         with self._lock:
+            if self._failure:  # no dispatcher to take it
+                raise EngineError(f"cluster: {self._failure}")
             self._requests[req.id] = req
         sock = getattr(self._local, "push", None)
         if sock is None:
             sock = self._local.push = self._ctx.socket(zmq.PUSH)
             sock.connect(self._submit_at)
         sock.send(req.id.to_bytes(8, "little"))
-        return req.future
+        return req
 
-    def _wait(self, futures: list[concurrent.futures.Future[tuple[bytes, float, float, float]]]) -> list[Any]:
-        """The answers (`ScoredBatch`, or a partition worker's `QueryScores`), unpickled here (an engine thread); a
-        worker's failure raises `EngineError`. A `ScoredBatch`'s ``stages``: ``queued``, the seconds it waited at
-        its worker behind an earlier batch, ``scoring``, the worker's own seconds on it (the daemon tells its
-        workers' time from its own with them: `rtsearch.serve.pacing`), and ``share``, its spectra's part of that
-        when the worker scored it with others as one batch (what it cost: `rtsearch.cluster.cost`)."""
+    def _wait(self, requests: list[_Request]) -> list[Any]:
+        """The answers (`ScoredBatch`, or a partition worker's `QueryScores`), decoded here (an engine thread); a
+        worker's failure, or an answer that is not one to its request, raises `EngineError`. A `ScoredBatch`'s
+        ``stages``: ``queued``, the seconds it waited at its worker behind an earlier batch, ``scoring``, the
+        worker's own seconds on it (the daemon tells its workers' time from its own with them:
+        `rtsearch.serve.pacing`), and ``share``, its spectra's part of that when the worker scored it with others as
+        one batch (what it cost: `rtsearch.cluster.cost`)."""
         out = []
-        for f in futures:
-            answer, queued, scoring, share = f.result()
-            kind, payload = pickle.loads(answer)
+        for req in requests:
+            answer, queued, scoring, share = req.future.result()
+            try:
+                kind, payload = wire.read_reply(answer)
+            except wire.FrameError as e:
+                self._drop("reply", f"an answer from {req.worker} not the wire's ({e})")
+                raise EngineError(f"cluster: {req.worker}'s answer could not be read: {e}") from None
             if kind == "error":
                 raise EngineError(payload)
+            size = len(payload) if isinstance(payload, ScoredBatch) else len(payload.reason)  # type: ignore[union-attr]
+            if kind != ("scored" if req.whole else "queries") or size != req.size:
+                self._drop("reply", f"an answer from {req.worker} to another request ({kind} of {size} spectra)")
+                raise EngineError(f"cluster: {req.worker} answered {kind} of {size} spectra, asked {req.size}")
             if isinstance(payload, ScoredBatch):
                 payload.stages.update(queued=queued, scoring=scoring, share=share)
             out.append(payload)
@@ -223,6 +288,20 @@ class ClusterScorer:
     # ------------------------------------------------------------------ the dispatcher thread
 
     def _dispatch(self) -> None:
+        """The dispatcher thread: `_serve` until stopped; if it stops on its own, every batch waiting on it fails
+        (`EngineError`: the daemon answers their spectra) and `failed` says so."""
+        try:
+            self._serve()
+        except BaseException as e:  # noqa: BLE001  # any end that was not asked for: said, not silent
+            log.exception("cluster: the door's dispatcher thread stopped")
+            with self._lock:
+                self._failure = f"the door's dispatcher thread stopped ({type(e).__name__}: {e})"
+                left, self._requests = list(self._requests.values()), {}
+            for req in left:
+                if not req.future.done():
+                    req.future.set_exception(EngineError(f"cluster: {self._failure}"))
+
+    def _serve(self) -> None:
         poller = zmq.Poller()
         for s in (self._router, self._beats, self._submit):
             poller.register(s, zmq.POLLIN)
@@ -232,36 +311,56 @@ class ClusterScorer:
             while self._submit in ready and self._submit.poll(0):
                 self._waiting.append(int.from_bytes(self._submit.recv(), "little"))
             while self._beats in ready and self._beats.poll(0):
-                name, took = self._beats.recv_multipart()
-                w = self.workers.get(name.decode())
-                if w is not None and w.pid:  # a worker called dead that beats (idle, if hung) is back
-                    w.busy_s = int(took) / 1e9
-                    w.hung = w.hung and w.busy_s > 0
-                    w.alive, w.last_beat = w.alive or not w.hung, now
+                self._guarded("heartbeat", self._beat, self._beats.recv_multipart(), now)
             while self._router in ready and self._router.poll(0):
-                self._from_worker(self._router.recv_multipart(), now)
+                self._guarded("message", self._from_worker, self._router.recv_multipart(), now)
             self._check(now)
             self._send_waiting(now)
 
-    def _from_worker(self, frames: list[bytes], now: float) -> None:
-        w = self.workers.get(frames[0].decode())
+    def _guarded(self, what: str, handle: Callable[[list[bytes], float], None], frames: list[bytes], now: float
+                 ) -> None:  # fmt: skip
+        """``handle(frames, now)``; a message it cannot read is dropped (`FrameError`), and one it fails on besides
+        too, logged: the dispatcher goes on either way."""
+        try:
+            handle(frames, now)
+        except wire.FrameError as e:
+            self._drop(what, f"a {what} not the wire's ({e})")
+        except Exception as e:  # (a bug of ours): the message, not the dispatcher
+            self._drop(f"{what} failing", f"a {what} the door failed on ({type(e).__name__}: {e})", trace=True)
+
+    def _drop(self, kind: str, why: str, *, trace: bool = False) -> None:
+        """A peer's message dropped: counted, and logged the first time of its ``kind`` (engine threads call it too,
+        for an answer they cannot read)."""
+        with self._lock:
+            self.dropped += 1
+            first = kind not in self._told
+            self._told.add(kind)
+        if first:
+            log.warning("cluster: dropped %s; such messages are counted, not logged again", why, exc_info=trace)
+
+    def _beat(self, frames: list[bytes], now: float) -> None:
+        ident, busy_ns = wire.read_beat(frames)
+        w = self._by_identity.get(ident)
         if w is None:
+            self._drop("name", f"a heartbeat from {ident[:40]!r}, not one of this door's workers")
             return
-        if frames[1] == b"hello":
-            hello = pickle.loads(frames[2])
-            if w.pid and w.pid != int(hello["pid"]) and w.alive:  # a new process before it was called dead
-                self._died(w, f"back (pid {w.pid} -> {hello['pid']})")  # (called dead already: that was its death)
-            w.pid, w.alive, w.last_beat, w.since_up, w.slowest = int(hello["pid"]), True, now, 0, 0.0
-            self.record(Cluster(w.name, w.piece, up=True, pid=w.pid))
-            gpu = f" on GPU {hello['gpu']}" if hello.get("gpu") else ""
-            log.info("cluster: %s up (pid %d, piece %d, %s%s; %d entries, %.3f GB on its device)", w.name, w.pid,
-                     w.piece, hello["backend"], gpu, hello.get("entries", 0),
-                     hello.get("device_bytes", 0) / 1e9)  # fmt: skip
-            if all(x.alive for x in self.workers.values()):
-                self._all_ready.set()
+        if w.pid:  # a worker called dead that beats (idle, if hung) is back
+            w.busy_s = busy_ns / 1e9
+            w.hung = w.hung and w.busy_s > 0
+            w.alive, w.last_beat = w.alive or not w.hung, now
+
+    def _from_worker(self, frames: list[bytes], now: float) -> None:
+        w = self._by_identity.get(frames[0])
+        if w is None:
+            self._drop("name", f"a message from {frames[0][:40]!r}, not one of this door's workers")
             return
-        if frames[1] != b"scored":
+        verb = frames[1] if len(frames) > 1 else b""
+        if verb == b"hello" and len(frames) == 3:
+            self._hello(w, wire.read_hello(frames[2]), now)
             return
+        if verb != b"scored" or len(frames) < 5 or len(frames[2]) != 8:
+            raise wire.FrameError(f"{verb[:16]!r} of {len(frames) - 1} frames from {w.name}")
+        took_ns, waited_ns, share_ns = wire.read_times(frames[3])
         rid = int.from_bytes(frames[2], "little")
         with self._lock:
             req = self._requests.get(rid)
@@ -270,22 +369,33 @@ class ClusterScorer:
         w.inflight.discard(rid)
         w.outstanding -= req.size
         w.last_beat = now
-        queued = max(0.0, w.answered_at - req.sent)  # a worker scores in order: it began this one after that answer
-        w.answered_at = now
         took = (now - req.sent) / max(req.size, 1)
         w.seconds_per_spectrum = took if w.batches == 0 else 0.8 * w.seconds_per_spectrum + 0.2 * took
         w.slowest = max(took, SLOWEST_DECAY * w.slowest)  # an outlier (a batch queued behind others) fades
-        scoring = int.from_bytes(frames[4], "little") / 1e9 if len(frames) > 4 else 0.0  # its own time on the batch
-        share = scoring
-        if len(frames) > 6:  # the worker's own account: how long it waited there, its part of a merged batch
-            queued, share = int.from_bytes(frames[5], "little") / 1e9, int.from_bytes(frames[6], "little") / 1e9
+        # the worker's own account: its time on the round (its batch, or the merged one it was part of), how long
+        # this one waited there before it, its part of that round
+        scoring, queued, share = took_ns / 1e9, waited_ns / 1e9, share_ns / 1e9
         w.batches, w.spectra, w.since_up = w.batches + 1, w.spectra + req.size, w.since_up + req.size
         w.scoring_s += share
         rounds = share / scoring if scoring > 0 else 1.0  # its part of the round it was scored in (by spectra)
         self.record(Cluster(w.name, w.piece, up=True, spectra=req.size, busy_s=share, rounds=rounds, pid=w.pid))
         with self._lock:
             del self._requests[rid]
-        req.future.set_result((frames[3], queued, scoring, share))
+        req.future.set_result((frames[4:], queued, scoring, share))
+
+    def _hello(self, w: _Worker, hello: wire.Hello, now: float) -> None:
+        if hello.name != w.name or hello.piece != w.piece:
+            raise wire.FrameError(f"a hello from {w.name} as {hello.name[:40]!r} of piece {hello.piece} "
+                                  f"(it is piece {w.piece})")  # fmt: skip
+        if w.pid and w.pid != hello.pid and w.alive:  # a new process before it was called dead
+            self._died(w, f"back (pid {w.pid} -> {hello.pid})")  # (called dead already: that was its death)
+        w.pid, w.alive, w.last_beat, w.since_up, w.slowest = hello.pid, True, now, 0, 0.0
+        self.record(Cluster(w.name, w.piece, up=True, pid=w.pid))
+        gpu = f" on GPU {hello.gpu}" if hello.gpu else ""
+        log.info("cluster: %s up (pid %d, piece %d, %s%s; %d entries, %.3f GB on its device)", w.name, w.pid,
+                 w.piece, hello.backend, gpu, hello.entries, hello.device_bytes / 1e9)  # fmt: skip
+        if all(x.alive for x in self.workers.values()):
+            self._all_ready.set()
 
     def _hang_s(self, w: _Worker) -> float:
         """How long a worker may hold a batch: `HANG_FACTOR` × its slowest measured time a spectrum × what it
@@ -345,7 +455,7 @@ class ClusterScorer:
                     kept.append(rid)
                 continue
             req.worker, req.sent = w.name, now
-            if not self._send(w.name, [b"batch", rid.to_bytes(8, "little"), req.payload]):
+            if not self._send(w.name, [b"batch", rid.to_bytes(8, "little"), *req.payload]):
                 req.worker = ""
                 kept.append(rid)
                 continue
@@ -371,9 +481,9 @@ class ClusterScorer:
             return asked
         return min(live, key=lambda w: (w.outstanding, w.seconds_per_spectrum))
 
-    def _send(self, name: str, frames: list[bytes]) -> bool:
+    def _send(self, name: str, frames: list[bytes | memoryview]) -> bool:
         try:
-            self._router.send_multipart([name.encode(), *frames], zmq.NOBLOCK)
+            self._router.send_multipart([self._identity[name], *frames], zmq.NOBLOCK)
             return True
         except zmq.ZMQError:  # not connected (dead, or not yet back)
             return False

@@ -8,7 +8,10 @@
   when one fails (exits other than 0: a worker ends with 0 only when told to stop), spread over the host's GPUs
   (``gpus_per_worker`` > 0) — for one host, or a machine without Ray.
 
-Both: `start`, `pid_of` (a worker's process, as its hello said), `close`.
+Both: `start`, `pid_of` (a worker's process, as its hello said), `close`. A worker's `WorkerSpec` carries its
+door's CURVE keys off loopback (`rtsearch.cluster.auth`): a local process gets them as its arguments (a pipe of
+this host's), a Ray actor as its constructor's (Ray's own channel, as trusted as the code Ray runs: TLS with
+``RAY_USE_TLS``, or a private network).
 """
 
 from __future__ import annotations

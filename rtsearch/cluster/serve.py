@@ -73,7 +73,8 @@ def open_cluster(target: SearchTarget, cfg: ServeConfig, backend: BackendName,
     else:
         placement = LocalPlacement(gpus=host_gpus() if cfg.gpus_per_worker > 0 else 0)
     return ClusterScorer(reopen, placement, workers=cfg.cluster, pieces=pieces, host=cfg.cluster_host,
-                         timeout_s=cfg.budget_ms / 1e3, record=record, share=share).__enter__()  # fmt: skip
+                         timeout_s=cfg.budget_ms / 1e3, record=record, share=share,
+                         curve=cfg.cluster_curve).__enter__()  # fmt: skip
 
 
 def may_share(cfg: ServeConfig) -> bool:

@@ -14,11 +14,19 @@ The doors bind where the lanes' front said (`Share.door`, in its folder: the fro
 starts); lane 0's door starts the workers with every door's endpoints, and its placement restarts one that dies
 (it says hello to every door again, and each sends it what it held again). A worker stops when every door said
 stop. Local placement only (the endpoints are this host's); Ray's workers stay a lane's own.
+
+The folder is the endpoints' lock: ``ipc://`` sockets are files, and only the daemon's user may enter the folder
+(mode 0700, `tempfile.mkdtemp`'s; `Share.check` refuses any other before a door binds there). So no CURVE on these
+doors (`rtsearch.cluster.auth`): a peer that can reach them is the daemon's own user.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
+
+from rtsearch.errors import EndpointError
 
 Endpoints = tuple[str, str]  # a front door's ROUTER (batches) and PULL (heartbeats)
 
@@ -30,6 +38,16 @@ class Share:
     folder: str
     index: int
     lanes: int
+
+    def check(self) -> None:
+        """Raise `EndpointError` unless the folder is this user's own, closed to every other (0700)."""
+        try:
+            st = os.stat(self.folder)
+        except OSError as e:
+            raise EndpointError(f"the lanes' cluster folder {self.folder}: {e.strerror}") from None
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o077:
+            raise EndpointError(f"the lanes' cluster folder {self.folder} must be a folder of this user's that no "
+                                f"other may enter (mode 0700, not {stat.S_IMODE(st.st_mode):o})")  # fmt: skip
 
     def door(self, lane: int) -> Endpoints:
         """Lane ``lane``'s door's endpoints."""

@@ -208,10 +208,15 @@ class WorkerPool(Expiry):
         return any(w.is_alive() for w in (*self._threads, self.results.thread, self._expiry))
 
     def failed(self) -> int:
-        """Threads that stopped while the pool was serving (0 while all run, or when it was closed)."""
+        """Threads that stopped while the pool was serving (0 while all run, or when it was closed): its own, and its
+        cluster door's (`ClusterScorer.failed`)."""
         with self._cv:
             closing = self._closing
-        return 0 if closing else sum(not w.is_alive() for w in (*self._threads, self.results.thread, self._expiry))
+        if closing:
+            return 0
+        door = getattr(self.cluster, "failed", None)  # (a stand-in scorer in tests has none)
+        own = sum(not w.is_alive() for w in (*self._threads, self.results.thread, self._expiry))
+        return own + (door() if door else 0)
 
     def abandon(self) -> Jobs | None:
         """Stop now: what waits and what is being scored comes back, to be answered unscored (``None``: nothing)."""
