@@ -93,7 +93,7 @@ def main() -> int:
         for k, (kind, (_, make)) in enumerate(_classes().items()):
             ok, verdict = one(args.code.resolve(), args.index, make, sp, Path(tmp) / str(k))
             results[kind] = ok
-            print(f"{kind:32s} {verdict}", flush=True)
+            print(f"{kind:38s} {verdict}", flush=True)
     print(json.dumps({"code": str(args.code), "classes": len(results), "ok": sum(results.values()),
                       "failed": [k for k, v in results.items() if not v]}))  # fmt: skip
     return 0 if all(results.values()) else 1

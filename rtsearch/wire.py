@@ -16,6 +16,10 @@ instruments (and ms2 files) that report several; ``charge`` alone is the usual c
 `decode` never raises: anything that is not a valid message becomes an
 `Invalid` carrying a short ``code`` (a metric label) and a readable ``reason``,
 plus the run and scan when they could be read, so the daemon can answer it.
+
+Every value `decode` accepts is one every later stage takes (issue 67): each number within a range
+(`MAX_RT`, `MAX_MZ`, `MAX_INTENSITY`, ...), each list and string bounded (`MAX_CHARGES`, `MAX_RUN_BYTES`, no
+control characters), the header at most `MAX_HEADER_BYTES` and every frame at most `MAX_MESSAGE_BYTES`.
 """
 
 from __future__ import annotations
@@ -33,15 +37,37 @@ import orjson
 
 from rtsearch.matches import ResultMessage
 from rtsearch.types import Spectrum
-from rtsearch.wire_peaks import spectrum_problem
+from rtsearch.wire_peaks import MAX_MZ, spectrum_problem
 
 VERSION = 1
 SPECTRUM, RUN_START, RUN_END, RESULT = b"spectrum", b"run.start", b"run.end", b"result"
 TOPICS = (SPECTRUM, RUN_START, RUN_END)
 MAX_CHARGE = 10
+# distinct candidate charges of one spectrum at most: each is searched, so a spectrum's cost grows with them (a list of
+# 10,000 stalled the engine 7.9 s, issue 67); instruments and ms2 files give two or three
+MAX_CHARGES = 8
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1  # every integer field fits a signed 64-bit integer
 MAX_RUN_BYTES = 512  # a run name's UTF-8 bytes at most (it names files and MQTT topics)
 MAX_BUDGET_MS = 3_600_000.0  # an hour: a longer per-spectrum budget is a mistake, not a budget
+# |rt| at most, seconds (116 days; a run lasts hours). The run's end fits retention times by least squares over its
+# PSMs (rtsearch/scoring/database/retention.py): one rt of 1e308 overflowed it to NaN features, and the run's end
+# failed with an IndexError in the q-values (issue 67, S2). Negative times are taken (retention reads them as unknown).
+MAX_RT = 1e7
+_MIN_RT = -MAX_RT
+MAX_INTENSITY = float(np.finfo(np.float32).max)  # a precursor's intensity at most: a peak's (float32) at most
+# Every frame of a message at most, bytes: the ZMQ_MAXMSGSIZE of the sockets that read spectra where the daemon binds
+# them (rtsearch/serve/intake_process.py, door.py): ZeroMQ drops a peer that sends a larger frame before reading it
+# (one 1 GB frame took the intake process to 2.1 GB), and the peer reconnects. Never where the daemon connects: ZeroMQ
+# does not reconnect a connection it dropped so, and the daemon would be cut off its instrument. The largest legal
+# frame is a spectra message's m/z (`rtsearch.wire_batch`): 128 MiB, 16,777,216 peaks, 1,024 a row at MAX_COUNT.
+MAX_MESSAGE_BYTES = 128 * 1024 * 1024
+MAX_PEAKS = MAX_MESSAGE_BYTES // 8  # peaks of one spectrum at most: its m/z frame fits MAX_MESSAGE_BYTES
+# A header of a spectrum or control message at most, bytes: ~200 in use; the largest legal one (every field at its
+# longest: a 512-byte run and id, escaped as JSON, 8 charges) is under 4 kB
+MAX_HEADER_BYTES = 65_536
+# A larger header is refused, but up to this size still read for the run and scan it names, so that it is answered:
+# parsing costs ~1 ms a MiB, and the parsed JSON up to ~20 times its bytes (a list of empty lists); beyond, counted
+MAX_NAMED_HEADER_BYTES = 1024 * 1024
 
 InvalidCode = Literal["frames", "topic", "header", "version", "field", "peaks"]
 INVALID_CODES: tuple[InvalidCode, ...] = get_args(InvalidCode)
@@ -114,7 +140,8 @@ class _Bad(Exception):
         self.reason = reason
 
 
-def _int(h: dict[str, Any], key: str, *, required: bool = True, minimum: int | None = None) -> int | None:
+def _int(h: dict[str, Any], key: str, *, required: bool = True, minimum: int | None = None,
+         maximum: int | None = None) -> int | None:  # fmt: skip
     v = h.get(key)
     if v is None:
         if required:
@@ -124,12 +151,21 @@ def _int(h: dict[str, Any], key: str, *, required: bool = True, minimum: int | N
         raise _Bad("field", f"header field {key!r} must be an integer, got {v!r}"[:200])
     if minimum is not None and v < minimum:
         raise _Bad("field", f"header field {key!r} must be >= {minimum}, got {v}"[:200])
+    if maximum is not None and v > maximum:
+        raise _Bad("field", f"header field {key!r} must be at most {maximum:,}, got {v}"[:200])
     if not INT_MIN <= v <= INT_MAX:
         raise _Bad("field", f"header field {key!r} must fit 64 bits, got {v}"[:200])
     return v
 
 
-def _num(h: dict[str, Any], key: str, *, required: bool = True, positive: bool = False) -> float | None:
+def bound_text(x: float) -> str:
+    """A bound as a reason gives it: ``10,000,000``, ``3.40282e+38``."""
+    return f"{x:,.0f}" if x.is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
+def _num(h: dict[str, Any], key: str, *, required: bool = True, positive: bool = False, low: float = -math.inf,
+         high: float = math.inf) -> float | None:  # fmt: skip
+    """Header field ``key``: a finite number within ``low..high`` (above 0 when ``positive``)."""
     v = h.get(key)
     if v is None:
         if required:
@@ -143,23 +179,44 @@ def _num(h: dict[str, Any], key: str, *, required: bool = True, positive: bool =
         raise _Bad("field", f"header field {key!r} must be a finite number, got {v!r}"[:200])
     if positive and v <= 0:
         raise _Bad("field", f"header field {key!r} must be positive, got {v}")
+    if v < low:
+        raise _Bad("field", f"header field {key!r} must be at least {bound_text(low)}, got {float(v):g}")
+    if v > high:
+        raise _Bad("field", f"header field {key!r} must be at most {bound_text(high)}, got {float(v):g}")
     return float(v)
 
 
 _NAMES_OK: set[str] = set()  # run names found valid (at most 4,096): each of a run's messages pays one lookup
+# C0 controls, DEL and C1 controls: a run's name names files and MQTT topics (MQTT forbids NUL and advises against the
+# rest), it and a native id are written to results files (TSV) and logs, where NUL, ESC or CSI (U+009B) do harm
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+NAME_RULE = f"a non-empty UTF-8 string of at most {MAX_RUN_BYTES} bytes without control characters"
 
 
-def _run_name(v: Any) -> str | None:
-    """``v`` if it can name a run: a non-empty string of at most `MAX_RUN_BYTES` UTF-8 bytes."""
-    if v.__class__ is str and v in _NAMES_OK:
-        return str(v)
-    if not isinstance(v, str) or not v:
+def _text_problem(v: str) -> str | None:
+    """Why ``v`` cannot be a run's name or a native id (``None``: it can, or it is empty)."""
+    # the usual name or id: ASCII (a flag of the string in CPython), its length its UTF-8 size, and printable ASCII
+    # holds no C0 control nor DEL
+    if v.isascii() and len(v) <= MAX_RUN_BYTES and v.isprintable():
         return None
     try:
         size = len(v.encode("utf-8"))  # a lone surrogate (JSON "\ud800") cannot be encoded
     except UnicodeEncodeError:
-        return None
+        return "is not UTF-8"
     if size > MAX_RUN_BYTES:
+        return f"is longer than {MAX_RUN_BYTES} UTF-8 bytes"
+    # a printable string holds none (the usual one: one call); one that is not may still hold none (U+00A0)
+    if not v.isprintable() and (c := _CONTROL.search(v)) is not None:
+        return f"holds the control character U+{ord(c.group()):04X}"
+    return None
+
+
+def _run_name(v: Any) -> str | None:
+    """``v`` if it can name a run: a non-empty string of at most `MAX_RUN_BYTES` UTF-8 bytes, no control
+    characters."""
+    if v.__class__ is str and v in _NAMES_OK:
+        return str(v)
+    if not isinstance(v, str) or not v or _text_problem(v) is not None:
         return None
     if len(_NAMES_OK) < 4096:
         _NAMES_OK.add(v)
@@ -211,6 +268,10 @@ def decode(frames: Sequence[Any], *, peaks: Literal["checked", "raw"] = "checked
     run: str | None = None
     h: dict[str, Any] = {}
     try:
+        if (size := len(frames[1])) > MAX_HEADER_BYTES:  # sized before it is copied
+            h = _named_by(frames[1], size)
+            run = _run_name(h.get("run"))
+            raise _Bad("header", f"header is {size:,} bytes, more than {MAX_HEADER_BYTES:,}")
         h = _header(bytes(frames[1]))
         run = _run_name(h.get("run"))
         if topic not in TOPICS:
@@ -218,8 +279,7 @@ def decode(frames: Sequence[Any], *, peaks: Literal["checked", "raw"] = "checked
         if h.get("v") != VERSION:
             raise _Bad("version", f"unsupported protocol version {h.get('v')!r} (this daemon speaks v{VERSION})"[:200])
         if run is None:
-            raise _Bad("field", f"header field 'run' must be a non-empty UTF-8 string of at most {MAX_RUN_BYTES} "
-                       "bytes")
+            raise _Bad("field", _run_reason(h.get("run")))
         if topic == RUN_START:
             return RunStart(run, {k: v for k, v in h.items() if k not in ("v", "run")})
         if topic == RUN_END:
@@ -233,44 +293,58 @@ def decode(frames: Sequence[Any], *, peaks: Literal["checked", "raw"] = "checked
                        _some_int(get("sent_ns"), 0))  # fmt: skip
 
 
+def _named_by(head: Any, size: int) -> dict[str, Any]:
+    """An oversized header (a frame of ``size`` bytes) read only for what names its spectrum (run, scan, ...): ``{}``
+    beyond `MAX_NAMED_HEADER_BYTES` (not even copied) or when it is no JSON object."""
+    try:
+        return _header(bytes(head)) if size <= MAX_NAMED_HEADER_BYTES else {}
+    except _Bad:
+        return {}
+
+
+def _run_reason(v: Any) -> str:
+    """Why ``v`` names no run (`_run_name` refused it)."""
+    why = _text_problem(v) if isinstance(v, str) and v else None
+    return f"header field 'run' must be {NAME_RULE}" + (f": it {why}" if why else "")
+
+
 def _spectrum(frames: Sequence[Any], h: dict[str, Any], run: str, raw: bool) -> SpectrumMessage | RawSpectrum:
-    # the usual message takes the first branch of each line; anything else goes through the checks
+    # the usual message takes the first branch of each line (the bounds folded into its test); anything else goes
+    # through the checks
     get = h.get
     scan = v if type(v := get("scan")) is int and INT_MIN <= v <= INT_MAX else _int(h, "scan")
     ms_level = v if type(v := get("ms_level")) is int and 1 <= v <= 255 else _int(h, "ms_level", minimum=1)
     if ms_level is not None and ms_level > 255:
         raise _Bad("field", f"header field 'ms_level' must be 1..255, got {ms_level}")
-    rt = float(v) if type(v := get("rt")) is float and math.isfinite(v) else _num(h, "rt")
-    n = v if type(v := get("n")) is int and 0 <= v <= INT_MAX else _int(h, "n", minimum=0)
+    rt = v if type(v := get("rt")) is float and _MIN_RT <= v <= MAX_RT else _num(h, "rt", low=_MIN_RT, high=MAX_RT)
+    n = v if type(v := get("n")) is int and 0 <= v <= MAX_PEAKS else _int(h, "n", minimum=0, maximum=MAX_PEAKS)
     sent_ns = v if type(v := get("sent_ns")) is int and 0 <= v <= INT_MAX else _int(h, "sent_ns", minimum=0)
-    budget = None if (v := get("budget_ms")) is None else _num(h, "budget_ms", positive=True)
-    if budget is not None and budget > MAX_BUDGET_MS:
-        raise _Bad("field", f"header field 'budget_ms' must be at most {MAX_BUDGET_MS:.0f}, got {budget:g}")
+    budget = None if (v := get("budget_ms")) is None else _num(h, "budget_ms", positive=True, high=MAX_BUDGET_MS)
     assert scan is not None and ms_level is not None and rt is not None and n is not None and sent_ns is not None
     precursor = 0.0
     charges: tuple[int, ...] = ()
     if ms_level >= 2:
         v = get("precursor_mz")
-        precursor = v if type(v) is float and 0 < v < math.inf else (_num(h, "precursor_mz", positive=True) or 0.0)
+        precursor = v if type(v) is float and 0 < v <= MAX_MZ else (_num(h, "precursor_mz", positive=True,
+                                                                           high=MAX_MZ) or 0.0)  # fmt: skip
         charge = v if type(v := get("charge")) is int and v >= 0 else (_int(h, "charge", minimum=0) or 0)
         if charge > MAX_CHARGE:
             raise _Bad("field", f"header field 'charge' must be 0..{MAX_CHARGE}, got {charge}")
         listed = h.get("charges")
         if listed is not None:
-            if not isinstance(listed, list) or not all(
-                isinstance(z, int) and not isinstance(z, bool) and 1 <= z <= MAX_CHARGE for z in listed
-            ):
-                raise _Bad("field", f"header field 'charges' must be a list of integers 1..{MAX_CHARGE}")
-            charges = tuple(listed)
+            charges = _charges(listed)
         elif charge:
             charges = (charge,)
-    pi = 0.0 if get("precursor_intensity") is None else (_num(h, "precursor_intensity") or 0.0)
+    pi = 0.0 if (v := get("precursor_intensity")) is None else (
+        v if type(v) is float and 0 <= v <= MAX_INTENSITY
+        else (_num(h, "precursor_intensity", low=0.0, high=MAX_INTENSITY) or 0.0))  # fmt: skip
     native_id = "" if (v := get("id")) is None else _native_id(v)
     if len(frames) != 4:
         raise _Bad("frames", f"a spectrum has 4 frames, got {len(frames)}")
-    mz_b, in_b = bytes(frames[2]), bytes(frames[3])
-    if len(mz_b) != 8 * n or len(in_b) != 4 * n:
-        raise _Bad("peaks", f"peak frames hold {len(mz_b)} and {len(in_b)} bytes, header says n={n}")
+    mz_f, in_f = frames[2], frames[3]
+    if len(mz_f) != 8 * n or len(in_f) != 4 * n:  # sized before they are copied: a frame of another size never is
+        raise _Bad("peaks", f"peak frames hold {len(mz_f)} and {len(in_f)} bytes, header says n={n}")
+    mz_b, in_b = bytes(mz_f), bytes(in_f)
     if raw:
         return RawSpectrum(run, scan, ms_level, rt, precursor, pi, charges, sent_ns,
                            math.nan if budget is None else budget, mz_b, in_b, native_id)  # fmt: skip
@@ -283,14 +357,26 @@ def _spectrum(frames: Sequence[Any], h: dict[str, Any], run: str, raw: bool) -> 
     return SpectrumMessage(sp, sent_ns, budget)
 
 
+def _charges(listed: Any) -> tuple[int, ...]:
+    """Header field ``charges``: at most `MAX_CHARGES` distinct integers 1..`MAX_CHARGE` (the length is checked
+    first: a list of 10,000 is refused without reading it)."""
+    short = isinstance(listed, list) and len(listed) <= MAX_CHARGES
+    if short and all(type(z) is int and 1 <= z <= MAX_CHARGE for z in listed) and len(set(listed)) == len(listed):
+        return tuple(listed)
+    got = f", got {len(listed):,} values" if isinstance(listed, list) else ""
+    raise _Bad("field", f"header field 'charges' must be a list of at most {MAX_CHARGES} distinct integers "
+               f"1..{MAX_CHARGE}{got}")  # fmt: skip
+
+
 def _native_id(v: Any, field: str = "id") -> str:
     """A native id (header ``id``, or one of a batched message's ``ids``): as a run's name, a UTF-8 string of at
-    most `MAX_RUN_BYTES` bytes (it goes into results files), or empty."""
-    if not isinstance(v, str):
+    most `MAX_RUN_BYTES` bytes without control characters (it goes into results files), or empty."""
+    if v.__class__ is not str:
         raise _Bad("field", f"header field {field!r} must be a string")
-    if v and _run_name(v) is None:
-        raise _Bad("field", f"header field {field!r} is longer than {MAX_RUN_BYTES} UTF-8 bytes or not UTF-8")
-    return v
+    # the usual id passes `_text_problem`'s first test: made here, without the call
+    if not (v.isascii() and len(v) <= MAX_RUN_BYTES and v.isprintable()) and (why := _text_problem(v)) is not None:
+        raise _Bad("field", f"header field {field!r} {why}")
+    return str(v)
 
 
 def encode_spectrum(

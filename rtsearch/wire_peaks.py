@@ -1,5 +1,5 @@
-"""The wire's rules for a spectrum's peaks (`rtsearch.wire`): m/z finite and ascending, intensities finite and not
-negative — for one spectrum as `rtsearch.wire.decode` checks it, and for a chunk of many at once (the intake
+"""The wire's rules for a spectrum's peaks (`rtsearch.wire`): m/z ascending, within 0..`MAX_MZ`, intensities finite
+and not negative — for one spectrum as `rtsearch.wire.decode` checks it, and for a chunk of many at once (the intake
 process, `rtsearch.serve.chunks`) with the same reasons in the same order."""
 
 from __future__ import annotations
@@ -8,9 +8,15 @@ import math
 
 import numpy as np
 
+# m/z (Th) at most, of peaks and of a precursor. Singly protonated deconvoluted masses (top-down, docs/protocol.md) of
+# the largest proteoforms measured intact are ~0.2 MDa, native complexes ~1 MDa; and it keeps every later stage's
+# arithmetic in range: a spectral library bins m/z into int32 (floor(m/z / bin width), rtsearch/library/store.py),
+# which overflows above 2**31 bin widths (wrapping to negative bins, an IndexError of the NumPy scorer), and 1e6 /
+# 2**31 is a bin of 0.0005 Th, finer than any library's. Negative m/z bins the same way: refused too.
+MAX_MZ = 1_000_000.0
 PEAK_REASONS = (
     "m/z values are not ascending (or hold NaN)", "m/z values hold NaN or infinite values",
-    "intensities hold NaN or infinite values", "negative intensities",
+    f"m/z values must be within 0..{MAX_MZ:,.0f}", "intensities hold NaN or infinite values", "negative intensities",
 )  # reasons of the "peaks" code, in the order they are checked  # fmt: skip
 
 
@@ -19,22 +25,24 @@ def spectrum_problem(mz: np.ndarray, intensity: np.ndarray) -> str | None:
     n = len(mz)
     if not n:
         return None
-    # NaN fails every comparison, so "ascending" also rejects NaN anywhere; then only the ends can be infinite
+    # NaN fails every comparison, so "ascending" also rejects NaN anywhere; then only the ends can be out of range
     if n > 1 and not bool((mz[1:] >= mz[:-1]).all()):
         return PEAK_REASONS[0]
-    if not (math.isfinite(mz[0]) and math.isfinite(mz[-1])):
-        return PEAK_REASONS[1]
+    lo, hi = float(mz[0]), float(mz[-1])
+    if not (lo >= 0.0 and hi <= MAX_MZ):  # the usual spectrum: two comparisons, no call
+        return PEAK_REASONS[1] if not (math.isfinite(lo) and math.isfinite(hi)) else PEAK_REASONS[2]
     if not np.isfinite(intensity).all():  # (not a sum: +inf and -inf would make NumPy warn)
-        return PEAK_REASONS[2]
-    if float(intensity.min()) < 0:
         return PEAK_REASONS[3]
+    if float(intensity.min()) < 0:
+        return PEAK_REASONS[4]
     return None
 
 
 def _all_good(mz: np.ndarray, intensity: np.ndarray, hi: np.ndarray) -> bool:
-    """Whether no spectrum of a chunk has a peak problem: every m/z finite and ascending within its spectrum, every
-    intensity finite and not negative (NaN fails each comparison: it is never good)."""
-    if not (np.isfinite(mz).all() and bool(intensity.min() >= 0) and bool(intensity.max() < np.inf)):
+    """Whether no spectrum of a chunk has a peak problem: every m/z within 0..`MAX_MZ` and ascending within its
+    spectrum, every intensity finite and not negative (NaN fails each comparison: it is never good)."""
+    if not (bool(mz.min() >= 0.0) and bool(mz.max() <= MAX_MZ) and bool(intensity.min() >= 0)
+            and bool(intensity.max() < np.inf)):  # fmt: skip
         return False
     falls = mz[1:] < mz[:-1]  # finite: "<" is "not >=" here
     # a fall counts only inside a spectrum; from one spectrum's last peak to the next one's first it is allowed
@@ -77,8 +85,11 @@ def _reasons(mz: np.ndarray, intensity: np.ndarray, offsets: np.ndarray) -> list
     bad_pair[:-1] = ~(mz[1:] >= mz[:-1])
     bad_pair[hi[n > 0] - 1] = False  # the last peak of each spectrum starts no pair of it
     not_ascending = (n > 1) & rows(bad_pair)
-    ends = np.zeros(len(n), dtype=bool)
+    ends, outside = np.zeros(len(n), dtype=bool), np.zeros(len(n), dtype=bool)
     some = n > 0
-    ends[some] = ~(np.isfinite(mz[lo[some]]) & np.isfinite(mz[hi[some] - 1]))
-    problems = np.select([not_ascending, ends, rows(~np.isfinite(intensity)), rows(intensity < 0)], [1, 2, 3, 4], 0)
+    first, last = mz[lo[some]], mz[hi[some] - 1]
+    ends[some] = ~(np.isfinite(first) & np.isfinite(last))
+    outside[some] = ~((first >= 0.0) & (last <= MAX_MZ))  # ascending: the ends bound the rest
+    problems = np.select([not_ascending, ends, outside, rows(~np.isfinite(intensity)), rows(intensity < 0)],
+                         [1, 2, 3, 4, 5], 0)  # fmt: skip
     return [(int(i), PEAK_REASONS[int(problems[i]) - 1]) for i in np.flatnonzero(problems)]

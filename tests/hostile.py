@@ -4,8 +4,10 @@ Each `Hostile` is one message and what a daemon must do with it: answer it (whic
 ``invalid`` or scored), count it in ``rtsearch_invalid_total`` under which reason, or count it as a
 valid spectrum of an MS level. The classes are the ones an adversarial client found (issue 15):
 integers beyond 64 bits, run names no file or topic can carry, absurd budgets, malformed but named
-spectra, damaged peaks, frames and headers; valid spectra of real runs are mixed in. Seeded: the
-same seed gives the same messages.
+spectra, damaged peaks, frames and headers; and (issue 67) finite values no later stage takes (an ``rt``
+of 1e308 broke the run's end, a precursor or peak m/z of 1e300, negative m/z), unbounded lists and headers
+(10,000 charges stalled the engine), control characters in run names and ids, batched messages
+beyond their bounds; valid spectra of real runs are mixed in. Seeded: the same seed gives the same messages.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from rtsearch.types import Spectrum
-from rtsearch.wire import RUN_START, SPECTRUM, encode_spectrum
+from rtsearch.wire import MAX_CHARGES, MAX_HEADER_BYTES, MAX_MZ, MAX_RT, RUN_START, SPECTRUM, encode_spectrum
+from rtsearch.wire_batch import MAX_COUNT, encode_spectra
 
 
 @dataclass
@@ -66,9 +69,22 @@ def _classes() -> dict[str, tuple[float, Make]]:
             mz = mz[::-1].copy()
         elif how == "nan":
             inten[len(inten) // 2] = np.nan
+        elif how == "negative m/z":
+            mz[0] = -abs(mz[0])  # still ascending
+        elif how == "m/z beyond":
+            mz[-1] = MAX_MZ * 2
         else:
             inten[0] = -1.0
         return dataclasses.replace(sp, mz=mz, intensity=inten)
+
+    def charges(g: random.Random) -> list[int]:  # duplicated, out of range, or too many
+        return g.choice([[2, 2], [2, 3, 3], [0, 2], [3, 11], list(range(1, MAX_CHARGES + 2))])
+
+    def control(g: random.Random) -> str:
+        return g.choice(["\x00", "\x1b", "\x7f", "\t", "\n", "\x9b"])
+
+    def batched(sp: Spectrum, r: str, s: int, **changes: object) -> list[bytes]:  # one row, answered each
+        return encode_spectra(r, [dataclasses.replace(sp, run=r, scan=s, **changes)], sent_ns=s)  # type: ignore[arg-type]
 
     return {
         "scan beyond 64 bits": (1, lambda sp, r, s, g: Hostile("scan beyond 64 bits",
@@ -112,6 +128,36 @@ def _classes() -> dict[str, tuple[float, Make]]:
         "five frames": (1, lambda sp, r, s, g: named("five frames", "frames", [*enc(sp, r, s), b"x"], r, s)),
         "random bytes": (1, lambda sp, r, s, g: Hostile("random bytes", [g.randbytes(g.randint(0, 12)),
                                                         b"\xff" + g.randbytes(g.randint(0, 40))], None, "header")),
+        # issue 67: finite values no later stage takes, unbounded lists and headers, control characters
+        "rt 1e308": (1, lambda sp, r, s, g: named("rt 1e308", "field", _header(enc(sp, r, s),
+                                                  rt=g.choice([1e308, -1e308, MAX_RT * 1.5])), r, s)),
+        "precursor_mz absurd": (1, lambda sp, r, s, g: named("precursor_mz absurd", "field", _header(enc(sp, r, s),
+                                precursor_mz=g.choice([1e300, MAX_MZ * 1.01])), r, s)),
+        "precursor_intensity negative": (1, lambda sp, r, s, g: named("precursor_intensity negative", "field",
+                                         _header(enc(sp, r, s), precursor_intensity=-1.0), r, s)),
+        "charges 10,000": (1, lambda sp, r, s, g: named("charges 10,000", "field", _header(enc(sp, r, s),
+                           charges=[1 + k % 10 for k in range(10_000)]), r, s)),
+        "charges duplicated or out of range": (1, lambda sp, r, s, g: named("charges duplicated or out of range",
+                                               "field", _header(enc(sp, r, s), charges=charges(g)), r, s)),
+        "header over 64 kB": (1, lambda sp, r, s, g: named("header over 64 kB", "header", _header(enc(sp, r, s),
+                              note="x" * (MAX_HEADER_BYTES + g.randint(1, 4096))), r, s)),
+        "control character in the run": (1, lambda sp, r, s, g: Hostile("control character in the run",
+                                         enc(sp, f"{r}{control(g)}{s}", s), None, "field")),
+        "control character in the id": (1, lambda sp, r, s, g: named("control character in the id", "field",
+                                        _header(enc(sp, r, s), id=f"scan={s}{control(g)}[31m"), r, s)),
+        "peak m/z negative": (1, lambda sp, r, s, g: named("peak m/z negative", "peaks",
+                              enc(peaks(sp, "negative m/z"), r, s), r, s)),
+        "peak m/z beyond 1e6": (1, lambda sp, r, s, g: named("peak m/z beyond 1e6", "peaks",
+                                enc(peaks(sp, "m/z beyond"), r, s), r, s)),
+        "batched row rt 1e308": (1, lambda sp, r, s, g: named("batched row rt 1e308", "field",
+                                 batched(sp, r, s, rt=1e308), r, s)),
+        "batched row precursor_mz absurd": (1, lambda sp, r, s, g: named("batched row precursor_mz absurd", "field",
+                                            batched(sp, r, s, precursor_mz=1e300), r, s)),
+        "batched count beyond its bound": (1, lambda sp, r, s, g: Hostile("batched count beyond its bound",
+                                           _header(batched(sp, r, s), count=MAX_COUNT + 1), None, "field")),
+        "batched id with a control character": (1, lambda sp, r, s, g: Hostile(
+            "batched id with a control character", _header(batched(sp, r, s), ids=[f"scan={s}\x00"]), None,
+            "field")),
     }  # fmt: skip
 
 

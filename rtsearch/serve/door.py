@@ -27,6 +27,7 @@ import zmq
 from rtsearch.config import SpectraMode
 from rtsearch.errors import EndpointError
 from rtsearch.serve.proxy import Forwarder
+from rtsearch.wire import MAX_MESSAGE_BYTES
 
 
 def default_intakes(cpus: int | None = None) -> int:
@@ -51,7 +52,9 @@ class Door:
                 self._front.setsockopt(zmq.SUBSCRIBE, b"")  # everything: unknown topics are counted as invalid
                 self._front.connect(endpoint)
                 self.endpoint = endpoint
-            else:
+            else:  # bound: a peer's frame over the bound drops its connection unread (it reconnects); not when we
+                # connect (sub): ZeroMQ would not connect again, and the instrument we chose is trusted that far
+                self._front.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
                 self._front.bind(endpoint)
                 self.endpoint = self._front.getsockopt_string(zmq.LAST_ENDPOINT)
         except zmq.ZMQError as e:

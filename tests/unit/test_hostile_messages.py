@@ -154,3 +154,41 @@ def test_raw_decode_gives_the_same_verdicts(sp) -> None:
     for changes in ({"scan": 2**63}, {"budget_ms": 1e300}, {"ms_level": 0}, {"sent_ns": -1}):
         a, b = decode(_frames(sp, **changes)), decode(_frames(sp, **changes), peaks="raw")
         assert isinstance(a, Invalid) and not isinstance(b, RawSpectrum) and a == b
+
+
+def test_every_hostile_class_gets_its_expected_outcome_from_the_intake_reader(sp) -> None:
+    """Each class of the fuzz harness (`tests.hostile`, the CI fuzz and bench/fuzz_bench.py send them through a
+    daemon), a few messages each, through the intake process's reader: a class that names a spectrum comes out as
+    exactly that spectrum's ``invalid`` under the class's reason, one that does not as a counted invalid of that
+    reason; nothing raises. Issue 67's classes (rt 1e308, 10,000 charges, headers over 64 kB, control characters,
+    batched rows beyond their ranges) among them."""
+    import random
+
+    from tests.hostile import _classes
+
+    small = dataclasses.replace(sp, mz=sp.mz[:40], intensity=sp.intensity[:40])
+    rng, scan = random.Random(67), 1_000
+    for kind, (_, make) in _classes().items():
+        for _ in range(6):  # the classes that draw from the rng draw differently each time
+            scan += 1
+            h = make(small, "r", scan, rng)
+            ctx = zmq.Context()
+            push, pull = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
+            try:
+                pull.bind("inproc://classes")
+                push.connect("inproc://classes")
+                push.send_multipart(h.frames)
+                assert pull.poll(2000)
+                items = Reader(pull).read()
+            finally:
+                push.close(0)
+                pull.close(0)
+                ctx.term()
+            assert not [i for i in items if isinstance(i, SpectraChunk) and len(i)], kind  # nothing goes on
+            (got,) = [i.message for i in items if isinstance(i, Received)]
+            assert isinstance(got, Invalid) and got.code == h.invalid, (kind, got)
+            if h.answer is not None:
+                assert got.answerable and (got.run, got.scan) == h.answer, (kind, got)
+                _answer(got)
+            else:
+                assert not got.answerable, (kind, got)

@@ -97,8 +97,8 @@ def test_bad_rows_are_answered_invalid_and_the_rest_go_through(pipe, yeast) -> N
     got = [(r.message.scan, r.message.code, r.message.reason, r.batched) for r in refused]
     assert got == [
         (ms2[0].scan, "field", "column 'ms_level' must be 1..255", True),
-        (ms2[1].scan, "field", "column 'rt' must be finite", True),
-        (ms2[2].scan, "field", "column 'precursor_mz' must be a positive finite number (MS2)", True),
+        (ms2[1].scan, "field", "column 'rt' must be a finite number within ±10,000,000", True),
+        (ms2[2].scan, "field", "column 'precursor_mz' must be a positive number of at most 1,000,000 (MS2)", True),
         (ms2[3].scan, "field", "column 'charge' must be 0..10", True),
         (ms2[4].scan, "peaks", PEAK_REASONS[0], True),
     ]

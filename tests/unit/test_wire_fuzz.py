@@ -13,6 +13,10 @@ from hypothesis import strategies as st
 from rtsearch.wire import (
     INVALID_CODES,
     MAX_CHARGE,
+    MAX_CHARGES,
+    MAX_INTENSITY,
+    MAX_MZ,
+    MAX_RT,
     Invalid,
     RunEnd,
     RunStart,
@@ -37,6 +41,10 @@ def _check_decoded(frames: list[bytes]) -> SpectrumMessage | RunStart | RunEnd |
         assert np.isfinite(s.mz).all() and np.isfinite(s.intensity).all() and (s.intensity >= 0).all()
         assert (np.diff(s.mz) >= 0).all()
         assert math.isfinite(s.rt) and all(1 <= z <= MAX_CHARGE for z in s.charges)
+        # within every bound later stages rely on (issue 67)
+        assert -MAX_RT <= s.rt <= MAX_RT and len(set(s.charges)) == len(s.charges) <= MAX_CHARGES
+        assert 0 <= s.precursor_mz <= MAX_MZ and 0 <= s.precursor_intensity <= MAX_INTENSITY
+        assert not s.mz.size or (s.mz[0] >= 0 and s.mz[-1] <= MAX_MZ)
     return msg
 
 

@@ -53,7 +53,10 @@ def rt_error(index: PeptideIndex, peptides: np.ndarray, rt: np.ndarray, train: n
     xt, yt = x[fit_rows], rt[fit_rows]
     reg = RIDGE * np.eye(x.shape[1])
     reg[-1, -1] = 0.0
-    coef = np.linalg.solve(xt.T @ xt + reg, xt.T @ yt)
-    span = max(float(rt[known].max() - rt[known].min()), 1e-9)
-    out[known] = np.abs(rt[known] - x[known] @ coef) / span
+    with np.errstate(over="ignore", invalid="ignore"):
+        coef = np.linalg.solve(xt.T @ xt + reg, xt.T @ yt)
+        span = max(float(rt[known].max() - rt[known].min()), 1e-9)
+        out[known] = np.abs(rt[known] - x[known] @ coef) / span
+    if not np.isfinite(out).all():  # absurd times (a file's rt of 1e308) overflow the fit: no feature, not NaN
+        return np.zeros(peptides.shape[0])  # (a NaN feature broke the run's q-values: issue 67, S2)
     return out
