@@ -18,15 +18,16 @@ from typing import TypeVar
 import numpy as np
 import orjson
 
+from rtsearch.serve.framing import pack
 from rtsearch.types import Spectrum
 from rtsearch.wire import Invalid, InvalidCode, Message, RawSpectrum
 from rtsearch.wire_batch import SpectraBlock
 from rtsearch.wire_peaks import peak_problems
 
-# kinds of message: intake process -> daemon (a stop request the other way is the byte STOP);
-# SHED: spectra the intake process answered ``shed`` itself (`rtsearch.serve.admission`), for the daemon's books
-SPECTRA, MESSAGE, READY, ERROR, CLOSED, SHED = 1, 2, 3, 4, 5, 6
-STOP = b"S"
+# kinds of message: intake process -> daemon; SHED: spectra the intake process answers ``shed`` itself
+# (`rtsearch.serve.admission`), for the daemon to journal and book. Daemon -> intake process: STOP, and ACK (a
+# shed report journaled: its answers may be published)
+SPECTRA, MESSAGE, READY, ERROR, CLOSED, SHED, STOP, ACK = 1, 2, 3, 4, 5, 6, 7, 8
 
 CHUNK_MAX = 512  # spectra a chunk at most (read, merged): bounds the daemon's lock hold a chunk
 T = TypeVar("T")  # an item a daemon takes from its intake: a chunk, a shed report, a message
@@ -158,21 +159,32 @@ class SpectraChunk:
 
 @dataclass(slots=True)
 class ShedChunk:
-    """Spectra an intake process answered ``shed`` at the door (peaks dropped), the reason it gave, and when it
-    published each answer (monotonic ns)."""
+    """Spectra an intake process answers ``shed`` at the door (peaks dropped) and the reason it gives: a report the
+    daemon journals before the answers are published (the intake process publishes them once the daemon acknowledges
+    report ``seq``, `rtsearch.serve.intake_process.Door`)."""
 
     chunk: SpectraChunk
     reason: str
-    published_mono: np.ndarray  # int64 [n]
+    seq: int  # the report's number, counted by the intake process that sent it (its `ACK` names it)
+    source: int = -1  # the daemon's side: which of its intake processes sent it (set on receipt)
 
     def parts(self) -> list[bytes | memoryview]:
-        published = np.ascontiguousarray(self.published_mono, dtype=np.int64).view(np.uint8).data
-        return [orjson.dumps({"reason": self.reason}), published, *self.chunk.parts()]
+        return [orjson.dumps({"reason": self.reason, "seq": self.seq}), *self.chunk.parts()]
 
     @classmethod
-    def from_parts(cls, parts: Sequence[memoryview]) -> ShedChunk:
+    def from_parts(cls, parts: Sequence[memoryview], source: int = -1) -> ShedChunk:
         meta = orjson.loads(parts[0])
-        return cls(SpectraChunk.from_parts(parts[2:]), meta["reason"], np.frombuffer(parts[1], dtype=np.int64))
+        return cls(SpectraChunk.from_parts(parts[1:]), meta["reason"], int(meta["seq"]), source)
+
+
+def ack_message(seq: int) -> bytes:
+    """The daemon's word to an intake process that shed report ``seq`` is journaled (its answers may go out)."""
+    return pack(ACK, [seq.to_bytes(8, "little")])
+
+
+def stop_message() -> bytes:
+    """The daemon's word to an intake process to stop reading (see `rtsearch.serve.intake_process`)."""
+    return pack(STOP)
 
 
 def merged(items: Sequence[T], limit: int) -> list[T]:

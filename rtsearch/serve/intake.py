@@ -39,6 +39,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import os
 import pickle
 import socket
 from collections.abc import AsyncIterator
@@ -59,10 +60,11 @@ from rtsearch.serve.chunks import (
     READY,
     SHED,
     SPECTRA,
-    STOP,
     Received,
     ShedChunk,
     SpectraChunk,
+    ack_message,
+    stop_message,
 )  # fmt: skip
 from rtsearch.serve.door import Door
 from rtsearch.serve.framing import Unpacker
@@ -73,6 +75,7 @@ log = logging.getLogger(__name__)
 
 ITEMS_MAX = 64  # chunks and messages the daemon takes per wake-up (then the event loop runs again)
 START_TIMEOUT_S = 60.0  # the child imports NumPy and ZeroMQ and binds: seconds on a cold machine
+EXIT_WAIT_S = 5  # closing: how long an intake process may take to publish what it was told is journaled, and exit
 PIPE_BYTES = 4 << 20  # socket buffers: a burst's chunks pass without the child waiting on the daemon
 # a read this large hands its buffer on (copying it out cost the daemon's event loop ~9 MB of copies a 4 MB read
 # with the joins, bench/RESULTS.md 2026-11-29); a smaller one is copied out of the buffer, which is kept
@@ -121,6 +124,7 @@ class _Child:
         self.stopping = False
         self.index = index  # its slot in `Advice`
         self.items = 0  # chunks and messages it handed over
+        self.outbox = b""  # what could not be written to it yet (its socket's buffer was full)
 
 
 class Intake:
@@ -173,7 +177,8 @@ class Intake:
             for k in range(self.intakes):
                 ours, theirs = socket_pair()
                 ours.setblocking(False)
-                args = (theirs, where, mode, self.hwm, self.intakes, self.shedding, k, self.keep_ms1)
+                args = (theirs, where, mode, self.hwm, self.intakes, self.shedding, k, self.keep_ms1, "", None,
+                        os.getpid())  # fmt: skip
                 proc = mp.Process(target=serve, args=args, name=f"rtsearch-intake-{k}", daemon=True)
                 child = _Child(proc, ours, k)
                 self._children.append(child)
@@ -311,7 +316,7 @@ class Intake:
                     self.received += 1
                     newest[k] = rec.mono_ns
                 elif kind == SHED:
-                    shed = ShedChunk.from_parts(parts)
+                    shed = ShedChunk.from_parts(parts, k)
                     self.received += len(shed.chunk)
                     items.append(shed)
                     newest[k] = int(shed.chunk.ints[:, _MONO].max())
@@ -327,6 +332,35 @@ class Intake:
                 for child, mono in newest.items():
                     self._advice.processed(child, mono)
 
+    def ack(self, child: int, seq: int) -> None:
+        """Tell intake process ``child`` that its shed report ``seq`` is journaled (it publishes those answers now).
+        Never waits: what its socket cannot take now is written when it can (the event loop's writer)."""
+        self._write(self._children[child], ack_message(seq))
+
+    def _write(self, child: _Child, data: bytes) -> None:
+        if child.eof or child.sock.fileno() < 0:
+            return  # gone: it published nothing it was not told to
+        pending = not child.outbox
+        child.outbox += data
+        if pending:
+            self._flush(child)
+
+    def _flush(self, child: _Child) -> None:
+        """Write what waits for ``child`` (the event loop's writer while its socket is full)."""
+        assert self._loop is not None
+        try:
+            sent = child.sock.send(child.outbox)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:  # gone
+            sent, child.outbox = 0, b""
+        child.outbox = child.outbox[sent:]
+        if child.outbox:
+            self._loop.add_writer(child.sock.fileno(), self._flush, child)
+        else:
+            with contextlib.suppress(ValueError, OSError):
+                self._loop.remove_writer(child.sock.fileno())
+
     def stop(self) -> None:
         """Stop reading the spectra socket; the iteration ends after what the children read and still held (a lane:
         nothing to do, its front stops the intake processes)."""
@@ -337,8 +371,7 @@ class Intake:
         for child in self._children:
             if not child.stopping and not child.eof:
                 child.stopping = True
-                with contextlib.suppress(OSError):  # never waits; a child that is gone needs no telling
-                    child.sock.send(STOP)
+                self._write(child, stop_message())  # never waits; a child that is gone needs no telling
 
     async def aclose(self) -> None:
         """Stop the children (they get a moment to exit on their own) and release everything."""
@@ -346,16 +379,21 @@ class Intake:
         for child in self._children:
             if child.sock.fileno() < 0:
                 continue  # closed already
-            for _ in range(100 if child.proc is not None else 0):
-                if not child.proc.is_alive():
+            # it publishes the shed answers it was told are journaled, then exits; a lane's (the front's, serving
+            # every lane) closes its end once every lane acknowledged what it reported
+            for _ in range(EXIT_WAIT_S * 50):
+                if (child.proc is not None and not child.proc.is_alive()) or (child.proc is None and child.eof):
                     break
                 await asyncio.sleep(0.02)
             if child.proc is not None:
                 if child.proc.is_alive():
                     child.proc.kill()  # it ignores SIGTERM (see rtsearch.serve.intake_process)
                 child.proc.join(5)
-            if not child.eof and self._loop is not None:
-                self._loop.remove_reader(child.sock.fileno())
+            if self._loop is not None:
+                if not child.eof:
+                    self._loop.remove_reader(child.sock.fileno())
+                if child.outbox:
+                    self._loop.remove_writer(child.sock.fileno())
             child.sock.close()
         if self.door is not None:
             self.door.close()

@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
+import os
 import socket
 import tempfile
 import threading
@@ -63,12 +64,15 @@ from rtsearch.cluster.share import Share
 from rtsearch.config import ServeConfig
 from rtsearch.errors import EndpointError, ServiceError
 from rtsearch.serve.admission import Advice
-from rtsearch.serve.chunks import ERROR, READY, STOP
+from rtsearch.serve.chunks import ERROR, READY, stop_message
 from rtsearch.serve.door import Door, default_intakes
+from rtsearch.serve.finish import check_results_folder
+from rtsearch.serve.folder_lock import FolderLock
 from rtsearch.serve.framing import Unpacker
 from rtsearch.serve.http import Health
 from rtsearch.serve.intake import Lane, socket_pair
 from rtsearch.serve.intake_process import Shedding, serve
+from rtsearch.serve.journal import FOLDER
 from rtsearch.serve.lane_metrics import LaneMetrics
 from rtsearch.serve.proxy import Forwarder
 from rtsearch.serve.routing import Registry
@@ -137,7 +141,7 @@ class Front:
         (or their clusters' workers) over (`lane_device`); 0: each as inherited."""
         self.cfg, self.lane_main, self.gpus = cfg, lane_main, gpus
         self.health = health or Health()
-        self.folder = Path(tempfile.mkdtemp(prefix="rtsearch-lanes-"))
+        self.folder = Path(tempfile.mkdtemp(prefix="rtsearch-lanes-"))  # 0700: its ipc endpoints are this user's alone
         self.intakes = cfg.intakes or default_intakes()
         self.lanes = [_Lane(k, self.folder, self.intakes) for k in range(cfg.lanes)]
         self.metrics = LaneMetrics([lane.metrics_port for lane in self.lanes])
@@ -151,6 +155,8 @@ class Front:
         """Serve until ``stop`` is set; raises `ServiceError` when a part stopped on its own (after shutting down),
         `EndpointError` when an endpoint cannot be used."""
         cfg = self.cfg
+        check_results_folder(cfg.results_dir)  # one folder, one daemon: the front holds it for its lanes
+        lock = FolderLock(Path(cfg.results_dir) / FOLDER).acquire()
         ctx: zmq.Context[Any] = zmq.Context(io_threads=IO_THREADS)
         xsub, xpub = ctx.socket(zmq.XSUB), ctx.socket(zmq.XPUB)
         door: Door | None = None
@@ -206,6 +212,7 @@ class Front:
                 for f in self.folder.iterdir():
                     f.unlink()
                 self.folder.rmdir()
+            lock.release()
         if self._failure:
             raise ServiceError(f"{self._failure}; shut down after the lanes answered what they received")
 
@@ -253,7 +260,8 @@ class Front:
         intakes = []
         for k, conns in enumerate(pipes):
             ours, theirs = socket_pair()
-            args = (conns, inner, "door", 0, self.intakes, sheddings, k, self.cfg.elution, registry, theirs)
+            args = (conns, inner, "door", 0, self.intakes, sheddings, k, self.cfg.elution, registry, theirs,
+                    os.getpid())  # fmt: skip
             proc = self._spawn.Process(target=serve, args=args, name=f"rtsearch-intake-{k}", daemon=True)
             proc.start()
             for sock in (*conns, theirs):
@@ -287,7 +295,7 @@ class Front:
             door.stop()
         for _, conn in intakes:
             with contextlib.suppress(OSError):
-                conn.sendall(STOP)
+                conn.sendall(stop_message())
         for proc, conn in intakes:
             stop_child(conn, proc, INTAKE_STOP_S)  # STOP was read: its pipe's end no longer matters
         if door is not None:

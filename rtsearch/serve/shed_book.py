@@ -1,8 +1,9 @@
 """Spectra answered ``shed`` at the door, booked in their runs without the event loop waiting on a run's lock.
 
 An intake process answers ``shed`` itself what the daemon's queue would make late (`rtsearch.serve.intake_process`)
-and reports those spectra to the daemon, whose event loop books them in their runs (results file, counts) under each
-run's lock. The results thread holds that lock while it builds a batch's answers (running q-values and all: a few ms
+and reports those spectra to the daemon, whose event loop books them in their runs (journal, results file, counts)
+under each run's lock; once a report is booked — journaled — its intake process is told (``booked``) and publishes
+its answers. The results thread holds that lock while it builds a batch's answers (running q-values and all: a few ms
 under load), so a loop that waited for it stopped taking in spectra exactly while the daemon was behind (the lanes'
 event loops spent a fifth of their samples in that booking at 100,000 /s, bench/RESULTS.md 2026-11-29). The loop now
 books a report only when the run's lock is free, else tries again `RETRY_S` later on the loop; reports are booked in
@@ -33,6 +34,7 @@ class _Report:
     precursor_mz: Any  # float64 [n]
     ids: list[str]
     reason: str
+    booked: Callable[[], None] | None  # called once booked (journaled)
 
 
 class ShedBook:
@@ -48,9 +50,11 @@ class ShedBook:
         """Reports not booked yet."""
         return len(self._queue)
 
-    def add(self, state: RunState, scans: np.ndarray, precursor_mz: np.ndarray, ids: list[str], reason: str) -> None:
-        """One run's spectra of a report: booked now if nothing waits before them and the run's lock is free."""
-        self._queue.append(_Report(state, scans, precursor_mz, ids, reason))
+    def add(self, state: RunState, scans: np.ndarray, precursor_mz: np.ndarray, ids: list[str], reason: str,
+            booked: Callable[[], None] | None = None) -> None:  # fmt: skip
+        """One run's spectra of a report: booked now if nothing waits before them and the run's lock is free;
+        ``booked`` is called once they are (reports are booked in order)."""
+        self._queue.append(_Report(state, scans, precursor_mz, ids, reason, booked))
         self.book()
 
     def book(self, *, wait: bool = False) -> None:
@@ -68,6 +72,8 @@ class ShedBook:
             finally:
                 r.state.lock.release()
             queue.popleft()
+            if r.booked is not None:
+                r.booked()
             for state in self.runs.answered([(r.state, len(r.scans))]):
                 self.finish(state)
 
