@@ -37,7 +37,7 @@ from rtsearch.matches import ScoredBatch, concat_batches  # noqa: E402
 from rtsearch.scoring.backend import get_backend  # noqa: E402
 from rtsearch.search.database import DatabaseTarget  # noqa: E402
 from rtsearch.search.live import named  # noqa: E402
-from rtsearch.serve.refits import Refitter  # noqa: E402
+from rtsearch.serve.refits import Refitter, RunToFinish  # noqa: E402
 
 
 def long_run(target: DatabaseTarget, spectra: list[Any], rows: int) -> ScoredBatch:
@@ -60,9 +60,10 @@ def finish_settled(refitter: Refitter, reopen: Any, batch: ScoredBatch, name: st
     """``batch`` finished as run ``name`` into ``path``, and then a task after it: by its end the finish, the
     give-back queued behind it, and the pool's hold on the finished call's arguments are all over."""
     counts = {"identified": 0, "unidentified": len(batch), "shed": 0}
-    _, out = refitter.finish(reopen, batch, name, counts, path).result()
+    (done,) = refitter.finish(reopen, [RunToFinish(name, path, batch=batch, by_status=counts)]).result()
     refitter.start().result()
-    return out
+    assert done.path is not None, done.error
+    return done.path
 
 
 def main() -> int:

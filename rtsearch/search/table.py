@@ -114,6 +114,20 @@ class PsmTable:
         self.match, self.decoy, self.features = match, decoy, feats
         self.lower = low
 
+    def finalize_without_fdr(self) -> None:
+        """Each row as scored, without a discriminant score, q-values or PEP (NaN), lower ranks left out: what a run
+        whose `finalize` failed can still write."""
+        t = self.target
+        match = self._cat("match").astype(np.int64)
+        n = len(match)
+        hit = match >= 0
+        decoy = np.zeros(n, dtype=bool)
+        decoy[hit] = t.is_decoy(match[hit])
+        self.match, self.decoy = match, decoy
+        self.features = self._cat("features").reshape(n, len(t.features))
+        self.score, self.q, self.peptide_q, self.pep = (np.full(n, np.nan) for _ in range(4))
+        self.lower = None
+
     def _finalized(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         if self.q is None:
             self.finalize()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import sys
@@ -102,7 +103,8 @@ class Daemon:
         self.intakes = len(lane.pipes) if lane else cfg.intakes or default_intakes()
         self.lane = lane  # earlier journals are lane 0's to finish
         self.ends = RunEnds(target, cfg, refitter=self.refitter, record=self.metrics.record,
-                            on_finished=self._on_finished, recover_journals=not lane or lane.index == 0)  # fmt: skip
+                            on_finished=self._on_finished, recover_journals=not lane or lane.index == 0,
+                            lock=lane is None)  # fmt: skip
         self.runs = RunBook(self.ends.new_run, max_open=cfg.max_open_runs, idle_s=cfg.run_idle_s,
                             settle_s=0.0 if self.intakes == 1 and lane is None else SETTLE_S, clock=clock)  # fmt: skip
         self.ends.runs = self.runs
@@ -139,7 +141,7 @@ class Daemon:
         switch = sys.getswitchinterval()
         sys.setswitchinterval(gil_switch_s(engine_in_process=scores_in_process(self.target, cfg.engine)))  # runtime.py
         try:
-            await self.ends.open()  # results folder checked, journals of an earlier daemon finished
+            await self.ends.open()  # results folder checked and locked; an earlier daemon's journals queued
             await asyncio.gather(asyncio.wrap_future(self.refitter.start()), self.pool.start())
             freeze_heap()
             http = None if self.metrics.server else self.metrics.serve(cfg.metrics_port, cfg.metrics_host)
@@ -207,6 +209,7 @@ class Daemon:
                 http.close()
                 self.metrics.server = None
             self.refitter.shutdown()
+            self.ends.release()
 
     def _fail(self, why: str) -> None:
         """A part failed: not ready from now on, and the daemon shuts down (`run` raises `ServiceError`)."""
@@ -231,6 +234,8 @@ class Daemon:
                 self._fail(f"{failed} engine worker thread(s) stopped")
             if self.publisher is not None and (failed := self.publisher.failed()):
                 self._fail(f"{failed} publisher process(es) stopped")
+            if why := self.ends.failure():
+                self._fail(why)
             if self.mqtt is not None and not self.mqtt.running():
                 log.error("the MQTT publisher stopped; restarting it")
                 self.mqtt.start()
@@ -323,8 +328,8 @@ class Daemon:
                 self._shed(refused, code, reason)
 
     def _on_shed(self, shed: ShedChunk) -> None:
-        """Spectra an intake process answered ``shed`` at the door: booked in their runs (results files, counts:
-        `ShedBook`, without waiting on a run's lock) and the metrics, not published again."""
+        """Spectra an intake process answers ``shed`` at the door: booked in their runs — journaled — without waiting
+        on a run's lock (`ShedBook`), then the intake process is told to publish them; and the metrics."""
         chunk = shed.chunk
         states = [self.runs.state(name) for name in chunk.runs]
         run = chunk.ints[:, _RUN]
@@ -332,12 +337,15 @@ class Daemon:
         groups = [(state, rows) for state, rows in groups if len(rows)]
         self.runs.received([(state, len(rows), 0) for state, rows in groups])
         answered: list[RunAnswered] = []
-        for state, rows in groups:
+        assert self.intake is not None
+        for k, (state, rows) in enumerate(groups):
             scans = chunk.ints[rows, _SCAN]
             note_scans(state, scans)
-            self.sheds.add(state, scans, chunk.floats[rows, _PREC], chunk.ids_at(rows), shed.reason)
+            last = k == len(groups) - 1  # reports are booked in order: its last group booked, all of it is
+            self.sheds.add(state, scans, chunk.floats[rows, _PREC], chunk.ids_at(rows), shed.reason,
+                           functools.partial(self.intake.ack, shed.source, shed.seq) if last else None)  # fmt: skip
             answered.append(RunAnswered(state.name, len(rows), 0, state.threshold))
-        latency = shed.published_mono - chunk.ints[:, _MONO]
+        latency = self.clock() - chunk.ints[:, _MONO]  # to the hand-off (booked, or queued to be): as `Publisher`'s
         missed = int(np.count_nonzero(latency > budgets_ns(chunk.floats, self.cfg.budget_ms)))
         levels = {lv: int(k) for lv, k in enumerate(np.bincount(chunk.ints[:, _LEVEL]).tolist()) if k}
         n = len(chunk)
@@ -353,7 +361,7 @@ class Daemon:
             if msg.answerable:
                 assert msg.run is not None and msg.scan is not None
                 state = self.runs.state(msg.run)
-                self.runs.received([(state, 1, 0)])
+                self.runs.malformed(state)
                 with state.lock:
                     res = state.live.add_unscored(ResultStatus.INVALID, [msg.scan], [float("nan")], [msg.reason])
                 stamps = Stamps.one(msg.sent_ns, rec.wall_ns, rec.mono_ns, int(self.cfg.budget_ms * 1e6),

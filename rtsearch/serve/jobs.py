@@ -32,7 +32,7 @@ class RunState:
     ending: bool = False  # its run.end came (or the daemon is shutting down)
     finishing: bool = False  # its table is being finalized
     expected: int | None = None  # spectra run.end announced
-    received: int = 0  # spectrum messages received (MS1, MS2, malformed ones naming the run): `expected` counts them
+    received: int = 0  # valid spectra received (MS1, MS2): what `expected` counts
     ended_ns: int = 0  # monotonic clock when it got its run.end
     ms1: int = 0  # MS1 spectra received
     last_ns: int = 0  # monotonic clock of its last message (idle runs are ended)

@@ -115,6 +115,15 @@ class DaemonMetrics:
         self.results_write_failures = Counter(
             "rtsearch_results_write_failures_total", "Results files that could not be written (each try; the run "
             "is kept in its journal and tried again)", registry=r)  # fmt: skip
+        self.journal_write_failures = Counter(
+            "rtsearch_journal_write_failures_total", "Journal writes that failed (each try; the answers are kept in "
+            "memory and written once the results folder takes them)", registry=r)  # fmt: skip
+        self.journal_owed = Gauge(
+            "rtsearch_journal_backlog_bytes", "Bytes of published answers not in their journal yet (its folder "
+            "cannot be written): lost if the daemon stops before it can", registry=r)  # fmt: skip
+        self.run_finish_failures = Counter(
+            "rtsearch_run_finish_failures_total", "Runs that could not be finished (final FDR or results file "
+            "failed, not for the disk): what could be written was, the journal moved aside", registry=r)  # fmt: skip
         self.ready = Gauge("rtsearch_ready", "1 once the search target is loaded and intake is open, else 0",
                            registry=r)
         self.spectra_received = Counter(
@@ -305,6 +314,12 @@ class DaemonMetrics:
                         self.mqtt_dropped.inc(st.dropped)
                 case kinds.ResultsWrite():
                     self.results_write_failures.inc(st.failed)
+                case kinds.JournalWrite():
+                    self.journal_write_failures.inc(st.failed)
+                    if st.owed_bytes is not None:
+                        self.journal_owed.set(st.owed_bytes)
+                case kinds.RunFinishFailed():
+                    self.run_finish_failures.inc(st.failed)
                 case Ready():
                     self.ready.set(int(st.ready))
                     self.health.set(ready=st.ready, state=None if st.ready else "shutting down")

@@ -18,6 +18,7 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,6 +28,7 @@ from rtsearch.search.live import RunSummary, run_summary
 from rtsearch.search.table import PsmTable
 from rtsearch.search.target import Reopen, SearchTarget
 from rtsearch.serve.jobs import RunState
+from rtsearch.serve.journal import journal_table
 from rtsearch.serve.runtime import (
     child_context,
     exit_with_parent,
@@ -40,19 +42,79 @@ T = TypeVar("T")
 STOP_S = 10.0  # at shutdown, what the refit process runs may take this long to finish; then it is killed
 
 _OPENED: dict[Reopen, SearchTarget] = {}  # in the refit process: targets opened for finishing runs
+FINISH_ROWS = 500_000  # PSMs finished in one task at most (runs are never split): the process's heap given back after
 
 
-def finish_run(
-    reopen: Reopen, batch: ScoredBatch, name: str, by_status: dict[str, int], path: Path,
-    provenance: dict[str, Any] | None = None,
-) -> tuple[RunSummary, Path]:
-    """In the refit process: a run's final discriminant, q-values, summary and results file."""
-    if reopen not in _OPENED:
-        _OPENED[reopen] = reopen()
-    table = PsmTable(_OPENED[reopen])
-    table.add(batch)
-    table.finalize()
-    return run_summary(name, table, by_status), write_run_results(table, path, provenance)
+@dataclass(frozen=True)
+class RunToFinish:
+    """A run for the refit process to finish into ``path`` (claimed by the daemon): a live run's PSMs (``batch``,
+    with its answers' counts ``by_status``), or a journal an earlier daemon left (``journal``: read there)."""
+
+    name: str
+    path: Path
+    batch: ScoredBatch | None = None
+    by_status: dict[str, int] = field(default_factory=dict)
+    journal: Path | None = None
+
+    @property
+    def rows(self) -> int:
+        return len(self.batch) if self.batch is not None else 0
+
+
+@dataclass(frozen=True)
+class FinishOutcome:
+    """How finishing a run went: its summary and file; or ``error`` (``disk``: the folder would not take the file —
+    try again later; else the run itself could not be finished, and ``path`` holds what could be written, if
+    anything); ``cut``: bytes of a journal's cut-short last record, lost."""
+
+    summary: RunSummary | None = None
+    path: Path | None = None
+    error: str = ""
+    disk: bool = False
+    cut: int = 0
+
+
+def finish_runs(
+    reopen: Reopen | SearchTarget, runs: list[RunToFinish], provenance: dict[str, Any] | None = None
+) -> list[FinishOutcome]:
+    """In the refit process (or, given a target, anywhere): each run's final discriminant, q-values, summary and
+    results file — runs that end together finished in one task (a task a run cost more than the run when thousands
+    of small runs end a minute)."""
+    if isinstance(reopen, Reopen):
+        if reopen not in _OPENED:
+            _OPENED[reopen] = reopen()
+        target = _OPENED[reopen]
+    else:
+        target = reopen
+    return [_finish(target, run, provenance) for run in runs]
+
+
+def _finish(target: SearchTarget, run: RunToFinish, provenance: dict[str, Any] | None) -> FinishOutcome:
+    """One run (see `finish_runs`); never raises."""
+    cut, by_status = 0, run.by_status
+    try:
+        if run.journal is not None:
+            _, table, by_status, cut = journal_table(run.journal, target)
+        else:
+            assert run.batch is not None
+            table = PsmTable(target)
+            table.add(run.batch)
+        table.finalize()
+        outcome = FinishOutcome(run_summary(run.name, table, by_status), write_run_results(table, run.path,
+                                                                                           provenance), cut=cut)
+        if run.journal is not None:  # here, at once: a stop between the two would finish it twice
+            run.journal.unlink(missing_ok=True)
+        return outcome
+    except OSError as e:
+        return FinishOutcome(error=f"{run.path}: {e.strerror or e}", disk=True)
+    except Exception as e:  # a run whose FDR fails: its rows without q-values, if even that can be written
+        why = f"{type(e).__name__}: {e}"
+        log.exception("run %r could not be finished", run.name)
+        try:
+            table.finalize_without_fdr()
+            return FinishOutcome(path=write_run_results(table, run.path, provenance), error=why, cut=cut)
+        except Exception:  # noqa: BLE001  # nothing could be written: the journal, set aside, is what is left
+            return FinishOutcome(error=why, cut=cut)
 
 
 def _started() -> None:
@@ -109,12 +171,12 @@ class Refitter:
                     state.live.install(None)
 
     def finish(
-        self, reopen: Reopen, batch: ScoredBatch, name: str, by_status: dict[str, int], path: Path,
-        provenance: dict[str, Any] | None = None,
-    ) -> concurrent.futures.Future[tuple[RunSummary, Path]]:
-        done = self._submit(finish_run, reopen, batch, name, by_status, path, provenance)
-        # the next task in the one process: the run's memory back to the system (a task of its own: the pool's
-        # worker holds the finished call's arguments, the run's PSMs, until that call has returned; shut down
+        self, reopen: Reopen, runs: list[RunToFinish], provenance: dict[str, Any] | None = None
+    ) -> concurrent.futures.Future[list[FinishOutcome]]:
+        """Finish ``runs`` in the process (`finish_runs`)."""
+        done = self._submit(finish_runs, reopen, runs, provenance)
+        # the next task in the one process: the runs' memory back to the system (a task of its own: the pool's
+        # worker holds the finished call's arguments, the runs' PSMs, until that call has returned; shut down
         # since: nothing to give back)
         with contextlib.suppress(RuntimeError):
             self._submit(give_back_heap)

@@ -146,6 +146,14 @@ class RunBook:
                 state.received += ms2 + ms1
                 state.last_ns = now
 
+    def malformed(self, state: RunState) -> None:
+        """A malformed message naming ``state``'s run and a scan came: it owes an ``invalid`` answer, but it is not one
+        of the spectra a ``run.end``'s ``n_spectra`` counts (those the sender's reader took for spectra; counting it
+        ended a run before its last valid spectra came, which then reopened it)."""
+        with self._lock:
+            state.outstanding += 1
+            state.last_ns = self.clock()
+
     def answered(self, counts: Iterable[tuple[RunState, int]]) -> list[RunState]:
         """``(run, answers)`` published; the runs this completed."""
         with self._lock:

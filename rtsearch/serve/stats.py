@@ -107,6 +107,23 @@ class ResultsWrite:
 
 
 @dataclass
+class JournalWrite:
+    """A journal write failed (``failed``: tries), or what the journals that cannot be written owe changed
+    (``owed_bytes``: answers published and not on disk yet; 0 once all are)."""
+
+    failed: int = 0
+    owed_bytes: int | None = None
+
+
+@dataclass
+class RunFinishFailed:
+    """A run could not be finished (its final FDR or its file failed for a reason other than the disk): what could be
+    written was, and its journal was moved aside with the reason."""
+
+    failed: int = 1
+
+
+@dataclass
 class Mqtt:
     """The MQTT publisher's state: connected or not, messages dropped since the last report."""
 

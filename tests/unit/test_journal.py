@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,12 +14,13 @@ import pytest
 from rtsearch.batch import SpectraBatch
 from rtsearch.cli.demo import RUN, TOML, bundled
 from rtsearch.config import load_config
-from rtsearch.io.results import write_run_results
+from rtsearch.io.results import claim_results_path, write_run_results
 from rtsearch.io.spectra import read_spectra
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
 from rtsearch.search.live import LiveRun
-from rtsearch.serve.journal import FOLDER, Journals, read_journal, recover
+from rtsearch.serve.journal import FOLDER, Journals, leftover_runs, read_journal
+from rtsearch.serve.refits import FinishOutcome, RunToFinish, finish_runs
 from rtsearch.types import ResultStatus
 
 
@@ -26,10 +29,18 @@ def target(demo_index) -> DatabaseTarget:
     return DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
 
 
+def recover(folder: Path, target: DatabaseTarget) -> list[FinishOutcome]:
+    """What a daemon starting on ``folder`` does with the journals it finds there (`rtsearch.serve.finish.RunEnds`):
+    each of ``target``'s finished into its results file."""
+    claimed: set[Path] = set()
+    return finish_runs(target, [RunToFinish(run, claim_results_path(folder, run, "tsv", claimed), journal=path)
+                                for run, path in leftover_runs(folder, target)])  # fmt: skip
+
+
 def _journaled_run(target, folder, spectra) -> tuple[LiveRun, Journals]:
     journals = Journals(folder, target)
     journal = journals.open("j/run")
-    live = LiveRun("j/run", target, sink=journal.append)
+    live = LiveRun("j/run", target, sink=functools.partial(journals.append, journal))
     for s in range(0, 100, 25):
         live.add_scored(target.score(SpectraBatch.of(spectra[s : s + 25])))
     live.add_unscored(ResultStatus.SHED, [1, 2], [500.0, 600.0], ["overload", "overload"])
@@ -53,7 +64,7 @@ def test_a_journal_gives_back_what_was_written_and_finishes_the_run_the_same(tar
     # finishing from the journal writes what finishing from memory writes
     table, summary = live.finish()
     expected = write_run_results(table, tmp_path / "memory.tsv")
-    (done,) = recover(tmp_path, target, "tsv", set())
+    (done,) = recover(tmp_path, target)
     assert done.summary == summary and done.path.name.startswith("j_run-")
     assert done.path.read_text() == expected.read_text()
     assert not list((tmp_path / FOLDER).glob("*.rtj"))  # finished: the journal is gone
@@ -68,10 +79,10 @@ def test_a_cut_short_record_is_left_out_and_counted(target, tmp_path):
     path.write_bytes(data[:-10])  # the last write did not finish
     _, batches, _, cut = read_journal(path)
     assert [len(b) for b in batches] == [25, 25, 25, 25] and cut > 0
-    (done,) = recover(tmp_path, target, "tsv", set())
+    (done,) = recover(tmp_path, target)
     with open(done.path, newline="") as fh:
         assert len(list(csv.DictReader(fh, delimiter="\t"))) == 100
-    assert done.cut_bytes == cut
+    assert done.cut == cut
 
 
 def test_a_journal_of_another_target_is_left_alone(target, tmp_path, demo_index):
@@ -80,7 +91,7 @@ def test_a_journal_of_another_target_is_left_alone(target, tmp_path, demo_index)
     journals.shutdown()
     other = DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
     other.features = other.features[:-1]  # another kind of features: its matches would be named wrongly
-    assert recover(tmp_path, other, "tsv", set()) == []
+    assert recover(tmp_path, other) == []
     assert len(list((tmp_path / FOLDER).glob("*.rtj"))) == 1 and not list(tmp_path.glob("*.tsv"))
 
 
@@ -102,7 +113,7 @@ def test_lower_ranks_come_back_from_a_journal(demo_index, tmp_path):
     with open(expected, newline="") as fh:
         ranks = [int(r["rank"]) for r in csv.DictReader(fh, delimiter="\t")]
     assert ranks.count(3) > 50 and ranks.count(1) == 102
-    (done,) = recover(tmp_path, ranked, "tsv", set())
+    (done,) = recover(tmp_path, ranked)
     assert done.path.read_text() == expected.read_text()
 
 
@@ -111,7 +122,7 @@ def test_batches_without_a_match_are_written_without_their_matches(target, tmp_p
     instead of 265, read back as the same batch; a scored batch is written whole."""
     journals = Journals(tmp_path, target)
     journal = journals.open("shed/run")
-    live = LiveRun("shed/run", target, sink=journal.append)
+    live = LiveRun("shed/run", target, sink=functools.partial(journals.append, journal))
     scans = np.arange(1000)
     live.book_unscored(ResultStatus.SHED, scans, np.full(1000, 500.25), ["overload"] * 1000, [f"s{i}" for i in scans])
     live.add_unscored(ResultStatus.UNIDENTIFIED, [5000], [321.5], ["engine error: boom"])

@@ -77,3 +77,19 @@ def test_shutdown_ends_runs_still_waiting_for_announced_spectra() -> None:
     book.answered([(state, 1)])
     book.end("r", 10)
     assert book.ending_all() == [state]
+
+
+def test_malformed_messages_are_not_counted_among_the_spectra_a_run_end_announced() -> None:
+    """``n_spectra`` counts the run's spectra; a malformed message naming the run owes an answer but is not one of
+    them. Counted (issue 67), 2 malformed + 1 valid of 3 announced ended the run, and its last valid spectra, still
+    in another intake process, reopened it as a segment of their own."""
+    book, _ = _book()
+    state = book.state("r")
+    book.received([(state, 1, 0)])
+    book.malformed(state)
+    book.malformed(state)
+    assert book.end("r", 3) is None
+    assert book.answered([(state, 3)]) == []  # all answered, but 2 of the 3 spectra announced have not come
+    assert book.state("r") is state  # they join the run
+    book.received([(state, 2, 0)])
+    assert book.answered([(state, 2)]) == [state]
