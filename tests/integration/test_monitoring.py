@@ -126,7 +126,8 @@ def test_dashboards_are_generated_and_name_only_exported_metrics() -> None:
                    "rtsearch_run_identifications_total", "rtsearch_run_score_threshold"):  # fmt: skip
         assert wanted in named, wanted
     assert {r["alert"] for r in _rules()} >= {"RtsearchLatencyOverBudget", "RtsearchShedding",
-                                              "RtsearchDeadlineMisses", "RtsearchDown", "RtsearchMqttDisconnected"}
+                                              "RtsearchDeadlineMisses", "RtsearchDown", "RtsearchMqttDisconnected",
+                                              "RtsearchJournalNotWritten", "RtsearchRunNotFinished"}
 
 
 def test_operands_split_golden() -> None:
@@ -138,7 +139,8 @@ def test_operands_split_golden() -> None:
 
 def test_promtool_checks_config_and_rules() -> None:
     """Config and rules valid; the rules' unit tests (deploy/prometheus/alerts_test.yml: a results file that failed
-    to write fires RtsearchResultsNotWritten, and it clears) pass."""
+    to write fires RtsearchResultsNotWritten, journal writes that failed RtsearchJournalNotWritten, a run not finished
+    RtsearchRunNotFinished, and each clears) pass."""
     promtool = _tool("promtool")
     for args in (["check", "config", str(CONFIG)], ["check", "rules", str(ALERTS)],
                  ["test", "rules", str(ALERTS.with_name("alerts_test.yml"))]):  # fmt: skip
