@@ -6,8 +6,8 @@ An adversarial client made the folder immutable mid-run (``chattr +i``) and fill
 could not be made and the daemon shut down, 3 received spectra were never answered and 3,795 published answers were
 in no file after the restart; on a full disk the results thread died (~492 spectra unanswered), and a restart while
 still full said "internal error". A second daemon on the same folder "recovered" the first's live journal and
-deleted it. The faults here are injected where the journal calls the operating system (see
-``tests/unit/test_journal_failures.py``), as EPERM and ENOSPC, in a daemon serving in this process.
+deleted it. The faults here are injected where the journal calls the operating system (`tests.disk_faults`), as
+EPERM and ENOSPC, in a daemon serving in this process.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import csv
 import dataclasses
-import errno
 import os
 from pathlib import Path
 
@@ -26,36 +25,11 @@ from rtsearch.cli.demo import TOML, bundled
 from rtsearch.config import load_config
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
-from rtsearch.serve import journal as journal_module
-from rtsearch.serve.journal import FOLDER
 from rtsearch.wire import encode_run_end, encode_spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, load_run
+from tests.disk_faults import Disk
 from tests.streaming import ServeProcess, free_port, running, serve_config
-
-
-class Faults:
-    """The journal's ``os.open`` and ``os.write`` failing while ``frozen`` (EPERM for anything in the journal
-    folder) or ``full`` (a write cut short, then ENOSPC)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.frozen = self.full = False
-        self._open, self._write = os.open, os.write
-        monkeypatch.setattr(journal_module.os, "open", self.open)
-        monkeypatch.setattr(journal_module.os, "write", self.write)
-
-    def open(self, path, flags, *args):  # noqa: ANN001
-        if self.frozen and FOLDER in str(path):
-            raise PermissionError(errno.EPERM, "Operation not permitted", str(path))
-        return self._open(path, flags, *args)
-
-    def write(self, fd: int, data) -> int:  # noqa: ANN001
-        if self.full:
-            view = memoryview(data)
-            if len(view) > 1:
-                return self._write(fd, view[: len(view) // 2])
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return self._write(fd, data)
 
 
 def _send(endpoint: str, messages: list[list[bytes]]) -> None:
@@ -77,7 +51,7 @@ def _scans(folder: Path, run: str) -> list[int]:
 @pytest.mark.parametrize("fault", ["frozen", "full"])
 async def test_a_folder_that_fails_mid_run_loses_no_answer(demo_index, data, tmp_path, monkeypatch, fault):
     spectra = [s for s in load_run(data / "ecoli-small/Ecoli_MS2_small.mzML") if s.ms_level == 2][:60]
-    faults = Faults(monkeypatch)
+    faults = Disk(monkeypatch)
     target = DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
 
     def msgs(run: str, part: list) -> list[list[bytes]]:

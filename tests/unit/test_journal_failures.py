@@ -1,15 +1,13 @@
 """Journals when the results folder fails them (issue 67, S6, S7, S9): a write that fails is cut back, kept and
 written once the folder takes it; a folder that cannot be written stops no run; few files are open at once.
 
-Faults are injected where the journal calls the operating system (``os.open``, ``os.write`` as the journal module
-sees them): the same errors a folder made immutable (``chattr +i``: EPERM) or a full disk (ENOSPC, a write cut
-short) give, without root or a file system of its own.
+Faults are injected where the journal calls the operating system (`tests.disk_faults`): the errors a folder made
+immutable (``chattr +i``: EPERM) or a full disk (ENOSPC, a write cut short) give.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import errno
 import functools
 import os
 
@@ -23,10 +21,10 @@ from rtsearch.io.spectra import read_spectra
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
 from rtsearch.search.live import LiveRun
-from rtsearch.serve import journal as journal_module
 from rtsearch.serve.journal import FOLDER, Journals, read_journal
 from rtsearch.serve.stats import JournalWrite
 from rtsearch.types import ResultStatus
+from tests.disk_faults import Disk
 
 
 @pytest.fixture(scope="module")
@@ -37,30 +35,6 @@ def target(demo_index) -> DatabaseTarget:
 @pytest.fixture(scope="module")
 def spectra():
     return [dataclasses.replace(s, run="full") for s in read_spectra(bundled(RUN)) if s.ms_level == 2]
-
-
-class Disk:
-    """``os.open`` / ``os.write`` as the journal module sees them, failing while ``full`` (ENOSPC: a write cut
-    short after half its bytes, as a disk filling up does) or ``frozen`` (EPERM on making or opening a file)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.full = self.frozen = False
-        self._open, self._write = os.open, os.write
-        monkeypatch.setattr(journal_module.os, "open", self.open)
-        monkeypatch.setattr(journal_module.os, "write", self.write)
-
-    def open(self, path, flags, *args):  # noqa: ANN001
-        if self.frozen and FOLDER in str(path):
-            raise PermissionError(errno.EPERM, "Operation not permitted", str(path))
-        return self._open(path, flags, *args)
-
-    def write(self, fd: int, data) -> int:  # noqa: ANN001
-        if self.full:
-            view = memoryview(data)
-            if len(view) > 1:
-                return self._write(fd, view[: len(view) // 2])  # part of it fits; the next write fails
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return self._write(fd, data)
 
 
 def _run(target, journals: Journals, name: str) -> LiveRun:
