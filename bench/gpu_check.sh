@@ -37,7 +37,8 @@
 # tdcluster: bench/topdown_daemon.py with TDCLUSTER_ARGS (e.g. "--configs 1,2 --gpus-per-worker 1"); TD_DATA: a
 #   folder holding topdown-flashapp-ecoli (kept out of .gpudata/data, whose FASTAs make the cluster bench's database)
 # peers: bench/peers.py with PEERS_ARGS (Comet and Sage on the same FASTA and MGF; .deb/.whl in .gpudata/peers)
-# Expects the wheels in .whl/ (../shared/tools/device-wheels.sh) and the real data copied
+# Expects the wheels in .whl/ (`../shared/tools/device-wheels.sh orjson lxml threadpoolctl hypothesis attrs
+#   sortedcontainers`: the image has none of these; psims, 23 MB, only for mzIdentML) and the real data copied
 # to .gpudata/data/ (both git-ignored, carried by the device tool); writes logs under $OUT.
 # BASELINE=DIR (a carried copy of another checkout) runs that checkout's GPU tests beside this one's.
 set -uo pipefail

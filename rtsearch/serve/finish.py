@@ -25,6 +25,7 @@ import contextlib
 import functools
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ from rtsearch.serve.jobs import RunState
 from rtsearch.serve.journal import FOLDER, Journals, RunJournal, leftover_runs, set_aside
 from rtsearch.serve.refits import FINISH_ROWS, FinishOutcome, Refitter, RunToFinish, finish_runs
 from rtsearch.serve.runs import RunBook
+from rtsearch.serve.runtime import give_back_heap
 from rtsearch.serve.stats import ResultsWrite, RunFinishFailed, Runs
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,12 @@ LIVE_Q_REFRESH = 0.01  # running q-values read off a curve at most 1 % of the ru
 WRITE_RETRY_S, WRITE_RETRY_MAX_S = 1.0, 60.0  # a results file not written is tried again after these
 FINISH_RUNS = 256  # runs finished in one task at most (and `rtsearch.serve.refits.FINISH_ROWS` PSMs)
 MIN_FREE_BYTES = 64 << 20  # a results folder with less room than this at start is called full
+# what finished runs held handed back to the system once no run is open, at most this often: their cyclic garbage
+# waits for the workers' seldom oldest-generation pass and glibc keeps what is freed, and rounds of a fuzzed stream
+# left the daemon 8-14 % above the first round's memory; with this 2-6 % (bench/RESULTS.md, 2026-12-06). The pass
+# holds the GIL some tens of ms: only when nothing is open
+TRIM_EVERY_S = 10.0
+TRIM_AFTER_S = 1.0  # ... this long after, if nothing was opened meanwhile (the runs' last references dropped)
 
 
 @dataclass
@@ -98,6 +106,7 @@ class RunEnds:
         self._busy = 0  # live runs queued, being finished or waiting to be tried again
         self._finisher: asyncio.Task[None] | None = None
         self.provenance: dict[str, Any] | None = None  # beside each results file (`rtsearch.io.provenance`)
+        self._trimmed = 0.0  # when the heap was last handed back (monotonic s)
 
     async def open(self) -> None:
         """Check the results folder and take it, queue an earlier daemon's journals there, start journaling."""
@@ -277,7 +286,20 @@ class RunEnds:
         if journal is not None and self.journals is not None:
             self.journals.close(journal, delete=delete)
         self.record(Runs(len(self.runs), finished=state.name, still_open=self.runs.has(state.name)))
+        if self._idle() and time.monotonic() - self._trimmed > TRIM_EVERY_S:
+            self._trimmed = time.monotonic()
+            asyncio.get_running_loop().call_later(TRIM_AFTER_S, self._trim)
         return journal
+
+    def _idle(self) -> bool:
+        assert self.runs is not None
+        return not self._busy and not len(self.runs)
+
+    def _trim(self) -> None:
+        """Nothing open still: what the runs held goes back to the system — their cyclic garbage collected (the
+        workers collect the oldest generation seldom), the heap trimmed (`give_back_heap`), in a thread."""
+        if self._idle():
+            asyncio.get_running_loop().run_in_executor(None, give_back_heap)
 
     def _done(self, done: Finished) -> None:
         self.finished.append(done)

@@ -92,6 +92,7 @@ def finish_runs(
 def _finish(target: SearchTarget, run: RunToFinish, provenance: dict[str, Any] | None) -> FinishOutcome:
     """One run (see `finish_runs`); never raises."""
     cut, by_status = 0, run.by_status
+    table: PsmTable | None = None
     try:
         if run.journal is not None:
             _, table, by_status, cut = journal_table(run.journal, target)
@@ -110,6 +111,8 @@ def _finish(target: SearchTarget, run: RunToFinish, provenance: dict[str, Any] |
     except Exception as e:  # a run whose FDR fails: its rows without q-values, if even that can be written
         why = f"{type(e).__name__}: {e}"
         log.exception("run %r could not be finished", run.name)
+        if table is None:  # its journal could not be read: set aside as it is
+            return FinishOutcome(error=why, cut=cut)
         try:
             table.finalize_without_fdr()
             return FinishOutcome(path=write_run_results(table, run.path, provenance), error=why, cut=cut)
