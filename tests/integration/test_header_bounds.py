@@ -18,29 +18,20 @@ import time
 
 import pytest
 
-from rtsearch.cli.demo import TOML, bundled
-from rtsearch.config import load_config
-from rtsearch.scoring.backend import get_backend
-from rtsearch.search.database import DatabaseTarget
 from rtsearch.serve.daemon import Daemon
 from rtsearch.types import Spectrum
 from rtsearch.wire import encode_run_end, encode_run_start, encode_spectrum
 from rtsearch.wire_batch import encode_spectra
 from rtsearch_sim.collector import Collector
-from rtsearch_sim.replay import Sender, load_run
+from rtsearch_sim.replay import Sender
 from tests.streaming import running, serve_config
 
 pytestmark = pytest.mark.asyncio
 
 
-@pytest.fixture(scope="module")
-def ms2(data) -> list[Spectrum]:
-    return [s for s in load_run(data / "ecoli-small/Ecoli_MS2_small.mzML") if s.ms_level == 2]
-
-
 @pytest.fixture()
-def target(demo_index) -> DatabaseTarget:
-    return DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
+def ms2(ecoli_run) -> list[Spectrum]:
+    return [s for s in ecoli_run if s.ms_level == 2]
 
 
 def _exchange(daemon: Daemon, frames: list[list[bytes]], answers: int) -> list[dict[str, object]]:
@@ -66,7 +57,7 @@ def _with(frames: list[bytes], **changes: object) -> list[bytes]:
     return [frames[0], json.dumps(h).encode(), *frames[2:]]
 
 
-async def test_an_absurd_retention_time_is_refused_and_the_run_still_ends(target, ms2, tmp_path):
+async def test_an_absurd_retention_time_is_refused_and_the_run_still_ends(engine, ms2, tmp_path):
     """S2: the whole run (so that its end fits a discriminant and retention times), one spectrum at rt 1e308 on
     the spectrum topic and one on the batched topic."""
     run = "s2"
@@ -81,7 +72,7 @@ async def test_an_absurd_retention_time_is_refused_and_the_run_still_ends(target
         else:
             frames.append(encode_spectrum(s))
     frames.append(encode_run_end(run, len(spectra)))
-    async with running(target, serve_config(tmp_path)) as daemon:
+    async with running(engine, serve_config(tmp_path)) as daemon:
         results = await asyncio.to_thread(_exchange, daemon, frames, len(spectra))
         await _finished(daemon, 1)
         path = daemon.finished[0].path
@@ -99,7 +90,7 @@ async def test_an_absurd_retention_time_is_refused_and_the_run_still_ends(target
     assert sum(r.get("status") == "identified" or float(r.get("q_value") or 1) <= 0.01 for r in rows) > 10
 
 
-async def test_unbounded_lists_headers_and_control_characters_are_refused_with_the_reason(target, ms2, tmp_path):
+async def test_unbounded_lists_headers_and_control_characters_are_refused_with_the_reason(engine, ms2, tmp_path):
     """S3: a header listing 10,000 charges is answered ``invalid`` at once (it stalled the engine 7.9 s), and so
     are a header over 64 kB and an id holding ESC; a run name holding NUL names no run: counted. The spectrum
     sent after them is scored."""
@@ -109,7 +100,7 @@ async def test_unbounded_lists_headers_and_control_characters_are_refused_with_t
               _with(encode_spectrum(big), note="x" * 70_000), _with(encode_spectrum(esc), id="scan=1\x1b[2J"),
               encode_spectrum(dataclasses.replace(nul, run="s3\x00evil")), encode_spectrum(last),
               encode_run_end(run, 4)]  # fmt: skip
-    async with running(target, serve_config(tmp_path)) as daemon:
+    async with running(engine, serve_config(tmp_path)) as daemon:
         results = await asyncio.to_thread(_exchange, daemon, frames, 4)
         await _finished(daemon, 1)
         metric = daemon.metrics.registry.get_sample_value

@@ -18,11 +18,9 @@ import numpy as np
 import pytest
 
 from rtsearch.batch import SpectraBatch
-from rtsearch.cli.demo import RUN, TOML, bundled
-from rtsearch.config import load_config
+from rtsearch.cli.demo import RUN, bundled
 from rtsearch.io.spectra import read_spectra
 from rtsearch.matches import STATUSES
-from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
 from rtsearch.search.table import PsmTable
 from rtsearch.serve.journal import FOLDER, SET_ASIDE, Journals
@@ -32,11 +30,6 @@ from rtsearch.wire import encode_run_end, encode_spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender
 from tests.streaming import running, serve_config
-
-
-@pytest.fixture(scope="module")
-def target(demo_index) -> DatabaseTarget:
-    return DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy"))
 
 
 @pytest.fixture(scope="module")
@@ -63,13 +56,13 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh, delimiter="\t"))
 
 
-def test_a_run_whose_fdr_fails_is_written_without_q_values(target, ms2, tmp_path, monkeypatch):
+def test_a_run_whose_fdr_fails_is_written_without_q_values(engine, ms2, tmp_path, monkeypatch):
     def fails(self: PsmTable) -> None:
         raise FloatingPointError("the discriminant did not converge")
 
     monkeypatch.setattr(PsmTable, "finalize", fails)
-    batch = target.score(SpectraBatch.of([dataclasses.replace(s, run="r") for s in ms2[:20]]))
-    (done,) = finish_runs(target, [RunToFinish("r", tmp_path / "r.tsv", batch=batch, by_status={"identified": 20})])
+    batch = engine.score(SpectraBatch.of([dataclasses.replace(s, run="r") for s in ms2[:20]]))
+    (done,) = finish_runs(engine, [RunToFinish("r", tmp_path / "r.tsv", batch=batch, by_status={"identified": 20})])
     assert done.error == "FloatingPointError: the discriminant did not converge" and not done.disk
     assert done.summary is None and done.path == tmp_path / "r.tsv"
     rows = _rows(done.path)
@@ -79,12 +72,12 @@ def test_a_run_whose_fdr_fails_is_written_without_q_values(target, ms2, tmp_path
 
 @pytest.mark.slow
 @pytest.mark.asyncio
-async def test_a_journal_that_cannot_be_finished_is_set_aside_and_serving_goes_on(target, ms2, tmp_path):
+async def test_a_journal_that_cannot_be_finished_is_set_aside_and_serving_goes_on(engine, ms2, tmp_path):
     results = tmp_path / "results"
-    _journal(target, results, "damaged", ms2, damaged=True)
-    _journal(target, results, "whole", ms2, damaged=False)
+    _journal(engine, results, "damaged", ms2, damaged=True)
+    _journal(engine, results, "whole", ms2, damaged=False)
     for attempt in range(2):  # the second start finds nothing left to trip on
-        async with running(target, serve_config(tmp_path)) as daemon:
+        async with running(engine, serve_config(tmp_path)) as daemon:
             metric = daemon.metrics.registry.get_sample_value
             col = Collector(daemon.endpoints.results).start()
             run = f"after-{attempt}"
