@@ -390,10 +390,13 @@ def serve(
                 out.hand(items)
             stop = False
             for fd, (box, door) in boxes.items():
-                if fd in events:
+                if fd in events and not box.eof:
                     stop |= box.receive(door)
-            if any(box.eof for box, _ in boxes.values()):
-                return  # the daemon, a lane or the front is gone: nobody to hand anything to
+                    if box.eof:
+                        poller.unregister(fd)
+            if boxes[control.fileno()][0].eof:
+                return  # the daemon (or the lanes' front) is gone: nobody to hand anything to
+            # a lane that is gone is the front's to see and say (which lane): this process goes on until told
             if stop:  # what the socket holds is read first
                 for out, items in zip(outs, drain(sock, reader, len(outs)), strict=True):
                     out.finish(items)
