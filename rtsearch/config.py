@@ -56,41 +56,41 @@ def choices(choice: Any) -> tuple[str, ...]:
 class DatabaseConfig:
     """How FASTA proteins become the peptides of an index."""
 
-    enzyme: Enzyme = "trypsin"
-    specificity: Specificity = "full"
-    missed_cleavages: int = 2
-    min_length: int = 7
-    max_length: int = 50
-    min_mass: float = 500.0
-    max_mass: float = 5000.0
-    clip_n_term_met: bool = True
-    fixed_mods: tuple[str, ...] = ("Carbamidomethyl@C",)
-    variable_mods: tuple[str, ...] = ("Oxidation@M",)
-    max_variable_mods: int = 2
-    decoys: DecoyMode = "reverse"
-    decoy_prefix: str = "rev_"
-    isoleucine_equals_leucine: bool = False
-    fragment_min_mz: float = 150.0
-    fragment_max_mz: float = 2000.0
-    bucket_size: int = 8192
+    enzyme: Enzyme = "trypsin"  # where proteins are cut
+    specificity: Specificity = "full"  # "semi": one end of a peptide may be a non-enzymatic cut
+    missed_cleavages: int = 2  # cleavage sites a peptide may span
+    min_length: int = 7  # residues
+    max_length: int = 50  # residues
+    min_mass: float = 500.0  # Da, monoisotopic, of a peptide
+    max_mass: float = 5000.0  # Da, monoisotopic, of a peptide
+    clip_n_term_met: bool = True  # a protein's initiator Met also cleaved off
+    fixed_mods: tuple[str, ...] = ("Carbamidomethyl@C",)  # on every such residue
+    variable_mods: tuple[str, ...] = ("Oxidation@M",)  # each peptide also with these, up to max_variable_mods
+    max_variable_mods: int = 2  # variable modifications a peptide may carry
+    decoys: DecoyMode = "reverse"  # reversed peptides (terminal residue kept) for target-decoy FDR
+    decoy_prefix: str = "rev_"  # a decoy's protein accession starts with this
+    isoleucine_equals_leucine: bool = False  # I and L one residue (peptides differing only there are one)
+    fragment_min_mz: float = 150.0  # fragment ions indexed within this m/z range
+    fragment_max_mz: float = 2000.0  # fragment ions indexed within this m/z range
+    bucket_size: int = 8192  # peptides a bucket of the fragment index (database/fragments.py)
 
 
 @dataclass(frozen=True)
 class SearchConfig:
     """How spectra are preprocessed, matched and scored."""
 
-    precursor_tolerance: Tolerance = Tolerance(20.0, "ppm")
-    fragment_tolerance: Tolerance = Tolerance(0.5, "Da")
-    isotope_errors: tuple[int, ...] = (0, 1)
-    charges: tuple[int, ...] = (2, 3, 4)
-    score: ScoreKind = "hyperscore"
-    top_peaks: int = 150
-    min_peaks: int = 10
-    min_mz: float = 150.0
-    precursor_removal_da: float = 1.5
-    candidates: int = 40
-    min_matched_peaks: int = 3
-    max_fragment_charge: int = 2
+    precursor_tolerance: Tolerance = Tolerance(20.0, "ppm")  # a candidate's mass from the precursor's
+    fragment_tolerance: Tolerance = Tolerance(0.5, "Da")  # a fragment ion from a peak
+    isotope_errors: tuple[int, ...] = (0, 1)  # the precursor tried at each of these 13C-peak offsets
+    charges: tuple[int, ...] = (2, 3, 4)  # tried where the file (or the message) gives no charge
+    score: ScoreKind = "hyperscore"  # the primary score (dot: Li et al. 2014; a sparse XCorr)
+    top_peaks: int = 150  # most intense peaks a spectrum keeps
+    min_peaks: int = 10  # fewer peaks left: the spectrum is not scored (reason given)
+    min_mz: float = 150.0  # peaks below this m/z are dropped
+    precursor_removal_da: float = 1.5  # peaks this close to the precursor's m/z are dropped
+    candidates: int = 40  # best fragment-index candidates a spectrum scored in full
+    min_matched_peaks: int = 3  # a candidate with fewer matched fragments is not scored
+    max_fragment_charge: int = 2  # fragment ions up to this charge
     ranks: int = 1  # matches reported a spectrum in results files (database search; 1: the best only)
     deisotope: bool = True  # applied only when the fragment tolerance is 0.05 Da or finer
     backend: BackendChoice = "auto"  # where every command computes (``--backend`` overrides)
@@ -101,39 +101,39 @@ class LibraryConfig:
     """Spectral library search (``--library``): the open-modification window, the GPU's path."""
 
     open: bool = False  # every entry within +-open_window_da of the precursor mass (``--open``)
-    open_window_da: float = 500.0
-    gpu_mode: LibraryMode = "auto"
+    open_window_da: float = 500.0  # Da either side of the precursor mass, with open
+    gpu_mode: LibraryMode = "auto"  # the GPU's path: a warp a window, matrix products, or by window
 
 
 @dataclass(frozen=True)
 class ServeConfig:
     """The daemon's endpoints, budget and limits (``rtsearch serve`` flags override these)."""
 
-    spectra: str = "tcp://127.0.0.1:5555"
-    spectra_mode: SpectraMode = "sub"
-    results: str = "tcp://127.0.0.1:5556"
-    metrics_port: int = 9108
-    metrics_host: str = "127.0.0.1"
+    spectra: str = "tcp://127.0.0.1:5555"  # the instrument's PUB (sub), or where to bind (pull)
+    spectra_mode: SpectraMode = "sub"  # sub: connect to a PUB; pull: bind for lossless PUSH feeds
+    results: str = "tcp://127.0.0.1:5556"  # where the results PUB binds
+    metrics_port: int = 9108  # Prometheus /metrics, /healthz, /readyz (0: any free port)
+    metrics_host: str = "127.0.0.1"  # the address /metrics binds
     mqtt: str = ""  # HOST:PORT; empty: no MQTT
-    instrument: str = "instrument"
-    budget_ms: float = 100.0
-    results_dir: str = "rtsearch-results"
-    results_format: ResultsFormat = "tsv"
-    max_batch: int = 4096
-    max_queue: int = 32768
-    linger_ms: float = 0.0
+    instrument: str = "instrument"  # names the MQTT topics and metric series
+    budget_ms: float = 100.0  # an answer due this long after receipt (a message's budget_ms wins)
+    results_dir: str = "rtsearch-results"  # each run's results file; journals in .journal/
+    results_format: ResultsFormat = "tsv"  # the run files' format
+    max_batch: int = 4096  # spectra an engine batch at most
+    max_queue: int = 32768  # spectra waiting at most; beyond, answered shed
+    linger_ms: float = 0.0  # let a batch fill this long even with a worker free
     workers: int = 1  # engine threads; those after the first overlap large batches only (workers.py OVERLAP_MIN)
     engine: EngineHost = "auto"  # each worker's scoring in its own process or in the daemon's (serve/engine_process.py)
     publishers: int = 0  # processes that encode and send results; 0: the engine workers do (`rtsearch.serve.publish`)
     intakes: int = 0  # processes decoding spectra (0: one per 4 cores, at most 4); 2+: behind a C proxy (serve/door.py)
-    shutdown_timeout_s: float = 30.0
-    mqtt_queue: int = 10000
+    shutdown_timeout_s: float = 30.0  # at SIGTERM, what was received may take this long; the rest shed
+    mqtt_queue: int = 10000  # MQTT messages waiting at most (beyond: dropped, counted)
     max_open_runs: int = 1000  # beyond, the run idle longest is ended (finished) to open a new one
     run_idle_s: float = 86_400.0  # a run that received nothing for this long is ended (finished)
     elution: bool = False  # follow identified precursors through MS1 scans; publish apex/end events (serve/elution.py)
     cluster: int = 0  # remote workers scoring for this daemon (rtsearch/cluster/); 0: it scores itself
-    cluster_mode: ClusterMode = "auto"
-    cluster_placement: PlacementKind = "local"
+    cluster_mode: ClusterMode = "auto"  # replicate the target, partition it by mass, or auto
+    cluster_placement: PlacementKind = "local"  # workers as local processes or Ray actors
     ray_address: str = ""  # placement "ray": the cluster to join ("auto", "ray://host:10001"); empty: start one here
     gpus_per_worker: float = 0.0  # placement "ray": GPUs each worker asks for (0.5: two share one; 0: CPU workers)
     cluster_host: str = "127.0.0.1"  # where workers reach this daemon (several hosts: its address on their network)
@@ -149,11 +149,12 @@ class ProteoformConfig:
     """How FASTA proteins become the proteoforms of a top-down database (``[proteoforms]``)."""
 
     n_term_forms: tuple[str, ...] = ("none", "nme", "nme_acetyl", "m_acetyl")  # each an `NTermForm`
-    fixed_mods: tuple[str, ...] = ()
+    fixed_mods: tuple[str, ...] = ()  # on every such residue
+    # PTMs a mass shift is named by where it fits one (and, with [topdown] known_shifts, aligned as steps)
     known_ptms: tuple[str, ...] = ("Acetyl@K", "Phospho@STY", "Oxidation@M", "Methyl@KR", "Dimethyl@KR")
-    decoys: ProteoformDecoys = "shuffle"
-    decoy_prefix: str = "DECOY_"
-    decoy_seed: int = 20240531
+    decoys: ProteoformDecoys = "shuffle"  # decoy proteins for target-decoy FDR
+    decoy_prefix: str = "DECOY_"  # a decoy protein's accession starts with this
+    decoy_seed: int = 20240531  # the shuffles' seed (a database builds the same every time)
     max_length: int = 10_000  # longer proteins are left out (counted in the manifest)
 
 
@@ -163,7 +164,7 @@ class TopDownConfig:
 
     tolerance_da: float = 0.02  # fragment PRMs: at least this, and at least `fragment_ppm` of the precursor mass
     fragment_ppm: float = 10.0  # (a PRM from a C-terminal ion carries the precursor's error; TopPIC: -e 15)
-    precursor_ppm: float = 15.0
+    precursor_ppm: float = 15.0  # a proteoform's mass from the precursor's (ppm)
     max_shifts: int = 1  # unknown mass shifts a PrSM may hold
     max_shift_mass: float = 500.0  # Da, either sign
     known_shifts: int = 0  # known PTMs ([proteoforms] known_ptms) a PrSM may hold besides, as alignment steps

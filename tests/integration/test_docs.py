@@ -1,5 +1,6 @@
 """README.md as a new user reads it: short, the two commands first, an Install section, links that lead somewhere,
-and every fenced block marked ``runnable`` runs as written (issue 68).
+and every fenced block marked ``runnable`` runs as written; the configuration reference is what the code says
+(issue 68).
 
 A runnable block is one whose info string is ``bash runnable``: each of its lines is run in a fresh folder in which
 ``rtsearch/`` is the checkout's package (so the README's paths to the bundled data hold) and ``rtsearch`` is this
@@ -63,3 +64,13 @@ def test_the_runnable_commands_run_as_written(tmp_path: Path) -> None:
             proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
             assert proc.returncode == 0, f"{command}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
     assert (tmp_path / "results.tsv").stat().st_size > 0
+
+
+def test_the_configuration_reference_is_what_the_code_says() -> None:
+    """docs/configuration.md is written from rtsearch/config.py (`docs/make_configuration.py`): every key of every
+    section, its default and its choices, as the code has them."""
+    proc = subprocess.run([sys.executable, str(ROOT / "docs" / "make_configuration.py"), "--check"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    assert "| `budget_ms` | number | `100.0` |" in text and "`trypsin`, `trypsin/p`" in text
