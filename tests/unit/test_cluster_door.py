@@ -188,8 +188,10 @@ def test_a_batch_sent_to_a_busy_worker_says_how_long_it_queued_there() -> None:
         second = pool.submit(door.score, _batch([1001.0, 1002.0]))
         a, b = first.result(10), second.result(10)
     assert placement.answered == {"w0": [1, 2]}
-    assert a.stages["queued"] < 0.1  # the worker's own account: from its arrival there to its start (none behind)
-    assert SLOW_S - 0.3 - 0.15 < b.stages["queued"] < SLOW_S - 0.3 + 0.15, b.stages
+    # the worker's own account, from a batch's arrival there to its start: the first found none ahead, the second
+    # waited for the first's SLOW_S less the 0.3 s it came later (and whatever a busy machine adds)
+    assert SLOW_S - 0.3 - 0.15 < b.stages["queued"] < SLOW_S - 0.3 + 1.0, b.stages
+    assert a.stages["queued"] < 0.25 * b.stages["queued"], (a.stages, b.stages)
 
 
 def test_partition_sends_each_spectrum_to_its_pieces_owner_and_puts_them_back_in_order() -> None:
@@ -236,9 +238,8 @@ def test_a_piece_held_by_two_workers_goes_to_the_one_less_held_and_past_a_dead_o
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             held = pool.submit(door.score, _batch([1000.0]))  # to w0 (both idle: the first), which holds it
             time.sleep(0.3)
-            t0 = time.monotonic()
             other = door.score(_batch([1100.0]))
-            assert other.reason == ["w2"] and time.monotonic() - t0 < 0.5 and not held.done()
+            assert other.reason == ["w2"] and not held.done()  # at once: not behind w0's batch
             assert held.result(5).reason == ["w0"]
         door._copy = 1  # a lane keeping to the second copies (lane 1 of lanes sharing the workers): w2, w0 idle
         assert door.score(_batch([1000.0])).reason == ["w2"]

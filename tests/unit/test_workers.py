@@ -26,17 +26,29 @@ from tests.unit.pool_parts import STAGE_S, NoRefits, SlowTarget, queued
 
 @pytest.mark.asyncio
 async def test_the_engine_scores_while_the_results_thread_answers(demo_index):
-    target = SlowTarget(DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy")))
+    spans: dict[str, list[tuple[float, float]]] = {"scoring": [], "answering": []}  # (start, end), perf_counter s
+
+    class Timed(SlowTarget):
+        def score(self, spectra):
+            t0 = time.perf_counter()
+            out = super().score(spectra)
+            spans["scoring"].append((t0, time.perf_counter()))
+            return out
+
+    target = Timed(DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy")))
     spectra = list(read_spectra(bundled(RUN)))[:80]
     answered: list[tuple[int, ...]] = []
     threads: list[str] = []
     lock = threading.Lock()
 
     def answer(answers) -> None:
+        t0 = time.perf_counter()
         time.sleep(STAGE_S)  # publishing as slow as scoring
         with lock:
             answered.extend(tuple(int(s) for s in results.scan) for _, results, _ in answers)
             threads.append(threading.current_thread().name)
+            if threading.current_thread().name == "results":
+                spans["answering"].append((t0, time.perf_counter()))
 
     cfg = ServeConfig(max_batch=8, max_queue=1000, linger_ms=0.0, workers=1)
     pool = WorkerPool(target, cfg, answer=answer, refitter=NoRefits(), record=lambda *a: None)
@@ -49,8 +61,10 @@ async def test_the_engine_scores_while_the_results_thread_answers(demo_index):
     while sum(len(a) for a in answered) < len(spectra):
         await asyncio.sleep(0.005)
         assert time.perf_counter() - t0 < 30, "not every spectrum was answered"
-    elapsed = time.perf_counter() - t0
     assert "results" in threads  # under load the results thread answers
+    # ... while the engine scores the next batch (a batch costs the slower stage, not both): their spans overlap
+    overlaps = sum(a0 < s1 and s0 < a1 for a0, a1 in spans["answering"] for s0, s1 in spans["scoring"])
+    assert overlaps >= len(spans["answering"]) // 2, spans
     # the model learnt the engine's time alone (scoring: 50 ms), the tail the answering after it (50 ms more, and
     # any wait for the results thread): a batch ahead of a newcomer costs it the first, its own batch both
     assert pool.model.predict(8) < 1.5 * STAGE_S, (pool.model.fixed_s, pool.model.per_item_s)
@@ -64,8 +78,6 @@ async def test_the_engine_scores_while_the_results_thread_answers(demo_index):
     assert threads == ["engine_0"]
     pool.close()
     assert await pool.join(10)
-    # one after the other: 2 x 10 x STAGE_S = 1.0 s; overlapped: about 11 x STAGE_S = 0.55 s
-    assert elapsed < 0.8 * 2 * len(batches) * STAGE_S, elapsed
     scans = [s for a in answered for s in a]
     assert sorted(scans) == sorted([*(s.scan for s in spectra), 10**6]) and len(set(scans)) == len(scans)
     assert not pool.alive() and pool.failed() == 0
@@ -142,7 +154,8 @@ async def test_an_engine_threads_wait_for_its_next_batch_is_counted_apart(demo_i
     pool.close()
     assert await pool.join(10)
     (first, *_) = taken
-    assert first.size == len(spectra) and 0.25 < first.idle_s < 5.0 and 0.0 <= first.gather_s < 0.25, first
+    # the 0.3 s waited for the spectra is idle time, not gathering (which is the batch's own few spectra)
+    assert first.size == len(spectra) and 0.25 < first.idle_s < 5.0 and 0.0 <= first.gather_s < first.idle_s, first
 
 
 class RecordingTarget(SlowTarget):
