@@ -21,6 +21,17 @@ def data_dir() -> Path:
     raise RuntimeError("real data not found: set RTSEARCH_DATA to the shared/data folder")
 
 
+@pytest.fixture(autouse=True)
+def _leaves_nothing_running():
+    """No test leaves a thread or process of its own running into the next (`tests.leaks`)."""
+    from tests import leaks
+
+    before = leaks.running()
+    yield
+    if left := leaks.left_behind(before):
+        pytest.fail(f"the test left {len(left)} thread(s) or process(es) running: {'; '.join(left[:10])}")
+
+
 @pytest.fixture(scope="session")
 def data() -> Path:
     return data_dir()
