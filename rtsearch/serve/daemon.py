@@ -71,6 +71,9 @@ SUPERVISE_S = 0.2  # how often the parts are checked
 INTAKE_STOP_S = 5.0  # at shutdown, how long the intake process may take to hand over what it read
 SETTLE_S = 0.5  # several intakes: a run.end without n_spectra ends its run this long after its last message
 ABANDON_GRACE_S = 5.0  # after the shutdown bound, how long batches already scored may take to be answered
+# at a stop, the open runs' files get at least this long to be written, whatever the shutdown bound left (a file not
+# written stays in its journal for the next start; a bound of 0 on a busy machine left every run to the next start)
+FINISH_AT_STOP_S = 10.0
 
 
 @dataclass
@@ -272,7 +275,7 @@ class Daemon:
         self.sheds.book(wait=True)
         for state in self.runs.ending_all():
             self.ends.maybe_finish(state)
-        await self.ends.wait(bound)  # run files are written even when scoring overran (bounded again)
+        await self.ends.wait(max(bound, FINISH_AT_STOP_S))  # run files written even when scoring overran
         if self.mqtt is not None:
             await self.mqtt.flush(2.0)
 
