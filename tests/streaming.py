@@ -41,6 +41,9 @@ def serve_config(tmp: Path, **kw: Any) -> ServeConfig:
     return ServeConfig(**base)
 
 
+READY_S = 300.0  # a daemon's start on a busy machine (a cluster starts its workers first): generous, not a timing
+
+
 @contextlib.asynccontextmanager
 async def running(target: SearchTarget, cfg: ServeConfig, **kw: Any) -> AsyncIterator[Daemon]:
     """A daemon serving in this loop; stopped (cleanly) on exit."""
@@ -48,10 +51,14 @@ async def running(target: SearchTarget, cfg: ServeConfig, **kw: Any) -> AsyncIte
     daemon = Daemon(target, cfg, **kw)
     task = asyncio.create_task(daemon.run(stop))
     ready = asyncio.create_task(daemon.ready.wait())
-    await asyncio.wait({task, ready}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.wait({task, ready}, timeout=READY_S, return_when=asyncio.FIRST_COMPLETED)
+    ready.cancel()
     if task.done():
         task.result()
-    assert daemon.ready.is_set(), "daemon did not become ready"
+    if not daemon.ready.is_set():  # stopped before the test fails: nothing of it runs into the next test
+        stop.set()
+        await asyncio.wait_for(task, 120)
+        raise AssertionError(f"daemon did not become ready within {READY_S:.0f} s")
     try:
         yield daemon
     finally:
