@@ -66,6 +66,18 @@ async def running(target: SearchTarget, cfg: ServeConfig, **kw: Any) -> AsyncIte
         await asyncio.wait_for(task, 120)
 
 
+def exchange(daemon: Daemon, frames: list[list[bytes]], answers: int) -> Collector:
+    """Push ``frames`` to the daemon (as they are) and collect its answers until ``answers`` came (or 10 s passed
+    without one)."""
+    col = Collector(daemon.endpoints.results).start()
+    with Sender(daemon.endpoints.spectra, mode="push", wait_s=20) as s:
+        for f in frames:
+            s.send(f)
+    col.wait(answers, idle_s=10, timeout_s=120)
+    col.stop()
+    return col
+
+
 async def replay_through(
     daemon: Daemon, runs: list[tuple[str, list[Spectrum]]], *, rate: float, idle_s: float = 30, timeout_s: float = 300
 ) -> tuple[Sent, Collector]:

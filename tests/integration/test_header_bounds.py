@@ -22,9 +22,7 @@ from rtsearch.serve.daemon import Daemon
 from rtsearch.types import Spectrum
 from rtsearch.wire import encode_run_end, encode_run_start, encode_spectrum
 from rtsearch.wire_batch import encode_spectra
-from rtsearch_sim.collector import Collector
-from rtsearch_sim.replay import Sender
-from tests.streaming import running, serve_config
+from tests.streaming import exchange, running, serve_config
 
 pytestmark = pytest.mark.asyncio
 
@@ -32,16 +30,6 @@ pytestmark = pytest.mark.asyncio
 @pytest.fixture()
 def ms2(ecoli_run) -> list[Spectrum]:
     return [s for s in ecoli_run if s.ms_level == 2]
-
-
-def _exchange(daemon: Daemon, frames: list[list[bytes]], answers: int) -> list[dict[str, object]]:
-    col = Collector(daemon.endpoints.results).start()
-    with Sender(daemon.endpoints.spectra, mode="push", wait_s=20) as s:
-        for f in frames:
-            s.send(f)
-    col.wait(answers, idle_s=10, timeout_s=120)
-    col.stop()
-    return col.results()
 
 
 async def _finished(daemon: Daemon, n: int, timeout: float = 60) -> None:
@@ -73,7 +61,7 @@ async def test_an_absurd_retention_time_is_refused_and_the_run_still_ends(engine
             frames.append(encode_spectrum(s))
     frames.append(encode_run_end(run, len(spectra)))
     async with running(engine, serve_config(tmp_path)) as daemon:
-        results = await asyncio.to_thread(_exchange, daemon, frames, len(spectra))
+        results = (await asyncio.to_thread(exchange, daemon, frames, len(spectra))).results()
         await _finished(daemon, 1)
         path = daemon.finished[0].path
         ready = daemon.metrics.registry.get_sample_value("rtsearch_ready")
@@ -101,7 +89,7 @@ async def test_unbounded_lists_headers_and_control_characters_are_refused_with_t
               encode_spectrum(dataclasses.replace(nul, run="s3\x00evil")), encode_spectrum(last),
               encode_run_end(run, 4)]  # fmt: skip
     async with running(engine, serve_config(tmp_path)) as daemon:
-        results = await asyncio.to_thread(_exchange, daemon, frames, 4)
+        results = (await asyncio.to_thread(exchange, daemon, frames, 4)).results()
         await _finished(daemon, 1)
         metric = daemon.metrics.registry.get_sample_value
         ready, counted = metric("rtsearch_ready"), {c: metric("rtsearch_invalid_total", {"reason": c}) for c in

@@ -27,7 +27,7 @@ from rtsearch.types import Spectrum
 from rtsearch.wire import encode_run_end, encode_run_start, encode_spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, load_run
-from tests.streaming import running, scrape, serve_config
+from tests.streaming import exchange, running, scrape, serve_config
 
 pytestmark = pytest.mark.asyncio
 
@@ -52,16 +52,6 @@ def _runs(ms2: list[Spectrum], names: list[str], n: int, *, end: bool = True) ->
     return frames
 
 
-def _exchange(daemon: Daemon, frames: list[list[bytes]], answers: int) -> Collector:
-    col = Collector(daemon.endpoints.results).start()
-    with Sender(daemon.endpoints.spectra, mode="push", wait_s=20) as s:
-        for f in frames:
-            s.send(f)
-    col.wait(answers, idle_s=10, timeout_s=120)
-    col.stop()
-    return col
-
-
 def _rows(path: Path) -> list[dict[str, str]]:
     with open(path, newline="") as fh:
         return list(csv.DictReader(fh, delimiter="\t"))
@@ -77,10 +67,10 @@ async def _finished(daemon: Daemon, n: int, timeout: float = 60) -> None:
 async def test_run_names_never_share_or_overwrite_a_file(target, ms2, tmp_path):
     names = ["a/b", "a_b", "a b", "a:b", "..", "x" * 300]
     async with running(target, serve_config(tmp_path)) as daemon:
-        await asyncio.to_thread(_exchange, daemon, _runs(ms2, names, 3), 3 * len(names))
+        await asyncio.to_thread(exchange, daemon, _runs(ms2, names, 3), 3 * len(names))
         await _finished(daemon, len(names))
         # a run.end for a run that is finished, and for one never seen: nothing to write
-        await asyncio.to_thread(_exchange, daemon, [encode_run_end("a_b", 0), encode_run_end("never", 0)], 0)
+        await asyncio.to_thread(exchange, daemon, [encode_run_end("a_b", 0), encode_run_end("never", 0)], 0)
         await asyncio.sleep(0.5)
     paths = [f.path for f in daemon.finished]
     assert len(set(paths)) == len(names) and all(len(_rows(p)) == 3 for p in paths)
@@ -90,7 +80,7 @@ async def test_run_names_never_share_or_overwrite_a_file(target, ms2, tmp_path):
     # a second daemon on the same folder reuses a run name: a new file, the first one untouched
     first = next(p for p in paths if p.name == "a_b.tsv")
     async with running(target, serve_config(tmp_path)) as again:
-        await asyncio.to_thread(_exchange, again, _runs(ms2[30:], ["a_b"], 5), 5)
+        await asyncio.to_thread(exchange, again, _runs(ms2[30:], ["a_b"], 5), 5)
         await _finished(again, 1)
     (second,) = [f.path for f in again.finished]
     assert second != first and second.name == "a_b.part2.tsv"
@@ -108,7 +98,7 @@ async def test_an_unwritable_results_folder_is_refused_at_start(target, tmp_path
 async def test_open_runs_are_capped_and_idle_ones_ended(target, ms2, tmp_path, caplog):
     async with running(target, serve_config(tmp_path, max_open_runs=3, run_idle_s=1.0)) as daemon:
         names = [f"r{k}" for k in range(8)]
-        await asyncio.to_thread(_exchange, daemon, _runs(ms2, names, 2, end=False), 16)
+        await asyncio.to_thread(exchange, daemon, _runs(ms2, names, 2, end=False), 16)
         open_now = daemon.metrics.registry.get_sample_value("rtsearch_runs_open")
         assert open_now is not None and open_now <= 3 + 5  # three open; the ended ones only while answered
         # five made room for later ones, the oldest first (which finishes first depends on the batches' order)
@@ -160,11 +150,11 @@ async def test_a_results_file_that_cannot_be_written_is_counted_and_written_once
     monkeypatch.setattr(finish, "WRITE_RETRY_S", 0.2)
     results, aside = tmp_path / "results", tmp_path / "aside"
     async with running(target, serve_config(tmp_path)) as daemon:
-        await asyncio.to_thread(_exchange, daemon, _runs(ms2, ["r"], 20, end=False), 20)
+        await asyncio.to_thread(exchange, daemon, _runs(ms2, ["r"], 20, end=False), 20)
         # mid-run the folder goes (a file in its place: unwritable even for root); then the run ends
         results.rename(aside)
         results.write_text("not a folder")
-        await asyncio.to_thread(_exchange, daemon, [encode_run_end("r", 20)], 0)
+        await asyncio.to_thread(exchange, daemon, [encode_run_end("r", 20)], 0)
         deadline = time.monotonic() + 30
         while scrape(daemon.endpoints.metrics_port).get("rtsearch_results_write_failures_total", 0) < 2:
             assert time.monotonic() < deadline, "no write failure counted"
@@ -186,7 +176,7 @@ async def test_each_run_file_says_what_produced_it(target, ms2, tmp_path):
     rec = {"rtsearch": "test", "config": {"serve": {"results_format": "parquet"}}}
     async with running(target, serve_config(tmp_path, results_format="parquet")) as daemon:
         daemon.ends.provenance = rec
-        await asyncio.to_thread(_exchange, daemon, _runs(ms2, ["p"], 5), 5)
+        await asyncio.to_thread(exchange, daemon, _runs(ms2, ["p"], 5), 5)
         await _finished(daemon, 1)
     (done,) = daemon.finished
     assert json.loads(done.path.with_name(done.path.name + ".provenance.json").read_text()) == rec
@@ -200,7 +190,7 @@ async def test_run_files_name_spectra_by_the_ids_they_were_sent_with(target, ms2
     frames = [*_runs(ms2, ["each"], 20), encode_run_start("block"),
               encode_spectra("block", block, sent_ns=time.time_ns()), encode_run_end("block", 20)]  # fmt: skip
     async with running(target, serve_config(tmp_path)) as daemon:
-        await asyncio.to_thread(_exchange, daemon, frames, 40)
+        await asyncio.to_thread(exchange, daemon, frames, 40)
         await _finished(daemon, 2)
     files = {f.path.stem: _rows(f.path) for f in daemon.finished}
     assert ms2[0].native_id.startswith("controllerType=0 controllerNumber=1 scan=")
