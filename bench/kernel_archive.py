@@ -1,4 +1,4 @@
-"""Pack a CuPy kernel cache folder into the archive `rtsearch.scoring.kernel_cache` seeds from (issue 17).
+"""Pack a CuPy kernel cache folder into the archive `rtsearch.scoring.kernel_cache` seeds from.
 
 ``bash bench/gpu_check.sh kernels`` runs the GPU tests with an empty ``CUPY_CACHE_DIR`` (seeded from the archive
 already shipped, so nothing is lost) and calls this on it; copy ``$OUT/kernels-<tag>.tar.gz`` into

@@ -7,7 +7,7 @@
 - library readers (`rtsearch.library.formats.read_entries`) against mzspeclib on the shared libraries, mzspeclib run
   by ``--mzspeclib-python`` (an environment of its own: python3 -m venv X && X/bin/pip install mzspeclib).
 
-    python bench/library_choices.py --data ../shared/data [--mzspeclib-python /tmp/msl/bin/python]
+    python3 bench/library_choices.py --data ../shared/data [--mzspeclib-python /tmp/msl/bin/python]
 """
 
 from __future__ import annotations

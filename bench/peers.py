@@ -1,35 +1,20 @@
-"""Peer search engines (Comet, Sage) on the inputs of rtsearch's benchmarks, timed as whole processes.
+"""Peer search engines (Comet, Sage) run on the bench's files, each timed as a whole process (`bench/search.py`).
 
-Inputs (seeded, cached in ``--work``): the bench FASTA of `bench/search_bench.py`'s ``entrapment_fasta`` (every
-FASTA of ``--data`` plus residue-shuffled entrapment proteins up to ``--proteins``, as `bench/stream_bench.py`'s
-index uses) and the MGF of `bench/bulk_bench.py` (the dev runs' MS2 spectra looped to ``--spectra``).
-Shared settings: trypsin (KR, not before P), ≤ 2 missed cleavages, length 7–50, 500–5000 Da, C +57.021464 fixed,
-M +15.9949 variable (≤ 2 per peptide), precursor ±20 ppm, isotope error 0, fragments 0.5 Da, reversed decoys.
-
-Measured per engine (``--peers comet,sage``; a failing peer is recorded with its stderr tail, not raised):
+Shared settings (`SETTINGS`): trypsin (KR, not before P), ≤ 2 missed cleavages, length 7–50, 500–5000 Da, C
++57.021464 fixed, M +15.9949 variable (≤ 2 per peptide), precursor ±20 ppm, isotope error 0, fragments 0.5 Da,
+reversed decoys. PSMs at 1 % FDR: rank 1 per spectrum, q = decoys / targets at or above (`count_at_fdr`), and
+Sage's own LDA.
 
 comet
-    Debian's comet-ms 2019.01 ``.deb`` and ``libmstoolkit82``'s (it links ``libmstoolkitlite.so.82``; get it
-    with ``apt-get download libmstoolkit82``), both from ``--peers-dir``, unpacked with ``dpkg -x``; its ``-p``
-    default params edited (`COMET_KEYS`). Fragment tolerance: Comet bins fragments instead of a ±window;
-    ``fragment_bin_tol 1.0005`` with ``offset 0.4`` (its low-res preset, M peak only) is a 1 Da bin, i.e. the
-    ±0.5 Da of the others. Concatenated internal decoys
-    (``decoy_search 1``: each spectrum's best hit is a target or a ``DECOY_``). Wall of the process;
-    PSMs at 1% FDR: rank 1 per spectrum, by E-value, q = decoys / targets at or above.
+    Debian's comet-ms 2019.01 ``.deb`` and ``libmstoolkit82``'s (``apt-get download comet-ms libmstoolkit82``),
+    from ``peers``, unpacked with ``dpkg -x``; its ``-p`` default params edited (`COMET_KEYS`). Comet bins
+    fragments instead of a ±window: ``fragment_bin_tol 1.0005`` with ``offset 0.4`` is a 1 Da bin, the ±0.5 Da of
+    the others. Concatenated internal decoys (``decoy_search 1``).
 sage
-    sagepy 0.4.6 (wheels in ``--peers-dir``, the connector for this Python, unzipped under ``--work``) in a
-    child process (``--worker sage``, ``RAYON_NUM_THREADS=--threads``): native MGF reading (top 150 peaks, no
-    deisotoping: Sage's defaults), database (``SageSearchConfiguration.generate_indexed_database``), search
-    (``Scorer.score_collection_psm``, one PSM per spectrum), then q-values by hyperscore target-decoy
-    competition (as for Comet) and by Sage's own LDA (``assign_initial_spectrum_q_psms``, ``predict_sage_rt``
-    — skipped where its fit fails, as the sage CLI ignores it — ``lda_rescore_psms``, ``sage_fdr_psm`` on the
-    discriminant). Stage seconds from inside; wall from outside. `run_sage` takes other search settings
-    (tolerances, isotope errors, charges; `SAGE_SEARCH` by default) and writes the PSMs where asked
-    (`write_sage_psms`), as `bench/entrapment.py --engine sage` does.
-
-Prints one JSON line (and writes ``--json``): per engine wall, stages, PSMs at 1% FDR; date, CPU, settings.
-
-    python3 bench/peers.py --data .gpudata/data --work .benchcache/peers [--threads 16] --json peers.json
+    sagepy's wheels in ``peers`` (``pip download sagepy``; the connector built for this Python), unzipped, run in
+    a child process (this file, ``--worker sage``; ``RAYON_NUM_THREADS``): native MGF reading (top 150 peaks, no
+    deisotoping: Sage's defaults), its indexed database, one PSM per spectrum, then its LDA and q-values
+    (``lda_rescore_psms``, ``sage_fdr_psm``). Stage seconds from inside; wall from outside.
 """
 
 from __future__ import annotations
@@ -43,7 +28,6 @@ import subprocess
 import sys
 import time
 import zipfile
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -72,28 +56,6 @@ COMET_KEYS: dict[str, str] = {
     "peptide_length_range": "7 50", "add_C_cysteine": "57.021464", "max_precursor_charge": "6",
     "decoy_prefix": "DECOY_",
 }  # fmt: skip
-
-
-def build_inputs(data: Path, proteins: int, spectra: int, work: Path) -> tuple[Path, Path, dict[str, Any]]:
-    """The bench FASTA and MGF in ``work`` (built once per size; the builders are seeded)."""
-    fasta, mgf = work / f"bench-{proteins}.fasta", work / f"bulk-{spectra}.mgf"
-    info: dict[str, Any] = {}
-    t0 = time.perf_counter()
-    if not fasta.is_file():
-        from bench.search_bench import entrapment_fasta
-
-        entrapment_fasta(data, proteins, fasta.with_suffix(".tmp"))
-        fasta.with_suffix(".tmp").rename(fasta)
-    if not mgf.is_file():
-        from bench.bulk_bench import looped_spectra, write_mgf
-
-        write_mgf(looped_spectra(data, spectra), mgf.with_suffix(".tmp"))
-        mgf.with_suffix(".tmp").rename(mgf)
-    info["build_seconds"] = round(time.perf_counter() - t0, 2)
-    info["proteins"] = fasta.read_text().count(">")
-    info["spectra"] = mgf.read_text().count("BEGIN IONS")
-    info["mgf_bytes"] = mgf.stat().st_size
-    return fasta, mgf, info
 
 
 def count_at_fdr(scores: list[float], decoy: list[bool], fdr: float = 0.01, higher_better: bool = True) -> int:
@@ -299,57 +261,17 @@ def sage_worker(fasta: Path, mgf: Path, threads: int, search: dict[str, Any], ps
     return res
 
 
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
-
-
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path)
-    ap.add_argument("--work", type=Path, help="cache of inputs and unpacked peers (default: a temporary folder)")
-    ap.add_argument("--peers-dir", type=Path, default=ROOT / ".gpudata/peers")
-    ap.add_argument("--peers", default="comet,sage")
-    ap.add_argument("--proteins", type=int, default=20_000)
-    ap.add_argument("--spectra", type=int, default=50_000)
+    """The Sage worker (`run_sage` starts this file as a child with sagepy on its path)."""
+    ap = argparse.ArgumentParser(description="bench/peers.py --worker sage: Sage's search, run by bench/search.py")
+    ap.add_argument("--worker", choices=["sage"], required=True)
+    ap.add_argument("--fasta", type=Path, required=True)
+    ap.add_argument("--mgf", type=Path, required=True)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--json", type=Path)
-    ap.add_argument("--worker", choices=["sage"], help=argparse.SUPPRESS)
-    ap.add_argument("--fasta", type=Path, help=argparse.SUPPRESS)
-    ap.add_argument("--mgf", type=Path, help=argparse.SUPPRESS)
-    ap.add_argument("--sage-search", type=json.loads, default=SAGE_SEARCH, help=argparse.SUPPRESS)
-    ap.add_argument("--psms", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--sage-search", type=json.loads, default=SAGE_SEARCH)
+    ap.add_argument("--psms", type=Path)
     args = ap.parse_args()
-    if args.worker:
-        print(json.dumps(sage_worker(args.fasta, args.mgf, args.threads, args.sage_search, args.psms)), flush=True)
-        return 0
-    if args.data is None:
-        ap.error("--data is required")
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp_s:
-        work = (args.work or Path(tmp_s)).resolve()
-        work.mkdir(parents=True, exist_ok=True)
-        fasta, mgf, inputs = build_inputs(args.data, args.proteins, args.spectra, work)
-        res: dict[str, Any] = {
-            "date": datetime.now(UTC).isoformat(timespec="seconds"), "cpu_model": cpu_model(),
-            "cpus": os.cpu_count(), "threads": args.threads, "inputs": inputs,
-            "settings": {**SETTINGS, "comet_fragment": "fragment_bin_tol 1.0005, offset 0.4 (1 Da bins = ±0.5 Da)"},
-        }  # fmt: skip
-        print("inputs:", json.dumps(inputs), flush=True)
-        runners = {"comet": run_comet, "sage": run_sage}
-        for name in args.peers.split(","):
-            try:
-                res[name] = runners[name](args.peers_dir.resolve(), fasta, mgf, work, args.threads)
-            except Exception as exc:  # noqa: BLE001 - one peer failing is a result, not a crash
-                res[name] = {"error": f"{type(exc).__name__}: {exc}"[-2000:]}
-            print(f"{name}:", json.dumps(res[name]), flush=True)
-    print(json.dumps(res), flush=True)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=1))
+    print(json.dumps(sage_worker(args.fasta, args.mgf, args.threads, args.sage_search, args.psms)), flush=True)
     return 0
 
 

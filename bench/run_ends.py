@@ -1,4 +1,4 @@
-"""How fast a daemon ends runs, and how soon it serves again after a kill with many runs open (issue 67, S9).
+"""How fast a daemon ends runs, and how soon it serves again after a kill with many runs open.
 
 An adversarial client opened 20,000 runs: they ended at 10-16 a second, the daemon held a file a run, and a restart
 with 18,432 journals took 164 s to become ready. Here ``rtsearch serve`` (NumPy, the demo's index) runs as deployed,
@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "simulators"))
 
+from bench.harness import emit  # noqa: E402
 from rtsearch.cli.demo import RUN, TOML, bundled, cached_index, default_cache  # noqa: E402
 from rtsearch.serve.journal import FOLDER  # noqa: E402
 from rtsearch.wire import RUN_END, encode_spectrum  # noqa: E402
@@ -140,10 +141,7 @@ def main() -> int:
             print(json.dumps(out["ends"]), file=sys.stderr)
         if args.pending:
             out["restart"] = restart(index.folder, args.pending, args.backend, Path(tmp))
-    text = json.dumps(out, indent=1)
-    print(text)
-    if args.json:
-        args.json.write_text(text)
+    emit(out, args.json)
     return 0
 
 

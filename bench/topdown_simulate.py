@@ -1,4 +1,4 @@
-"""Simulated deconvoluted top-down MS2 spectra with known truth (issue 18), written as a TopFD 1.6 msalign.
+"""Simulated deconvoluted top-down MS2 spectra with known truth, written as a TopFD 1.6 msalign.
 
 Each spectrum is one proteoform of a target protein of the FASTA (seeded, `numpy.random.default_rng`):
 

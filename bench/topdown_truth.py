@@ -1,4 +1,4 @@
-"""Score top-down PrSMs against a simulation's truth (issue 18; ``bench/topdown_simulate.py``'s ``truth.json``).
+"""Score top-down PrSMs against a simulation's truth (``bench/topdown_simulate.py``'s ``truth.json``).
 
 Engines: rtsearch (results TSV: scan, proteins, is_decoy, q_value, proteoform_start/_end, shift_first/_last …)
 and TopPIC (the JSON of ``bench/toppic_run.py --json``: its ``prsms``). For each, the target PrSMs at

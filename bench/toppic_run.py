@@ -1,4 +1,4 @@
-"""Run TopPIC 1.5.3 on a FLASHDeconv / TopFD msalign file and summarise its PrSMs.
+"""Run TopPIC 1.5.3 on a FLASHDeconv / TopFD msalign file and summarise its PrSMs (`bench/topdown.py --toppic`).
 
 The command run (inside ``--work``, defaults shown) is::
 

@@ -82,7 +82,7 @@ class SpectraBatch:
         np.cumsum(n, out=offsets[1:])
         if len(idx) > 1 and bool((idx[1:] > idx[:-1]).all()):
             # rows ascending (the usual: a part of a chunk): a mask over the peaks, not an index a peak
-            # (5.6x faster for 3,000 of 4,096 spectra, bench/RESULTS.md)
+            # (5.6x faster for 3,000 of 4,096 spectra, docs/history/RESULTS.md)
             keep = np.zeros(len(self), dtype=bool)
             keep[idx] = True
             peaks: np.ndarray = np.repeat(keep, np.diff(self.offsets))

@@ -1,5 +1,5 @@
 """Spectra written as mzXML the way older converters wrote it (MS2 scans nested in the MS1 scan before them;
-64-bit and 32-bit peaks, zlib-compressed or not, in turn): what the mzXML tests and `bench/reader_bench.py` read."""
+64-bit and 32-bit peaks, zlib-compressed or not, in turn): what the mzXML tests and `bench/readers.py` read."""
 
 from __future__ import annotations
 

@@ -89,7 +89,7 @@ def _profiled() -> bool:
 def _exit_now(rc: int) -> None:
     """End the process without the interpreter's teardown (CuPy's, the GPU context's, every object's): a search's
     results are written and closed and its reader processes told to stop, and the process took 0.21-0.37 s
-    more to exit after its summary, of a 3-4 s search (bench/RESULTS.md); an index build's folder is written
+    more to exit after its summary, of a 3-4 s search (docs/history/RESULTS.md); an index build's folder is written
     and renamed into place. Only for the command run as the process (``argv`` None)."""
     sys.stdout.flush()
     sys.stderr.flush()

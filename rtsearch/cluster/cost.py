@@ -4,7 +4,7 @@
 candidates its precursor windows meet. A worker's time is not that alone: each spectrum also costs a share that does
 not grow with its candidates (its peaks preprocessed, its best match chosen and named), so the piece of the many
 light spectra was the busier one (2× H200, 200 Da windows, two lanes of two pieces: its workers 0.97 busy, the
-other piece's 0.84; bench/RESULTS.md, 2026-11-27). Here each part a worker answered — ``n`` spectra meeting
+other piece's 0.84; docs/history/RESULTS.md, 2026-11-27). Here each part a worker answered — ``n`` spectra meeting
 ``candidates`` in all, ``seconds`` of its own time — fits
 
     seconds = c + a · n + b · candidates        (c: the part's own cost, whatever its spectra)

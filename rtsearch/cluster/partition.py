@@ -117,7 +117,7 @@ class LiveCuts:
 
     Li et al. cut by the target's candidates per Da alone, as if spectra came evenly over the mass range; a real
     run's precursors crowd a few hundred Da (the bench spectra: 1.9–3.7 × the mean work on the busiest of 2–8
-    pieces cut that way, bench/RESULTS.md). Here a spectrum's work is the candidates its precursor windows meet
+    pieces cut that way, docs/history/RESULTS.md). Here a spectrum's work is the candidates its precursor windows meet
     (`add`'s ``work``; the target's candidates in its 1-Da bin when not given: at 20 ppm that leaves 1.18 × the
     mean work on the busier of 2 pieces, the window's width growing with the mass); every ``every`` spectra the
     cuts are made again from the work seen (halved each time: recent runs count most) plus the target's own work

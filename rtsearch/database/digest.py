@@ -22,7 +22,7 @@ that digest and tests/unit/test_digest_columnar.py compares the two on real FAST
 Why not `pyteomics.parser.cleave`: it gives a Python set of strings per protein, the per-peptide
 Python this replaced — on the 20,000-protein bench FASTA, digest 6.0 s and decoys 2.0 s that way,
 2.0 and 0.9 s here (development machine), and the whole index built in 22.47 s before, 5.7–6.6 s
-now on the GPU machine (bench/RESULTS.md).
+now on the GPU machine (docs/history/RESULTS.md).
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ def read_fasta(path: str | Path) -> list[Protein]:
                         raise InputError(f"{p}:{n}: not a FASTA file (expected a '>' header, got {text[:20]!r})")
                     break
         # imported here, not with this module: pyteomics imports pandas where that is installed (the GPU machine's
-        # image: opening an index imported both, bench/RESULTS.md 2026-11-28), and a search reads no FASTA
+        # image: opening an index imported both, docs/history/RESULTS.md 2026-11-28), and a search reads no FASTA
         from pyteomics import fasta
 
         with _open(p) as fh:

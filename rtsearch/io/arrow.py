@@ -2,7 +2,7 @@
 
 Not ``pyarrow.array`` nor ``to_numpy``: both import pandas where it is installed, to check whether what they are
 given is a pandas object — 0.38 s in a process on the GPU machine, paid by every MGF reader process on its first
-part and by ``rtsearch search`` when it wrote its results (bench/RESULTS.md, 2026-11-28 14:48–15:31). Arrow's own
+part and by ``rtsearch search`` when it wrote its results (docs/history/RESULTS.md, 2026-11-28 14:48–15:31). Arrow's own
 constructors over buffers (``Array.from_buffers``) do not.
 """
 

@@ -1,13 +1,14 @@
 """Spectrum files as `SpectraBatch` es; a large plain MGF or mzML parsed by several processes at once.
 
 Reading was the longest phase of ``rtsearch search`` on the GPU machine (5.8 of 7.2 s for the 50,000-spectrum
-bench MGF, `bench/search_phases.py`, bench/RESULTS.md): one thread parsing while the main one scores, both
+bench MGF, the since-deleted probe `search_phases.py`, docs/history/RESULTS.md): one thread parsing while the main
+one scores, both
 holding the GIL by turns. A plain MGF or mzML of at least `PARALLEL_MIN_BYTES` is read by one worker process for
 every two CPUs (when at least `MIN_WORKERS` parts can be had), cut into `PARTS_PER_WORKER` parts a worker, each
 cut just after an entry (`rtsearch.io.parts`); each worker sends back its part's batches. The workers are
 forked when that is safe (Linux, this process still has one thread and no CuPy: a `PartPool` made first thing,
 as `rtsearch.search.offline.SpectrumReader` does) and spawned otherwise; sixteen spawned workers each
-importing NumPy and Arrow took longer than the parsing they then did (bench/RESULTS.md). Batches come out in
+importing NumPy and Arrow took longer than the parsing they then did (docs/history/RESULTS.md). Batches come out in
 file order; the spectra are those `read_spectra` gives (tests/unit/test_batches.py). If a part cannot be read
 (a corrupt file) or a worker cannot run, the file is read again in this process from the start, the spectra
 already given skipped, so that the error names its line as the serial reader does.
@@ -74,7 +75,7 @@ class PartPool:
 
 def _one_arrow_thread() -> None:
     """A worker parses with one Arrow thread: the workers already use every core (two parts on two cores: 1.70 s
-    with Arrow's threads, 1.29 s without, `bench/reader_timeline.py`)."""
+    with Arrow's threads, 1.29 s without, the since-deleted probe `reader_timeline.py`)."""
     import pyarrow
 
     pyarrow.set_cpu_count(1)
@@ -90,7 +91,7 @@ def default_workers() -> int:
     """One worker for every two CPUs: the search's own threads need cores while the workers parse (CuPy's import,
     the index's copy to the GPU, the inputs' hashing). On the 16-core H200 machine the 50,000-spectrum search took
     2.15-2.38 s with 8 workers against 2.48-2.57 s with 16 in one call while the search spawned its workers, and
-    1.99-2.20 s against 2.06-2.15 s once it forked them (bench/RESULTS.md, 2026-11-28 14:48-15:31 and 16:40): no
+    1.99-2.20 s against 2.06-2.15 s once it forked them (docs/history/RESULTS.md, 2026-11-28 14:48-15:31 and 16:40): no
     worse than 16 either way."""
     return max(1, (os.cpu_count() or 1) // 2)
 

@@ -3,7 +3,7 @@
 Why not `pyteomics.mgf` (which this replaced): it reads line by line in Python. On the 50,000-spectrum
 bench MGF (241 MB) it took 5.3–5.5 s on the development machine against 1.3–1.4 s here, and 7.92 against
 2.19 s on the GPU machine, where it had been 34 of the 40 s of a profiled `rtsearch search` (issue 17);
-`bench/reader_bench.py` measures both, bench/RESULTS.md records them. Here a block of `BLOCK_BYTES`
+`bench/readers.py` measures both, docs/history/RESULTS.md records them. Here a block of `BLOCK_BYTES`
 (cut after its last ``END IONS``) is scanned for its entries with `bytes.find` (one Python step per
 spectrum, none per peak), the peak lines of all its entries are joined and parsed by Arrow's CSV reader
 in one call (in a thread, while the previous block's spectra are built), and the checks

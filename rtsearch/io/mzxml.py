@@ -7,7 +7,7 @@ bit, network byte order, m/z and intensity interleaved, zlib-compressed or not; 
 
 Written here rather than through `pyteomics.mzxml` for the errors and order the other readers give (the file,
 line and last scan of a corrupt file; nested scans after their parent) and for speed: 50,000 spectra (1.3 GB)
-in 6.72 s against pyteomics' 9.66 s (`bench/reader_bench.py`, development machine, bench/RESULTS.md).
+in 6.72 s against pyteomics' 9.66 s (`bench/readers.py`, development machine, docs/history/RESULTS.md).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 entries, every peak line of a block parsed by one Arrow CSV call, and the per-spectrum checks over the block.
 
 Arrow's CSV reader parses numbers in C, several hundred MB/s; a line-by-line reader in Python manages
-20–45 MB/s (bench/RESULTS.md).
+20–45 MB/s (docs/history/RESULTS.md).
 """
 
 from __future__ import annotations

@@ -44,7 +44,8 @@ _STRINGS = frozenset({"run", "spectrum_id", "peptide", "proteins", "reason"})
 _TSV_SAFE = bytes.maketrans(b'\t\n\r"', b"   '")
 # rows a thread formats at least, on at most TSV_THREADS: Arrow's CSV writer is one thread a call (it leaves the GIL),
 # and formatting the numbers was most of writing 50,000 rows (on an H100 host's 16 cores, 0.27-0.38 s in one part,
-# 0.14-0.15 s in parts: bench/RESULTS.md, 2026-11-28 01:20); a daemon writing a run's file takes a few cores briefly
+# 0.14-0.15 s in parts: docs/history/RESULTS.md, 2026-11-28 01:20); a daemon writing a run's file takes a few cores
+# briefly
 TSV_PART_ROWS = 4096
 TSV_THREADS = 8
 

@@ -8,7 +8,7 @@ lengths in bytes; table ``peptidetoprotein``: ``PeptideSeq``, ``isDecoy``, ``Pro
 Unimod names within 0.02 Da (a signed mass otherwise), as in MSP files.
 
 Read with the standard library's sqlite3 and zlib rather than mzspeclib (1.0.7), measured on the shared
-libraries (bench/library_choices.py; bench/RESULTS.md, 2026-11-25 10:32): it reads PrositLib.dlib (381 entries,
+libraries (bench/library_choices.py; docs/history/RESULTS.md, 2026-11-25 10:32): it reads PrositLib.dlib (381 entries,
 0.056 s; here 0.026 s), cannot open BCS_hela.elib ("Could not guess backend implementation") and failed on
 nist-bsa_consensus.msp after 22 s (here 0.14 s); and it would bring SQLAlchemy, click and mzpaf into the core.
 """

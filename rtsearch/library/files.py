@@ -14,7 +14,7 @@ modification, no peaks, unreadable numbers. It never raises on content; an
 unreadable file raises `InputError`.
 
 Read by hand rather than through mzspeclib 1.0.7, which failed on the NIST BSA library after 22 s (here
-0.14 s for its 725 entries; bench/library_choices.py, bench/RESULTS.md 2026-11-25 10:32).
+0.14 s for its 725 entries; bench/library_choices.py, docs/history/RESULTS.md 2026-11-25 10:32).
 """
 
 from __future__ import annotations

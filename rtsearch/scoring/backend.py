@@ -83,7 +83,8 @@ class Backend:
             size = max(2 * need, 8 << 20)
             # the pinned block as a NumPy array that keeps it alive; not ``cupyx.empty_pinned``: importing cupyx
             # imports cupyx.scipy and, where SciPy is installed, scipy.sparse, Cython and numpy.f2py: 241 modules,
-            # ~0.1 s of a process's first batch on the GPU machine (bench/first_batch_probe.py, RESULTS 2026-11-28)
+            # ~0.1 s of a process's first batch on the GPU machine (the since-deleted probe first_batch_probe.py,
+            # RESULTS 2026-11-28)
             st.buf = np.frombuffer(self.xp.cuda.alloc_pinned_memory(size), dtype=np.uint8, count=size)
         view = st.buf[st.offset : st.offset + nbytes]
         st.offset += -(-nbytes // _ALIGN) * _ALIGN
@@ -128,7 +129,8 @@ def start_driver(choice: BackendChoice = "auto") -> None:
     """Initialize the CUDA driver and make device 0's primary context (the one CuPy's runtime then uses) in a thread
     of their own, through the driver API, so that the calling thread can import CuPy meanwhile: ctypes leaves the
     GIL for each call, where CuPy's own first call holds it through the driver's start (~0.1 s) and comes only after
-    its import (~0.27 s on the H200 machine, bench/RESULTS.md). Once a process; nothing for ``numpy`` or where CuPy
+    its import (~0.27 s on the H200 machine, docs/history/RESULTS.md). Once a process; nothing for ``numpy`` or where
+    CuPy
     is not installed (a context would hold GPU memory for nothing), and nothing but a debug line where there is no
     driver. Call it after forking any worker processes: the driver must not be started in a process that forks
     children that use it."""

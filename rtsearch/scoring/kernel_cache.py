@@ -3,7 +3,7 @@
 CuPy compiles every kernel with NVRTC the first time a machine runs it — ours (`backend.compiled_kernel`) and its
 own element-wise and reduction kernels alike — and keeps each cubin in its disk cache (``CUPY_CACHE_DIR``, by
 default ``~/.cupy/kernel_cache``) under a hash of the source, the options, the architecture and the NVRTC version.
-The first process on a machine pays seconds for that (6.2 of a 13.7 s index build, bench/RESULTS.md 2026-11-25).
+The first process on a machine pays seconds for that (6.2 of a 13.7 s index build, docs/history/RESULTS.md 2026-11-25).
 
 ``rtsearch/data/kernels-<tag>.tar.gz`` holds the cubins that the GPU tests compiled on the device machine
 (``bash bench/gpu_check.sh kernels`` makes it; the tag names the GPU architecture and the CuPy version). `seed`

@@ -2,8 +2,9 @@
 
 ``cupy.asarray`` of a memory-mapped array copies from pageable memory: the driver stages it through its
 own small pinned buffer, one page-faulting copy at a time — 1.18 s for the 20,000-protein index's 1.12 GB of
-fragments on the H100 machine, half of opening the target (`bench/search_phases.py --profile "open target"`,
-bench/RESULTS.md). Here ``THREADS`` threads each take every ``THREADS``-th chunk of ``CHUNK_BYTES``: copy it
+fragments on the H100 machine, half of opening the target (the since-deleted probe `search_phases.py --profile "open
+target"`,
+docs/history/RESULTS.md). Here ``THREADS`` threads each take every ``THREADS``-th chunk of ``CHUNK_BYTES``: copy it
 into one of their two pinned buffers (NumPy's copy releases the GIL) and queue its device copy on their own
 stream, so host copies, page faults and transfers of different chunks overlap::
 
@@ -15,12 +16,14 @@ stream, so host copies, page faults and transfers of different chunks overlap::
 A target's arrays go through together (`upload_all`): every array's chunks, the largest arrays' first, shared by
 the same threads and pinned buffers, where one ``upload`` an array paid its threads' start and pinned buffers again
 and the arrays under 64 MB went through ``cupy.asarray`` one after another: the 20,000-protein index's 11 arrays
-(1.31 GB) 0.20 s → 0.10-0.11 s on the H200 machine (`bench/first_batch_probe.py`, bench/RESULTS.md 2026-11-28).
+(1.31 GB) 0.20 s → 0.10-0.11 s on the H200 machine (the since-deleted probe `first_batch_probe.py`,
+docs/history/RESULTS.md 2026-11-28).
 
 An array mapped whole from a file (the index's ``.npy`` files) is read from the file into the pinned buffers
 (``os.preadv``, the GIL released) instead of copied out of the map: no page fault a page of a map the process never
 touched. On the H200 machine the two ways were within each other's spread once the map's pages were faulted in
-(`bench/upload_probe.py`: 0.045–0.072 s against 0.039–0.062 s for the 1.12 GB; bench/RESULTS.md, 2026-11-28); a
+(the since-deleted probe `upload_probe.py`: 0.045–0.072 s against 0.039–0.062 s for the 1.12 GB;
+docs/history/RESULTS.md, 2026-11-28); a
 search's map is always new.
 
 Bytes are copied as they are: the device array equals the host one (tests/gpu/test_upload.py).

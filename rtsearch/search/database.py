@@ -37,7 +37,7 @@ from rtsearch.types import C13_DELTA, PROTON, Spectrum
 
 _Z2, _SIGNED, _RT, _SIB = (FEATURES.index(f) for f in ("ppm_error_z2", "signed_ppm_error", "rt_error", "siblings"))
 # the discriminant's shrinkage (`rtsearch.search.lda.fit`, 1e-3 there): with `siblings`, 0.1 held the dev runs' 1:1
-# entrapment to 0 matches in 273 accepted (bench/RESULTS.md, 2026-11-28: 0.001-0.3 measured)
+# entrapment to 0 matches in 273 accepted (docs/history/RESULTS.md, 2026-11-28: 0.001-0.3 measured)
 RIDGE = 0.1
 
 log = logging.getLogger(__name__)

@@ -19,13 +19,13 @@ protein again, shuffled, as a target that cannot be in the sample; FDP ≈ 2 × 
 four dev runs, `bench/entrapment.py` and `tests/e2e/test_entrapment.py`. k-fold fits (Granholm et al. 2012,
 J. Proteome Res. 11:1204, as Percolator and mokapot do), RESET (Freestone et al. 2024, J. Proteome Res.) and
 fits carried from other runs were measured there and lost identifications on runs of ~120-1,100 spectra
-(bench/RESULTS.md); what holds the 1 % is a stronger shrinkage of the discriminant and one feature that a
+(docs/history/RESULTS.md); what holds the 1 % is a stronger shrinkage of the discriminant and one feature that a
 random match rarely has, sibling evidence (`rtsearch.scoring.database.siblings`): 0 entrapment matches in 273
 accepted, where the plain fit let 3 in 231. The daemon's running q-values rank the live features (no sibling
 evidence yet, the same shrinkage) by a discriminant of the run so far, fitted from its 100th scored PSM on
 (`rtsearch.search.live`), and give none (q = 1) before a run holds 50 scored PSMs: with fewer, decoys / targets
 is 0 for the targets that come before the first decoys, and those were most of the live false matches (the dev
-runs' live answers, `bench/live_entrapment.py`: 164 accepted / 16 entrapment before, 111-118 / 0-1 with these
+runs' live answers, `bench/entrapment.py`: 164 accepted / 16 entrapment before, 111-118 / 0-1 with these
 rules); its results file gets the run-end fit.
 
 Here FDR at a threshold is ``decoys / targets`` at or above it (no +1), and
@@ -235,7 +235,7 @@ def peps(score: np.ndarray, is_decoy: np.ndarray, *, bins: int = 1000) -> np.nda
     violators over equal-count score bins (at most ``bins``; the loop is over bins, not PSMs), then
     PEP = p / (1 - p), at most 1. Written here rather than taken from scikit-learn's `IsotonicRegression`, which
     would bring scikit-learn and SciPy into the core for one fit: 8.0 ms for 50,000 PSMs on the development
-    machine (bench/library_choices.py; bench/RESULTS.md, 2026-11-25 10:32).
+    machine (bench/library_choices.py; docs/history/RESULTS.md, 2026-11-25 10:32).
     """
     score = np.asarray(score, dtype=np.float64)
     decoy = np.asarray(is_decoy, dtype=bool)

@@ -22,8 +22,8 @@ MIN_POSITIVES = 20
 NOT_FITTED = frozenset({"signed_ppm_error", "matched_ions"})  # descriptive, or a sum of fitted ones
 RIDGE = 1e-3
 # PSMs from which `rank_features` ranks on threads: 25 features on two cores, one thread / threads, best of 7
-# (`python bench/best_feature_probe.py --rows N --threaded-min 1000000000` / `0`, 2026-11-28): 500 PSMs (a live
-# refit's size) 2.9 / 5.4 ms, 5,000 13.7 / 14.0 ms, 20,000 87.4 / 58.5 ms
+# (the since-deleted probe best_feature_probe.py, 2026-11-28): 500 PSMs (a live refit's size) 2.9 / 5.4 ms,
+# 5,000 13.7 / 14.0 ms, 20,000 87.4 / 58.5 ms
 THREADED_MIN = 10_000
 Ranked = list[tuple[int, int] | None]  # per feature, `rank_features`' counts where known
 
@@ -84,8 +84,8 @@ def rank_features(z: np.ndarray, decoy: np.ndarray, known: Ranked | None = None)
     ``known[j]``, where not ``None``, is taken as feature j's (an earlier fit's, the column unchanged since).
 
     From `THREADED_MIN` PSMs the features are ranked on threads (NumPy's sort releases the GIL): 0.216–0.226 →
-    0.135–0.146 s for 50,000 PSMs × 25 features on the 2-core development machine (`python
-    bench/best_feature_probe.py`, bench/RESULTS.md 2026-11-28); below it the threads cost more than they save."""
+    0.135–0.146 s for 50,000 PSMs × 25 features on the 2-core development machine (the since-deleted probe
+    best_feature_probe.py, docs/history/RESULTS.md 2026-11-28); below it the threads cost more than they save."""
     todo = [j for j in range(z.shape[1]) if known is None or known[j] is None]
     rank = lambda j: _accepted(z[:, j], decoy)  # noqa: E731
     if len(z) < THREADED_MIN or len(todo) < 2:

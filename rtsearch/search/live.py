@@ -13,7 +13,7 @@ run's z-score and no retention time; with the target's ``ridge``, as its run-end
 count doubles up to ``REFIT_LAST``, with every PSM so far re-ranked. A run's PSMs answered before it holds
 ``LIVE_FROM`` scored ones get q = 1 (no estimate yet): before a run's first decoys rank, decoys / targets says 0
 for whatever target comes first, and on the dev runs with a 1:1 entrapment those early answers were most of
-the live false matches (bench/RESULTS.md, "Running q-values that entrapment confirms"). With
+the live false matches (docs/history/RESULTS.md, "Running q-values that entrapment confirms"). With
 ``refits="inline"`` the refit runs inside the `add_scored` call that crosses the count; with
 ``refits="deferred"`` (the daemon) `LiveRun.refit_due` hands it out to run elsewhere, off the scoring path,
 and `LiveRun.install` brings the result back. ``q_refresh`` is

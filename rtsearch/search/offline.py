@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 # features, names) overlaps another's kernels; answers kept in the order read
 SCORERS = 2
 # spectra a batch: the 50,000-spectrum search 3.00-3.26 s with 4,096 against 3.47-3.52 s with 1,024 in one call on
-# the H200 machine, fewer batches' fixed costs (bench/RESULTS.md, 2026-11-28 14:48-15:31)
+# the H200 machine, fewer batches' fixed costs (docs/history/RESULTS.md, 2026-11-28 14:48-15:31)
 BATCH_SIZE = 4096
 
 
@@ -110,7 +110,7 @@ def search_runs(
 class SpectrumReader:
     """The MS2 spectra of ``runs`` as `SpectraBatch` es of ``batch_size`` (a batch never spans two runs), read
     ``depth`` batches ahead in a thread of its own, so that reading overlaps opening the target and scoring
-    (reading is one third of a GPU search's wall: bench/RESULTS.md).
+    (reading is one third of a GPU search's wall: docs/history/RESULTS.md).
 
     ``with reader: for batch in reader: ...``; a file's error (`InputError`) is raised where its batch would
     have come, after the batches before it; leaving the ``with`` early stops the thread.

@@ -68,7 +68,7 @@ class Advice:
     def wait_ns(self) -> int:
         """The last wait said, less the time since of its part that elapses (an advice said 10 ms ago, while a
         batch had 15 ms to go, waits 10 ms less: read as said, the door shed 3,000 /s at a fake GPU's capacity with
-        it 0.82 busy, `bench/pacing_fake.py --door`); 0 when it is older than `ADVICE_TTL_NS`."""
+        it 0.82 busy, the since-deleted probe `pacing_fake.py --door`); 0 when it is older than `ADVICE_TTL_NS`."""
         wait, said, elapsing = self.shared[_WAIT], self.shared[_SAID], self.shared[_ELAPSING]
         age = self.clock() - said
         return int(wait) - min(max(age, 0), int(elapsing)) if age <= ADVICE_TTL_NS else 0

@@ -5,7 +5,8 @@ batches ahead of this thread (then they wait), or, when it is idle and no spectr
 themselves (`Answering.try_here`: a hand-over costs a lone spectrum more). The thread takes the batches that queued
 behind the one it takes with it: their answers are built in one call a run for all of them
 (`rtsearch.serve.publish.scored_answers`: a run's call costs ~0.25 ms whatever its size, and with four runs sharing
-each batch that was the thread's limit: bench/answers_probe.py, bench/RESULTS.md 2026-11-27). The answers go to
+each batch that was the thread's limit: the since-deleted probe answers_probe.py, docs/history/RESULTS.md
+2026-11-27). The answers go to
 ``answer`` (the daemon's: publish, count, end runs), due live refits to the refit process; Python's cyclic GC runs
 when the thread goes idle (`collect_garbage`). A failure building the results answers the batches ``unidentified``
 with its reason: nothing is lost.

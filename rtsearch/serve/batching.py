@@ -48,10 +48,10 @@ MS = 1_000_000  # ns per millisecond
 # waking up to give spectra up, and answering a pile of them, take time too: they go this much earlier. On a busy
 # 2-core machine a thread's wake-up alone was seen 7 ms late, and in the full test suite 15 ms of slack let an answer
 # out 0.25 ms after its 50 ms budget (20 ms: the latest 47.9 ms after receipt). A slack widened on late answers fed
-# on itself (spectra already late on arrival widened it until every spectrum was given up: bench/RESULTS.md); one
+# on itself (spectra already late on arrival widened it until every spectrum was given up: docs/history/RESULTS.md); one
 # fitted to the measured lag between when the expiry thread meant to answer and when it did would not. On a quiet
 # GPU host a quarter of a 100 ms budget (half of a 50 ms one) may be more than needed: RTSEARCH_EXPIRY_SLACK_MS
-# overrides it, to be measured there before the default changes (bench/RESULTS.md, issue 16).
+# overrides it, to be measured there before the default changes (docs/history/RESULTS.md, issue 16).
 EXPIRY_SLACK_MS = 25.0
 
 
@@ -181,7 +181,7 @@ class MicroBatcher:
     def predicted_last(self, n_new: int, *, busy_until_ns: int) -> int:
         """`predicted_done` of the last of ``n_new`` newcomers (the latest of them), in plain arithmetic: the
         admission asks this first and the whole array only when that one would be late (the array's dozen NumPy
-        calls were 12-18 % of a busy lane's event loop, bench/RESULTS.md)."""
+        calls were 12-18 % of a busy lane's event loop, docs/history/RESULTS.md)."""
         return max(self.clock(), busy_until_ns) + int(self._engine_ns(self._n + n_new))
 
     def model_terms(self) -> tuple[float, ...]:
@@ -239,7 +239,7 @@ class MicroBatcher:
         fewest of the earliest deadlines whose going leaves a batch (what waits, ``max_batch`` at most) answered,
         `answer_s` of it and the margin after ``start_ns``, by the earliest deadline kept. `lead_ns` gives up only
         what a batch of one could not answer; between the two, spectra the deadline rule sent too late (behind a
-        busy worker) were scored and answered late (bench/RESULTS.md, 2026-11-27 14:50)."""
+        busy worker) were scored and answered late (docs/history/RESULTS.md, 2026-11-27 14:50)."""
         n, margin = min(self._n, self.policy.max_batch), self.policy.margin_ms / 1e3
         if not self._n or self._earliest >= start_ns + int((self.answer_s(n) + margin) * 1e9):
             return np.zeros(0, np.int64)  # (the batch of all that waits is in time for the first deadline)

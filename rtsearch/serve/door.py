@@ -32,7 +32,7 @@ from rtsearch.wire import MAX_MESSAGE_BYTES
 
 def default_intakes(cpus: int | None = None) -> int:
     """Intake processes when ``intakes`` = 0: one per 4 cores, at most 4 (measured on 16 cores: 4 answered
-    120,000 offered spectra/s, 2 about 85,000, 1 about 25,000; bench/RESULTS.md)."""
+    120,000 offered spectra/s, 2 about 85,000, 1 about 25,000; docs/history/RESULTS.md)."""
     cpus = cpus if cpus is not None else (os.cpu_count() or 1)
     return max(1, min(4, cpus // 4))
 

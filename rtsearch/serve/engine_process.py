@@ -3,7 +3,8 @@
 The engine's host side is Python and NumPy between kernel launches (~4 ms of CPU for a batch of 300 on an
 H100, as much as its wall time). In the daemon's process it shares one GIL with the event loop and the
 results thread; measured on the GPU machine, a thread holding the GIL half the time made a batch of 300
-take 7.7 ms instead of 5.5 (`bench/engine_probe.py --switch 0.0001 --hog 0.5`, bench/RESULTS.md). Here
+take 7.7 ms instead of 5.5 (the since-deleted probe `engine_probe.py --switch 0.0001 --hog 0.5`,
+docs/history/RESULTS.md). Here
 the target is opened again (`SearchTarget.reopen`, on the daemon's backend) in a spawned child, and the
 worker thread hands it each `SpectraBatch` over a pipe and waits, the GIL released, for the
 `ScoredBatch`::
@@ -190,7 +191,8 @@ def scores_in_process(target: SearchTarget, host: EngineHost) -> bool:
 
 WARM_UP_BATCH_S = 5.0  # a warm-up batch slower than this at the last one's pace is not run (`warm_up`); the
 # environment's RTSEARCH_WARM_UP_BATCH_S, where set, for a NumPy engine of the daemon's own (the tests' daemons: 0.25 s
-# leaves out the 512 spectra that took ~0.9 s of each daemon's start, bench/RESULTS.md 2026-11-29; a GPU's compiles
+# leaves out the 512 spectra that took ~0.9 s of each daemon's start, docs/history/RESULTS.md 2026-11-29; a GPU's
+# compiles
 # all run, and a cluster's pacing, which decides from the model the warm-up seeds whether a piece's second worker
 # takes a batch, gets the whole warm-up: without it a paired worker got no batch in two CI tests)
 

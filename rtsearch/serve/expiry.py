@@ -5,12 +5,12 @@ answered ``shed`` before it ends, not scored late (`rtsearch.serve.batching.Micr
 pending spectra are its own). The expiry thread gives up spectra while every engine thread is busy; an engine
 thread gives up those it finds on its way to a batch and leaves their answers to the expiry thread, so that under
 overload a lone engine thread keeps its GPUs scoring instead of publishing thousands of ``shed`` answers a second
-(bench/RESULTS.md, "Where two GPUs' time goes"). While nothing is in flight (or an idle engine that has scored
+(docs/history/RESULTS.md, "Where two GPUs' time goes"). While nothing is in flight (or an idle engine that has scored
 nothing for a while probes) the model is not asked: only spectra past their headroom (`MicroBatcher.headroom_ns`
 before their deadline: the margin and the slack) are given up, and an engine takes the rest whatever the model
 predicts — a model too pessimistic once would otherwise shed all for good (a 50 Da window on NumPy: warm-up
 spectra at 20 ms each, the run's at 6.6, a batch of one predicted beyond a 40 ms budget less its slack, every
-spectrum given up, 16 of 400 scored, each a probe; bench/RESULTS.md, 2026-11-27).
+spectrum given up, 16 of 400 scored, each a probe; docs/history/RESULTS.md, 2026-11-27).
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ FINISH_RUNS = 256  # runs finished in one task at most (and `rtsearch.serve.refi
 MIN_FREE_BYTES = 64 << 20  # a results folder with less room than this at start is called full
 # what finished runs held handed back to the system once no run is open, at most this often: their cyclic garbage
 # waits for the workers' seldom oldest-generation pass and glibc keeps what is freed, and rounds of a fuzzed stream
-# left the daemon 8-14 % above the first round's memory; with this 2-6 % (bench/RESULTS.md, 2026-12-06). The pass
+# left the daemon 8-14 % above the first round's memory; with this 2-6 % (docs/history/RESULTS.md, 2026-12-06). The pass
 # holds the GIL some tens of ms: only when nothing is open
 TRIM_EVERY_S = 10.0
 TRIM_AFTER_S = 1.0  # ... this long after, if nothing was opened meanwhile (the runs' last references dropped)

@@ -5,7 +5,7 @@ messages over a Unix socket pair (`pack` writes one, `Unpacker` reads them out o
 
 A message's parts come out as views of the bytes they arrived in: a large message is read into a buffer of its own
 (`Unpacker.reserve`), a message begun in one read is joined once with the read that completes it, and nothing else is
-copied (the daemon's event loop copied ~9 MB a 4 MB read before: bench/RESULTS.md 2026-11-29).
+copied (the daemon's event loop copied ~9 MB a 4 MB read before: docs/history/RESULTS.md 2026-11-29).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ concatenated) and a `Received` for each control or malformed message
 (`rtsearch.serve.chunks`). The daemon's cost per spectrum is then a few object
 constructions. The two talk over a Unix socket pair read from the event loop, and
 each sees the other's exit as end of file; a ZeroMQ ``ipc://`` hop wakes slower
-(`bench/ipc_rtt.py`: round trip 150 vs 60 µs on the development machine), which
+(the since-deleted probe `ipc_rtt.py`: round trip 150 vs 60 µs on the development machine), which
 is latency when spectra arrive one at a time.
 
 ``sub`` connects a SUB socket to an instrument's PUB (the instrument binds,
@@ -78,7 +78,7 @@ START_TIMEOUT_S = 60.0  # the child imports NumPy and ZeroMQ and binds: seconds 
 EXIT_WAIT_S = 5  # closing: how long an intake process may take to publish what it was told is journaled, and exit
 PIPE_BYTES = 4 << 20  # socket buffers: a burst's chunks pass without the child waiting on the daemon
 # a read this large hands its buffer on (copying it out cost the daemon's event loop ~9 MB of copies a 4 MB read
-# with the joins, bench/RESULTS.md 2026-11-29); a smaller one is copied out of the buffer, which is kept
+# with the joins, docs/history/RESULTS.md 2026-11-29); a smaller one is copied out of the buffer, which is kept
 HANDOVER_BYTES = 256 << 10
 
 Items = list[SpectraChunk | Received | ShedChunk]
@@ -236,7 +236,7 @@ class Intake:
     def _read(child: _Child) -> list[tuple[int, list[memoryview]]] | None:
         """One read of ``child``'s socket and the messages it completes (``None``: its end is closed). A large
         message is read into a buffer of its own, a large read's buffer handed on with its messages (views of it):
-        the copies of ~9 MB a 4 MB read that the event loop made (bench/RESULTS.md 2026-11-29) are gone."""
+        the copies of ~9 MB a 4 MB read that the event loop made (docs/history/RESULTS.md 2026-11-29) are gone."""
         try:
             into = child.unpacker.reserve(HANDOVER_BYTES)
             if into is not None:

@@ -1,7 +1,7 @@
 """Runs spread over daemon processes: K lanes behind one front (``rtsearch serve --lanes K``).
 
 One daemon process answers ~20,000 spectra a second whatever the GPU does: its event loop, engine thread and
-results thread share one GIL (bench/RESULTS.md, "Runs spread over daemon processes"). Runs are independent — each
+results thread share one GIL (docs/history/RESULTS.md, "Runs spread over daemon processes"). Runs are independent — each
 has its own running q-values, journal, results file and MQTT topics — so K whole daemons ("lanes"), each owning the
 runs it is given, multiply what the shell can do; they share the machine's GPU (one engine process each, the target
 opened by each).
@@ -86,14 +86,14 @@ SUPERVISE_S = 0.2
 INTAKE_STOP_S = 10.0  # intake processes hand over what they hold within this (their drain is at most 1 s)
 DRAIN_S = 0.5  # after the lanes exit, the results fan-in forwards their last answers for this long
 # ZeroMQ I/O threads of the door and of the results fan-in: each carries every lane's messages (4 measured no better
-# at 100,000 /s, bench/RESULTS.md 2026-12-01; RTSEARCH_IO_THREADS: bench)
+# at 100,000 /s, docs/history/RESULTS.md 2026-12-01; RTSEARCH_IO_THREADS: bench)
 IO_THREADS = max(1, int(env_number("RTSEARCH_IO_THREADS", 2, positive=True)))
 
 
 def _bound() -> socket.socket:
     """A loopback TCP socket bound to a free port, for a lane's /metrics: held from the moment its port is chosen (a
     port picked, let go, and bound by the lane seconds later was once taken in between: a lane of eight failed to
-    start, bench/RESULTS.md 2026-11-29 13:01)."""
+    start, docs/history/RESULTS.md 2026-11-29 13:01)."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     return s

@@ -155,7 +155,8 @@ class DaemonMetrics:
                                   "answering_per_spectrum x n the results thread's own work (its pace)", ["term"],
                                   registry=r)  # fmt: skip
         # the admission's gauges change at every chunk and batch: their values are kept here and read when scraped
-        # (`Gauge.set_function`), not set through each gauge's lock as they change (`bench/metrics_cost.py`)
+        # (`Gauge.set_function`), not set through each gauge's lock as they change (the since-deleted probe
+        # `metrics_cost.py`)
         self._now: dict[str, float] = dict.fromkeys(("waiting", "in_flight", "advised", *MODEL_TERMS), 0.0)
         self.advised_wait.set_function(functools.partial(self._now.__getitem__, "advised"))
         for t in MODEL_TERMS:

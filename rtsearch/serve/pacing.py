@@ -5,13 +5,14 @@ on one batch's answers and gathers, pickles and sends the next (one batch in fli
 of the time at 500 Da, two: 0.93-0.99). But a thread that took whatever waited as soon as it was free sent a batch
 of a few spectra to queue behind the one being scored, and the fixed cost of a batch was paid again and again: two
 workers with two threads each scored batches of 6.7 spectra (9.4 ms, most of it the fixed cost) at 2,000 /s, the
-GPUs 0.62 busy on them and the door shedding (bench/RESULTS.md, 2026-11-26 21:10). So while every worker ("lane":
+GPUs 0.62 busy on them and the door shedding (docs/history/RESULTS.md, 2026-11-26 21:10). So while every worker ("lane":
 each worker in replicate mode; the batch's one spread over all of them in partition mode) holds a batch, a free
 thread waits until its lane is predicted free, less the daemon's own time a batch (`HostTime`: gathering,
 sending, handing on the answers — the batch's time less its worker's) and `LEAD_MS`, and takes what came meanwhile.
 Each engine thread keeps to one lane (replicate: thread k scores on worker k mod N), so that what is predicted of a
 lane is what its worker does. With two workers and two in flight each the daemon's own cost a batch, not the GPUs,
-was the limit at 200 Da (batches of 5 spectra, shed: bench/RESULTS.md, 2026-11-26 21:42) until `worth_rule`: behind
+was the limit at 200 Da (batches of 5 spectra, shed: docs/history/RESULTS.md, 2026-11-26 21:42) until `worth_rule`:
+behind
 a batch in flight, a lane takes the next only when it is worth its fixed cost, else waits for the lane to be free::
 
     worker   ········ ████ batch 1 ██████████ ████ batch 2 ███████
@@ -29,15 +30,16 @@ from rtsearch.serve.runtime import env_number
 LEAD_MS = 1.0  # the next batch is taken this much earlier still (the prediction's error)
 # the worth rule waits at most until the first spectrum waiting has spent this share of its budget: where a slow host
 # inflated the engine-time model's fixed cost, the rule held spectra nearly to their deadline with the GPU half idle
-# (p99 = the budget; bench/RESULTS.md, 2026-11-27 00:10)
+# (p99 = the budget; docs/history/RESULTS.md, 2026-11-27 00:10)
 PATIENCE = 0.25
 HOST_HALFLIFE = 16  # batches: `HostTime`'s smoothing
 # batches in flight a lane: with one its GPU waits while the daemon hands on the answers and sends the
 # next (busy 0.56-0.72); two, the next taken just in time and only when worth its fixed cost (`pacing.worth_rule`):
-# p99 <= 50 ms capacity at 200 Da x1.8 for one worker, x1.3 / x2.0 for two replicate / partition (bench/RESULTS.md,
+# p99 <= 50 ms capacity at 200 Da x1.8 for one worker, x1.3 / x2.0 for two replicate / partition
+# (docs/history/RESULTS.md,
 # 2026-11-27 00:00). ``RTSEARCH_CLUSTER_DEPTH`` sets it. Lanes sharing the workers each keep CLUSTER_DEPTH // lanes (at
 # least 1): two lanes of two pieces on two H200s at 200 Da, one a lane, scored 13,162 /s where two a lane shed and
-# scored 11,182 (bench/RESULTS.md, 2026-11-27 07:23)
+# scored 11,182 (docs/history/RESULTS.md, 2026-11-27 07:23)
 CLUSTER_DEPTH = 2
 
 
@@ -55,7 +57,8 @@ def depth(sharing: int | None = None) -> int:
 
 def worth_rule() -> bool:
     """Behind a batch in flight, a lane's next batch waits to be worth its fixed cost (`Lanes.hold_ns`); off with
-    ``RTSEARCH_CLUSTER_WORTH=0``. On the GPU machine (bench/RESULTS.md, 2026-11-27 00:00, same call) it raised the
+    ``RTSEARCH_CLUSTER_WORTH=0``. On the GPU machine (docs/history/RESULTS.md, 2026-11-27 00:00, same call) it raised
+    the
     p99 ≤ 50 ms capacity at 200 Da of one worker from 6,000 to 11,000 /s, of two replicate from 6,000 to 7,991, of
     two partition from 4,000 to 8,000 (with two in flight a lane for all)."""
     return env_number("RTSEARCH_CLUSTER_WORTH", 1.0) > 0
@@ -65,7 +68,7 @@ def give_up_behind() -> bool:
     """Whether an engine thread gives up, before it takes a batch, what that batch would answer late behind its
     worker's (`rtsearch.serve.expiry.Expiry._give_up_behind`); on with ``RTSEARCH_GIVE_UP_BEHIND=1``. Off: on two
     H100s it helped partition on two GPUs in one run and hurt replicate and one-GPU partition in others, each side
-    one run against run-to-run spreads as wide (bench/RESULTS.md, 2026-11-27 16:55); on the pacing fake it scored
+    one run against run-to-run spreads as wide (docs/history/RESULTS.md, 2026-11-27 16:55); on the pacing fake it scored
     5-12 % fewer spectra for a max latency 40-46 ms against 42-53."""
     return env_number("RTSEARCH_GIVE_UP_BEHIND", 0.0) > 0
 
@@ -119,7 +122,7 @@ class Lanes:
         nothing ``waiting`` or a ``full`` batch waiting). With `worth` (`worth_rule`), fewer spectra waiting than
         ``model``'s fixed cost over its cost a spectrum wait, while a batch is in flight — behind its lane's own, for
         the lane to be free; on a free lane, for the other lanes' last batch to come back (two replicate workers each
-        took batches of 6-8 spectra at 2,000 /s, and the daemon's cost a batch shed a quarter: bench/RESULTS.md,
+        took batches of 6-8 spectra at 2,000 /s, and the daemon's cost a batch shed a quarter: docs/history/RESULTS.md,
         2026-11-27) — but not past ``patient_until`` (`PATIENCE`: the batcher's `aged_at`; then a free lane takes
         them rather than one behind its own batch); a cluster with nothing in flight takes them at once."""
         if not 0 < waiting < full:

@@ -7,7 +7,8 @@ consecutive integers, so a handle's segment is found by bisection over the segme
 `Pending.claim` does the bookkeeping only (under the caller's lock, which the event loop waits on to queue
 spectra) and returns a `Claim`, whose `Claim.jobs` gathers the columns afterwards, outside that lock: a
 segment's `Jobs` are never changed once added, so gathering needs no lock (300 chunks of 5 spectra: 0.40 of
-the take's 1.48 ms under the lock, on the development machine, `python bench/pending_bench.py --segments 300`).
+the take's 1.48 ms under the lock, on the development machine, `python the since-deleted probe pending_bench.py
+--segments 300`).
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ class Pending:
     def claim(self, handles: np.ndarray) -> Claim:
         """`take`'s bookkeeping: ``handles`` are forgotten here at once; the `Claim` gathers their jobs later."""
         if len(self._starts) == 1 and len(handles) == self._left[self._starts[0]]:  # all that waits, of one chunk
-            return self._claim_last(handles)  # a lone spectrum: 0.06 -> 0.01 ms (bench/pending_bench.py --size 1)
+            return self._claim_last(handles)  # a lone spectrum: 0.06 -> 0.01 ms (the since-deleted probe
+                                              # pending_bench.py --size 1)
         starts = np.asarray(self._starts, dtype=np.int64)
         seg = np.searchsorted(starts, handles, side="right") - 1
         order = np.argsort(seg, kind="stable")

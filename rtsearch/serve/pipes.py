@@ -3,7 +3,7 @@
 An engine's batch is ~250 kB of peaks at 120 spectra (~13 MB at 4,096). Written through the pipe it took several
 blocking writes, each giving up the daemon's GIL and waiting to win it back from a busy event loop and results
 thread: at 60,000 spectra/s a lane's engine thread spent 13 % of its wall in those writes and its engine process
-7 % reading them (py-spy, bench/RESULTS.md 2026-11-29). A `Channel` pickles with protocol 5 (PEP 574), so the
+7 % reading them (py-spy, docs/history/RESULTS.md 2026-11-29). A `Channel` pickles with protocol 5 (PEP 574), so the
 arrays leave the pickle as buffers; it copies them into a region of shared memory (a memfd both processes map)
 and sends the pickle's head alone, one short write. The receiver copies each buffer out at once (one memcpy, into
 a `bytearray`: writable arrays that nothing else shares), so the sender may write its next message over them::
@@ -20,7 +20,7 @@ buffers in the message itself (pickled once).
 Not `multiprocessing.shared_memory`: its segments are named files in /dev/shm that the process attaching one
 registers with its own resource tracker (Python < 3.13), which unlinks them when that process exits, and a daemon
 killed outright would leave them behind; a memfd has no name and goes when the last process holding it does.
-`bench/pipe_probe.py` times the round trip against a checkout that wrote through the pipe.
+the since-deleted probe `pipe_probe.py` times the round trip against a checkout that wrote through the pipe.
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ from rtsearch.wire_batch import SpectraBlock, decode_spectra
 FLUSH_S = 0.001  # a chunk goes at most this long after its first message was read (RTSEARCH_INTAKE_FLUSH_MS: bench)
 # behind the lanes' front each read is cut into a chunk a lane, each smaller by the lanes: twice the wait (four lanes
 # on one H200, six daemons with 1 ms and five with 2 ms in three calls: median p99 at 80,000 /s 96.8 -> 67.2 ms, at
-# 100,000 /s 514 -> 123 ms, at 60,000 /s 53.6 -> 53.2, 20,000-40,000 /s within the spread; bench/RESULTS.md 2026-11-29)
+# 100,000 /s 514 -> 123 ms, at 60,000 /s 53.6 -> 53.2, 20,000-40,000 /s within the spread; docs/history/RESULTS.md
+# 2026-11-29)
 LANES_FLUSH_S = 0.002
 COALESCE_HZ = 4000.0  # above this arrival rate a chunk waits (up to FLUSH_S) for more messages
 RATE_WINDOW = 32  # arrivals the rate is measured over

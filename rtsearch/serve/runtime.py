@@ -24,7 +24,7 @@ from typing import Any
 # few hundred synchronizations could wait far longer than it computes: 0.1 ms bounds that. With the
 # engine in a process of its own (`rtsearch.serve.engine_process`) the daemon's threads only hand over
 # whole batches, and 1 ms switched less and scored more: at 50,000 spectra/s 188,425 spectra in 10 s
-# against 159,712 at 0.1 ms, p99 at 20,000/s 47 against 60 ms (bench/RESULTS.md). RTSEARCH_GIL_SWITCH_S
+# against 159,712 at 0.1 ms, p99 at 20,000/s 47 against 60 ms (docs/history/RESULTS.md). RTSEARCH_GIL_SWITCH_S
 # overrides both.
 GIL_SWITCH_THREAD_S, GIL_SWITCH_PROCESS_S = 0.0001, 0.001
 
@@ -64,7 +64,7 @@ CHILD_PRELOAD = ("rtsearch.serve.forkserver_env", "numpy", "zmq", "orjson", "rts
 def child_context() -> Any:
     """How the daemon starts its intake, publisher and refit processes: forked by a fork
     server — a clean process started once, which imported `CHILD_PRELOAD` — not spawned, each importing its ~250
-    modules again (0.3-0.45 s a child on the development machine, bench/RESULTS.md 2026-11-29). A child gets the
+    modules again (0.3-0.45 s a child on the development machine, docs/history/RESULTS.md 2026-11-29). A child gets the
     daemon's environment as it was when the first child started."""
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(list(CHILD_PRELOAD))
@@ -115,7 +115,8 @@ def give_back_heap() -> None:
 
     For a process whose work comes in large, separate pieces (the refit process finishing a run of 225,000
     PSMs): glibc and Arrow's own pool (mimalloc or jemalloc: the results file is built with Arrow) keep what a
-    piece freed, and the heap climbed run after run (``bench/refit_memory.py`` on the bench index: 186 MB after
+    piece freed, and the heap climbed run after run (`the since-deleted probe `refit_memory.py`` on the bench index:
+    186 MB after
     the first run, 336-421 after the next seven; with this after each, 72 MB after every one; either alone was
     not enough). Call it once the piece's objects are gone, not inside the call that holds them.
     """

@@ -146,7 +146,7 @@ class WorkerPool(Expiry):
             # the first spectrum into an empty queue: the others have later deadlines)
             due = self.batcher.expire_at()
             # an engine thread idle here takes them (giving up the late on its way, waking the expiry thread for what
-            # it leaves waiting): waking that too cost each lone spectrum ~0.1 ms (bench/RESULTS.md, 2026-11-27)
+            # it leaves waiting): waking that too cost each lone spectrum ~0.1 ms (docs/history/RESULTS.md, 2026-11-27)
             wake = due is not None and (self._expiry_due is None or due < self._expiry_due) and \
                 not (self._takers and self.cluster is None)  # fmt: skip
         if wake:
@@ -158,7 +158,7 @@ class WorkerPool(Expiry):
         """(Under the condition.) When the engine is busy or spectra wait, how long until a newcomer would be
         answered; 0 when it is idle, so spectra reach it and correct the model. The event loop's own lag behind
         the intake pipes is left out: it grows with the chunks of shed spectra it books, and counting it would
-        shed more, lag more, and starve the engine (measured, bench/RESULTS.md)."""
+        shed more, lag more, and starve the engine (measured, docs/history/RESULTS.md)."""
         if self.advice is None:
             return
         wait = free = 0
@@ -324,7 +324,8 @@ class WorkerPool(Expiry):
         cannot be answered within their budget any more are given up on the way (the expiry thread answers them).
 
         ``overlap_only`` (engine threads after the first): only while `OVERLAP_MIN` spectra wait. Engines overlapping
-        pay for large batches (bulk replay); under lone spectra they made more, smaller batches (bench/RESULTS.md)."""
+        pay for large batches (bulk replay); under lone spectra they made more, smaller batches
+        (docs/history/RESULTS.md)."""
         t0 = time.perf_counter()
         with self._cv:
             self._takers += not overlap_only
@@ -384,7 +385,7 @@ class WorkerPool(Expiry):
         free again. Whether the batch is still this worker's to answer (not abandoned at the shutdown bound). The
         model learns the engine's time alone (less a cluster batch's wait behind its lane's own at its worker:
         `pacing.Lanes.own_wait`), not the answering after it, beside the next batch (`_observe_answered`; learnt
-        into the model it was charged to every batch ahead and the door shed two thirds: bench/RESULTS.md,
+        into the model it was charged to every batch ahead and the door shed two thirds: docs/history/RESULTS.md,
         2026-11-27 14:40)."""
         stats: list[Stat] = []
         with self._cv:

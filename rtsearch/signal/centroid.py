@@ -7,7 +7,7 @@ intensities (a Gaussian's exact apex, the usual Orbitrap estimate), its intensit
 apex whose neighbours are not both positive keeps its own point. Apexes lower than ``min_fraction`` × the scan's
 highest are left out. A scan is profile (`is_profile`) when its points' median spacing is below
 ``PROFILE_SPACING`` Da: centroided scans of these instruments are 0.3–6 Da apart at the median, profile ones
-0.0005–0.002 Da (bench/RESULTS.md).
+0.0005–0.002 Da (docs/history/RESULTS.md).
 """
 
 from __future__ import annotations

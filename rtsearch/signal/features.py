@@ -31,7 +31,7 @@ COLUMNS = ("mz", "charge", "isotopes", "rt_apex", "rt_start", "rt_end", "fwhm", 
 
 @dataclass(frozen=True)
 class FeatureSettings:
-    """How MS1 features are found (defaults matched against OpenMS on the lcms-ms1 runs, bench/RESULTS.md)."""
+    """How MS1 features are found (defaults matched against OpenMS on the lcms-ms1 runs, docs/history/RESULTS.md)."""
 
     ppm: float = 10.0
     max_gap: int = 5  # scans a trace may miss in a row
@@ -97,7 +97,7 @@ def window_points(tr: MassTraces, points: int, span_s: float) -> int:
     """The smoothing window's points for this run: ``points``, or more where that many of the run's MS1 scans
     (at their median spacing) span less than ``span_s`` seconds — fast profile runs (scans 0.26 s apart) would
     otherwise smooth over 2.6 s and cut one elution peak into several (OpenMS smooths over its expected FWHM,
-    5 s; bench/RESULTS.md, issue 19)."""
+    5 s; docs/history/RESULTS.md, issue 19)."""
     scan_rt = np.unique(tr.rt[np.unique(tr.scan, return_index=True)[1]]) if tr.scan.size else tr.rt
     if span_s <= 0 or scan_rt.shape[0] < 2:
         return points

@@ -152,7 +152,7 @@ def stitch(ids: np.ndarray, scan: np.ndarray, mz: np.ndarray, intensity: np.ndar
     whose peaks scatter ±10 ppm opens a trace of its own, and both pieces fall under ``min_points``. OpenMS starts
     each trace at its most intense peak instead; on the sparse MassTraceExtractor_1_input run this step took
     the share of OpenMS's peaks matched from 88 % to 97 % and changed no other file's by more than 0.1 %
-    (bench/openms_features.py, bench/RESULTS.md).
+    (bench/ms1_signal.py, docs/history/RESULTS.md).
     """
     n = int(ids.max()) + 1 if ids.size else 0
     count = np.bincount(ids, minlength=n)

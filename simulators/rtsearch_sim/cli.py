@@ -16,7 +16,7 @@ from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, SendError, Sent, looped, replay, synthetic
 
 # spectra per message with --rate max (on an H200 with 6 engines: 2,048 0.84-0.98x the engine alone's pace, 1,024
-# 0.71-0.81x; bench/RESULTS.md 2026-11-29)
+# 0.71-0.81x; docs/history/RESULTS.md 2026-11-29)
 MAX_RATE_BATCH = 2048
 MAX_RATE_WINDOW = 16_384  # spectra in flight with --rate max (the daemon's queue holds 32,768 by default)
 MAX_RATE_BUDGET_MS = 600_000.0

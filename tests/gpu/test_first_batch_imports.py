@@ -1,11 +1,11 @@
 """The batches' pinned staging buffer (`Backend.to_device` of an array of `PINNED_MIN_BYTES` or more) imports no
 cupyx: ``cupyx.empty_pinned`` did, and cupyx's package imports cupyx.scipy and, where SciPy is installed,
 scipy.sparse, Cython and numpy.f2py — ~0.1 s of a process's first batch on the GPU machine (the first batch's
-pack+preprocess stage 0.109 → 0.011 s without it, bench/RESULTS.md 2026-11-28). ``cupyx`` itself is in
+pack+preprocess stage 0.109 → 0.011 s without it, 2026-11-28). ``cupyx`` itself is in
 ``sys.modules`` once CuPy is imported (a lazy module CuPy makes): what shows that it ran is ``cupyx.scipy``.
 
 Other paths of a first large batch still import it (CuPy's two-array indexing in `Engine.match_probability` among
-them: `bench/first_batch_probe.py --stack-of cupyx.scipy`); this test holds the staging buffer to what it fixed."""
+them); this test holds the staging buffer to what it fixed."""
 
 from __future__ import annotations
 

@@ -197,7 +197,7 @@ def test_serve_refuses_numbers_it_cannot_honour(tmp_path, bsa_index, toml, flags
 
 def test_a_search_under_cprofile_leaves_its_profile(tmp_path, data, bsa_index):
     """`rtsearch search` run as the process ends without the interpreter's teardown, except under a profiler,
-    whose file is written at that teardown (bench/search_wall.py profiles a search this way)."""
+    whose file is written at that teardown (bench/search.py profiles a search this way)."""
     prof = tmp_path / "search.prof"
     cmd = [sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "rtsearch.cli", "search",
            str(data / "bsa-orbitrapxl" / "BSA1.mzML.gz"), "--index", str(bsa_index), "--backend", "numpy",

@@ -1,6 +1,6 @@
 """Ten times what the machine can score, offered by the shared independent client (`rt_load.py`): nothing lost,
 nothing answered twice, most of it ``shed``, and every answer within a generous bound (how soon, against the budget,
-is the benchmarks' to measure: bench/rtload_bench.py).
+is the benchmarks' to measure: bench/daemon.py).
 
 The daemon runs as ``rtsearch serve`` in a process of its own, as deployed. The capacity is measured first, in
 the same test, on the same daemon: the bundled run replayed in batches as

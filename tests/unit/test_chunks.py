@@ -218,7 +218,7 @@ def _random_messages(rng: np.random.Generator, n: int) -> list[tuple[int, list[b
 def test_unpacker_copies_only_a_message_that_spans_reads() -> None:
     """Seeded random messages up to 300 kB cut at random points, each read a fresh buffer (as the daemon's large reads
     are): every message comes out whole, and one wholly inside a read is a view of that read, not of a copy (the
-    daemon's event loop joined each read to the tail before it: ~9 MB copied a 4 MB read, bench/RESULTS.md
+    daemon's event loop joined each read to the tail before it: ~9 MB copied a 4 MB read, docs/history/RESULTS.md
     2026-11-29)."""
     rng = np.random.default_rng(20261129)
     msgs = _random_messages(rng, 60)

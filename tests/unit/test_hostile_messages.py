@@ -157,7 +157,7 @@ def test_raw_decode_gives_the_same_verdicts(sp) -> None:
 
 
 def test_every_hostile_class_gets_its_expected_outcome_from_the_intake_reader(sp) -> None:
-    """Each class of the fuzz harness (`tests.hostile`, the CI fuzz and bench/fuzz_bench.py send them through a
+    """Each class of the fuzz harness (`tests.hostile`, the CI fuzz and bench/fuzz.py send them through a
     daemon), a few messages each, through the intake process's reader: a class that names a spectrum comes out as
     exactly that spectrum's ``invalid`` under the class's reason, one that does not as a counted invalid of that
     reason; nothing raises. Issue 67's classes (rt 1e308, 10,000 charges, headers over 64 kB, control characters,

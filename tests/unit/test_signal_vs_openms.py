@@ -1,6 +1,6 @@
 """MS1 peaks against OpenMS's on the same real files: OpenMS 3.6's MassTraceDetection + ElutionPeakDetection
 peaks (PeakPickerHiRes first on the profile run), kept in tests/golden/openms_peaks by `python
-bench/openms_features.py --data ../shared/data --files … --golden tests/golden/openms_peaks` (OpenMS's σ 10/3 ppm:
+bench/ms1_signal.py --data ../shared/data --openms --golden tests/golden/openms_peaks` (OpenMS's σ 10/3 ppm:
 its ±3σ window is rtsearch's ±10 ppm). An OpenMS peak is matched by one of rtsearch's within 10 ppm whose apex
 lies inside its RT borders; areas compared at the median (issue 19 asks ≥ 90 % matched, within 10 %)."""
 
@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.openms_features import match
 from rtsearch.io.spectra import read_spectra
 from rtsearch.signal.features import FeatureSettings, detect_features
 from tests.conftest import data_dir
+from tests.peak_match import match
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "openms_peaks"
 

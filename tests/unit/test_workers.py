@@ -174,7 +174,7 @@ class RecordingTarget(SlowTarget):
 async def test_a_batch_reaches_the_engine_in_arrival_order_a_whole_chunk_uncopied(demo_index):
     """The batcher picks spectra by precursor mass; the engine gets them in the order they came: a chunk taken whole
     is handed on as it is (its peaks not copied), chunks taken together follow one another (bulk replays paid a
-    gather a peak for the mass order: bench/RESULTS.md 2026-11-29)."""
+    gather a peak for the mass order: docs/history/RESULTS.md 2026-11-29)."""
     target = RecordingTarget(DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy")))
     spectra = [sp for sp in read_spectra(bundled(RUN)) if sp.charges][:40]
     assert not np.all(np.diff([sp.precursor_mz for sp in spectra]) >= 0)  # the run's order is not the mass order

@@ -92,7 +92,7 @@ async def test_spectra_an_engine_thread_gives_up_are_answered_by_the_expiry_thre
 async def test_a_model_taught_by_a_stalled_warm_up_does_not_shed_everything_for_good(demo_index):
     """A warm-up batch that stalled (seen on a busy machine) leaves a model predicting 1 s a batch, against a 100 ms
     budget: every spectrum would be given up before an engine took it, none scored, the model never corrected (a
-    daemon that shed everything for as long as it ran: bench/RESULTS.md). An idle engine that scored nothing for
+    daemon that shed everything for as long as it ran: docs/history/RESULTS.md). An idle engine that scored nothing for
     `PROBE_AFTER_NS` scores what waits; the model forgets the stall and later spectra are scored in time."""
     target = SlowTarget(DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy")), 0.0)
     spectra = list(read_spectra(bundled(RUN)))[:40]
@@ -140,7 +140,8 @@ def test_a_batch_far_faster_than_predicted_restarts_the_fit() -> None:
 async def test_nothing_is_given_up_while_nothing_is_in_flight(demo_index):
     """A model that predicts a batch of one beyond the budget (0.5 s a spectrum, 100 ms budgets) gave up every
     spectrum before an idle engine took it — until a probe 250 ms after the last batch — and learnt nothing
-    meanwhile (a 50 Da window on NumPy: 16 of 400 scored, bench/RESULTS.md). With nothing in flight the engine takes
+    meanwhile (a 50 Da window on NumPy: 16 of 400 scored, docs/history/RESULTS.md). With nothing in flight the engine
+    takes
     what comes whatever the model says, and its first batch corrects the model: every spectrum is scored."""
     pool, target, spectra, got = statuses_pool(demo_index, 8)
     await pool.start()
@@ -178,7 +179,7 @@ class CountingEvent(threading.Event):
 @pytest.mark.asyncio
 async def test_a_lone_spectrum_at_an_idle_engine_leaves_the_expiry_thread_asleep(demo_index):
     """Each lone spectrum used to wake the expiry thread (~0.1 ms of Python holding the GIL beside the engine thread
-    that took it at once: bench/RESULTS.md, 2026-11-27); an engine thread idle in its wait takes it, and gives up
+    that took it at once: docs/history/RESULTS.md, 2026-11-27); an engine thread idle in its wait takes it, and gives up
     itself one already too late — which the expiry thread then answers ``shed``."""
     pool, target, spectra, got = statuses_pool(demo_index, 6)
     pool._expiry_wake = wake = CountingEvent()

@@ -23,7 +23,8 @@ from rtsearch.types import C13_DELTA, PROTON, Tolerance
 # From this many queries their windows' bounds are looked up in mass order: a search through the 20,000-protein
 # bench index's 5 M peptide masses (40 MB) in arrival order misses the cache at nearly every step, in mass order
 # the next search walks where the last one did. `Engine.queries` of 512 / 2,048 / 4,096 bench spectra 0.44-1.25 ->
-# 0.35-0.96, 5.3-6.6 -> 2.6-3.2, 8.1-9.9 -> 4.3-5.0 ms on the development machine, 256 alike (bench/queries_probe.py).
+# 0.35-0.96, 5.3-6.6 -> 2.6-3.2, 8.1-9.9 -> 4.3-5.0 ms on the development machine, 256 alike (the since-deleted probe
+# queries_probe.py).
 SORTED_SEARCH_MIN = 512
 
 

@@ -7,7 +7,7 @@ another peptide (for ``delta_score``), and gathers the chosen candidate's statis
 back to the host, instead of the [Q, k] candidates and ten [Q, k] statistics.
 
 The NumPy reference is `rtsearch.scoring.database.features._choose` (the same rules with whole-array
-operations, which also run on CuPy: ~150 calls of ~30 µs host time each, bench/RESULTS.md);
+operations, which also run on CuPy: ~150 calls of ~30 µs host time each, docs/history/RESULTS.md);
 tests/gpu/test_parity.py compares the two on the four dev runs, every rank.
 """
 

@@ -36,13 +36,14 @@ if TYPE_CHECKING:
 NUMPY_CHUNK = 128
 # On the GPU, batches up to this size are preprocessed on the host (`rtsearch.spectrum.preprocess`
 # in NumPy), larger ones on the device by one kernel (`GpuIndex.preprocess`, the same rows). Whole
-# engine batch on an H100 (`bench/engine_probe.py --preprocess`): 16 spectra host 1.65 ms, kernel
+# engine batch on an H100 (the since-deleted probe `engine_probe.py --preprocess`): 16 spectra host 1.65 ms, kernel
 # 1.99 ms; 64: 3.26 and 2.66 ms; 128: 4.86 and 2.54 ms.
 HOST_PREPROCESS_MAX = 32
 # On the GPU, batches of at least this many queries have their best matches chosen on the device by one kernel
 # (`choice_kernel`; only the chosen rows are copied back), smaller ones on the host: the device's way costs a
 # dozen CuPy calls of ~30–50 µs host time each on the H100 machine. Engine alone, H100, every batch on the device
-# against the host's choice (`bench/engine_probe.py --device-choice-min 0`, bench/RESULTS.md, 12:37): 1 spectrum
+# against the host's choice (the since-deleted probe `engine_probe.py --device-choice-min 0`,
+# docs/history/RESULTS.md, 12:37): 1 spectrum
 # 1.55–2.03 against 1.02–1.49 ms, 256 even, 1,024 7.8–8.6 against 8.1–11.8 ms; 4,096 19–27 ms (3379dbc, whose
 # choice was on the host: 33–34 ms).
 DEVICE_CHOICE_MIN = 512

@@ -159,7 +159,8 @@ class GpuIndex:
         (self._preprocess_rows,) = rows.result()
         log.debug("scoring kernels loaded")
         self._iso: dict[tuple[int, ...], Any] = {}
-        # count_select block size by number of tasks (see `count_threads`; measured in bench/engine_probe.py)
+        # count_select block size by number of tasks (see `count_threads`; measured in the since-deleted probe
+        # engine_probe.py)
         self.small_block, self.large_block = SMALL_BLOCK, LARGE_BLOCK
         self.small_tasks = 2 * int(cp.cuda.Device().attributes["MultiProcessorCount"])
         self.merge_kernel = True  # windows wider than a chunk merged by `merge_kernel` (False: its reference)

@@ -4,7 +4,7 @@ At instrument rates (a few hundred spectra a second) the daemon scores spectra o
 `rtsearch.scoring.database.features.best_matches` — written for batches, ~40 NumPy calls on arrays of
 one row — cost a lone spectrum more than its whole GPU work: 360–546 µs on the development machine
 against 94–110 µs here (300 bench spectra scored alone, best of five), and more on the GPU hosts, whose
-code runs several times slower when it ran a few milliseconds ago (bench/RESULTS.md, 2026-11-29: the
+code runs several times slower when it ran a few milliseconds ago (docs/history/RESULTS.md, 2026-11-29: the
 engine alone on a batch of one 1.31 → 0.73 ms on an H200 host with this module). It makes the same
 choice and computes the same features for one spectrum's queries, its ``[Q, k]`` candidates read as
 Python lists. It is not a second definition: `best_one` must equal `best_matches` for

@@ -5,7 +5,7 @@ one CUDA block a chunk, each writing its ``k`` best; a window wider than a chunk
 Da spans ~100 chunks of the 20,000-protein bench index) then needs those lists merged into the query's ``k`` best
 by (count desc, peptide asc). `merge_chunks` does it with whole-array operations (a 64-bit key sort) — NumPy's,
 the reference — and on CuPy costs ~20 calls of ~30 µs host time and a sort a batch: the merge held 3.6 of the
-6.5 ms a batch of 26 spectra took at 200 Da (cProfile, bench/RESULTS.md, 2026-11-27). ``merge_topk`` does it in
+6.5 ms a batch of 26 spectra took at 200 Da (cProfile, docs/history/RESULTS.md, 2026-11-27). ``merge_topk`` does it in
 one launch: a block a query counts its chunks' entries by count (a histogram), finds the count ``T`` that the
 ``k``-th best reaches, gathers the entries of count ≥ ``T`` into shared memory and ranks each among them (those
 below ``T`` cannot rank better than ``k``); ranks are unique (a peptide is in one chunk), so each entry ranked

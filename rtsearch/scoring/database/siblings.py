@@ -13,7 +13,7 @@ decoy protein holds decoy PSMs only): the feature is worked out the same way wha
 random target and a decoy have the same chance of siblings, which target-decoy competition needs. On the four
 dev runs with a 1:1 entrapment it took BSA1 from 7 to 58 accepted PSMs (one decoy among its best had cut the run
 off), and with the discriminant's stronger shrinkage (`rtsearch.search.database.RIDGE`) the four from 231
-accepted / 3 entrapment matches to 273 / 0 (bench/RESULTS.md, 2026-11-28).
+accepted / 3 entrapment matches to 273 / 0 (docs/history/RESULTS.md, 2026-11-28).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ WARPS_PER_BLOCK = 8
 PREPROCESS_THREADS = 128
 # queries averaging more entries in their m/z range than this go through the matrix product: on an
 # H100 with a 1,000,000-entry library the walk costs 3.4-5.0 us + 0.57-0.84 ns per entry per query,
-# the product 8-15 us per query; crossovers near 7,000 and 12,000 in two runs (bench/RESULTS.md)
+# the product 8-15 us per query; crossovers near 7,000 and 12,000 in two runs (docs/history/RESULTS.md)
 OPEN_MIN_CANDIDATES = 10_000
 OPEN_CHUNK_BYTES = 256 << 20  # bytes of half dots per chunk of the matrix product
 DENSE_SHARE = 0.6  # the dense copy may take this share of the device memory free when it is made
