@@ -1,8 +1,12 @@
-"""Shared fixtures: where the real data lives, and indexes built once per session."""
+"""Shared fixtures: where the real data lives, and indexes built once per session (once for all of its pytest-xdist
+workers)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,12 +50,25 @@ def shared_tools() -> Path:
     raise RuntimeError("the shared tools were not found: set RTSEARCH_TOOLS to the shared/tools folder")
 
 
+@contextlib.contextmanager
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:
+    """A folder ``name`` that this session's xdist workers share (each worker's temporary root sits in one folder),
+    and an exclusive lock on it for the block: the first worker builds there, the others wait, then find it built."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield root / name
+
+
 @pytest.fixture(scope="session")
 def demo_index(tmp_path_factory):
     """The bundled E. coli index (what `rtsearch demo` searches), built once per session."""
     from rtsearch.cli.demo import cached_index
 
-    index, _ = cached_index(tmp_path_factory.mktemp("demo-cache"))
+    with built_once(tmp_path_factory, "demo-cache") as folder:
+        index, _ = cached_index(folder)
     return index
 
 
@@ -65,13 +82,17 @@ def dev_indexes(tmp_path_factory, data):
     from rtsearch.cli import main
     from tests.devruns import DEV_RUNS
 
-    out, builds = {}, []
-    with concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for dev in DEV_RUNS:
-            if dev.fastas in out:
-                continue
-            out[dev.fastas] = folder = tmp_path_factory.mktemp("index") / "idx"
-            fastas, _ = dev.paths(data)
-            builds.append(pool.submit(main, ["index", "build", "--fasta", *map(str, fastas), "--out", str(folder)]))
-        assert [f.result() for f in builds] == [0] * len(builds)
+    out: dict[tuple[str, ...], Path] = {}
+    with built_once(tmp_path_factory, "dev-indexes") as root:
+        todo = []
+        for k, dev in enumerate(DEV_RUNS):
+            if dev.fastas not in out:
+                out[dev.fastas] = root / f"idx{k}"
+                if not (out[dev.fastas] / "manifest.json").is_file():
+                    todo.append((dev, out[dev.fastas]))
+        if todo:
+            with concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+                builds = [pool.submit(main, ["index", "build", "--fasta", *map(str, dev.paths(data)[0]), "--out",
+                                             str(folder)]) for dev, folder in todo]  # fmt: skip
+                assert [f.result() for f in builds] == [0] * len(builds)
     return out

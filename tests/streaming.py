@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import shutil
 import socket
@@ -23,11 +24,26 @@ from rtsearch.types import Spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, replay
 
+# Each pytest-xdist worker picks ports in a block of its own below Linux's ephemeral range (32768-60999), where
+# nothing bound to port 0 lands: a port one worker chose and let go is never another's, nor a daemon's ``:*``.
+PORTS_PER_WORKER = 2_000
+_next_port = itertools.count()
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback TCP port free now, from this test process's own block (`PORTS_PER_WORKER`, by the xdist worker's
+    number; without xdist the first block), tried in turn."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    first = 10_000 + PORTS_PER_WORKER * (int(worker) if worker.isdigit() else 0) % 22_000
+    for _ in range(PORTS_PER_WORKER):
+        port = first + next(_next_port) % PORTS_PER_WORKER
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # taken (by this worker's earlier test, still closing, or another program)
+                continue
+            return port
+    raise RuntimeError(f"no free port in {first}-{first + PORTS_PER_WORKER - 1}")
 
 
 def serve_config(tmp: Path, **kw: Any) -> ServeConfig:

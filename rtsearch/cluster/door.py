@@ -3,8 +3,9 @@
 `ClusterScorer.score` is what each of the daemon's engine threads calls instead of scoring itself (thread-safe;
 it blocks until the batch's answers are in). A dispatcher thread owns the sockets (`rtsearch.cluster.worker`
 draws the wire) and, each turn of its loop: takes the batches handed to it, the workers' answers and
-heartbeats; calls a worker silent for `DEAD_AFTER_S` dead and sends its batches in flight again; sends each
-waiting batch to a worker:
+heartbeats; calls a worker dead when its placement saw its process end, or when it was silent for `DEAD_AFTER_S`
+(a remote or Ray worker: seconds, not one late beat of a busy host), and sends its batches in flight again; sends
+each waiting batch to a worker:
 
 - ``replicate``: every worker holds the whole target; a batch goes whole to the worker its engine thread keeps to
   (``score(worker=)``: `rtsearch.serve.pacing`'s lanes) while that one lives, else to the live worker with the fewest
@@ -59,7 +60,10 @@ from rtsearch.serve.stats import Cluster
 log = logging.getLogger(__name__)
 
 
-DEAD_AFTER_S = 1.0  # a worker silent this long is dead: its batches go elsewhere
+# a worker silent this long is dead: its batches go elsewhere. 25 beats: a host busy enough to hold a worker's beat
+# thread off the CPU for a second (a 2-core machine with a CPU-bound process a core beside it) is not a death; a
+# local worker's death is seen by its process's end within 0.1 s (`LocalPlacement.exited`)
+DEAD_AFTER_S = 5.0
 HANG_FACTOR, HANG_FLOOR_S, HANG_FIRST_S = 10.0, 1.0, 30.0  # a batch held longer than this is hung (`_hang_s`)
 SLOWEST_DECAY = 0.9  # each answered batch not slower shrinks a worker's slowest time a spectrum by this
 FAILOVER_S = 2.0  # partition: a dead owner's spectra wait this long for it, then go to any live worker
@@ -344,7 +348,8 @@ class ClusterScorer:
         if w is None:
             self._drop("name", f"a heartbeat from {ident[:40]!r}, not one of this door's workers")
             return
-        if w.pid:  # a worker called dead that beats (idle, if hung) is back
+        if w.pid and w.pid not in self.placement.exited():  # called dead and beating (idle, if hung): back (an
+            # ended process's successor beating before its hello is not: its hello brings it back)
             w.busy_s = busy_ns / 1e9
             w.hung = w.hung and w.busy_s > 0
             w.alive, w.last_beat = w.alive or not w.hung, now
@@ -405,6 +410,7 @@ class ClusterScorer:
         return max(HANG_FLOOR_S, HANG_FACTOR * max(w.slowest, w.seconds_per_spectrum) * max(w.outstanding, 1))
 
     def _check(self, now: float) -> None:
+        exited = self.placement.exited()
         for w in self.workers.values():
             # a worker is called hung only where another live one could take its batches: the last one is slow, and
             # calling it hung would fail its batches (a dead one is still noticed by its silence)
@@ -412,7 +418,9 @@ class ClusterScorer:
             if w.alive and w.inflight and spare and w.busy_s > self._hang_s(w):
                 w.hung = True
                 self._died(w, f"busy for {w.busy_s:.1f} s with {w.outstanding} spectra: hung")
-            if w.alive and now - w.last_beat > DEAD_AFTER_S:
+            if w.alive and w.pid in exited:
+                self._died(w, f"exited (pid {w.pid}): dead")
+            elif w.alive and now - w.last_beat > DEAD_AFTER_S:
                 self._died(w, f"silent for {now - w.last_beat:.1f} s: dead")
 
     def _died(self, w: _Worker, why: str) -> None:

@@ -8,10 +8,11 @@
   when one fails (exits other than 0: a worker ends with 0 only when told to stop), spread over the host's GPUs
   (``gpus_per_worker`` > 0) — for one host, or a machine without Ray.
 
-Both: `start`, `pid_of` (a worker's process, as its hello said), `close`. A worker's `WorkerSpec` carries its
-door's CURVE keys off loopback (`rtsearch.cluster.auth`): a local process gets them as its arguments (a pipe of
-this host's), a Ray actor as its constructor's (Ray's own channel, as trusted as the code Ray runs: TLS with
-``RAY_USE_TLS``, or a private network).
+Both: `start`, `exited` (the pids of worker processes seen to end other than when told to: the door calls such a
+worker dead at once instead of waiting out its silence; Ray's restarts are seen by heartbeat alone), `close`. A
+worker's `WorkerSpec` carries its door's CURVE keys off loopback (`rtsearch.cluster.auth`): a local process gets
+them as its arguments (a pipe of this host's), a Ray actor as its constructor's (Ray's own channel, as trusted as
+the code Ray runs: TLS with ``RAY_USE_TLS``, or a private network).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 class Placement(Protocol):
     def start(self, specs: list[WorkerSpec]) -> None: ...
 
+    def exited(self) -> frozenset[int]: ...
+
     def close(self) -> None: ...
 
 
@@ -48,6 +51,7 @@ class LocalPlacement:
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._supervise, name="cluster-supervisor", daemon=True)
         self.restarts = 0
+        self._exited: frozenset[int] = frozenset()  # pids of workers that ended unasked (replaced, not appended to)
 
     def start(self, specs: list[WorkerSpec]) -> None:
         for k, spec in enumerate(specs):
@@ -77,8 +81,13 @@ class LocalPlacement:
                         del self._procs[name]
                     continue
                 log.warning("cluster: %s exited (code %s): restarting it", name, self._procs[name].exitcode)
+                self._exited = self._exited | {self._procs[name].pid}
                 self.restarts += 1
                 self._spawn(self._specs[name])
+
+    def exited(self) -> frozenset[int]:
+        """Pids of this placement's workers that ended other than when told to (seen within 0.1 s)."""
+        return self._exited
 
     def close(self) -> None:
         self._stop.set()
@@ -121,6 +130,10 @@ class RayPlacement:
             name = f"rtsearch-{spec.name}-{spec.router.rsplit(':', 1)[-1]}"
             self._actors.append(actor.options(name=name, num_cpus=self.cpus,
                                               num_gpus=self.gpus).remote(spec))  # fmt: skip
+
+    def exited(self) -> frozenset[int]:
+        """None seen here: Ray restarts an actor's process itself, and the door hears of it by its heartbeat."""
+        return frozenset()
 
     def close(self) -> None:
         for a in self._actors:
