@@ -1,9 +1,9 @@
-"""Scale-out (`rtsearch.cluster`): the daemon as the front door of 3 NumPy workers (Ray actors on a local Ray
-cluster) gives, for every spectrum of the
-four dev runs, the results file one engine gives (top-1 match, score, q-values), in both modes — partition with
-workers holding the whole target and with each holding only its slice (memory for less than the target); and, on a local
-Ray cluster, a worker killed mid-run under the shared client (`rt_load.py`) loses nothing and its restarted
-process takes its piece back."""
+"""Scale-out (`rtsearch.cluster`): the daemon as the front door of 3 NumPy workers (processes of this host, and Ray
+actors on a local Ray cluster) gives, for every spectrum of the four dev runs, the results file one engine gives
+(top-1 match, score, q-values), in both modes — partition with workers holding the whole target and with each
+holding only its slice (memory for less than the target); and, on a local Ray cluster, a worker killed mid-run under
+the shared client (`rt_load.py`) loses nothing and its restarted process takes its piece back. The Ray tests run on
+one xdist worker (one Ray cluster a suite)."""
 
 from __future__ import annotations
 
@@ -64,7 +64,9 @@ async def serve_files(dev, data, dev_indexes, folder: Path, backend: str = "nump
             pid = {w["name"]: w["pid"] for w in door.status()}  # type: ignore[union-attr]
             assert all(metrics[f'rtsearch_cluster_worker_up{{pid="{pid[f"w{k}"]}",piece="{p}",worker="w{k}"}}'] == 1
                        for k, p in enumerate(pieces)), metrics  # each worker up, by its process  # fmt: skip
-            assert sum(metrics[f'rtsearch_cluster_spectra_total{{worker="w{k}"}}'] for k in range(n)) >= len(sent.ms2)
+            # (a worker that scored nothing has no series yet: two copies of a piece share its spectra as they come)
+            assert sum(metrics.get(f'rtsearch_cluster_spectra_total{{worker="w{k}"}}', 0.0) for k in range(n)) \
+                >= len(sent.ms2)
             for w in door.status():  # type: ignore[union-attr]  # each batch its part of a round: at most one a batch
                 if w["batches"]:  # (its parts by spectra, in whole nanoseconds: a round's sum may fall short of 1)
                     rounds = metrics[f'rtsearch_cluster_rounds_total{{worker="{w["name"]}"}}']
@@ -89,14 +91,22 @@ def ray_cluster():
 @pytest.mark.slow
 @pytest.mark.asyncio
 @pytest.mark.parametrize("dev", DEV_RUNS, ids=lambda d: d.name)
-async def test_three_workers_give_one_engines_results(dev, data, dev_indexes, tmp_path, ray_cluster):
-    await same_files(dev, data, dev_indexes, tmp_path, "numpy", 3, placement="ray", modes=CI_MODES[dev.name])
+async def test_three_workers_give_one_engines_results(dev, data, dev_indexes, tmp_path):
+    await same_files(dev, data, dev_indexes, tmp_path, "numpy", 3, placement="local", modes=CI_MODES[dev.name])
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+@pytest.mark.xdist_group("ray")
+async def test_three_ray_workers_give_one_engines_results(data, dev_indexes, tmp_path, ray_cluster):
+    (dev,) = [d for d in DEV_RUNS if d.name == "Ecoli_MS2_small"]
+    await same_files(dev, data, dev_indexes, tmp_path, "numpy", 3, placement="ray", modes=("partition",))
 
 
 MODES = ("replicate", "partition", "sliced", "paired")  # paired: partition with two workers a piece
 # CI's share of the modes: every mode on BSA1 (two FASTAs), one on each other run, so that every mode and every run
-# is compared (20 daemons down to 11: CI's 15 minutes); the GPU test runs every mode on every run
-CI_MODES = {"BSA1": MODES[:3], "Ecoli_MS2_small": ("partition",), "demo": ("sliced",),
+# is compared (20 daemons down to 11), and partition on Ray; the GPU test runs every mode on every run
+CI_MODES = {"BSA1": MODES[:3], "Ecoli_MS2_small": ("replicate",), "demo": ("sliced",),
             "SmallCalibratible_Yeast": ("replicate", "paired")}  # fmt: skip
 
 
@@ -119,11 +129,16 @@ async def same_files(dev, data, dev_indexes, tmp_path: Path, backend: str, worke
         many = await serve_files(dev, data, dev_indexes, tmp_path / mode, backend, **settings)
         assert many.keys() == one.keys()
         for run, rows in one.items():
-            # top-1, charge, decoy and both q-values the same; the run's rescored discriminant to rounding (its
-            # fit sums the PSMs in the order they were answered, and BLAS blocks a batch by its size)
-            assert [r[:-1] for r in many[run]] == [r[:-1] for r in rows], (mode, run)
+            # top-1, charge and decoy the same; the run's rescored discriminant to rounding (its fit sums the PSMs
+            # in the order they were answered, and BLAS blocks a batch by its size), so the q-values to the order
+            # of near ties (0.8162 against 0.8198 once, on a busy machine) and the 1 % list the same
+            assert [r[:3] + r[5:6] for r in many[run]] == [r[:3] + r[5:6] for r in rows], (mode, run)
             got, want = (np.array([float(r[-1] or "nan") for r in x]) for x in (many[run], rows))
             assert np.allclose(got, want, rtol=1e-9, atol=1e-12, equal_nan=True), (mode, run)
+            for col in (3, 4):  # q_value, peptide_q_value
+                got, want = (np.array([float(r[col] or "nan") for r in x]) for x in (many[run], rows))
+                assert np.allclose(got, want, rtol=0, atol=0.01, equal_nan=True), (mode, run, COLUMNS[col])
+                assert np.array_equal(got <= 0.01, want <= 0.01), (mode, run, COLUMNS[col])
 
 
 def _mgf(path: Path) -> int:
@@ -142,6 +157,7 @@ def _mgf(path: Path) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ray")
 def test_a_ray_worker_killed_mid_run_loses_nothing(demo_index, shared_tools, tmp_path, ray_cluster):
     mgf = tmp_path / "run.mgf"
     _mgf(mgf)
@@ -185,6 +201,7 @@ def test_a_ray_worker_killed_mid_run_loses_nothing(demo_index, shared_tools, tmp
     assert report["answered"] == report["sent"]
     pids = [int(p) for p in re.findall(r"cluster: w1 up \(pid (\d+)", daemon.log)]
     assert len(pids) == 2 and pids[1] != up["w1"], daemon.log[-3000:]
-    # the restarted w1 scored its piece again: its spectra since it came back, in the door's last word
+    # the restarted w1 holds its piece again, in the door's last word (whether the run still had spectra for it
+    # once it was back is the machine's pace)
     (back,) = re.findall(r"cluster: w1 \(piece 1, pid (\d+)\): (\d+) spectra", daemon.log)
-    assert int(back[0]) == pids[1] and int(back[1]) > 0, daemon.log[-3000:]
+    assert int(back[0]) == pids[1], daemon.log[-3000:]

@@ -5,7 +5,6 @@ live in a folder no other user may enter."""
 
 from __future__ import annotations
 
-import os
 import socket
 
 import pytest
@@ -71,7 +70,7 @@ def test_a_door_off_loopback_takes_only_its_keyed_workers(where: str) -> None:
             assert got.reason == ["w0"]
         assert not plain.poll(0) and not other_key.poll(0)
         assert door._router.curve_server and door._beats.curve_server
-        assert door.workers["w0"].pid == os.getpid() and door.dropped == 0 and door.failed() == 0
+        assert door.workers["w0"].pid == placement.pids["w0"] and door.dropped == 0 and door.failed() == 0
         for s in (plain, other_key, beats):
             s.close()
         door._keys._auth.stop()  # type: ignore[union-attr]  # the ZAP handler's thread gone: never silent
