@@ -2,8 +2,8 @@
 actors on a local Ray cluster) gives, for every spectrum of the four dev runs, the results file one engine gives
 (top-1 match, score, q-values), in both modes — partition with workers holding the whole target and with each
 holding only its slice (memory for less than the target); and, on a local Ray cluster, a worker killed mid-run under
-the shared client (`rt_load.py`) loses nothing and its restarted process takes its piece back. The Ray tests run on
-one xdist worker (one Ray cluster a suite)."""
+the shared client (`rt_load.py`) loses nothing and its restarted process takes its piece back. (A module runs on one
+xdist worker, `--dist loadscope`: one Ray cluster a suite.)"""
 
 from __future__ import annotations
 
@@ -97,7 +97,6 @@ async def test_three_workers_give_one_engines_results(dev, data, dev_indexes, tm
 
 @pytest.mark.slow
 @pytest.mark.asyncio
-@pytest.mark.xdist_group("ray")
 async def test_three_ray_workers_give_one_engines_results(data, dev_indexes, tmp_path, ray_cluster):
     (dev,) = [d for d in DEV_RUNS if d.name == "Ecoli_MS2_small"]
     await same_files(dev, data, dev_indexes, tmp_path, "numpy", 3, placement="ray", modes=("partition",))
@@ -157,7 +156,6 @@ def _mgf(path: Path) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 def test_a_ray_worker_killed_mid_run_loses_nothing(demo_index, shared_tools, tmp_path, ray_cluster):
     mgf = tmp_path / "run.mgf"
     _mgf(mgf)
