@@ -8,9 +8,9 @@ Inputs are seeded and built from ``--data`` (a copy of ``../shared/data``; the G
   numbers to ``--spectra`` (`looped_spectra`), written as the MGF that ``rtsearch search`` and the shared client
   ``rt_load.py`` read (`write_mgf`).
 
-Each suite ends with `emit`: one JSON object holding `machine` (CPU model, cores, GPU, Python), the commit (``git
-rev-parse HEAD``, or ``RTSEARCH_COMMIT`` where the checkout travelled without its ``.git``), the command line and
-the UTC time, beside the suite's figures.
+Each suite ends with `emit`: one JSON object holding `machine` (CPU model, cores, GPU, Python), the commit
+(``RTSEARCH_COMMIT`` where set, as on a machine the checkout was copied to; else ``git describe``), the command line
+and the UTC time, beside the suite's figures.
 """
 
 from __future__ import annotations
@@ -54,10 +54,13 @@ def machine() -> dict[str, Any]:
 
 
 def commit() -> str:
-    """This checkout's commit (``RTSEARCH_COMMIT`` where it has no ``.git``), with ``+dirty`` for local changes."""
+    """``RTSEARCH_COMMIT`` where set (a checkout copied to another machine), else this checkout's commit with
+    ``+dirty`` for local changes."""
+    if os.environ.get("RTSEARCH_COMMIT"):
+        return os.environ["RTSEARCH_COMMIT"]
     git = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty=+dirty", "--abbrev=12"],
                          capture_output=True, text=True, check=False)  # fmt: skip
-    return git.stdout.strip() if git.returncode == 0 else os.environ.get("RTSEARCH_COMMIT", "unknown")
+    return git.stdout.strip() if git.returncode == 0 else "unknown"
 
 
 def emit(res: dict[str, Any], path: Path | None) -> None:

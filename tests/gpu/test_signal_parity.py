@@ -24,7 +24,7 @@ def test_whole_runs_same_values_and_areas(name: str) -> None:
     tr, _ = extract_traces(read_spectra(data_dir() / name, ms_levels=(1,)))
     want = smooth(tr.rt, tr.intensity, tr.offsets)
     got = cp.asnumpy(smooth_gpu(cp, tr.rt, tr.intensity, tr.offsets))
-    assert np.allclose(got, want, rtol=1e-9, atol=1e-6)
+    assert np.allclose(got, want, rtol=1e-8, atol=1e-6)  # float64 both; 3.6e-9 apart at most on BSA1 on an H100
     pk = find_peaks(tr.rt, want, tr.offsets)
     ref, dev = _area(tr.rt, want, pk.start, pk.end), _area(tr.rt, got, pk.start, pk.end)
     assert np.mean(np.abs(dev / ref - 1) <= 1e-3) >= 0.995

@@ -30,8 +30,9 @@ from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, load_run
 from tests.streaming import ServeProcess, free_port, running, serve_config
 
-RUNS = 700
-MAX_OPEN_RUNS = 500  # the first 200 runs are ended to make room for the last 200
+RUNS = 300  # each a journal: more than the 64 files the daemon keeps open (`rtsearch.serve.journal`)
+MAX_OPEN_RUNS = 200  # the first 100 runs are ended to make room for the last 100
+KILLED_RUNS = 200  # open when the daemon is killed: each finished from its journal by the next one
 
 
 def _messages(spectrum: Spectrum, runs: range) -> list[list[bytes]]:
@@ -83,7 +84,7 @@ async def test_many_runs_are_each_written_with_few_files_open(demo_index, data, 
             if trims:
                 break
             await asyncio.sleep(0.1)
-        assert trims == [0]  # once, with nothing open (not while 700 runs came and went)
+        assert trims == [0]  # once, with nothing open (not while the runs came and went)
     answers = [(r["run"], r["scan"], r["status"]) for r in col.results()]
     assert len(answers) == len(set(answers)) == 2 * RUNS  # each spectrum answered once
     assert sum(s == "invalid" for _, _, s in answers) == RUNS
@@ -114,21 +115,21 @@ def test_a_daemon_killed_with_hundreds_of_runs_open_is_ready_again_and_finishes_
     first, spectra_ep, results_ep = serve()
     try:
         col = Collector(results_ep).start()
-        _send(spectra_ep, _messages(spectrum, range(400)))
-        col.wait(800, idle_s=60, timeout_s=900)
+        _send(spectra_ep, _messages(spectrum, range(KILLED_RUNS)))
+        col.wait(2 * KILLED_RUNS, idle_s=60, timeout_s=900)
         col.stop()
-        assert col.count() == 800
+        assert col.count() == 2 * KILLED_RUNS
         first.proc.send_signal(signal.SIGKILL)
         first.proc.wait(30)
     finally:
         first.kill()
-    assert len(list((res / FOLDER).glob("*.rtj"))) == 400
+    assert len(list((res / FOLDER).glob("*.rtj"))) == KILLED_RUNS
     again, _, _ = serve()  # ready: it finishes the runs while it serves
     try:
-        assert again.wait_for("400 runs left in journals", 10), again.log
-        assert again.wait_for("recovered from its journal", 900, count=400), again.log[-2000:]
+        assert again.wait_for(f"{KILLED_RUNS} runs left in journals", 10), again.log
+        assert again.wait_for("recovered from its journal", 900, count=KILLED_RUNS), again.log[-2000:]
     finally:
         again.proc.terminate()
         again.proc.wait(60)
     files = list(Path(res).glob("many-*.tsv"))
-    assert len(files) == 400 and not list((res / FOLDER).glob("*.rtj"))
+    assert len(files) == KILLED_RUNS and not list((res / FOLDER).glob("*.rtj"))
