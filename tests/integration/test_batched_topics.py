@@ -104,4 +104,10 @@ async def test_overload_in_batches_is_answered_at_the_door_in_batches(engine, ec
     assert report.sent == 6 * len(ms2) and report.lost == 0 and report.duplicates == 0 and not col.raw
     door = [r for r in col.results() if r["status"] == "shed" and "answered at the door" in r["reason"]]
     assert door and metrics['rtsearch_shed_total{reason="door"}'] == len(door)
-    assert max((r["published_ns"] - r["received_ns"]) / 1e6 for r in door) < 50.0
+    def ms(rows):
+        return np.array([(r["published_ns"] - r["received_ns"]) / 1e6 for r in rows])
+
+    scored = ms([r for r in col.results() if r["status"] != "shed"])
+    # at once: not after the engine (12.8 ms median at the door, 49 ms scored, on a quiet 2-core machine), and
+    # none held anywhere near a second
+    assert np.median(ms(door)) < np.median(scored) and ms(door).max() < 1_000.0, (ms(door), scored)

@@ -82,11 +82,12 @@ def test_ten_times_capacity_from_the_shared_client(demo_index, shared_tools, tmp
     assert load["achieved_send_hz"] > 5 * capacity, ("the client could not offer the load", load)
     assert load["sent"] > 0 and load["lost"] == 0 and load["duplicates"] == 0, load
     assert load["statuses"].get("shed", 0) > load["sent"] / 2  # most of it could not be scored in time
-    # bounded: the slowest answer within a small multiple of the budget, on a 2-core machine shared with the client.
-    # Most of it is the client's: spectra waiting to be read (sent to received: up to 166 ms in runs here) and
-    # answers waiting for its receiver; 142-303 ms in four runs here (2026-11-28), 982 ms once in CI. A daemon that
-    # did not shed would need ~18 s to drain the backlog.
-    assert load["latency_ms"]["max"] < 40 * BUDGET_MS, load["latency_ms"]
+    # bounded: the slowest answer far inside the time a daemon that did not shed would need to drain the backlog
+    # (`sent / capacity`: ~18 s). Most of what it waits is the client's, on a 2-core machine shared with it: spectra
+    # waiting to be read and answers waiting for its receiver; 142-303 ms in four runs here (2026-11-28), 982 ms once
+    # in CI.
+    backlog_ms = 1e3 * load["sent"] / capacity
+    assert load["latency_ms"]["max"] < 0.25 * backlog_ms, (load["latency_ms"], backlog_ms)
     answers = [r for r in col.results() if str(r.get("run", "")).startswith("tenfold")]
     shed = [r for r in answers if r["status"] == "shed"]
     assert len({(r["run"], r["scan"]) for r in answers}) == load["answered"]
