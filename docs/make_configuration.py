@@ -1,4 +1,4 @@
-"""Write ``docs/configuration.md``, the configuration file's reference, from ``rtsearch/config.py`` itself.
+"""Write ``docs/configuration.md``, the configuration's reference, from ``rtsearch/config/`` itself.
 
     python docs/make_configuration.py          # rewrite docs/configuration.md
     python docs/make_configuration.py --check  # exit 1 if it differs from what this writes
@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rtsearch import config  # noqa: E402
+from rtsearch.config import environment  # noqa: E402
+from rtsearch.config import file as config_file  # noqa: E402
 
 OUT = ROOT / "docs" / "configuration.md"
 CLASSES = {"database": config.DatabaseConfig, "search": config.SearchConfig, "library": config.LibraryConfig,
@@ -34,14 +36,24 @@ Command-line flags override the file (`rtsearch COMMAND --help`). Tolerances are
 (`"20 ppm"`, `"0.5 Da"`); modifications are `Name@Residues` (any Unimod name or accession, or a mass: `+15.9949@M`;
 `@Protein N-term`, `@N-term`).
 
-Generated from `rtsearch/config.py` by `python docs/make_configuration.py`; do not edit by hand.
+Generated from `rtsearch/config/` by `python docs/make_configuration.py`; do not edit by hand.
 """
 TABLE = "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n"
+KNOBS = """
+## Tuning knobs (environment)
+
+Measured defaults that benchmarks turn, not settings a deployment needs (`rtsearch/config/environment.py`). Each is an
+environment variable of the daemon's process and the processes it starts; unset, the default written beside the code
+that uses it applies (named below with its value). A value that is not a number in range is ignored with a warning.
+
+| variable | type | range | what it sets (default) |
+|---|---|---|---|
+"""
 
 
 def _comments() -> dict[tuple[str, str], str]:
-    """``(class, field) -> the comment beside the field`` in rtsearch/config.py."""
-    source = Path(config.__file__).read_text()
+    """``(class, field) -> the comment beside the field`` in rtsearch/config/file.py."""
+    source = Path(config_file.__file__).read_text()
     lines = source.splitlines()
     out = {}
     for node in ast.parse(source).body:
@@ -101,6 +113,11 @@ def render() -> str:
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
             note = comments.get((cls.__name__, f.name), "").replace("|", "\\|")
             parts.append(f"| `{f.name}` | {kind} | `{_value(default)}` | {allowed} | {note} |\n")
+    parts.append(KNOBS)
+    for f, name in zip(environment.KNOBS, environment.NAMES, strict=True):
+        kind = {"bool": "boolean", "int": "integer"}.get(str(f.type).split(" ")[0], "number")
+        bound = "> 0" if f.metadata["positive"] else "≥ 0"
+        parts.append(f"| `{name}` | {kind} | {bound if kind != 'boolean' else '0 or 1'} | {f.metadata['doc']} |\n")
     return "".join(parts)
 
 

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from lxml import etree
 
 from rtsearch.batch import SpectraBatch
+from rtsearch.config.environment import tuning
 from rtsearch.errors import InputError
 from rtsearch.io.parts import Plan, layout_of, plan, read_part
 from rtsearch.io.spectra import read_spectra
@@ -43,9 +44,9 @@ PARTS_PER_WORKER = 2
 
 
 def parts_per_worker() -> int:
-    """`PARTS_PER_WORKER`, or ``RTSEARCH_PARTS_PER_WORKER`` when that is a whole number ≥ 1 (for benchmarks)."""
-    value = os.environ.get("RTSEARCH_PARTS_PER_WORKER", "")
-    return int(value) if value.isdigit() and int(value) >= 1 else PARTS_PER_WORKER
+    """`PARTS_PER_WORKER`, or the ``parts_per_worker`` knob (`rtsearch.config.environment`)."""
+    given = tuning().parts_per_worker
+    return PARTS_PER_WORKER if given is None else given
 R = TypeVar("R")
 
 

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from rtsearch.serve.runtime import env_number
+from rtsearch.config.environment import tuning
 
 MS = 1_000_000  # ns per millisecond
 
@@ -56,8 +56,9 @@ EXPIRY_SLACK_MS = 25.0
 
 
 def expiry_slack_ms() -> float:
-    """`EXPIRY_SLACK_MS`, or ``RTSEARCH_EXPIRY_SLACK_MS`` when that is a number ≥ 0."""
-    return env_number("RTSEARCH_EXPIRY_SLACK_MS", EXPIRY_SLACK_MS)
+    """`EXPIRY_SLACK_MS`, or the ``expiry_slack_ms`` knob (`rtsearch.config.environment`)."""
+    given = tuning().expiry_slack_ms
+    return EXPIRY_SLACK_MS if given is None else given
 
 
 @dataclass(frozen=True)

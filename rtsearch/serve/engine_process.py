@@ -32,11 +32,12 @@ from typing import Any
 
 from rtsearch.batch import SpectraBatch
 from rtsearch.config import EngineHost
+from rtsearch.config.environment import tuning
 from rtsearch.matches import ScoredBatch
 from rtsearch.search.live import named
 from rtsearch.search.target import Reopen, SearchTarget
 from rtsearch.serve.pipes import Channel
-from rtsearch.serve.runtime import as_child, env_number, stop_child
+from rtsearch.serve.runtime import as_child, stop_child
 
 log = logging.getLogger(__name__)
 
@@ -190,11 +191,11 @@ def scores_in_process(target: SearchTarget, host: EngineHost) -> bool:
 
 
 WARM_UP_BATCH_S = 5.0  # a warm-up batch slower than this at the last one's pace is not run (`warm_up`); the
-# environment's RTSEARCH_WARM_UP_BATCH_S, where set, for a NumPy engine of the daemon's own (the tests' daemons: 0.25 s
-# leaves out the 512 spectra that took ~0.9 s of each daemon's start, docs/history/RESULTS.md 2026-11-29; a GPU's
-# compiles
-# all run, and a cluster's pacing, which decides from the model the warm-up seeds whether a piece's second worker
-# takes a batch, gets the whole warm-up: without it a paired worker got no batch in two CI tests)
+# ``warm_up_batch_s`` knob (`rtsearch.config.environment`), where set, for a NumPy engine of the daemon's own (the
+# tests' daemons: 0.25 s leaves out the 512 spectra that took ~0.9 s of each daemon's start, docs/history/RESULTS.md
+# 2026-11-29; a GPU's compiles all run, and a cluster's pacing, which decides from the model the warm-up seeds
+# whether a piece's second worker takes a batch, gets the whole warm-up: without it a paired worker got no batch in
+# two CI tests)
 
 
 def warm_up(target: SearchTarget, score: Scorer, sizes: list[int], observe: Callable[[int, float], None], *,
@@ -215,7 +216,8 @@ def warm_up(target: SearchTarget, score: Scorer, sizes: list[int], observe: Call
     spectra = target.warm_up_spectra(64)
     numpy = (backend or target.backend.name) == "numpy"
     own = numpy and not remote  # (a cluster's pacing reads the model this seeds: its warm-up as in production)
-    cap = env_number("RTSEARCH_WARM_UP_BATCH_S", WARM_UP_BATCH_S, positive=True) if own else WARM_UP_BATCH_S
+    given = tuning().warm_up_batch_s if own else None
+    cap = WARM_UP_BATCH_S if given is None else given
     for observing in (True,) if numpy else (False, True):
         pace = 0.0  # seconds a spectrum, in the last batch of this pass (not the first: it may compile)
         for k, size in enumerate(sizes):

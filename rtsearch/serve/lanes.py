@@ -62,6 +62,7 @@ import zmq
 from rtsearch.cluster.serve import may_share
 from rtsearch.cluster.share import Share
 from rtsearch.config import ServeConfig
+from rtsearch.config.environment import tuning
 from rtsearch.errors import EndpointError, ServiceError
 from rtsearch.serve.admission import Advice
 from rtsearch.serve.chunks import ERROR, READY, stop_message
@@ -76,7 +77,7 @@ from rtsearch.serve.journal import FOLDER
 from rtsearch.serve.lane_metrics import LaneMetrics
 from rtsearch.serve.proxy import Forwarder
 from rtsearch.serve.routing import Registry
-from rtsearch.serve.runtime import env_number, gpu_of, stop_child
+from rtsearch.serve.runtime import gpu_of, stop_child
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +87,14 @@ SUPERVISE_S = 0.2
 INTAKE_STOP_S = 10.0  # intake processes hand over what they hold within this (their drain is at most 1 s)
 DRAIN_S = 0.5  # after the lanes exit, the results fan-in forwards their last answers for this long
 # ZeroMQ I/O threads of the door and of the results fan-in: each carries every lane's messages (4 measured no better
-# at 100,000 /s, docs/history/RESULTS.md 2026-12-01; RTSEARCH_IO_THREADS: bench)
-IO_THREADS = max(1, int(env_number("RTSEARCH_IO_THREADS", 2, positive=True)))
+# at 100,000 /s, docs/history/RESULTS.md 2026-12-01; the ``io_threads`` knob: bench)
+IO_THREADS = 2
+
+
+def io_threads() -> int:
+    """`IO_THREADS`, or the ``io_threads`` knob (`rtsearch.config.environment`)."""
+    given = tuning().io_threads
+    return IO_THREADS if given is None else given
 
 
 def _bound() -> socket.socket:
@@ -157,7 +164,7 @@ class Front:
         cfg = self.cfg
         check_results_folder(cfg.results_dir)  # one folder, one daemon: the front holds it for its lanes
         lock = FolderLock(Path(cfg.results_dir) / FOLDER).acquire()
-        ctx: zmq.Context[Any] = zmq.Context(io_threads=IO_THREADS)
+        ctx: zmq.Context[Any] = zmq.Context(io_threads=io_threads())
         xsub, xpub = ctx.socket(zmq.XSUB), ctx.socket(zmq.XPUB)
         door: Door | None = None
         forwarder: Forwarder | None = None
@@ -177,7 +184,7 @@ class Front:
             forwarder = Forwarder(ctx, xsub, xpub, name="results-fan-in").start()
             # bound before the lanes start (tens of seconds with a cluster): a port in use is said at once, and no
             # other process takes it meanwhile; what comes before the intake processes waits in the socket
-            door = Door(cfg.spectra, mode=cfg.spectra_mode, io_threads=IO_THREADS)
+            door = Door(cfg.spectra, mode=cfg.spectra_mode, io_threads=io_threads())
             self.health.set(state=f"starting {len(self.lanes)} lanes")
             pipes = [[socket_pair() for _ in self.lanes] for _ in range(self.intakes)]  # [intake][lane]: (lane, intake)
             self._start_lanes(pipes)

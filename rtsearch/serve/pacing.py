@@ -24,8 +24,8 @@ Pure: times are the caller's clock, in ns.
 
 from __future__ import annotations
 
+from rtsearch.config.environment import tuning
 from rtsearch.serve.batching import EngineTimeModel
-from rtsearch.serve.runtime import env_number
 
 LEAD_MS = 1.0  # the next batch is taken this much earlier still (the prediction's error)
 # the worth rule waits at most until the first spectrum waiting has spent this share of its budget: where a slow host
@@ -37,22 +37,25 @@ HOST_HALFLIFE = 16  # batches: `HostTime`'s smoothing
 # next (busy 0.56-0.72); two, the next taken just in time and only when worth its fixed cost (`pacing.worth_rule`):
 # p99 <= 50 ms capacity at 200 Da x1.8 for one worker, x1.3 / x2.0 for two replicate / partition
 # (docs/history/RESULTS.md,
-# 2026-11-27 00:00). ``RTSEARCH_CLUSTER_DEPTH`` sets it. Lanes sharing the workers each keep CLUSTER_DEPTH // lanes (at
+# 2026-11-27 00:00). The ``cluster_depth`` knob sets it. Lanes sharing the workers each keep CLUSTER_DEPTH // lanes (at
 # least 1): two lanes of two pieces on two H200s at 200 Da, one a lane, scored 13,162 /s where two a lane shed and
 # scored 11,182 (docs/history/RESULTS.md, 2026-11-27 07:23)
 CLUSTER_DEPTH = 2
 
 
 def lead_ns() -> int:
-    """`LEAD_MS`, or ``RTSEARCH_CLUSTER_LEAD_MS`` when that is a number ≥ 0, in ns."""
-    return int(env_number("RTSEARCH_CLUSTER_LEAD_MS", LEAD_MS) * 1e6)
+    """`LEAD_MS` (or the ``cluster_lead_ms`` knob, `rtsearch.config.environment`), in ns."""
+    given = tuning().cluster_lead_ms
+    return int((LEAD_MS if given is None else given) * 1e6)
 
 
 def depth(sharing: int | None = None) -> int:
     """A lane's batches in flight a worker: `CLUSTER_DEPTH`, split between ``sharing`` lanes sharing the workers (at
-    least 1), or ``RTSEARCH_CLUSTER_DEPTH`` when that is a number > 0."""
-    return int(env_number("RTSEARCH_CLUSTER_DEPTH", max(1, CLUSTER_DEPTH // sharing) if sharing else CLUSTER_DEPTH,
-                          positive=True))
+    least 1), or the ``cluster_depth`` knob."""
+    given = tuning().cluster_depth
+    if given is not None:
+        return given
+    return max(1, CLUSTER_DEPTH // sharing) if sharing else CLUSTER_DEPTH
 
 
 def worth_rule() -> bool:
@@ -61,7 +64,7 @@ def worth_rule() -> bool:
     the
     p99 ≤ 50 ms capacity at 200 Da of one worker from 6,000 to 11,000 /s, of two replicate from 6,000 to 7,991, of
     two partition from 4,000 to 8,000 (with two in flight a lane for all)."""
-    return env_number("RTSEARCH_CLUSTER_WORTH", 1.0) > 0
+    return tuning().cluster_worth is not False
 
 
 def give_up_behind() -> bool:
@@ -70,12 +73,13 @@ def give_up_behind() -> bool:
     H100s it helped partition on two GPUs in one run and hurt replicate and one-GPU partition in others, each side
     one run against run-to-run spreads as wide (docs/history/RESULTS.md, 2026-11-27 16:55); on the pacing fake it scored
     5-12 % fewer spectra for a max latency 40-46 ms against 42-53."""
-    return env_number("RTSEARCH_GIVE_UP_BEHIND", 0.0) > 0
+    return tuning().give_up_behind is True
 
 
 def patience() -> float:
-    """`PATIENCE`, or ``RTSEARCH_CLUSTER_PATIENCE`` when that is a number ≥ 0 (1: until the deadline's flush)."""
-    return env_number("RTSEARCH_CLUSTER_PATIENCE", PATIENCE)
+    """`PATIENCE`, or the ``cluster_patience`` knob (1: until the deadline's flush)."""
+    given = tuning().cluster_patience
+    return PATIENCE if given is None else given
 
 
 class HostTime:

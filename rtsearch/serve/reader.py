@@ -10,14 +10,14 @@ import time
 
 import zmq
 
+from rtsearch.config.environment import tuning
 from rtsearch.serve.chunks import CHUNK_MAX, ChunkBuilder, Received, SpectraChunk, block_items
 from rtsearch.serve.routing import LaneOf
-from rtsearch.serve.runtime import env_number
 from rtsearch.wire import RawSpectrum, RunEnd, decode
 from rtsearch.wire_batch import SPECTRA as SPECTRA_TOPIC
 from rtsearch.wire_batch import SpectraBlock, decode_spectra
 
-FLUSH_S = 0.001  # a chunk goes at most this long after its first message was read (RTSEARCH_INTAKE_FLUSH_MS: bench)
+FLUSH_S = 0.001  # a chunk goes at most this long after its first message was read (knob ``intake_flush_ms``)
 # behind the lanes' front each read is cut into a chunk a lane, each smaller by the lanes: twice the wait (four lanes
 # on one H200, six daemons with 1 ms and five with 2 ms in three calls: median p99 at 80,000 /s 96.8 -> 67.2 ms, at
 # 100,000 /s 514 -> 123 ms, at 60,000 /s 53.6 -> 53.2, 20,000-40,000 /s within the spread; docs/history/RESULTS.md
@@ -49,7 +49,9 @@ class Reader:
         """``lanes`` (behind the lanes' front, `rtsearch.serve.lanes`): each message goes to its run's lane, one
         chunk builder a lane (`read_lanes`); ``n_lanes`` of them."""
         self.sock = sock
-        flush_ms = env_number("RTSEARCH_INTAKE_FLUSH_MS", 1e3 * (FLUSH_S if lanes is None else LANES_FLUSH_S))
+        flush_ms = tuning().intake_flush_ms
+        if flush_ms is None:
+            flush_ms = 1e3 * (FLUSH_S if lanes is None else LANES_FLUSH_S)
         self.flush_ns = int(flush_ms * share * 1e6)
         self.coalesce_hz = COALESCE_HZ / share
         self.keep_ms1 = keep_ms1

@@ -8,8 +8,6 @@ import ctypes
 import ctypes.util
 import functools
 import gc
-import logging
-import math
 import multiprocessing
 import os
 import select
@@ -19,37 +17,24 @@ import threading
 import time
 from typing import Any
 
+from rtsearch.config.environment import tuning
+
 # An engine thread releases the GIL at every device synchronization and must win it back from a busy event
 # loop each time; CPython hands it over only every switch interval (default 5 ms), so a batch with a
 # few hundred synchronizations could wait far longer than it computes: 0.1 ms bounds that. With the
 # engine in a process of its own (`rtsearch.serve.engine_process`) the daemon's threads only hand over
 # whole batches, and 1 ms switched less and scored more: at 50,000 spectra/s 188,425 spectra in 10 s
-# against 159,712 at 0.1 ms, p99 at 20,000/s 47 against 60 ms (docs/history/RESULTS.md). RTSEARCH_GIL_SWITCH_S
-# overrides both.
+# against 159,712 at 0.1 ms, p99 at 20,000/s 47 against 60 ms (docs/history/RESULTS.md). The ``gil_switch_s``
+# knob (`rtsearch.config.environment`) overrides both.
 GIL_SWITCH_THREAD_S, GIL_SWITCH_PROCESS_S = 0.0001, 0.001
 
 
 def gil_switch_s(*, engine_in_process: bool) -> float:
     """The daemon's GIL switch interval (seconds) for where its engine scores (see above)."""
-    return env_number("RTSEARCH_GIL_SWITCH_S", GIL_SWITCH_PROCESS_S if engine_in_process else GIL_SWITCH_THREAD_S,
-                      positive=True)  # fmt: skip
-
-
-def env_number(name: str, default: float, *, positive: bool = False) -> float:
-    """The environment variable ``name`` as a finite number ≥ 0 (> 0 when ``positive``), else ``default`` (a value
-    set but not such a number is ignored with a warning): the knobs that benchmarks turn."""
-    given = os.environ.get(name, "")
-    if not given:
-        return default
-    try:
-        value = float(given)
-    except ValueError:
-        value = math.nan
-    if math.isfinite(value) and (value > 0 if positive else value >= 0):
-        return value
-    logging.getLogger(__name__).warning("%s=%r is not a %s number: ignored", name, given,
-                                        "positive" if positive else "non-negative")  # fmt: skip
-    return default
+    given = tuning().gil_switch_s
+    if given is not None:
+        return given
+    return GIL_SWITCH_PROCESS_S if engine_in_process else GIL_SWITCH_THREAD_S
 
 
 GC_IDLE, GC_OVERDUE = 700, 20_000  # pending allocations before a collection when idle / regardless

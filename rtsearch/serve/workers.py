@@ -18,7 +18,6 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ import numpy as np
 from rtsearch.cluster.serve import ClusterScorer, open_cluster
 from rtsearch.cluster.share import Share
 from rtsearch.config import BackendName, ServeConfig
+from rtsearch.config.environment import tuning
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve import pacing
 from rtsearch.serve.admission import Advice
@@ -39,15 +39,15 @@ from rtsearch.serve.jobs import Jobs
 from rtsearch.serve.pending import Claim, Pending
 from rtsearch.serve.publish import Answer, unscored
 from rtsearch.serve.refits import Refitter
-from rtsearch.serve.runtime import env_number, name_os_thread
+from rtsearch.serve.runtime import name_os_thread
 from rtsearch.serve.stats import Queue, Stat, Taken
 from rtsearch.types import ResultStatus
 
 log = logging.getLogger(__name__)
 
-SLOW_BATCH_S = float(os.environ.get("RTSEARCH_SLOW_BATCH_S", "0.5"))  # slower engine batches are logged
+SLOW_BATCH_S = 0.5  # slower engine batches are logged (the ``slow_batch_s`` knob)
 WARM_UP_SIZES = (1, 7, 64, 512)  # batch sizes each worker scores before intake opens (and max_batch)
-OVERLAP_MIN = int(env_number("RTSEARCH_OVERLAP_MIN", 1024))  # waiting spectra that let engines after the first take one
+OVERLAP_MIN = 1024  # waiting spectra that let engines after the first take one (``overlap_min``)
 
 Answers = Callable[[list[Answer]], None]
 Refusal = tuple[Jobs, str, str]  # spectra refused at enqueue, the shed metric's reason code, the answer's reason
@@ -92,6 +92,9 @@ class WorkerPool(Expiry):
         self._scored_at = clock()  # when a batch last left an engine (`_probing`)
         self._lanes = pacing.Lanes(1, pacing.lead_ns(), worth=pacing.worth_rule())  # a cluster's batches, by lane
         self._patience, self._behind = pacing.patience(), pacing.give_up_behind()
+        knobs = tuning()  # (`SLOW_BATCH_S`, `OVERLAP_MIN` unless set)
+        self._slow_s = SLOW_BATCH_S if knobs.slow_batch_s is None else knobs.slow_batch_s
+        self._overlap_min = OVERLAP_MIN if knobs.overlap_min is None else knobs.overlap_min
 
     # ---------------------------------------------------------------- the loop's side
 
@@ -177,7 +180,7 @@ class WorkerPool(Expiry):
         `OVERLAP_MIN` waiting only); with a cluster, when a batch taken now could start on a worker (`pacing`)."""
         if self.cluster is not None:
             return self._lanes.earliest(self._busy, self.clock())
-        engines = len(self._threads) if len(self.batcher) >= OVERLAP_MIN else 1
+        engines = len(self._threads) if len(self.batcher) >= self._overlap_min else 1
         if len(self._busy) < engines or not self._busy:
             return self.clock()
         return min(self._busy.values())
@@ -303,7 +306,7 @@ class WorkerPool(Expiry):
         t1 = time.perf_counter()
         if not self._done(number, len(jobs), t1 - t0, scored.stages):
             return  # abandoned at the shutdown bound: the daemon answered it
-        if t1 - t0 > SLOW_BATCH_S:
+        if t1 - t0 > self._slow_s:
             log.warning("slow engine batch: %d spectra in %.1f ms (model predicted %.1f ms); stages %s", len(jobs),
                         (t1 - t0) * 1e3, self.model.predict(len(jobs)) * 1e3,
                         {k: round(v * 1e3, 2) for k, v in scored.stages.items()})  # fmt: skip
@@ -361,7 +364,7 @@ class WorkerPool(Expiry):
                 return None
             if self._expire(here=False):
                 continue
-            if overlap_only and not self._closing and len(self.batcher) < OVERLAP_MIN:
+            if overlap_only and not self._closing and len(self.batcher) < self._overlap_min:
                 self._cv.wait(0.05)  # woken by `enqueue`, or looks again
                 continue
             if self.cluster is not None and not self._closing and (hold := self._lanes.hold_ns(

@@ -386,3 +386,36 @@ def test_backend_is_a_search_setting_and_serve_backend_says_where_it_went() -> N
         parse_config({"serve": {"backend": "auto"}})
     with pytest.raises(ConfigError, match="backend"):
         parse_config({"search": {"backend": "opencl"}})
+
+
+def test_tuning_knobs_come_from_the_environment_in_range_or_not_at_all(monkeypatch, caplog) -> None:
+    from rtsearch.config import tuning
+    from rtsearch.config.environment import NAMES
+
+    for name in NAMES:
+        monkeypatch.delenv(name, raising=False)
+    assert all(v is None for v in dataclasses.astuple(tuning()))  # unset: each module's own default
+    monkeypatch.setenv("RTSEARCH_EXPIRY_SLACK_MS", "5")
+    monkeypatch.setenv("RTSEARCH_CLUSTER_DEPTH", "3")
+    monkeypatch.setenv("RTSEARCH_CLUSTER_WORTH", "0")
+    monkeypatch.setenv("RTSEARCH_GIVE_UP_BEHIND", "1")
+    t = tuning()
+    assert (t.expiry_slack_ms, t.cluster_depth, t.cluster_worth, t.give_up_behind) == (5.0, 3, False, True)
+    assert type(t.cluster_depth) is int
+    for name, bad in (("RTSEARCH_EXPIRY_SLACK_MS", "-1"), ("RTSEARCH_CLUSTER_DEPTH", "0"),
+                      ("RTSEARCH_CLUSTER_DEPTH", "1.5"), ("RTSEARCH_GIL_SWITCH_S", "fast"),
+                      ("RTSEARCH_SLOW_BATCH_S", "inf")):  # fmt: skip
+        monkeypatch.setenv(name, bad)
+        caplog.clear()
+        assert getattr(tuning(), name.removeprefix("RTSEARCH_").lower()) is None, (name, bad)
+        assert f"{name}={bad!r}" in caplog.text  # ignored, with a warning
+        monkeypatch.delenv(name)
+
+
+def test_a_knob_changes_what_the_daemon_does(monkeypatch) -> None:
+    from rtsearch.serve import pacing
+
+    monkeypatch.delenv("RTSEARCH_CLUSTER_DEPTH", raising=False)
+    assert (pacing.depth(), pacing.depth(2), pacing.depth(4)) == (2, 1, 1)
+    monkeypatch.setenv("RTSEARCH_CLUSTER_DEPTH", "4")
+    assert pacing.depth() == pacing.depth(2) == 4

@@ -140,3 +140,21 @@ def test_importing_the_whole_core_loads_no_shell_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"the core pulled in: {out.stdout.strip()}"
+
+
+def test_only_the_configuration_reads_an_rtsearch_environment_variable() -> None:
+    """Every ``RTSEARCH_*`` knob is declared in `rtsearch.config.environment` (ARCHITECTURE.md: one configuration):
+    no other module names one in a string its code could look up (docstrings and comments may mention them)."""
+    found = {}
+    for name, path in modules(ROOT / "rtsearch").items():
+        if name.startswith("rtsearch.config"):
+            continue
+        tree = ast.parse(path.read_text())
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+                and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}  # fmt: skip
+        hits = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                and id(n) not in docs and "RTSEARCH_" in n.value]  # fmt: skip
+        if hits:
+            found[name] = hits
+    assert found == {}

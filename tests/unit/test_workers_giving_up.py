@@ -111,7 +111,8 @@ async def test_a_model_taught_by_a_stalled_warm_up_does_not_shed_everything_for_
     pool.model._w = pool.model._x = pool.model._y = pool.model._xx = pool.model._xy = 0.0
     for k, sp in enumerate(spectra):  # one every 20 ms, 100 ms budget each
         state = RunState(LiveRun(f"stalled{k}", target))
-        pool.enqueue(queued(state, [sp], time.monotonic_ns(), budget_ns=100 * 10**6))
+        for _ in pool.enqueue(queued(state, [sp], time.monotonic_ns(), budget_ns=100 * 10**6)):  # refused: the
+            got.append(("shed", 0.0))  # daemon answers it ``shed`` (behind a busy engine, on a busy machine)
         await asyncio.sleep(0.02)
     while len(got) < len(spectra):
         await asyncio.sleep(0.01)
