@@ -67,7 +67,7 @@ def test_the_runnable_commands_run_as_written(tmp_path: Path) -> None:
 
 
 def test_the_configuration_reference_is_what_the_code_says() -> None:
-    """docs/configuration.md is written from rtsearch/config.py (`docs/make_configuration.py`): every key of every
+    """docs/configuration.md is written from rtsearch/config/ (`docs/make_configuration.py`): every key of every
     section, its default and its choices, as the code has them."""
     proc = subprocess.run([sys.executable, str(ROOT / "docs" / "make_configuration.py"), "--check"],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
