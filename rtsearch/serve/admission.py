@@ -58,8 +58,13 @@ class Advice:
         self.shared[_WAIT] = max(0, int(ns))
 
     def processed(self, intake: int, mono_ns: int) -> None:
-        """The daemon took everything intake process ``intake`` had received up to ``mono_ns`` (its stamps)."""
-        self.shared[_TAKEN + intake] = mono_ns
+        """The daemon took everything intake process ``intake`` had received up to ``mono_ns`` (its stamps); never
+        back. A door report (spectra answered ``shed`` there) goes after chunks handed over with newer spectra: said
+        as taken, its older stamp left the newest chunk's waiting in the door's count for ever, the process held all
+        it read as if the daemon lagged, and answered none of it until it grew late (30 s, a test's budget, on a busy
+        machine)."""
+        if mono_ns > self.shared[_TAKEN + intake]:
+            self.shared[_TAKEN + intake] = mono_ns
 
     def taken_ns(self, intake: int) -> int:
         """The receipt stamp of the newest message of intake ``intake`` the daemon took (0: none yet)."""

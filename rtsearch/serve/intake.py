@@ -309,17 +309,17 @@ class Intake:
                     chunk = SpectraChunk.from_parts(parts)
                     self.received += len(chunk)
                     items.append(chunk)
-                    newest[k] = int(chunk.ints[-1, _MONO])
+                    newest[k] = max(newest.get(k, 0), int(chunk.ints[-1, _MONO]))
                 elif kind == MESSAGE:
                     rec = pickle.loads(parts[0])
                     items.append(rec)
                     self.received += 1
-                    newest[k] = rec.mono_ns
+                    newest[k] = max(newest.get(k, 0), rec.mono_ns)
                 elif kind == SHED:
                     shed = ShedChunk.from_parts(parts, k)
                     self.received += len(shed.chunk)
                     items.append(shed)
-                    newest[k] = int(shed.chunk.ints[:, _MONO].max())
+                    newest[k] = max(newest.get(k, 0), int(shed.chunk.ints[:, _MONO].max()))
                 elif kind == CLOSED:
                     closed = True
                     break

@@ -142,6 +142,8 @@ def test_the_daemon_says_what_it_took_from_each_intake() -> None:
     assert advice.taken_ns(0) == 0 and advice.taken_ns(1) == 1_000 * MS
     seen = Advice(advice.shared)
     assert seen.taken_ns(1) == 1_000 * MS
+    advice.processed(1, 900 * MS)  # a door report taken after the chunk: its spectra came before the chunk's last
+    assert seen.taken_ns(1) == 1_000 * MS  # still taken: the door's pipe is not waiting on that chunk
 
 
 def test_the_door_counts_only_what_waits_in_its_pipe() -> None:
@@ -163,7 +165,8 @@ def test_the_door_counts_only_what_waits_in_its_pipe() -> None:
         assert door.apply([chunk]) == [chunk]  # no wait advised: it goes on
         assert 30 * MS <= door.pipe_ns() < 10_000 * MS  # handed over 30 ms after receipt, not taken yet
         advice.processed(0, int(ints[0, INT_COLUMNS.index("mono_ns")]))
-        assert door.pipe_ns() == 0  # taken
+        advice.processed(0, int(ints[0, INT_COLUMNS.index("mono_ns")]) - 10 * MS)  # then a door report, older
+        assert door.pipe_ns() == 0 and not door.holding()  # taken (the report's stamp held all it read: 30 s seen)
     finally:
         door.close()
         ctx.term()
