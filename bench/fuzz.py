@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "simulators"))
 
 from bench.harness import emit  # noqa: E402
 from rtsearch.cli.demo import RUN, TOML, bundled, cached_index, default_cache  # noqa: E402
-from rtsearch.wire import RUN_END  # noqa: E402
+from rtsearch.protocol.wire import RUN_END  # noqa: E402
 from rtsearch_sim.collector import Collector  # noqa: E402
 from rtsearch_sim.replay import Sender, load_run  # noqa: E402
 from tests.hostile import Hostile, check, hostile_messages  # noqa: E402

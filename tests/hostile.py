@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rtsearch.protocol.batch import MAX_COUNT, encode_spectra
+from rtsearch.protocol.wire import MAX_CHARGES, MAX_HEADER_BYTES, MAX_MZ, MAX_RT, RUN_START, SPECTRUM, encode_spectrum
 from rtsearch.types import Spectrum
-from rtsearch.wire import MAX_CHARGES, MAX_HEADER_BYTES, MAX_MZ, MAX_RT, RUN_START, SPECTRUM, encode_spectrum
-from rtsearch.wire_batch import MAX_COUNT, encode_spectra
 
 
 @dataclass

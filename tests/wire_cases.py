@@ -11,8 +11,16 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from rtsearch.protocol.wire import (
+    RESULT,
+    RUN_END,
+    RUN_START,
+    SPECTRUM,
+    encode_run_end,
+    encode_run_start,
+    encode_spectrum,
+)
 from rtsearch.types import Spectrum
-from rtsearch.wire import RESULT, RUN_END, RUN_START, SPECTRUM, encode_run_end, encode_run_start, encode_spectrum
 
 
 def _header(frames: list[bytes]) -> dict[str, Any]:

@@ -19,9 +19,9 @@ each waiting batch to a worker:
   budget), then goes to a live worker whose slice covers it, if any (any, when each holds the whole target).
 
 Lanes may share one cluster (`rtsearch.cluster.share`): then each lane's door binds where the lanes' front said, and
-only lane 0's starts and restarts the workers. A batch no live worker can take within ``timeout_s`` (the daemon's
+only lane 0's starts and restarts the workers. A batch no live worker answers within ``timeout_s`` (the daemon's
 budget) raises `EngineError` (the daemon answers its spectra with the reason: nothing is lost); a late answer to a
-batch sent again is dropped (one answer a spectrum).
+batch given up or sent again is dropped (one answer a spectrum).
 
 What peers send is read as `rtsearch.cluster.frames` says, never unpickled: a message that is not that, or from a
 name that is not one of this door's workers, is dropped and counted (`dropped`; each kind logged once), and the
@@ -410,6 +410,7 @@ class ClusterScorer:
         return max(HANG_FLOOR_S, HANG_FACTOR * max(w.slowest, w.seconds_per_spectrum) * max(w.outstanding, 1))
 
     def _check(self, now: float) -> None:
+        self._give_up_late(now)
         exited = self.placement.exited()
         for w in self.workers.values():
             # a worker is called hung only where another live one could take its batches: the last one is slow, and
@@ -422,6 +423,23 @@ class ClusterScorer:
                 self._died(w, f"exited (pid {w.pid}): dead")
             elif w.alive and now - w.last_beat > DEAD_AFTER_S:
                 self._died(w, f"silent for {now - w.last_beat:.1f} s: dead")
+
+    def _give_up_late(self, now: float) -> None:
+        """Batches a worker has held past ``timeout_s`` (the daemon's budget) since their engine thread asked: that
+        thread gets `EngineError` now (the daemon answers their spectra ``shed``), the worker's late answer is
+        dropped. Otherwise a worker slow or hung past the budget held its batches until it was called hung (a Ray
+        worker restarted on a busy machine held its first for 30 s: answered after the client stopped waiting)."""
+        for w in self.workers.values():
+            for rid in list(w.inflight):
+                with self._lock:
+                    req = self._requests.get(rid)
+                    if req is None or now - req.first <= self.timeout_s:
+                        continue
+                    del self._requests[rid]
+                w.inflight.discard(rid)
+                w.outstanding -= req.size
+                req.future.set_exception(EngineError(f"no live cluster worker answered it within {self.timeout_s:g} s "
+                                                    f"({w.name} held it)"))  # fmt: skip
 
     def _died(self, w: _Worker, why: str) -> None:
         """``w`` called dead (or hung): its batches in flight sent again; one death in the metrics — of lanes
@@ -453,7 +471,7 @@ class ClusterScorer:
                 req = self._requests.get(rid)
             if req is None:
                 continue
-            w = self._choose(req, now)
+            w = None if now - req.first > self.timeout_s else self._choose(req, now)  # (past it: not sent again)
             if w is None:
                 if now - req.first > self.timeout_s:
                     with self._lock:

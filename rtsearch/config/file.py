@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from rtsearch.errors import ConfigError
+from rtsearch.protocol.wire import MAX_BUDGET_MS
 from rtsearch.types import Tolerance
-from rtsearch.wire import MAX_BUDGET_MS
 
 Enzyme = Literal["trypsin", "trypsin/p", "lys-c", "lys-n", "asp-n", "chymotrypsin", "nonspecific"]
 Specificity = Literal["full", "semi"]

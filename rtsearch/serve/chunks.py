@@ -18,11 +18,11 @@ from typing import TypeVar
 import numpy as np
 import orjson
 
+from rtsearch.protocol.batch import SpectraBlock
+from rtsearch.protocol.peaks import peak_problems
+from rtsearch.protocol.wire import Invalid, InvalidCode, Message, RawSpectrum
 from rtsearch.serve.framing import pack
 from rtsearch.types import Spectrum
-from rtsearch.wire import Invalid, InvalidCode, Message, RawSpectrum
-from rtsearch.wire_batch import SpectraBlock
-from rtsearch.wire_peaks import peak_problems
 
 # kinds of message: intake process -> daemon; SHED: spectra the intake process answers ``shed`` itself
 # (`rtsearch.serve.admission`), for the daemon to journal and book. Daemon -> intake process: STOP, and ACK (a
@@ -40,10 +40,11 @@ class Received:
     message: Message
     wall_ns: int
     mono_ns: int
-    batched: bool = False  # an ``invalid`` answer to it goes in a ``batch.results`` message (`rtsearch.wire_batch`)
+    batched: bool = False  # an ``invalid`` answer to it goes in a ``batch.results`` message (`rtsearch.protocol.batch`)
 
 
-# columns of `SpectraChunk.ints`; ``batched``: 1 where the sender asked for answers in batches (`rtsearch.wire_batch`)
+# columns of `SpectraChunk.ints`; ``batched``: 1 where the sender asked for answers in batches
+# (`rtsearch.protocol.batch`)
 INT_COLUMNS = ("run", "scan", "ms_level", "sent_ns", "wall_ns", "mono_ns", "batched")
 FLOAT_COLUMNS = ("rt", "precursor_mz", "precursor_intensity", "budget_ms")  # columns of `SpectraChunk.floats`
 _RUN_COLUMN, _LEVEL_COLUMN = INT_COLUMNS.index("run"), INT_COLUMNS.index("ms_level")
@@ -213,9 +214,9 @@ def merged(items: Sequence[T], limit: int) -> list[T]:
 class ChunkBuilder:
     """Collects decoded spectrum messages into `SpectraChunk` s (in the intake process).
 
-    Messages come in as `RawSpectrum` (`rtsearch.wire.decode` with ``peaks="raw"``): no
+    Messages come in as `RawSpectrum` (`rtsearch.protocol.wire.decode` with ``peaks="raw"``): no
     objects per spectrum, peak bytes joined once per chunk, and peak values checked all at
-    once when the chunk is built (`rtsearch.wire_peaks.peak_problems`, decode's rules and reasons). MS1 spectra keep
+    once when the chunk is built (`rtsearch.protocol.peaks.peak_problems`, decode's rules and reasons). MS1 spectra keep
     their peaks only with ``keep_ms1`` (the daemon follows elution: `rtsearch.serve.elution`).
     """
 
@@ -268,7 +269,7 @@ class ChunkBuilder:
 
 def block_items(block: SpectraBlock, wall_ns: int, mono_ns: int, *,
                 keep_ms1: bool = False) -> list[SpectraChunk | Received]:  # fmt: skip
-    """A ``spectra`` message (`rtsearch.wire_batch`) as the chunk of its valid rows, then an ``invalid``
+    """A ``spectra`` message (`rtsearch.protocol.batch`) as the chunk of its valid rows, then an ``invalid``
     `Received` for each row refused (its fields, or its peaks), in row order: NumPy per block, not per row."""
     ints = np.empty((len(block), len(INT_COLUMNS)), dtype=np.int64)
     for name, value in (("run", 0), ("scan", block.scan), ("ms_level", block.ms_level), ("sent_ns", block.sent_ns),

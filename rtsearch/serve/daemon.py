@@ -8,17 +8,18 @@ runs their lifecycle; each part guards its own state.
   MS2 spectra as `Job`\\ s in the `WorkerPool`'s batcher (shed at once when it is full).
 - `WorkerPool` threads take micro-batches when the batcher says they should go, score
   them on the `SearchTarget` (the offline search's), add running q-values (`LiveRun`,
-  under each run's lock) and call `Daemon._answer`: the `Publisher` stamps and sends,
-  the metrics record, the run book counts, identified PSMs go to MQTT on the loop.
+  under each run's lock: journaled) and call `Daemon._answer`: the `Publisher` stamps and sends,
+  the metrics record, the run book counts, then every `Output` is told (MQTT, elution events:
+  `rtsearch.serve.outputs`, built from the configuration).
 - A run done (its ``run.end`` came and every spectrum is answered) is finished on the
-  loop: final FDR and results file in the `Refitter`'s process, summary on MQTT.
+  loop: final FDR and results file in the `Refitter`'s process, then the outputs are told.
 
 asyncio only at the edges; the loop never waits on the GPU. Every MS2 spectrum
 received is answered exactly once: scored (``identified``/``unidentified``),
 ``shed`` when the batcher is full or shutdown ran out of time, ``invalid`` when
 malformed but naming a run and scan.
 
-A part that fails is never silent (`Daemon._supervise`): the MQTT publisher is restarted; when the
+A part that fails is never silent (`Daemon._supervise`): an output restarts what stopped (MQTT) or fails; when the
 intake process exits or an engine thread stops, readiness drops, the daemon shuts down as on SIGTERM
 (answering and writing what it has) and `run` raises `ServiceError`, so the process exits non-zero.
 """
@@ -38,27 +39,27 @@ from dataclasses import dataclass
 import numpy as np
 import zmq
 
-from rtsearch import wire
-from rtsearch.config import BackendName, ServeConfig, mqtt_address
+from rtsearch.config import BackendName, ServeConfig
 from rtsearch.errors import EndpointError, ServiceError
+from rtsearch.protocol import wire
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve.admission import Advice, arrival_times
 from rtsearch.serve.chunks import CHUNK_MAX, FLOAT_COLUMNS, Received, ShedChunk, SpectraChunk, budgets_ns, merged
 from rtsearch.serve.door import default_intakes
-from rtsearch.serve.elution import ElutionService
 from rtsearch.serve.engine_process import scores_in_process
 from rtsearch.serve.finish import Finished, RunEnds
 from rtsearch.serve.intake import Intake, Lane
 from rtsearch.serve.intake_process import Shedding
 from rtsearch.serve.jobs import INT_COLUMNS, Jobs, Stamps, jobs_of_chunk
 from rtsearch.serve.metrics import DaemonMetrics
-from rtsearch.serve.mqtt import MqttPublisher
+from rtsearch.serve.output_kinds import outputs_for
+from rtsearch.serve.outputs import Output, OutputContext
 from rtsearch.serve.publish import Answer, Publisher, unscored
 from rtsearch.serve.refits import Refitter
 from rtsearch.serve.runs import RunBook, note_scans
 from rtsearch.serve.runtime import freeze_heap, gil_switch_s, single_threaded_blas
 from rtsearch.serve.shed_book import ShedBook
-from rtsearch.serve.stats import Answered, Mqtt, Ready, RunAnswered, Runs, Shed
+from rtsearch.serve.stats import Answered, Ready, RunAnswered, Runs, Shed
 from rtsearch.serve.stats import Received as ReceivedStats
 from rtsearch.serve.workers import WorkerPool
 from rtsearch.types import ResultStatus
@@ -74,6 +75,7 @@ ABANDON_GRACE_S = 5.0  # after the shutdown bound, how long batches already scor
 # at a stop, the open runs' files get at least this long to be written, whatever the shutdown bound left (a file not
 # written stays in its journal for the next start; a bound of 0 on a busy machine left every run to the next start)
 FINISH_AT_STOP_S = 10.0
+OUTPUT_DRAIN_S = 2.0  # at a stop, after the run files: each output's time to send what it queued
 
 
 @dataclass
@@ -101,7 +103,7 @@ class Daemon:
         self.clock = clock
         self.endpoints = Endpoints()
         self.ready = asyncio.Event()
-        self.mqtt: MqttPublisher | None = None
+        self.outputs: list[Output] = outputs_for(cfg)  # told of answers, events and finished runs
         self.refitter = Refitter()
         self.intakes = len(lane.pipes) if lane else cfg.intakes or default_intakes()
         self.lane = lane  # earlier journals are lane 0's to finish
@@ -115,7 +117,6 @@ class Daemon:
         self.pool = WorkerPool(target, cfg, answer=self._answer, refitter=self.refitter, record=self.metrics.record,
                                clock=clock, cluster_backend=cluster_backend, share=lane.share if lane else None)
         self.publisher: Publisher | None = None
-        self.elution: ElutionService | None = None  # `[serve] elution`: MS1 followed for identified precursors
         self.intake: Intake | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._known_runs = -1  # runs open as last recorded by `_on_spectra`
@@ -127,8 +128,8 @@ class Daemon:
         return self.ends.finished
 
     def _on_finished(self, done: Finished) -> None:
-        if self.mqtt is not None:
-            self.mqtt.summary(done.summary.run, {**done.summary.as_dict(), "results_file": str(done.path)})
+        for out in self.outputs:
+            out.on_run_finished(done)
         if self.on_run_finished is not None:
             self.on_run_finished(done)
 
@@ -157,27 +158,22 @@ class Daemon:
             try:
                 self.publisher = Publisher(sync_ctx, cfg.results, publishers=cfg.publishers, clock=self.clock,
                                            inner=self.lane.results if self.lane else None)  # fmt: skip
-                self.publisher.encode_psms = bool(cfg.mqtt)
+                self.publisher.encode_psms = any(out.wants_psms for out in self.outputs)
             except zmq.ZMQError as e:
                 raise EndpointError(f"results endpoint {cfg.results}: {e}") from None
             self.endpoints.results = self.publisher.endpoint
             async with contextlib.AsyncExitStack() as stack:
-                if cfg.mqtt:
-                    host, port = mqtt_address(cfg.mqtt)
-                    record = self.metrics.record
-                    self.mqtt = await stack.enter_async_context(MqttPublisher(
-                        host, port, instrument=cfg.instrument, queue_size=cfg.mqtt_queue,
-                        on_drop=lambda n: record(Mqtt(dropped=n)), on_connected=lambda up: record(Mqtt(connected=up)),
-                    ))  # fmt: skip
+                context = OutputContext(cfg, backend.name, self.publisher.inner, self.metrics.record, self._loop,
+                                        self._event)  # fmt: skip
+                for out in self.outputs:  # closed in reverse, after the intake
+                    await out.start(context)
+                    stack.push_async_callback(out.aclose)
                 # raises EndpointError when the endpoint cannot be used
                 self.pool.advice = Advice(self.lane.advice if self.lane else None, intakes=self.intakes)
                 shedding = Shedding(self.publisher.inner, self.pool.advice.shared, cfg.budget_ms)
-                if cfg.elution:
-                    self.elution = await asyncio.to_thread(  # starts the tracker's process: not on the loop
-                        ElutionService, self.publisher.inner, backend=backend.name, record=self.metrics.record,
-                        mqtt=self._mqtt_elution if cfg.mqtt else None)  # fmt: skip
+                keep_ms1 = any(out.keeps_ms1 for out in self.outputs)
                 intake = self.intake = await stack.enter_async_context(Intake(cfg.spectra, mode=cfg.spectra_mode,
-                    intakes=self.intakes, shedding=shedding, keep_ms1=cfg.elution, lane=self.lane))  # fmt: skip
+                    intakes=self.intakes, shedding=shedding, keep_ms1=keep_ms1, lane=self.lane))  # fmt: skip
                 self.endpoints.spectra = intake.endpoint
                 ingest = asyncio.create_task(self._ingest(intake), name="ingest")
                 idle = asyncio.create_task(self._end_idle_runs(), name="idle runs")
@@ -202,8 +198,6 @@ class Daemon:
             sys.setswitchinterval(switch)
             self.metrics.record(Ready(False))
             self.pool.abandon()
-            if self.elution is not None:
-                self.elution.close()
             if self.publisher is not None:
                 self.publisher.close()
             self.ends.close()  # runs not finished keep their journal: the next start finishes them
@@ -239,9 +233,9 @@ class Daemon:
                 self._fail(f"{failed} publisher process(es) stopped")
             if why := self.ends.failure():
                 self._fail(why)
-            if self.mqtt is not None and not self.mqtt.running():
-                log.error("the MQTT publisher stopped; restarting it")
-                self.mqtt.start()
+            for out in self.outputs:
+                if why := out.check():
+                    self._fail(f"output {out.name}: {why}")
 
     async def _shutdown(self, intake: Intake, ingest: asyncio.Task[None]) -> None:
         log.info("shutting down: intake closed, answering %d waiting and %d batches in flight",
@@ -276,8 +270,8 @@ class Daemon:
         for state in self.runs.ending_all():
             self.ends.maybe_finish(state)
         await self.ends.wait(max(bound, FINISH_AT_STOP_S))  # run files written even when scoring overran
-        if self.mqtt is not None:
-            await self.mqtt.flush(2.0)
+        for out in self.outputs:
+            await out.drain(OUTPUT_DRAIN_S)
 
     # ---------------------------------------------------------------- intake (the loop)
 
@@ -320,8 +314,8 @@ class Daemon:
         for r, state in enumerate(states):
             note_scans(state, jobs.spectra.scan[jobs.run == r] if len(states) > 1 else jobs.spectra.scan)
         self.runs.received(zip(states, ms2, ms1, strict=True))
-        if self.elution is not None and len(level) > len(jobs):
-            self.elution.scans_of(chunk)
+        for out in self.outputs:
+            out.on_spectra(chunk)
         self.metrics.record(ReceivedStats(spectra=levels, arrival=arrival_times(chunk.ints, self.clock())))
         if (n_runs := len(self.runs)) != self._known_runs:  # a run opened (or ended): the gauge follows
             self._known_runs = n_runs
@@ -373,8 +367,8 @@ class Daemon:
         elif isinstance(msg, wire.RunStart):
             self.runs.start(msg.run)
         elif isinstance(msg, wire.RunEnd):
-            if self.elution is not None:
-                self.elution.end_run(msg.run)
+            for out in self.outputs:
+                out.on_run_end(msg.run)
             done = self.runs.end(msg.run, msg.n_spectra)
             if done is not None:
                 self.ends.maybe_finish(done)
@@ -388,11 +382,9 @@ class Daemon:
         sent = self.publisher.publish(answers)
         if sent is None:
             return  # shut down: the socket is closed
-        if self.elution is not None:
-            self.elution.answers(answers)
+        for out in self.outputs:
+            out.on_answers(answers, sent)
         self.metrics.record(sent.stats)
-        if sent.psms and self.mqtt is not None:
-            self._loop.call_soon_threadsafe(self._mqtt_psms, sent.psms)
         for state in self.runs.answered(sent.per_run):
             self._loop.call_soon_threadsafe(self.ends.maybe_finish, state)
 
@@ -401,11 +393,7 @@ class Daemon:
         self.metrics.record(Shed(code, len(jobs)))
         self._answer(unscored(jobs, ResultStatus.SHED, reason))
 
-    def _mqtt_elution(self, run: str, payload: bytes) -> None:  # the elution thread's
-        if self.mqtt is not None and self._loop is not None:
-            self._loop.call_soon_threadsafe(self.mqtt.elution, run, payload)
-
-    def _mqtt_psms(self, psms: list[tuple[str, bytes]]) -> None:
-        if self.mqtt is not None:
-            for run, payload in psms:
-                self.mqtt.psm(run, payload)
+    def _event(self, kind: str, run: str, body: bytes) -> None:
+        """An output's event (an elution apex, say; any thread), to every output."""
+        for out in self.outputs:
+            out.on_event(kind, run, body)

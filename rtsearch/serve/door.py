@@ -26,8 +26,8 @@ import zmq
 
 from rtsearch.config import SpectraMode
 from rtsearch.errors import EndpointError
+from rtsearch.protocol.wire import MAX_MESSAGE_BYTES
 from rtsearch.serve.proxy import Forwarder
-from rtsearch.wire import MAX_MESSAGE_BYTES
 
 
 def default_intakes(cpus: int | None = None) -> int:

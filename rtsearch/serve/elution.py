@@ -1,20 +1,21 @@
 """Elution events live: the daemon's MS1 scans and identified precursors through an `ElutionTracker`.
 
-With ``[serve] elution`` (``rtsearch serve --elution``) the intake keeps MS1 peaks; the daemon hands this
-service every MS1 scan (`scans_of`), every precursor it answers with a match (`answers`: identified or not, the
-run's q-values still moving; with its MS2's retention time, so that however late it is answered it is placed where
-it was taken) and every run's end (`end_run`) — each a put on a bounded queue, never a wait (a
-full queue drops the item and counts it: MS2 answers never wait for elution). The service's thread hands what is
-queued, a list at a time, to the tracker (`rtsearch.signal.live`; smoothing on the daemon's backend) in a process
-of its own (`rtsearch.serve.elution_process`: its Python holds no GIL of the daemon's) and publishes each event
-it returns: on the results socket as an ``elution`` message (2 frames: topic ``elution``, UTF-8 JSON: ``v``,
+With ``[serve] elution`` (``rtsearch serve --elution``) the intake keeps MS1 peaks and the daemon has this output
+(`rtsearch.serve.outputs`): it is handed every MS1 scan (`on_spectra`), every precursor answered with a match
+(`on_answers`: identified or not, the run's q-values still moving; with its MS2's retention time, so that however
+late it is answered it is placed where it was taken) and every run's end (`on_run_end`) — each a put on a bounded
+queue, never a wait (a full queue drops the item and counts it: MS2 answers never wait for elution). Its thread
+hands what is queued, a list at a time, to the tracker (`rtsearch.signal.live`; smoothing on the daemon's backend)
+in a process of its own (`rtsearch.serve.elution_process`: its Python holds no GIL of the daemon's) and publishes
+each event it returns: on the results socket as an ``elution`` message (2 frames: topic ``elution``, UTF-8 JSON: ``v``,
 ``run``, ``scan`` of the MS2, ``precursor_mz``, ``charge``, ``event`` (``apex`` | ``end``), ``apex_rt``,
-``apex_intensity``, ``area`` (``end`` only, else 0), ``rt`` (the MS1 scan that showed it); docs/protocol.md), on
-MQTT as ``<base>/<run>/elution``, and as `Elution` stats for the metrics.
+``apex_intensity``, ``area`` (``end`` only, else 0), ``rt`` (the MS1 scan that showed it); docs/protocol.md), to
+the other outputs as an ``elution`` event (MQTT: ``<base>/<run>/elution``), and as `Elution` stats for the metrics.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import threading
@@ -25,42 +26,60 @@ import numpy as np
 import orjson
 import zmq
 
+from rtsearch.protocol.topics import ELUTION
 from rtsearch.serve.chunks import FLOAT_COLUMNS, INT_COLUMNS, SpectraChunk
 from rtsearch.serve.elution_process import TrackerGone, TrackerProcess
-from rtsearch.serve.publish import Answer
+from rtsearch.serve.outputs import Output, OutputContext
+from rtsearch.serve.publish import Answer, Published
 from rtsearch.serve.runtime import name_os_thread
 from rtsearch.serve.stats import Elution
 from rtsearch.signal.live import ElutionEvent
 
 log = logging.getLogger(__name__)
 
-TOPIC = b"elution"
 _RUN, _LEVEL = INT_COLUMNS.index("run"), INT_COLUMNS.index("ms_level")
 _RT = FLOAT_COLUMNS.index("rt")
 QUEUE_ITEMS = 100_000  # scans, watches and run ends waiting for the thread at most (then dropped, counted)
 BATCH_ITEMS = 256  # items handed to the tracker's process at once at most
 
 
-class ElutionService:
-    """The tracker's thread and its outputs; see the module docstring."""
+class ElutionOutput(Output):
+    """The tracker's thread and what it publishes; see the module docstring."""
 
-    def __init__(self, results: str, *, backend: str = "numpy", record: Callable[..., None],
-                 mqtt: Callable[[str, bytes], None] | None = None) -> None:  # fmt: skip
-        """``results``: the results socket's inner endpoint (`rtsearch.serve.publish.Publisher.inner`);
-        ``backend``: the tracker's smoothing (a `rtsearch.scoring.backend` name); ``record``: the metrics'
-        `record`; ``mqtt(run, payload)``: thread-safe, or None. Starts the tracker's process (raises
-        `TrackerGone` if it cannot)."""
-        self.record, self.mqtt = record, mqtt
+    name = "elution"
+    keeps_ms1 = True
+
+    def __init__(self) -> None:
+        self.record: Callable[..., None] = lambda *stats: None
+        self._event: Callable[[str, str, bytes], None] = lambda kind, run, body: None
         self._queue: queue.Queue[tuple[Any, ...] | None] = queue.Queue(QUEUE_ITEMS)
-        self._results = results
+        self._results = ""
         self._push: zmq.Socket[bytes] | None = None  # the thread's own
         self._abort = threading.Event()
         self.dropped = 0
         self._queued = self._tracked = 0  # items put, and items the tracker answered
         self._count = threading.Lock()  # puts come from the loop and the results thread
-        self._tracker = TrackerProcess(backend).__enter__()
+        self._tracker: TrackerProcess | None = None
         self._thread = threading.Thread(target=self._run, name="rtsearch-elution", daemon=True)
+
+    async def start(self, ctx: OutputContext) -> None:
+        """Start the tracker's process (not on the loop; raises `TrackerGone` if it cannot) and the thread."""
+        self.record, self._event, self._results = ctx.record, ctx.event, ctx.results
+        self._tracker = await asyncio.to_thread(lambda: TrackerProcess(ctx.backend).__enter__())
         self._thread.start()
+
+    def on_spectra(self, chunk: SpectraChunk) -> None:
+        if (chunk.ints[:, _LEVEL] < 2).any():
+            self.scans_of(chunk)
+
+    def on_run_end(self, run: str) -> None:
+        self.end_run(run)
+
+    def on_answers(self, answers: Sequence[Answer], published: Published) -> None:
+        self.answers(answers)
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
 
     def _put(self, item: tuple[Any, ...]) -> None:
         try:
@@ -104,6 +123,8 @@ class ElutionService:
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Finish what is queued within ``timeout_s``; then stop (what is left is dropped, said in the log)."""
+        if not self._thread.is_alive():
+            return
         self._queue.put(None)
         self._thread.join(timeout_s)
         if self._thread.is_alive():
@@ -121,6 +142,7 @@ class ElutionService:
             self._serve()
         finally:
             self._push.close()
+            assert self._tracker is not None
             self._tracker.__exit__()
 
     def _serve(self) -> None:
@@ -134,6 +156,7 @@ class ElutionService:
                 items.pop()
             if not items:
                 continue
+            assert self._tracker is not None
             try:
                 self._tracker.send(items)  # type: ignore[arg-type]
                 events, followed = self._tracker.receive()
@@ -150,8 +173,7 @@ class ElutionService:
         assert self._push is not None
         for e in events:
             body = orjson.dumps({"v": 1, **e.as_dict()})
-            self._push.send_multipart([TOPIC, body])
-            if self.mqtt is not None:
-                self.mqtt(e.run, body)
+            self._push.send_multipart([ELUTION, body])
+            self._event(ELUTION.decode(), e.run, body)
             counts[e.kind] = counts.get(e.kind, 0) + 1
         self.record(Elution(events=counts))

@@ -3,10 +3,10 @@
 The tracker's per-scan work (extracted-ion values of every followed precursor, the smoother, peak cutting) is
 Python and NumPy between kernel launches; in a thread of the daemon it held the GIL that the event loop and the
 results thread need, and the MS2 answers' p99 rose by 1–9 ms at 200 spectra/s (docs/history/RESULTS.md, issue 19).
-Here it runs in a spawned child (`serve`); the daemon's `rtsearch.serve.elution.ElutionService` thread sends it
+Here it runs in a spawned child (`serve`); the daemon's `rtsearch.serve.elution.ElutionOutput` thread sends it
 lists of items over a pipe and reads back what each list made due::
 
-    ElutionService thread ──pickle([("scan", run, rt, mz, intensity) | ("watch", …) | ("end", run), …])──▶ pipe
+    ElutionOutput thread ──pickle([("scan", run, rt, mz, intensity) | ("watch", …) | ("end", run), …])──▶ pipe
         ◀── pickle((events, followed)) ── child: ElutionTracker.add_scan / watch / end_run
 
 Arrays pickle as their bytes (an MS1 scan of 3,000 peaks is ~48 kB). The child ends when the pipe closes or the

@@ -1,7 +1,7 @@
 """Intake: the spectra socket, read and decoded in a process of its own.
 
 Receiving a spectrum (four ZeroMQ frames) and decoding and validating it
-(`rtsearch.wire.decode`) is ~15 µs of Python per message: at 20,000 spectra a
+(`rtsearch.protocol.wire.decode`) is ~15 µs of Python per message: at 20,000 spectra a
 second that alone is a third of one core's GIL, which the engine worker and the
 publisher in the daemon's process would have to share. So the spectra socket
 lives in a child process (`rtsearch.serve.intake_process`) that reads, stamps,

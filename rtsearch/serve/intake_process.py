@@ -43,6 +43,7 @@ import numpy as np
 import zmq
 
 from rtsearch.matches import Results
+from rtsearch.protocol.wire import MAX_MESSAGE_BYTES
 from rtsearch.serve.admission import Advice, late_rows
 from rtsearch.serve.chunks import (
     ACK,
@@ -67,7 +68,6 @@ from rtsearch.serve.publisher_process import send_results
 from rtsearch.serve.reader import Reader
 from rtsearch.serve.routing import LaneOf
 from rtsearch.serve.runtime import exit_with_parent, name_os_thread
-from rtsearch.wire import MAX_MESSAGE_BYTES
 
 DRAIN_QUIET_S = 0.02  # at STOP, the socket counts as drained once it stayed empty this long
 DRAIN_MAX_S = 1.0  # ... or after this long (a sender that keeps sending is not read forever)

@@ -53,7 +53,7 @@ class Stamps:
     received_ns: np.ndarray  # int64
     received_mono: np.ndarray  # int64
     budget_ns: np.ndarray  # int64
-    batched: np.ndarray  # bool: answered in a ``batch.results`` message (`rtsearch.wire_batch`)
+    batched: np.ndarray  # bool: answered in a ``batch.results`` message (`rtsearch.protocol.batch`)
 
     def __len__(self) -> int:
         return int(self.sent_ns.shape[0])

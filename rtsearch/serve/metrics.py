@@ -33,11 +33,11 @@ from prometheus_client.utils import floatToGoString
 
 from rtsearch import __version__
 from rtsearch.errors import EndpointError
+from rtsearch.protocol.wire import INVALID_CODES
 from rtsearch.serve import stats as kinds
 from rtsearch.serve.http import Health, MetricsServer
 from rtsearch.serve.stats import Answered, Elution, Mqtt, Queue, Ready, Received, Runs, Scored, Shed, Stat, Taken
 from rtsearch.types import ResultStatus
-from rtsearch.wire import INVALID_CODES
 
 LATENCY_BUCKETS = (0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 BATCH_BUCKETS = tuple(float(2**i) for i in range(14))  # 1 … 8192 spectra

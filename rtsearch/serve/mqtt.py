@@ -4,8 +4,8 @@ Messages go into a bounded queue that a few publisher tasks drain; when the
 queue is full or the broker is down they are dropped and counted, and the
 connection is retried with exponential backoff. The status topic is retained:
 ``online`` while connected, ``offline`` as the last will (and on a clean shutdown).
-Topics: ``rtsearch/<instrument>/<run>/psm`` (QoS 1), ``.../<run>/summary``,
-``rtsearch/<instrument>/status``.
+Topics: ``rtsearch/<instrument>/<run>/psm`` (QoS 1), ``.../<run>/summary``, ``.../<run>/elution``,
+``rtsearch/<instrument>/status``. `MqttOutput` is the daemon's output (`rtsearch.serve.outputs`) that feeds it.
 """
 
 from __future__ import annotations
@@ -16,9 +16,18 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from rtsearch.config import mqtt_address
+from rtsearch.protocol.topics import MQTT_ELUTION, MQTT_PSM, MQTT_ROOT, MQTT_STATUS, MQTT_SUMMARY
+from rtsearch.serve.outputs import Output, OutputContext
+from rtsearch.serve.stats import Mqtt
+
+if TYPE_CHECKING:
+    from rtsearch.serve.finish import Finished
+    from rtsearch.serve.publish import Answer, Published
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +64,8 @@ class MqttPublisher:
         max_backoff_s: float = 5.0,
     ) -> None:
         self.host, self.port = host, port
-        self.base = f"rtsearch/{topic_segment(instrument)}"
-        self.status_topic = f"{self.base}/status"
+        self.base = f"{MQTT_ROOT}/{topic_segment(instrument)}"
+        self.status_topic = f"{self.base}/{MQTT_STATUS}"
         self.queue: asyncio.Queue[tuple[str, bytes, int, bool]] = asyncio.Queue(queue_size)
         self.on_drop, self.on_connected = on_drop, on_connected
         self.publishers = publishers
@@ -84,13 +93,13 @@ class MqttPublisher:
             return False
 
     def psm(self, run: str, payload: bytes) -> bool:
-        return self.offer(f"{self.base}/{topic_segment(run)}/psm", payload, qos=1)
+        return self.offer(f"{self.base}/{topic_segment(run)}/{MQTT_PSM}", payload, qos=1)
 
     def elution(self, run: str, payload: bytes) -> bool:
-        return self.offer(f"{self.base}/{topic_segment(run)}/elution", payload, qos=1)
+        return self.offer(f"{self.base}/{topic_segment(run)}/{MQTT_ELUTION}", payload, qos=1)
 
     def summary(self, run: str, summary: dict[str, Any]) -> bool:
-        return self.offer(f"{self.base}/{topic_segment(run)}/summary", json.dumps(summary).encode(), qos=1)
+        return self.offer(f"{self.base}/{topic_segment(run)}/{MQTT_SUMMARY}", json.dumps(summary).encode(), qos=1)
 
     async def __aenter__(self) -> MqttPublisher:
         self.start()
@@ -192,3 +201,54 @@ class MqttPublisher:
                 log.warning("MQTT: message to %r dropped: %s: %s", topic[:80], type(e).__name__, e)
             finally:
                 self.queue.task_done()
+
+
+class MqttOutput(Output):
+    """``[serve] mqtt``: identified answers, elution events and run summaries to the broker (`MqttPublisher`)."""
+
+    name = "mqtt"
+    wants_psms = True
+
+    def __init__(self) -> None:
+        self.mqtt: MqttPublisher | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def start(self, ctx: OutputContext) -> None:
+        host, port = mqtt_address(ctx.cfg.mqtt)
+        record = ctx.record
+        self._loop = ctx.loop
+        self.mqtt = MqttPublisher(host, port, instrument=ctx.cfg.instrument, queue_size=ctx.cfg.mqtt_queue,
+                                  on_drop=lambda n: record(Mqtt(dropped=n)),
+                                  on_connected=lambda up: record(Mqtt(connected=up)))  # fmt: skip
+        self.mqtt.start()
+
+    def on_answers(self, answers: Sequence[Answer], published: Published) -> None:
+        if published.psms and self._loop is not None:  # (the queue is the loop's)
+            self._loop.call_soon_threadsafe(self._psms, published.psms)
+
+    def _psms(self, psms: list[tuple[str, bytes]]) -> None:
+        if self.mqtt is not None:
+            for run, payload in psms:
+                self.mqtt.psm(run, payload)
+
+    def on_event(self, kind: str, run: str, body: bytes) -> None:
+        if kind == MQTT_ELUTION and self.mqtt is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self.mqtt.elution, run, body)
+
+    def on_run_finished(self, done: Finished) -> None:
+        if self.mqtt is not None:
+            self.mqtt.summary(done.summary.run, {**done.summary.as_dict(), "results_file": str(done.path)})
+
+    def check(self) -> str | None:
+        if self.mqtt is not None and not self.mqtt.running():
+            log.error("the MQTT publisher stopped; restarting it")
+            self.mqtt.start()
+        return None
+
+    async def drain(self, timeout_s: float) -> None:
+        if self.mqtt is not None:
+            await self.mqtt.flush(timeout_s)
+
+    async def aclose(self) -> None:
+        if self.mqtt is not None:
+            await self.mqtt.close()

@@ -22,11 +22,11 @@ import orjson
 import zmq
 
 from rtsearch.matches import ResultMessage, Results
+from rtsearch.protocol.batch import encode_batch_results
+from rtsearch.protocol.wire import RESULT, VERSION
 from rtsearch.serve.chunks import MESSAGE
 from rtsearch.serve.framing import Unpacker
 from rtsearch.serve.runtime import exit_with_parent, name_os_thread
-from rtsearch.wire import RESULT, VERSION
-from rtsearch.wire_batch import encode_batch_results
 
 STOP_KIND = 9  # the daemon's last message to a publisher process
 _OPTS = orjson.OPT_SERIALIZE_NUMPY
@@ -44,7 +44,7 @@ def send_results(
     psms: list[tuple[str, bytes]] | None = None,
 ) -> None:  # fmt: skip
     """Each answer of ``results`` as one result message, or, where ``batched`` (the sender asked for answers in
-    batches, `rtsearch.wire_batch`), all of those in one ``batch.results`` message; ``sent``/``received``: the
+    batches, `rtsearch.protocol.batch`), all of those in one ``batch.results`` message; ``sent``/``received``: the
     stamps, wall ns (a negative ``sent`` is unknown); ``published_ns`` stamped as each is encoded. The identified
     answers' bodies also go into ``psms`` when given (for MQTT). The publishers', the daemon's and the intake
     processes' one way of answering."""

@@ -11,11 +11,11 @@ import time
 import zmq
 
 from rtsearch.config.environment import tuning
+from rtsearch.protocol.batch import SPECTRA as SPECTRA_TOPIC
+from rtsearch.protocol.batch import SpectraBlock, decode_spectra
+from rtsearch.protocol.wire import RawSpectrum, RunEnd, decode
 from rtsearch.serve.chunks import CHUNK_MAX, ChunkBuilder, Received, SpectraChunk, block_items
 from rtsearch.serve.routing import LaneOf
-from rtsearch.wire import RawSpectrum, RunEnd, decode
-from rtsearch.wire_batch import SPECTRA as SPECTRA_TOPIC
-from rtsearch.wire_batch import SpectraBlock, decode_spectra
 
 FLUSH_S = 0.001  # a chunk goes at most this long after its first message was read (knob ``intake_flush_ms``)
 # behind the lanes' front each read is cut into a chunk a lane, each smaller by the lanes: twice the wait (four lanes

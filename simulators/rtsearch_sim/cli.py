@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from rtsearch.errors import RtsearchError
-from rtsearch.wire_batch import MAX_COUNT
+from rtsearch.protocol.batch import MAX_COUNT
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, SendError, Sent, looped, replay, synthetic
 

@@ -20,8 +20,8 @@ import numpy as np
 import orjson
 import zmq
 
-from rtsearch.wire import RESULT
-from rtsearch.wire_batch import BATCH_RESULTS, batch_results_count
+from rtsearch.protocol.batch import BATCH_RESULTS, batch_results_count
+from rtsearch.protocol.wire import RESULT
 
 
 @dataclass

@@ -19,9 +19,9 @@ from typing import Any, Literal
 import zmq
 
 from rtsearch.io.spectra import read_spectra, run_name
+from rtsearch.protocol.batch import encode_spectra
+from rtsearch.protocol.wire import encode_run_end, encode_run_start, encode_spectrum
 from rtsearch.types import Spectrum
-from rtsearch.wire import encode_run_end, encode_run_start, encode_spectrum
-from rtsearch.wire_batch import encode_spectra
 
 SendMode = Literal["pub", "push"]
 
@@ -141,7 +141,7 @@ def replay(
     """Send each run framed by ``run.start``/``run.end``; returns what was sent.
 
     ``rate`` ``math.inf``: as fast as the daemon answers. ``batch`` > 1: up to that many consecutive
-    spectra in one ``spectra`` message (`rtsearch.wire_batch`), answered in ``batch.results`` messages, each
+    spectra in one ``spectra`` message (`rtsearch.protocol.batch`), answered in ``batch.results`` messages, each
     sent at the time of its first spectrum. ``window`` > 0 (with ``answered``, the count of answers so
     far): at most that many MS2 spectra sent and not yet answered — a bulk sender's flow control, so
     that spectra wait here rather than be shed by a daemon whose queue they would overflow.

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import zmq
 
-from rtsearch.wire_batch import encode_spectra
+from rtsearch.protocol.batch import encode_spectra
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, replay
 from tests.streaming import running, scrape, serve_config

@@ -21,8 +21,8 @@ import zmq
 
 from rtsearch.cluster.door import ClusterScorer
 from rtsearch.errors import ServiceError
+from rtsearch.protocol.wire import encode_run_start, encode_spectrum
 from rtsearch.serve.daemon import Daemon
-from rtsearch.wire import encode_run_start, encode_spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender
 from tests.streaming import replay_through, running, serve_config

@@ -9,7 +9,7 @@ import json
 import pytest
 import zmq
 
-from rtsearch import wire
+from rtsearch.protocol import wire
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, replay
 from tests.streaming import free_port, running, scrape, serve_config

@@ -15,6 +15,7 @@ import zmq
 
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
+from rtsearch.serve.elution import ElutionOutput
 from rtsearch.signal.features import detect_features
 from rtsearch.signal.precursors import precursor_elution
 from rtsearch_sim.replay import load_run
@@ -57,8 +58,9 @@ async def test_bsa1_replayed_publishes_elution_events(data, dev_indexes, tmp_pat
         events = Events(daemon.endpoints.results)
         await asyncio.sleep(0.3)  # the subscription reaches the publisher
         sent, col = await replay_through(daemon, [("bsa1", spectra)], rate=400.0)
+        (elution,) = [out for out in daemon.outputs if isinstance(out, ElutionOutput)]
         for _ in range(600):  # at 400/s (~130 MS1 scans/s) a NumPy tracker on 2 cores runs behind: let it finish
-            if daemon.elution is not None and daemon.elution.idle():
+            if elution.idle():
                 break
             await asyncio.sleep(0.2)
         await asyncio.sleep(0.5)  # its last events reach the subscriber

@@ -18,10 +18,10 @@ import time
 
 import pytest
 
+from rtsearch.protocol.batch import encode_spectra
+from rtsearch.protocol.wire import encode_run_end, encode_run_start, encode_spectrum
 from rtsearch.serve.daemon import Daemon
 from rtsearch.types import Spectrum
-from rtsearch.wire import encode_run_end, encode_run_start, encode_spectrum
-from rtsearch.wire_batch import encode_spectra
 from tests.streaming import exchange, running, serve_config
 
 pytestmark = pytest.mark.asyncio

@@ -18,9 +18,9 @@ import pytest
 
 from rtsearch.cli.demo import TOML, bundled
 from rtsearch.config import load_config
+from rtsearch.protocol.wire import encode_run_end, encode_spectrum
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
-from rtsearch.wire import encode_run_end, encode_spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, load_run
 from tests.hostile import Hostile, check, hostile_messages

@@ -10,10 +10,10 @@ import zmq
 
 from rtsearch.errors import EndpointError
 from rtsearch.io.spectra import read_spectra
+from rtsearch.protocol.wire import encode_run_end, encode_run_start, encode_spectrum
 from rtsearch.serve.chunks import Received, SpectraChunk
 from rtsearch.serve.door import default_intakes
 from rtsearch.serve.intake import Intake
-from rtsearch.wire import encode_run_end, encode_run_start, encode_spectrum
 
 
 def _flatten(items) -> list[tuple]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from rtsearch.cli.demo import TOML, bundled, cached_index
-from rtsearch.wire import encode_spectrum
+from rtsearch.protocol.wire import encode_spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, SendError, load_run
 from tests.integration.test_crash_recovery import alive, children

@@ -15,6 +15,7 @@ from rtsearch.cli.demo import TOML, bundled
 from rtsearch.config import load_config
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
+from rtsearch.serve.mqtt import MqttOutput
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, load_run, replay
 from tests.streaming import Mosquitto, running, scrape, serve_config
@@ -66,8 +67,10 @@ async def test_mqtt_topics_and_a_broker_killed_mid_run(demo_index, data, tmp_pat
     listener = None
     try:
         async with running(engine, cfg) as daemon:
-            assert daemon.mqtt is not None
-            assert await asyncio.to_thread(_wait, lambda: daemon.mqtt.connected)
+            (output,) = [out for out in daemon.outputs if isinstance(out, MqttOutput)]
+            mqtt = output.mqtt
+            assert mqtt is not None
+            assert await asyncio.to_thread(_wait, lambda: mqtt.connected)
             listener = Listener(broker.port, "lab1")
             assert await asyncio.to_thread(_wait, lambda: b"online" in listener.on("rtsearch/lab1/status"))
 
@@ -97,7 +100,7 @@ async def test_mqtt_topics_and_a_broker_killed_mid_run(demo_index, data, tmp_pat
 
             # the broker comes back on the same port: the daemon reconnects and publishes again
             broker.start()
-            assert await asyncio.to_thread(_wait, lambda: daemon.mqtt.connects >= 2, 30)
+            assert await asyncio.to_thread(_wait, lambda: mqtt.connects >= 2, 30)
             # a second "online" (retained, republished on reconnect) proves the listener is subscribed again
             assert await asyncio.to_thread(
                 _wait, lambda: listener.on("rtsearch/lab1/status").count(b"online") >= 2, 20

@@ -20,11 +20,11 @@ import pytest
 from rtsearch.cli.demo import TOML, bundled
 from rtsearch.config import load_config
 from rtsearch.errors import InputError
+from rtsearch.protocol.wire import encode_run_end, encode_run_start, encode_spectrum
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
 from rtsearch.serve.daemon import Daemon
 from rtsearch.types import Spectrum
-from rtsearch.wire import encode_run_end, encode_run_start, encode_spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, load_run
 from tests.streaming import exchange, running, scrape, serve_config
@@ -184,7 +184,7 @@ async def test_each_run_file_says_what_produced_it(target, ms2, tmp_path):
 
 
 async def test_run_files_name_spectra_by_the_ids_they_were_sent_with(target, ms2, tmp_path):
-    from rtsearch.wire_batch import encode_spectra
+    from rtsearch.protocol.batch import encode_spectra
 
     block = [dataclasses.replace(s, run="block") for s in ms2[20:40]]
     frames = [*_runs(ms2, ["each"], 20), encode_run_start("block"),

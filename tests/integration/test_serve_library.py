@@ -6,9 +6,9 @@ import csv
 import signal
 
 from rtsearch.library.store import import_library
+from rtsearch.protocol.wire import encode_run_end, encode_run_start, encode_spectrum
 from rtsearch.search.library import LibraryTarget
 from rtsearch.search.table import result_columns
-from rtsearch.wire import encode_run_end, encode_run_start, encode_spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, load_run
 from tests.streaming import ServeProcess, free_port

@@ -10,7 +10,7 @@ import time
 
 from rtsearch.cli import main
 from rtsearch.cli.demo import FASTA, TOML, bundled
-from rtsearch.wire import encode_run_start, encode_spectrum
+from rtsearch.protocol.wire import encode_run_start, encode_spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, load_run
 from tests.streaming import ServeProcess, free_port, scrape

@@ -24,12 +24,13 @@ import pytest
 from rtsearch.cli.demo import TOML, bundled
 from rtsearch.config import load_config
 from rtsearch.errors import ServiceError
+from rtsearch.protocol.wire import encode_run_end, encode_run_start, encode_spectrum
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
 from rtsearch.search.live import LiveRun
 from rtsearch.serve.daemon import Daemon
+from rtsearch.serve.mqtt import MqttOutput
 from rtsearch.types import Spectrum
-from rtsearch.wire import encode_run_end, encode_run_start, encode_spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, load_run
 from tests.integration.test_mqtt import Listener, _wait
@@ -152,13 +153,15 @@ async def test_the_mqtt_publisher_is_restarted(target, run, tmp_path):
     listener = None
     try:
         daemon, stop, task = await _start(target, serve_config(tmp_path, mqtt=broker.address, instrument="sup"))
-        assert daemon.mqtt is not None and await asyncio.to_thread(_wait, lambda: daemon.mqtt.connected)
+        (output,) = [out for out in daemon.outputs if isinstance(out, MqttOutput)]
+        mqtt = output.mqtt
+        assert mqtt is not None and await asyncio.to_thread(_wait, lambda: mqtt.connected)
         listener = Listener(broker.port, "sup")
         assert await asyncio.to_thread(_wait, lambda: b"online" in listener.on("rtsearch/sup/status"))
-        old = daemon.mqtt._task
+        old = mqtt._task
         assert old is not None
         old.cancel()  # the publisher's task gone, as a bug would end it
-        assert await asyncio.to_thread(_wait, lambda: daemon.mqtt._task is not old and daemon.mqtt.connected, 10)
+        assert await asyncio.to_thread(_wait, lambda: mqtt._task is not old and mqtt.connected, 10)
         col = await asyncio.to_thread(Collector(daemon.endpoints.results).start)
         await asyncio.to_thread(_send, daemon.endpoints.spectra, iter([encode_run_start("sup"),
                                 *map(encode_spectrum, run[:60]), encode_run_end("sup", 60)]))  # fmt: skip

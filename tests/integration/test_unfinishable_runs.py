@@ -21,12 +21,12 @@ from rtsearch.batch import SpectraBatch
 from rtsearch.cli.demo import RUN, bundled
 from rtsearch.io.spectra import read_spectra
 from rtsearch.matches import STATUSES
+from rtsearch.protocol.wire import encode_run_end, encode_spectrum
 from rtsearch.search.database import DatabaseTarget
 from rtsearch.search.table import PsmTable
 from rtsearch.serve.journal import FOLDER, SET_ASIDE, Journals
 from rtsearch.serve.refits import RunToFinish, finish_runs
 from rtsearch.types import ResultStatus
-from rtsearch.wire import encode_run_end, encode_spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender
 from tests.streaming import running, serve_config

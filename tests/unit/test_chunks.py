@@ -2,7 +2,7 @@
 
 The intake process reads with `Reader.read` (decode without peak checks, then
 `ChunkBuilder` checks a chunk's peaks at once); it must answer every message exactly as
-`rtsearch.wire.decode` does message by message. These tests send real and mutated
+`rtsearch.protocol.wire.decode` does message by message. These tests send real and mutated
 messages through a ZeroMQ socket into `Reader.read` and compare.
 """
 
@@ -19,11 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rtsearch.io.spectra import read_spectra
+from rtsearch.protocol.wire import Invalid, RunEnd, RunStart, SpectrumMessage, decode, encode_spectrum
 from rtsearch.serve.chunks import MESSAGE, SPECTRA, Received, SpectraChunk, merged
 from rtsearch.serve.framing import Unpacker, pack
 from rtsearch.serve.reader import Reader
 from rtsearch.types import Spectrum
-from rtsearch.wire import Invalid, RunEnd, RunStart, SpectrumMessage, decode, encode_spectrum
 from tests.wire_cases import _base_messages, _mutated_message
 
 
@@ -270,7 +270,7 @@ def test_the_good_chunk_shortcut_agrees_with_the_reasons() -> None:
     """`peak_problems` answers a chunk with no bad peaks without the reasons' checks: seeded random chunks, some
     with one flaw planted (disorder, an infinite end, NaN, a negative or infinite intensity) and some clean, with
     empty spectra and falls between spectra (allowed), are called good exactly when the reasons find nothing."""
-    from rtsearch.wire_peaks import _all_good, _reasons
+    from rtsearch.protocol.peaks import _all_good, _reasons
 
     rng = np.random.default_rng(20261126)
     flaws = ("none", "none", "fall", "inf_end", "nan", "neg", "inf_int", "nan_int", "fall_at_edge")
@@ -307,7 +307,7 @@ def test_the_good_chunk_shortcut_agrees_with_the_reasons() -> None:
 def test_a_lone_spectrum_chunk_gets_the_reasons_of_a_chunk_of_many() -> None:
     """`peak_problems` checks a one-spectrum chunk (a lone spectrum's) as `decode` checks a message: seeded spectra,
     clean and with each flaw planted (several at once too), get the reason the many-row reasons give them."""
-    from rtsearch.wire_peaks import _reasons, peak_problems
+    from rtsearch.protocol.peaks import _reasons, peak_problems
 
     rng = np.random.default_rng(20261129)
     flaws = ("none", "fall", "inf_end", "ninf_start", "nan", "neg", "inf_int", "ninf_int", "nan_int")

@@ -13,10 +13,10 @@ import time
 import numpy as np
 import zmq
 
+from rtsearch.protocol.wire import decode_result
 from rtsearch.serve.admission import Advice
 from rtsearch.serve.chunks import INT_COLUMNS, SpectraChunk
 from rtsearch.serve.intake_process import HOLD_NS, SHED_REASON, Door
-from rtsearch.wire import decode_result
 from tests.unit.test_admission import MS, _columns
 
 

@@ -19,10 +19,18 @@ import zmq
 
 from rtsearch.io.spectra import read_spectra
 from rtsearch.matches import unscored_batch
+from rtsearch.protocol.wire import (
+    MAX_BUDGET_MS,
+    MAX_RUN_BYTES,
+    Invalid,
+    RawSpectrum,
+    decode,
+    encode_spectrum,
+    result_body,
+)
 from rtsearch.serve.chunks import Received, SpectraChunk
 from rtsearch.serve.reader import Reader
 from rtsearch.types import Spectrum
-from rtsearch.wire import MAX_BUDGET_MS, MAX_RUN_BYTES, Invalid, RawSpectrum, decode, encode_spectrum, result_body
 from tests.wire_cases import _with_header
 
 

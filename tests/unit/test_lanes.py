@@ -11,9 +11,9 @@ import zmq
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rtsearch import wire
 from rtsearch.config import ConfigError, ServeConfig, validate_serve
 from rtsearch.io.spectra import read_spectra
+from rtsearch.protocol import wire
 from rtsearch.serve.chunks import INT_COLUMNS, Received, SpectraChunk
 from rtsearch.serve.lane_metrics import LaneMetrics
 from rtsearch.serve.metrics import DaemonMetrics

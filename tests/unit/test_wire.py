@@ -1,4 +1,4 @@
-"""Tests for the wire protocol v1 (`rtsearch.wire`).
+"""Tests for the wire protocol v1 (`rtsearch.protocol.wire`).
 
 Round trips use real MS2 spectra from ``ecoli-small/Ecoli_MS2_small.mzML``
 (the ``ms2`` and ``sp`` fixtures of ``conftest.py``); every invalid case checks its ``code`` and that the run
@@ -15,8 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rtsearch.types import Spectrum
-from rtsearch.wire import (
+from rtsearch.protocol.wire import (
     INVALID_CODES,
     MAX_CHARGE,
     RESULT,
@@ -35,6 +34,7 @@ from rtsearch.wire import (
     encode_run_start,
     encode_spectrum,
 )
+from rtsearch.types import Spectrum
 from tests.wire_cases import _header, _with_header
 
 SENT_NS = 1_700_000_000_123_456_789
@@ -373,8 +373,8 @@ def test_huge_integer_in_number_field(sp) -> None:
 def test_a_spectrum_carries_its_native_id_and_a_bad_one_is_refused() -> None:
     import numpy as np
 
+    from rtsearch.protocol.wire import Invalid, SpectrumMessage, decode, encode_spectrum
     from rtsearch.types import Spectrum
-    from rtsearch.wire import Invalid, SpectrumMessage, decode, encode_spectrum
 
     sp = Spectrum("r", 7, 2, np.array([100.0, 200.0]), np.array([1.0, 2.0], np.float32), 500.0, (2,), 12.0,
                   native_id="controllerType=0 controllerNumber=1 scan=7")  # fmt: skip

@@ -1,4 +1,4 @@
-"""The batched topics (`rtsearch.wire_batch`): a ``spectra`` message must reach the daemon as the very chunk the
+"""The batched topics (`rtsearch.protocol.batch`): a ``spectra`` message must reach the daemon as the very chunk the
 same spectra sent one message each would make, refuse exactly its bad rows, and ``batch.results`` must carry the
 answers a ``result`` message would."""
 
@@ -15,12 +15,7 @@ import zmq
 
 from rtsearch.io.spectra import read_spectra
 from rtsearch.matches import Results
-from rtsearch.serve.chunks import INT_COLUMNS, Received, SpectraChunk
-from rtsearch.serve.publisher_process import send_results
-from rtsearch.serve.reader import Reader
-from rtsearch.types import Spectrum
-from rtsearch.wire import Invalid, encode_spectrum
-from rtsearch.wire_batch import (
+from rtsearch.protocol.batch import (
     BATCH_RESULTS,
     SPECTRA,
     SpectraBlock,
@@ -29,7 +24,12 @@ from rtsearch.wire_batch import (
     decode_spectra,
     encode_spectra,
 )  # fmt: skip
-from rtsearch.wire_peaks import PEAK_REASONS
+from rtsearch.protocol.peaks import PEAK_REASONS
+from rtsearch.protocol.wire import Invalid, encode_spectrum
+from rtsearch.serve.chunks import INT_COLUMNS, Received, SpectraChunk
+from rtsearch.serve.publisher_process import send_results
+from rtsearch.serve.reader import Reader
+from rtsearch.types import Spectrum
 from tests.unit.test_chunks import _read_all, pipe  # noqa: F401  (pipe is a fixture)
 
 _SAME = [c for c in INT_COLUMNS if c not in ("wall_ns", "mono_ns", "batched")]
@@ -175,7 +175,7 @@ def test_answers_asked_for_in_batches_go_in_one_message_the_rest_one_each() -> N
 
 
 def test_the_documented_frames_are_the_codecs() -> None:
-    from rtsearch.wire_batch import COLUMNS, N_FRAMES
+    from rtsearch.protocol.batch import COLUMNS, N_FRAMES
     from tests.conftest import ROOT
 
     text = (ROOT / "docs" / "protocol.md").read_text()

@@ -16,8 +16,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rtsearch.types import Spectrum
-from rtsearch.wire import (
+from rtsearch.protocol.batch import (
+    MAX_COUNT,
+    MAX_SPECTRA_HEADER_BYTES,
+    SPECTRA,
+    SpectraBlock,
+    decode_spectra,
+    encode_spectra,
+)  # fmt: skip
+from rtsearch.protocol.peaks import PEAK_REASONS, peak_problems
+from rtsearch.protocol.wire import (
     MAX_CHARGE,
     MAX_CHARGES,
     MAX_HEADER_BYTES,
@@ -36,15 +44,7 @@ from rtsearch.wire import (
     decode,
     encode_spectrum,
 )
-from rtsearch.wire_batch import (
-    MAX_COUNT,
-    MAX_SPECTRA_HEADER_BYTES,
-    SPECTRA,
-    SpectraBlock,
-    decode_spectra,
-    encode_spectra,
-)  # fmt: skip
-from rtsearch.wire_peaks import PEAK_REASONS, peak_problems
+from rtsearch.types import Spectrum
 from tests.conftest import ROOT
 from tests.wire_cases import _with_header
 
@@ -315,8 +315,8 @@ def test_the_batched_ids_shortcut_never_passes_an_id_the_check_of_each_refuses()
     of each passes too."""
     import random
 
-    from rtsearch.wire import _Bad, _native_id
-    from rtsearch.wire_batch import _plain
+    from rtsearch.protocol.batch import _plain
+    from rtsearch.protocol.wire import _Bad, _native_id
 
     def ok(i: object) -> bool:
         try:

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rtsearch.wire import (
+from rtsearch.protocol.wire import (
     INVALID_CODES,
     MAX_CHARGE,
     MAX_CHARGES,

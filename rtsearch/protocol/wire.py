@@ -36,11 +36,11 @@ import numpy as np
 import orjson
 
 from rtsearch.matches import ResultMessage
+from rtsearch.protocol.peaks import MAX_MZ, spectrum_problem
+from rtsearch.protocol.topics import RESULT, RUN_END, RUN_START, SPECTRUM
 from rtsearch.types import Spectrum
-from rtsearch.wire_peaks import MAX_MZ, spectrum_problem
 
 VERSION = 1
-SPECTRUM, RUN_START, RUN_END, RESULT = b"spectrum", b"run.start", b"run.end", b"result"
 TOPICS = (SPECTRUM, RUN_START, RUN_END)
 MAX_CHARGE = 10
 # distinct candidate charges of one spectrum at most: each is searched, so a spectrum's cost grows with them (a list of
@@ -59,7 +59,7 @@ MAX_INTENSITY = float(np.finfo(np.float32).max)  # a precursor's intensity at mo
 # them (rtsearch/serve/intake_process.py, door.py): ZeroMQ drops a peer that sends a larger frame before reading it
 # (one 1 GB frame took the intake process to 2.1 GB), and the peer reconnects. Never where the daemon connects: ZeroMQ
 # does not reconnect a connection it dropped so, and the daemon would be cut off its instrument. The largest legal
-# frame is a spectra message's m/z (`rtsearch.wire_batch`): 128 MiB, 16,777,216 peaks, 1,024 a row at MAX_COUNT.
+# frame is a spectra message's m/z (`rtsearch.protocol.batch`): 128 MiB, 16,777,216 peaks, 1,024 a row at MAX_COUNT.
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024
 MAX_PEAKS = MAX_MESSAGE_BYTES // 8  # peaks of one spectrum at most: its m/z frame fits MAX_MESSAGE_BYTES
 # A header of a spectrum or control message at most, bytes: ~200 in use; the largest legal one (every field at its
@@ -114,7 +114,8 @@ class Invalid:
 
 class RawSpectrum(NamedTuple):
     """A valid spectrum message's header fields and its peak bytes, peak values not yet checked
-    (`decode` with ``peaks="raw"``; `rtsearch.wire_peaks.peak_problems` checks them). ``budget_ms`` NaN: none given."""
+    (`decode` with ``peaks="raw"``; `rtsearch.protocol.peaks.peak_problems` checks them). ``budget_ms`` NaN: none
+    given."""
 
     run: str
     scan: int
@@ -260,7 +261,7 @@ def decode(frames: Sequence[Any], *, peaks: Literal["checked", "raw"] = "checked
 
     See the module docstring. With ``peaks="raw"`` a valid spectrum message comes back as a
     `RawSpectrum`: header fields checked, peak values not (their byte counts are), for readers
-    that check many spectra at once with `rtsearch.wire_peaks.peak_problems` (the intake process).
+    that check many spectra at once with `rtsearch.protocol.peaks.peak_problems` (the intake process).
     """
     if not frames or len(frames) < 2:
         return Invalid("frames", f"expected a topic and a header frame, got {len(frames) if frames else 0} frame(s)")

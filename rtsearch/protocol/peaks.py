@@ -1,6 +1,6 @@
-"""The wire's rules for a spectrum's peaks (`rtsearch.wire`): m/z ascending, within 0..`MAX_MZ`, intensities finite
-and not negative — for one spectrum as `rtsearch.wire.decode` checks it, and for a chunk of many at once (the intake
-process, `rtsearch.serve.chunks`) with the same reasons in the same order."""
+"""The wire's rules for a spectrum's peaks (`rtsearch.protocol.wire`): m/z ascending, within 0..`MAX_MZ`,
+intensities finite and not negative — for one spectrum as `rtsearch.protocol.wire.decode` checks it, and for a chunk
+of many at once (the intake process, `rtsearch.serve.chunks`) with the same reasons in the same order."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ PEAK_REASONS = (
 
 
 def spectrum_problem(mz: np.ndarray, intensity: np.ndarray) -> str | None:
-    """Why `rtsearch.wire.decode` refuses one spectrum's peaks (``None``: it does not); checked in this order."""
+    """Why `rtsearch.protocol.wire.decode` refuses one spectrum's peaks (``None``: it does not); checked in this
+    order."""
     n = len(mz)
     if not n:
         return None

@@ -4,7 +4,7 @@ For bulk sources (a recorded run replayed as fast as it goes, a bridge relaying 
 instrument's buffer) one ZeroMQ message and one JSON header per spectrum cost more than the
 scoring. These topics carry a block of spectra column by column, and answer them, when the
 sender asks, in one message per batch of answers. They are additions to v1
-(`rtsearch.wire`): old receivers ignore topics they do not know, and the batched answer
+(`rtsearch.protocol.wire`): old receivers ignore topics they do not know, and the batched answer
 topic is not prefixed by ``result``, so a subscriber to ``result`` never sees it.
 
 Spectra message (sender → daemon), 10 frames::
@@ -28,10 +28,10 @@ Answers to a spectra message with ``answer: "batch"`` (daemon → clients), 3 fr
     frame 2  UTF-8 JSON array of the k results, each the object a ``result`` message would carry
 
 Bounds (issue 67): at most `MAX_COUNT` rows, a header of at most `MAX_SPECTRA_HEADER_BYTES`, peak frames of at most
-`rtsearch.wire.MAX_MESSAGE_BYTES`; each row's values within the ranges of a spectrum message's.
+`rtsearch.protocol.wire.MAX_MESSAGE_BYTES`; each row's values within the ranges of a spectrum message's.
 
 `decode_spectra` never raises: a message whose structure is broken becomes an
-`rtsearch.wire.Invalid` (counted, not answered: no scan can be trusted, unless its header is a
+`rtsearch.protocol.wire.Invalid` (counted, not answered: no scan can be trusted, unless its header is a
 spectrum message's, naming one scan); a message whose
 columns are readable but some rows (or its peak frames) are not becomes a `SpectraBlock` with
 those rows in ``problems``, each answered ``invalid``.
@@ -48,8 +48,8 @@ import numpy as np
 import orjson
 
 from rtsearch.matches import ResultMessage
-from rtsearch.types import Spectrum
-from rtsearch.wire import (
+from rtsearch.protocol.topics import BATCH_RESULTS, SPECTRA
+from rtsearch.protocol.wire import (
     MAX_BUDGET_MS,
     MAX_CHARGE,
     MAX_HEADER_BYTES,
@@ -71,8 +71,8 @@ from rtsearch.wire import (
     bound_text,
     sent_id,
 )
+from rtsearch.types import Spectrum
 
-SPECTRA, BATCH_RESULTS = b"spectra", b"batch.results"
 Answer = Literal["each", "batch"]
 ANSWERS: tuple[Answer, ...] = get_args(Answer)
 # spectra in one message at most: the daemon takes a message whole, and a few thousand is the useful range (rtsearch-sim
@@ -97,7 +97,7 @@ class SpectraBlock:
 
     ``problems`` are the rows to answer ``invalid`` (``(row, code, reason)``, in row order: code ``field`` for a
     bad column value, ``peaks`` when the peak frames do not hold the ``n`` column's peaks), with their fields as
-    sent; peak values are not checked here (`rtsearch.wire_peaks.peak_problems` checks them for many at once).
+    sent; peak values are not checked here (`rtsearch.protocol.peaks.peak_problems` checks them for many at once).
     """
 
     run: str
@@ -175,7 +175,7 @@ _ASCII_CONTROLS = bytes(range(32)) + b"\x7f"
 
 def _plain(ids: list[Any]) -> bool:
     """Whether every id is an ASCII string of at most `MAX_RUN_BYTES` without control characters (the usual ids,
-    each a valid native id: `rtsearch.wire._native_id`), checked at once: 2,048 mzML ids in ~140 us, against
+    each a valid native id: `rtsearch.protocol.wire._native_id`), checked at once: 2,048 mzML ids in ~140 us, against
     ~490 us one by one (str.isprintable reads 3 ns a character, bytes.translate 0.7)."""
     try:
         joined = "".join(ids)
