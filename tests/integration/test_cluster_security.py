@@ -10,6 +10,7 @@ placement, NumPy workers, the bundled index):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pickle
 import threading
@@ -99,9 +100,11 @@ async def test_a_daemon_whose_cluster_is_off_loopback_takes_only_its_keyed_worke
         for s in (plain, other_key):
             s.setsockopt(zmq.IDENTITY, identity)
             s.setsockopt(zmq.LINGER, 0)
+            s.setsockopt(zmq.SNDTIMEO, 5000)  # a peer whose handshake was refused has nowhere to queue: no hang
             s.connect(door.router)
-            s.send_multipart([b"hello", b'{"name":"w0","piece":-1,"pid":1,"backend":"numpy","entries":0,'
-                                        b'"device_bytes":0,"gpu":""}'])  # fmt: skip
+            with contextlib.suppress(zmq.Again):  # (refused before the hello was queued: it never connected)
+                s.send_multipart([b"hello", b'{"name":"w0","piece":-1,"pid":1,"backend":"numpy","entries":0,'
+                                            b'"device_bytes":0,"gpu":""}'])  # fmt: skip
         try:
             assert await asyncio.to_thread(_until, lambda: door.refused >= 1), door.refused
             sent, col = await replay_through(daemon, [("ecoli", ecoli_run)], rate=2000.0, idle_s=20, timeout_s=120)
