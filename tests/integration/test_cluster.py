@@ -74,9 +74,10 @@ async def serve_files(dev, data, dev_indexes, folder: Path, backend: str = "nump
                     assert 0.99 <= rounds <= w["batches"] + 1e-9, (w, rounds)
     assert col.report(sent.ms2).lost == 0
     if cluster:
-        # partition: every worker scores its piece's spectra, unless one was called dead (a worker silent for
-        # `DEAD_AFTER_S` on a busy machine) and its piece went to the others
-        spread_out = cluster["cluster_mode"] == "replicate" or min(spread) > 0 or deaths > 0
+        # partition: the spectra go by mass to more than one worker (every worker, when they come in many batches;
+        # a busy machine's daemon took the run in one batch, cut where the first cuts lay: [143, 4, 0]), unless one
+        # was called dead (a worker silent for `DEAD_AFTER_S` on a busy machine) and its piece went to the others
+        spread_out = cluster["cluster_mode"] == "replicate" or sum(k > 0 for k in spread) >= 2 or deaths > 0
         assert sum(spread) >= len(sent.ms2) and spread_out, (spread, deaths)
         assert cluster["cluster_mode"] != "auto" or len(pieces) == n  # auto with too little memory: partition
     return _files(folder / "results")
