@@ -1,11 +1,13 @@
 """Elution of precursors followed live: MS1 scans in, apex and end events out (core logic, no I/O).
 
 `ElutionTracker.watch` starts following a precursor (run, MS2 scan, m/z, charge, the MS2's retention time) — once
-per m/z and charge of a run while it is followed — with the run's last ``history_s`` seconds of MS1 scans, kept for
-this, the MS2 placed among them by its own time (not by when it was answered); each `ElutionTracker.add_scan` adds
-a point to every followed precursor of the run (its extracted-ion value: the highest intensity within ``ppm`` of
-its m/z, 0 if none), smooths all of them at once (the uneven-spacing Savitzky–Golay smoother,
-`rtsearch.signal.smoothing`, or its GPU kernel) and returns the events due:
+per m/z and charge of a run while it is followed — with the run's MS1 scans from ``history_s`` seconds before the
+MS2 on, the MS2 placed among them by its own time (not by when it was answered: the tracker keeps the runs' MS1
+scans up to ``keep_bytes`` of peaks, so that an answer that lags the scans by any number of them — a replay
+faster than real time on a busy machine — is placed and followed as a prompt one is); each
+`ElutionTracker.add_scan` adds a point to every followed precursor of the run (its extracted-ion value: the highest
+intensity within ``ppm`` of its m/z, 0 if none), smooths all of them at once (the uneven-spacing Savitzky–Golay
+smoother, `rtsearch.signal.smoothing`, or its GPU kernel) and returns the events due:
 
 - ``apex``: the peak the MS2 was taken in — of the smoothed trace's peaks (`rtsearch.signal.peaks`, as offline),
   the one whose borders hold the MS2's time (the higher of two when it falls on a border), else the nearest, and
@@ -66,15 +68,16 @@ class _Watch:
 class _Run:
     history: deque[tuple[float, np.ndarray, np.ndarray]] = field(default_factory=deque)
     watches: list[_Watch] = field(default_factory=list)
+    bytes: int = 0  # of the history's peaks
 
 
 class ElutionTracker:
     """Precursors followed through a run's MS1 scans; see the module docstring."""
 
     def __init__(self, *, ppm: float = 10.0, smoothing: Smoothing = DEFAULT, history_s: float = 300.0,
-                 confirm: int = 3, drop: float = 0.2, end_fraction: float = 0.1, give_up_s: float = 300.0,
-                 xp: Any = np) -> None:  # fmt: skip
-        self.ppm, self.smoothing, self.history_s = ppm, smoothing, history_s
+                 keep_bytes: int = 256 << 20, confirm: int = 3, drop: float = 0.2, end_fraction: float = 0.1,
+                 give_up_s: float = 300.0, xp: Any = np) -> None:  # fmt: skip
+        self.ppm, self.smoothing, self.history_s, self.keep_bytes = ppm, smoothing, history_s, keep_bytes
         self.confirm, self.drop, self.end_fraction, self.give_up_s = confirm, drop, end_fraction, give_up_s
         self.xp = xp
         self.runs: dict[str, _Run] = {}
@@ -92,13 +95,18 @@ class ElutionTracker:
         if any(w.charge == charge and abs(w.mz - mz) <= tol for w in state.watches):
             return False
         w = _Watch(scan, mz, charge, np.nan)
-        target = np.array([mz])
-        for scan_rt, smz, sint in state.history:
-            w.rt.append(scan_rt)
-            w.value.append(float(_xic(smz, sint, target, self.ppm)[0]))
-        if w.rt:
-            last = w.rt[-1] if rt is None or not np.isfinite(rt) else max(w.rt[0], rt)
-            w.since = w.rt[int(np.searchsorted(w.rt, last, side="right")) - 1]
+        if state.history:
+            at = state.history[-1][0] if rt is None or not np.isfinite(rt) else rt
+            kept: list[tuple[float, np.ndarray, np.ndarray]] = []
+            for scan_rt, smz, sint in reversed(state.history):  # the scans from history_s before the MS2 on
+                if scan_rt < at - self.history_s:
+                    break
+                kept.append((scan_rt, smz, sint))
+            target = np.array([mz])
+            for scan_rt, smz, sint in reversed(kept or [state.history[0]]):
+                w.rt.append(scan_rt)
+                w.value.append(float(_xic(smz, sint, target, self.ppm)[0]))
+            w.since = w.rt[max(int(np.searchsorted(w.rt, at, side="right")) - 1, 0)]
         state.watches.append(w)
         return True
 
@@ -114,16 +122,27 @@ class ElutionTracker:
         for rt, mz, intensity in scans:
             mz, intensity = np.asarray(mz, np.float64), np.asarray(intensity, np.float64)
             state.history.append((rt, mz, intensity))
+            state.bytes += mz.nbytes + intensity.nbytes
             if state.watches:
                 for w, v in zip(state.watches, _xic(mz, intensity, targets, self.ppm).tolist(), strict=True):
                     w.rt.append(rt)
                     w.value.append(v)
+        self._forget(state)
         last = state.history[-1][0] if state.history else 0.0
-        while state.history and state.history[0][0] < last - self.history_s:
-            state.history.popleft()
         if not state.watches or not scans:
             return []
         return self._events(run, state, last, final=False)
+
+    def _forget(self, growing: _Run) -> None:
+        """The oldest MS1 scans past ``keep_bytes`` (of all runs): the growing run's first, then the others'."""
+        excess = sum(r.bytes for r in self.runs.values()) - self.keep_bytes
+        for r in [growing, *(r for r in self.runs.values() if r is not growing)]:
+            while excess > 0 and len(r.history) > 1:
+                _, mz, intensity = r.history.popleft()
+                r.bytes -= mz.nbytes + intensity.nbytes
+                excess -= mz.nbytes + intensity.nbytes
+            if excess <= 0:
+                return
 
     def end_run(self, run: str) -> list[ElutionEvent]:
         """The run's last events (an ``end`` for every precursor past its apex); the run is forgotten."""

@@ -80,9 +80,11 @@ async def test_bsa1_replayed_publishes_elution_events(data, dev_indexes, tmp_pat
         key = next((k for k in firsts if k[1] == r["charge"] and abs(k[0] - r["precursor_mz"]) <= 1e-5 * k[0]), None)
         if key is None:
             firsts[(r["precursor_mz"], r["charge"])] = scan
-    # followed from the answer on; the offline replay gets 98 % (RESULTS), a quiet daemon ~90 %; on a 2-core machine
-    # beside two CPU-bound processes the answers lag the MS1 scans further and 60 % had their apex seen
-    assert len(apex) >= 0.5 * len(firsts)
+    # followed from the MS2's own time however late its answer came (the tracker keeps the run's MS1 scans for that):
+    # an apex for 98 % of them in the offline replay (tests/unit/test_signal_live.py), and the same on a quiet or busy
+    # machine; before, a follow started no more than 300 s of retention time before the newest scan, ~80 MS1 scans
+    # at 400 /s, and a busy machine's answers, later than that, were followed from after their elution
+    assert sum(scan in apex for scan in firsts.values()) >= 0.9 * len(firsts)
     # their apexes against the offline features
     ms1 = [s for s in spectra if s.ms_level == 1]
     scans = np.array(sorted(apex))
@@ -95,10 +97,7 @@ async def test_bsa1_replayed_publishes_elution_events(data, dev_indexes, tmp_pat
     index = lambda rt: int(np.argmin(np.abs(ms1_rt - rt)))  # noqa: E731
     compared = [(apex[s]["apex_rt"], o) for s, o in zip(scans.tolist(), off.tolist(), strict=True) if math.isfinite(o)]
     near = sum(abs(index(a) - index(o)) <= 1 for a, o in compared)
-    # each follow placed by its MS2's own time, however late the answer came (at 400 /s a busy machine answers many
-    # MS1 scans late: placed at the last MS1 scan on the answer's arrival, 231 of 496 agreed in a CI run): 530-540 of
-    # 630-661 (82-84 %) in three runs on the 2-core development machine (2026-12-01), one beside two CPU hogs;
-    # answers 130 MS1 scans late in a replay without the daemon 77 % (tests/unit/test_signal_live.py replays one)
+    # 530 of 634 (84 %) on the 2-core development machine, 542 of 635 beside two CPU-bound processes (2026-12-07)
     print(f"elution apexes within one MS1 scan of the offline features: {near} of {len(compared)}")
     assert compared and near >= 0.7 * len(compared)
     assert 0 < metrics['rtsearch_elution_events_total{event="apex"}'] <= len(apex)  # scraped while still running
@@ -110,8 +109,8 @@ async def test_bsa1_replayed_publishes_elution_events(data, dev_indexes, tmp_pat
     live = [r for r, a in zip(live, seen.tolist(), strict=True) if math.isfinite(a)]  # not cut off by the run's end
     covered = [r for r in live if any(e["charge"] == r["charge"] and abs(e["precursor_mz"] - r["precursor_mz"])
                                       <= 1e-5 * r["precursor_mz"] for e in apex.values())]  # fmt: skip
-    # (a busy machine's tracker runs behind the 400 /s replay: 20 of 26 on 2 cores beside two CPU-bound processes)
-    assert len(covered) >= 0.7 * len(live), [(r["scan"], r["precursor_mz"], r["charge"]) for r in live
+    # 32 of 32 and 36 of 36 (quiet, busy; 20 of 26 on the busy machine before late answers were followed in full)
+    assert len(covered) >= 0.9 * len(live), [(r["scan"], r["precursor_mz"], r["charge"]) for r in live
                                              if r not in covered]  # fmt: skip
     print(f"followed {len(firsts)} precursors, apex events {len(apex)}, compared with offline {len(compared)}, "
           f"within one MS1 scan {near}, ends {len(ends)}; identified {len(live)}, with an event {len(covered)}")
@@ -126,10 +125,9 @@ async def test_bsa1_replayed_publishes_elution_events(data, dev_indexes, tmp_pat
             hits += 1
             near_off += abs(index(apex[follow]["apex_rt"]) - index(apex_rt)) <= 1
     print(f"offline-identified with an MS1 apex {len(offline)}: an apex event {hits}, within one MS1 scan {near_off}")
-    # 43 and 46 of 52 within one MS1 scan in two runs (2026-11-25): 85 % failed one; the tracker, when behind its
-    # scans, judges apexes after a whole list of them, and how far behind it runs is the machine's (an event for 53
-    # of 59 on a 2-core machine beside two CPU-bound processes, 2026-12-06; 44 of 59 on 2026-12-07)
-    assert len(offline) >= 40 and hits >= 0.7 * len(offline) and near_off >= 0.6 * len(offline)
+    # an event for 59 of 59, 54 within one MS1 scan, quiet and beside two CPU-bound processes (2026-12-07; 46 and 26
+    # in a CI run before late answers were followed in full)
+    assert len(offline) >= 40 and hits >= 0.9 * len(offline) and near_off >= 0.8 * len(offline)
 
 
 def _offline_identified(data, dev_indexes, tmp_path) -> dict[int, tuple[float, int, float]]:

@@ -77,10 +77,10 @@ def _bsa1_slice(lo: float, hi: float) -> list:
     return sorted((s for s in read_spectra(path, ms_levels=(1, 2)) if lo < s.rt < hi), key=lambda s: (s.rt, s.ms_level))
 
 
-def _apexes(spectra: list, late: int) -> dict[int, float]:
+def _apexes(spectra: list, late: int, **tracker: float) -> dict[int, float]:
     """MS1 scans in acquisition order, each MS2 (2+ and up) followed ``late`` MS1 scans after it was taken, given its
     own retention time (as the daemon does): MS2 scan -> apex time."""
-    tr, apex, pending, seen = ElutionTracker(), {}, [], 0
+    tr, apex, pending, seen = ElutionTracker(**tracker), {}, [], 0
     for s in spectra:
         if s.ms_level == 1:
             seen += 1
@@ -103,6 +103,23 @@ def test_a_late_answer_is_placed_where_its_ms2_was_taken() -> None:
     both = set(prompt) & set(late)
     assert len(prompt) >= 40 and len(both) >= 0.8 * len(prompt)
     assert sum(late[s] == prompt[s] for s in both) >= 0.7 * len(both)
+    # however far behind: its trace starts history_s (here 30 s) before the MS2, not before the newest scan (with
+    # the scans kept trimmed to that, an answer 20 scans (~74 s) late was often followed from after its elution: 15
+    # of 37 agreed; now 35)
+    later = _apexes(spectra, 20, history_s=30.0)
+    print(f"answers 20 MS1 scans late, traces from 30 s before the MS2: {len(later)} apexes, "
+          f"{sum(later.get(s) == late[s] for s in late)} of {len(late)} as with 300 s")
+    assert sum(later.get(s) == late[s] for s in late) >= 0.8 * len(late)
+
+
+def test_the_scans_kept_for_late_answers_are_bounded_in_bytes() -> None:
+    tr = ElutionTracker(keep_bytes=100 * 2 * 8 * 4)  # 100 scans of 4 peaks (m/z and intensity, float64)
+    for rt in np.arange(0.0, 300.0, 1.5):  # 200 scans
+        tr.add_scan("r", float(rt), *_scan(float(rt), 1e6))
+    (n_peaks,) = {len(mz) for _, mz, _ in tr.runs["r"].history}
+    assert n_peaks == 4 and len(tr.runs["r"].history) == 100 and tr.runs["r"].history[0][0] == 150.0
+    tr.add_scan("s", 0.0, *_scan(0.0, 1e6))  # another run's scan: the growing run keeps it, the oldest of r go
+    assert len(tr.runs["r"].history) == 99 and len(tr.runs["s"].history) == 1
 
 
 def test_silence_is_given_up() -> None:
