@@ -23,6 +23,7 @@ import logging
 import multiprocessing
 import os
 import threading
+import time
 from typing import Any, Protocol
 
 from rtsearch.cluster.worker import WorkerSpec, process_main, run_worker
@@ -89,18 +90,26 @@ class LocalPlacement:
         """Pids of this placement's workers that ended other than when told to (seen within 0.1 s)."""
         return self._exited
 
-    def close(self) -> None:
+    def close(self, grace_s: float = 5.0) -> None:
+        """Stop supervising; the workers (told to stop by their doors) end within ``grace_s``, else terminated."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(2.0)
         with self._lock:
-            procs = list(self._procs.values())
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            p.join(5)
+            procs = dict(self._procs)
+        deadline = time.monotonic() + grace_s
+        for name, p in procs.items():
+            p.join(max(deadline - time.monotonic(), 0.0))
+            if p.exitcode == 0:
+                log.info("cluster: %s stopped", name)
+                continue
+            if p.is_alive():
+                log.warning("cluster: %s did not stop within %.0f s of being told: terminated", name, grace_s)
+                p.terminate()
+                p.join(5)
             if p.is_alive():
                 p.kill()
+                p.join(5)
 
 
 class RayPlacement:
