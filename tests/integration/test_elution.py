@@ -81,12 +81,18 @@ async def test_bsa1_replayed_publishes_elution_events(data, dev_indexes, tmp_pat
         if key is None:
             firsts[(r["precursor_mz"], r["charge"])] = scan
     # followed from the MS2's own time however late its answer came (the tracker keeps the run's MS1 scans for that):
-    # an apex for 98 % of them in the offline replay (tests/unit/test_signal_live.py), and the same on a quiet or busy
+    # an apex for 98 % of them in the offline replay (tests/unit/test_signal_live.py), and 429 of 440 on a quiet or busy
     # machine; before, a follow started no more than 300 s of retention time before the newest scan, ~80 MS1 scans
     # at 400 /s, and a busy machine's answers, later than that, were followed from after their elution
-    assert sum(scan in apex for scan in firsts.values()) >= 0.9 * len(firsts)
-    # their apexes against the offline features
+    # (which scan of a precursor starts its follow is the order its answers came in: by the precursor's m/z and charge)
     ms1 = [s for s in spectra if s.ms_level == 1]
+    top = max(float(s.mz.max()) for s in ms1 if s.n_peaks)  # BSA1's MS1 stops at m/z 800 (filtered upstream)
+    firsts = {k: v for k, v in firsts.items() if k[0] < top}
+    followed = [k for k in firsts if any(e["charge"] == k[1] and abs(e["precursor_mz"] - k[0]) <= 1e-5 * k[0]
+                                         for e in apex.values())]  # fmt: skip
+    print(f"precursors identified {len(firsts)}, with an apex event {len(followed)}")
+    assert len(followed) >= 0.9 * len(firsts)
+    # their apexes against the offline features
     scans = np.array(sorted(apex))
     by_scan = {s.scan: s for s in spectra}
     cols = detect_features(ms1).cols
@@ -102,7 +108,6 @@ async def test_bsa1_replayed_publishes_elution_events(data, dev_indexes, tmp_pat
     assert compared and near >= 0.7 * len(compared)
     assert 0 < metrics['rtsearch_elution_events_total{event="apex"}'] <= len(apex)  # scraped while still running
     # every identified precursor has an event: its own follow's, or that of an earlier scan of its m/z and charge
-    top = max(float(s.mz.max()) for s in ms1 if s.n_peaks)  # BSA1's MS1 stops at m/z 800 (filtered upstream)
     live = [r for r in col.results() if r["status"] == "identified" and r["precursor_mz"] < top]
     seen, _ = precursor_elution(cols, np.array([r["precursor_mz"] for r in live]),
                                 np.array([r["charge"] for r in live]), np.array([by_scan[r["scan"]].rt for r in live]))
