@@ -140,10 +140,12 @@ class ServeProcess:
         with self._cv:
             return "".join(self.lines)
 
-    def wait_for(self, text: str, timeout: float, count: int = 1) -> bool:
-        """Whether ``count`` lines holding ``text`` came within ``timeout`` seconds."""
+    def wait_for(self, text: str | tuple[str, ...], timeout: float, count: int = 1) -> bool:
+        """Whether ``count`` lines holding ``text`` (one of them, given several) came within ``timeout`` seconds."""
+        texts = (text,) if isinstance(text, str) else text
         with self._cv:
-            return self._cv.wait_for(lambda: sum(text in line for line in self.lines) >= count, timeout)
+            return self._cv.wait_for(lambda: sum(any(t in line for t in texts) for line in self.lines) >= count,
+                                     timeout)  # fmt: skip
 
     def kill(self) -> None:
         if self.proc.poll() is None:
