@@ -367,8 +367,6 @@ class Daemon:
         elif isinstance(msg, wire.RunStart):
             self.runs.start(msg.run)
         elif isinstance(msg, wire.RunEnd):
-            for out in self.outputs:
-                out.on_run_end(msg.run)
             done = self.runs.end(msg.run, msg.n_spectra)
             if done is not None:
                 self.ends.maybe_finish(done)

@@ -3,8 +3,10 @@
 With ``[serve] elution`` (``rtsearch serve --elution``) the intake keeps MS1 peaks and the daemon has this output
 (`rtsearch.serve.outputs`): it is handed every MS1 scan (`on_spectra`), every precursor answered with a match
 (`on_answers`: identified or not, the run's q-values still moving; with its MS2's retention time, so that however
-late it is answered it is placed where it was taken) and every run's end (`on_run_end`) — each a put on a bounded
-queue, never a wait (a full queue drops the item and counts it: MS2 answers never wait for elution). Its thread
+late it is answered it is placed where it was taken) and every run's finish (`on_run_finished`: every spectrum of
+it answered, so no follow starts after its trace was let go; not its ``run.end``, which a busy daemon reads before
+it answers the run's last spectra) — each a put on a bounded queue, never a wait (a full queue drops the item and
+counts it: MS2 answers never wait for elution). Its thread
 hands what is queued, a list at a time, to the tracker (`rtsearch.signal.live`; smoothing on the daemon's backend)
 in a process of its own (`rtsearch.serve.elution_process`: its Python holds no GIL of the daemon's) and publishes
 each event it returns: on the results socket as an ``elution`` message (2 frames: topic ``elution``, UTF-8 JSON: ``v``,
@@ -29,6 +31,7 @@ import zmq
 from rtsearch.protocol.topics import ELUTION
 from rtsearch.serve.chunks import FLOAT_COLUMNS, INT_COLUMNS, SpectraChunk
 from rtsearch.serve.elution_process import TrackerGone, TrackerProcess
+from rtsearch.serve.finish import Finished
 from rtsearch.serve.outputs import Output, OutputContext
 from rtsearch.serve.publish import Answer, Published
 from rtsearch.serve.runtime import name_os_thread
@@ -72,8 +75,8 @@ class ElutionOutput(Output):
         if (chunk.ints[:, _LEVEL] < 2).any():
             self.scans_of(chunk)
 
-    def on_run_end(self, run: str) -> None:
-        self.end_run(run)
+    def on_run_finished(self, done: Finished) -> None:
+        self.end_run(done.summary.run)
 
     def on_answers(self, answers: Sequence[Answer], published: Published) -> None:
         self.answers(answers)

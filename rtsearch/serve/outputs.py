@@ -51,9 +51,6 @@ class Output:
     def on_spectra(self, chunk: SpectraChunk) -> None:
         """A chunk of spectra received (MS1 rows with peaks when `keeps_ms1`)."""
 
-    def on_run_end(self, run: str) -> None:
-        """``run.end`` came for ``run``."""
-
     def on_answers(self, answers: Sequence[Answer], published: Published) -> None:
         """Answers journaled and published (any thread; never blocks)."""
 
