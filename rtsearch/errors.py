@@ -42,3 +42,8 @@ class ServiceError(RtsearchError):
     """
 
     exit_code = 1
+
+
+class EngineError(RuntimeError):
+    """An executor failed on a batch: the engine process (the message is its exception's), or the cluster's door
+    (no worker answered it within its budget)."""

@@ -13,6 +13,7 @@
 - `placement.py`: `RayPlacement` (actors, restarted by Ray) and `LocalPlacement` (processes of this host).
 - `door.py`: `ClusterScorer`, the daemon's engine threads' scorer: routing (replicate / partition), dead
   workers noticed and their batches sent again.
+- `status.py`: `Cluster`, what the door records of a worker (the daemon's metrics export it).
 - `share.py`: lanes sharing one cluster's workers (each lane's door's endpoints; lane 0's starts the workers).
 - `serve.py`: `open_cluster`, the cluster from ``[serve] cluster*`` settings; `plan`: mode, sharing, a worker's room.
 """

@@ -50,12 +50,11 @@ from rtsearch.cluster.auth import DoorKeys, identity, loopback, token
 from rtsearch.cluster.pieces import Own, Pieces
 from rtsearch.cluster.placement import Placement
 from rtsearch.cluster.share import Share
+from rtsearch.cluster.status import Cluster
 from rtsearch.cluster.worker import BEAT_S, WorkerSpec
-from rtsearch.errors import EndpointError, ServiceError
+from rtsearch.errors import EndpointError, EngineError, ServiceError
 from rtsearch.matches import ScoredBatch
 from rtsearch.search.target import Reopen
-from rtsearch.serve.engine_process import EngineError
-from rtsearch.serve.stats import Cluster
 
 log = logging.getLogger(__name__)
 

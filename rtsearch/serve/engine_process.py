@@ -33,6 +33,7 @@ from typing import Any
 from rtsearch.batch import SpectraBatch
 from rtsearch.config import EngineHost
 from rtsearch.config.environment import tuning
+from rtsearch.errors import EngineError
 from rtsearch.matches import ScoredBatch
 from rtsearch.search.live import named
 from rtsearch.search.target import Reopen, SearchTarget
@@ -43,10 +44,6 @@ log = logging.getLogger(__name__)
 
 Scorer = Callable[[SpectraBatch], ScoredBatch]
 START_TIMEOUT_S = 600.0  # opening a large index on a fresh machine (and CuPy's first import) takes a while
-
-
-class EngineError(RuntimeError):
-    """The engine process failed on a batch (the message is its exception's)."""
 
 
 class EngineGone(RuntimeError):

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rtsearch.cluster.status import Cluster
+
 
 @dataclass
 class Ready:
@@ -139,24 +141,6 @@ class Elution:
     events: dict[str, int] = field(default_factory=dict)
     followed: int | None = None
     dropped: int = 0
-
-
-@dataclass
-class Cluster:
-    """A cluster worker (`rtsearch.cluster.door`) of process ``pid`` (0: none yet): up or not, its piece (-1:
-    replicate), spectra it answered and the seconds it spent scoring them (``busy_s``) in ``rounds`` (a batch's
-    part of the round its worker scored it in: the batches waiting there scored as one); ``died``: it was called
-    dead (silent, or back as a new process) and its batches ``resent``."""
-
-    worker: str
-    piece: int
-    up: bool
-    spectra: int = 0
-    busy_s: float = 0.0
-    rounds: float = 0.0
-    pid: int = 0
-    died: bool = False
-    resent: int = 0
 
 
 Stat = Ready | Received | Queue | Taken | Scored | Answered | Shed | Runs | Mqtt | Elution | Cluster

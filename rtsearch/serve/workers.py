@@ -28,12 +28,13 @@ from rtsearch.cluster.serve import ClusterScorer, open_cluster
 from rtsearch.cluster.share import Share
 from rtsearch.config import BackendName, ServeConfig
 from rtsearch.config.environment import tuning
+from rtsearch.errors import EngineError
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve import pacing
 from rtsearch.serve.admission import Advice
 from rtsearch.serve.answering import Answering, Finished
 from rtsearch.serve.batching import BatchPolicy, EngineTimeModel, MicroBatcher, expiry_slack_ms
-from rtsearch.serve.engine_process import EngineError, EngineGone, EngineProcess, Scorer, open_scorer, warm_up
+from rtsearch.serve.engine_process import EngineGone, EngineProcess, Scorer, open_scorer, warm_up
 from rtsearch.serve.expiry import Expiry
 from rtsearch.serve.jobs import Jobs
 from rtsearch.serve.pending import Claim, Pending

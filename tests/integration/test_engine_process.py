@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from rtsearch.batch import SpectraBatch
+from rtsearch.errors import EngineError
 from rtsearch.search.live import named
-from rtsearch.serve.engine_process import EngineError, EngineGone, EngineProcess, _reply, open_scorer
+from rtsearch.serve.engine_process import EngineGone, EngineProcess, _reply, open_scorer
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, replay
 from tests.streaming import running, serve_config

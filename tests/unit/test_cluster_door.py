@@ -219,7 +219,7 @@ def test_partition_sends_each_spectrum_to_its_pieces_owner_and_puts_them_back_in
 
 @pytest.mark.parametrize("w0_holds", ["whole", "slice"])
 def test_a_dead_owners_piece_goes_only_to_a_worker_whose_slice_covers_it(w0_holds: str) -> None:
-    from rtsearch.serve.engine_process import EngineError
+    from rtsearch.errors import EngineError
 
     placement = Scripted({"w0": "ok", "w1": "die"})
     serves = [(-np.inf, np.inf) if w0_holds == "whole" else (-np.inf, 1600.0), (1400.0, np.inf)]
@@ -269,7 +269,7 @@ def test_a_piece_held_by_two_workers_goes_to_the_one_less_held_and_past_a_dead_o
 
 def test_with_no_live_worker_a_batch_is_answered_with_the_reason_within_the_budget() -> None:
     from rtsearch.cluster.door import DEAD_AFTER_S
-    from rtsearch.serve.engine_process import EngineError
+    from rtsearch.errors import EngineError
 
     placement = Scripted({"w0": "mute"})
     with ClusterScorer(None, placement, workers=1, timeout_s=0.5) as door:  # type: ignore[arg-type]
