@@ -2,7 +2,8 @@
 
 The `WorkerPool` owns the `MicroBatcher` and the count of batches in flight, under its own condition (the loop
 queues spectra, the workers take batches). Each engine thread binds its own CUDA stream (`Backend.bind_worker`) or,
-on a GPU by default, starts its own engine process (`rtsearch.serve.engine_process`: scoring off the daemon's GIL) —
+on a GPU by default, starts its own engine process (`rtsearch.serve.engine_process`: scoring off the daemon's GIL;
+a lone spectrum on an idle daemon is scored in the daemon's process all the same, its shortest path: `LONE_MAX`) —
 or, with ``[serve] cluster``, scores through the cluster's front door (`rtsearch.cluster`; threads by lane — a
 replicate worker, or partition's batch spread over them all — taken just in time: `rtsearch.serve.pacing`) —
 warms up, then loops: wait until the batcher releases a batch (threads after the first: a large one, `OVERLAP_MIN`),
@@ -34,7 +35,7 @@ from rtsearch.serve import pacing
 from rtsearch.serve.admission import Advice
 from rtsearch.serve.answering import Answering, Finished
 from rtsearch.serve.batching import BatchPolicy, EngineTimeModel, MicroBatcher, expiry_slack_ms
-from rtsearch.serve.engine_process import EngineGone, EngineProcess, Scorer, open_scorer, warm_up
+from rtsearch.serve.engine_process import EngineGone, EngineProcess, Scorer, open_scorer, score_named, warm_up
 from rtsearch.serve.expiry import Expiry
 from rtsearch.serve.jobs import Jobs
 from rtsearch.serve.pending import Claim, Pending
@@ -49,6 +50,13 @@ log = logging.getLogger(__name__)
 SLOW_BATCH_S = 0.5  # slower engine batches are logged (the ``slow_batch_s`` knob)
 WARM_UP_SIZES = (1, 7, 64, 512)  # batch sizes each worker scores before intake opens (and max_batch)
 OVERLAP_MIN = 1024  # waiting spectra that let engines after the first take one (``overlap_min``)
+# A lone spectrum's shortest path: with an engine process, a batch of at most LONE_MAX spectra that finds the engine
+# idle — nothing else in flight or waiting, and its first spectrum arrived LONE_GAP_S or more after the last batch
+# left the engine (a trickle, not a burst) — is scored in the daemon's process on the daemon's own copy of the
+# target, skipping the two pipe trips and the wake-up of the engine process. Under load the daemon's GIL is the
+# event loop's and the results thread's, so every other batch takes the engine process (`rtsearch.serve.engine_process`)
+LONE_MAX, LONE_GAP_S = 4, 0.002
+PATHS = ("daemon", "engine_process", "cluster")  # where a batch is scored (`Taken.path`)
 
 Answers = Callable[[list[Answer]], None]
 Refusal = tuple[Jobs, str, str]  # spectra refused at enqueue, the shed metric's reason code, the answer's reason
@@ -253,6 +261,10 @@ class WorkerPool(Expiry):
             if warming:
                 warm_up(self.target, score, sorted({*WARM_UP_SIZES, self.cfg.max_batch}), self._observe,
                         backend=self.cluster_backend, remote=self.cluster is not None)
+            near = None  # the first engine thread's shortest path, beside its engine process (`LONE_MAX`)
+            if engine is not None and k == 0:
+                near = functools.partial(score_named, self.target)
+                warm_up(self.target, near, [1, LONE_MAX], lambda size, seconds: None)  # its kernels, this process
         except BaseException as e:
             warm.set_exception(e)
             self._engine_out(engine)
@@ -264,10 +276,11 @@ class WorkerPool(Expiry):
             lane = k % self._lanes.lanes  # a cluster's: replicate, thread k scores on worker k mod N (`pacing`)
             if self.cluster is not None and self.cluster.mode == "replicate":
                 score = functools.partial(self.cluster.score, worker=lane)
-            while (taken := self._take(overlap_only, lane)) is not None:
-                number, jobs = taken
+            path = "cluster" if self.cluster is not None else "engine_process" if engine is not None else "daemon"
+            while (taken := self._take(overlap_only, lane, path, lone=near is not None)) is not None:
+                number, jobs, here = taken
                 try:
-                    self._run_batch(number, jobs, score)
+                    self._run_batch(number, jobs, near if here and near is not None else score, learn=not here)
                 finally:
                     with self._cv:
                         self._busy.pop(number, None)
@@ -289,9 +302,10 @@ class WorkerPool(Expiry):
             if self.cluster is not None:
                 self.cluster.__exit__()
 
-    def _run_batch(self, number: int, jobs: Jobs, score: Scorer) -> None:
+    def _run_batch(self, number: int, jobs: Jobs, score: Scorer, *, learn: bool = True) -> None:
         """Score one batch and hand it to the results thread (an engine failure answers it here; a lost engine
-        process stops this thread after that, and the daemon with it)."""
+        process stops this thread after that, and the daemon with it). ``learn``: the engine-time model learns its
+        time (not a lone spectrum's shortest path: the model predicts the bulk path, which the door's advice is for)."""
         t0 = time.perf_counter()
         try:
             scored = score(jobs.spectra)
@@ -305,7 +319,7 @@ class WorkerPool(Expiry):
                 raise
             return
         t1 = time.perf_counter()
-        if not self._done(number, len(jobs), t1 - t0, scored.stages):
+        if not self._done(number, len(jobs), t1 - t0 if learn else None, scored.stages):
             return  # abandoned at the shutdown bound: the daemon answered it
         if t1 - t0 > self._slow_s:
             log.warning("slow engine batch: %d spectra in %.1f ms (model predicted %.1f ms); stages %s", len(jobs),
@@ -323,9 +337,12 @@ class WorkerPool(Expiry):
                 self.batcher.tail.observe(len(jobs), t_end - t1)
             self.batcher.answering.observe(sum(len(jobs) for jobs, *_ in items), t_end - t_start)
 
-    def _take(self, overlap_only: bool = False, lane: int = 0) -> tuple[int, Jobs] | None:
-        """Wait for the next batch and its number (``None``: shutting down and nothing is left); spectra that
-        cannot be answered within their budget any more are given up on the way (the expiry thread answers them).
+    def _take(self, overlap_only: bool = False, lane: int = 0, path: str = "daemon",
+              lone: bool = False) -> tuple[int, Jobs, bool] | None:  # fmt: skip
+        """Wait for the next batch, its number and whether it takes the daemon's shortest path (``lone``: there is
+        one; `LONE_MAX`) — ``None``: shutting down and nothing is left. Spectra that cannot be answered within their
+        budget any more are given up on the way (the expiry thread answers them). ``path``: where its batches are
+        scored otherwise (`PATHS`).
 
         ``overlap_only`` (engine threads after the first): only while `OVERLAP_MIN` spectra wait. Engines overlapping
         pay for large batches (bulk replay); under lone spectra they made more, smaller batches
@@ -352,11 +369,14 @@ class WorkerPool(Expiry):
             queue = Queue(len(self.batcher), self._in_flight)
             if queue.waiting and self._expiry_due is None:  # the expiry thread waits for nothing while idle
                 self._expiry_wake.set()
+            alone = lone and len(claim) <= LONE_MAX and self._in_flight == 1 and not queue.waiting
+            idle_since = self._scored_at
         t1 = time.perf_counter()
         jobs = claim.jobs()
+        here = alone and int(jobs.stamps.received_mono.min()) - idle_since >= LONE_GAP_S * 1e9
         waited = (self.clock() - jobs.stamps.received_mono) / 1e9
-        self.record(Taken(len(jobs), waited, t1 - t0, time.perf_counter() - t1), queue)
-        return number, jobs
+        self.record(Taken(len(jobs), waited, t1 - t0, time.perf_counter() - t1, "daemon" if here else path), queue)
+        return number, jobs, here
 
     def _wait_for_batch(self, overlap_only: bool, lane: int) -> Claim | None:
         """(Under the condition.) `_take`'s wait: the next batch's claim (``None``: shutting down, nothing left)."""
@@ -385,7 +405,8 @@ class WorkerPool(Expiry):
             self._cv.wait(None if wake is None else max(0.0, (wake - self.clock()) / 1e9))
 
     def _done(self, number: int, size: int, seconds: float | None, stages: dict[str, float] | None = None) -> bool:
-        """Batch ``number`` left the engine (``seconds`` it took, its ``stages``; ``None``: it failed); this worker is
+        """Batch ``number`` left the engine (``seconds`` it took, its ``stages``; ``None``: it failed, or its time is
+        not the model's to learn); this worker is
         free again. Whether the batch is still this worker's to answer (not abandoned at the shutdown bound). The
         model learns the engine's time alone (less a cluster batch's wait behind its lane's own at its worker:
         `pacing.Lanes.own_wait`), not the answering after it, beside the next batch (`_observe_answered`; learnt
