@@ -118,7 +118,7 @@ def by_worker(samples: dict[str, float], name: str) -> dict[str, float]:
 
 
 def summed(samples: dict[str, float]) -> dict[str, float]:
-    """`scrape`'s samples of a lanes' front (each labelled ``lane``, `rtsearch.serve.lane_metrics`) as one
+    """`scrape`'s samples of a lanes' front (each labelled ``lane``, `rtsearch.serve.observe.lane_metrics`) as one
     daemon's: the label dropped and the lanes' values summed, a worker ``w0`` of lane 1 named ``w0.1``."""
     out: dict[str, float] = {}
     for key, v in samples.items():
@@ -161,7 +161,7 @@ def inside(before: dict[str, float], after: dict[str, float], seconds: float) ->
 
 def admission(raw: dict[str, float]) -> dict[str, dict[str, float]]:
     """Each lane's admission as the rate ends (gauges, ms): the door's last advised wait and the time model's terms it
-    predicts by (`rtsearch.serve.metrics.MODEL_TERMS`: the engine's, the tail's, the results thread's, each a
+    predicts by (`rtsearch.serve.observe.metrics.MODEL_TERMS`: the engine's, the tail's, the results thread's, each a
     batch and a spectrum) — a model inflated by a loaded host sheds at the door."""
     out: dict[str, dict[str, float]] = {}
     for key, v in raw.items():

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "simulators"))
 from bench.harness import emit  # noqa: E402
 from rtsearch.cli.demo import RUN, TOML, bundled, cached_index, default_cache  # noqa: E402
 from rtsearch.protocol.wire import RUN_END, encode_spectrum  # noqa: E402
-from rtsearch.serve.journal import FOLDER  # noqa: E402
+from rtsearch.serve.runs.journal import FOLDER  # noqa: E402
 from rtsearch_sim.replay import Sender, load_run  # noqa: E402
 from tests.streaming import ServeProcess, free_port  # noqa: E402
 

@@ -1,6 +1,6 @@
 """`SpectraBatch`: spectra column by column, what scoring takes.
 
-The daemon receives spectra as columns (`rtsearch.serve.chunks.SpectraChunk`) and scoring works
+The daemon receives spectra as columns (`rtsearch.serve.intake.chunks.SpectraChunk`) and scoring works
 on arrays, so a batch between them is columns too: header fields as arrays, peaks concatenated
 (spectrum ``i``'s are ``offsets[i]:offsets[i + 1]``, ascending m/z). A file's `Spectrum` objects
 become one with `SpectraBatch.of`; code that works spectrum by spectrum gets them back with

@@ -1,6 +1,6 @@
 """A results folder that fails the journal, without root or a file system of its own (issue 67, S6, S7).
 
-`Disk` replaces ``os.open`` and ``os.write`` as `rtsearch.serve.journal` sees them: the errors a folder made
+`Disk` replaces ``os.open`` and ``os.write`` as `rtsearch.serve.runs.journal` sees them: the errors a folder made
 immutable (``chattr +i``: EPERM) or a full disk (ENOSPC, a write cut short) give.
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from rtsearch.serve import journal as journal_module
-from rtsearch.serve.journal import FOLDER
+from rtsearch.serve.runs import journal as journal_module
+from rtsearch.serve.runs.journal import FOLDER
 
 
 class Disk:

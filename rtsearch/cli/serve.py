@@ -90,7 +90,7 @@ def run(args: argparse.Namespace, lane: Any = None) -> int:
     from rtsearch.io import provenance
     from rtsearch.scoring.backend import get_backend
     from rtsearch.serve.daemon import Daemon
-    from rtsearch.serve.metrics import DaemonMetrics
+    from rtsearch.serve.observe.metrics import DaemonMetrics
 
     cfg = load_config(args.config)
     flags = {
@@ -129,7 +129,7 @@ async def _serve(daemon: Any) -> None:
     import asyncio
     import signal
 
-    from rtsearch.serve.systemd import notify
+    from rtsearch.serve.observe.systemd import notify
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -156,10 +156,10 @@ def _front(lane_main: LaneMain, serve: Any, *, gpu: bool) -> int:
     from prometheus_client import CollectorRegistry
 
     from rtsearch.errors import EndpointError
-    from rtsearch.serve.http import MetricsServer
+    from rtsearch.serve.children.runtime import host_gpus
     from rtsearch.serve.lanes import Front
-    from rtsearch.serve.runtime import host_gpus
-    from rtsearch.serve.systemd import notify
+    from rtsearch.serve.observe.http import MetricsServer
+    from rtsearch.serve.observe.systemd import notify
 
     front = Front(serve, lane_main, gpus=host_gpus() if gpu else 0)
     registry = CollectorRegistry()
@@ -202,7 +202,7 @@ class LaneMain:
 
         from rtsearch.cli.logs import configure
         from rtsearch.errors import RtsearchError
-        from rtsearch.serve.runtime import name_os_thread
+        from rtsearch.serve.children.runtime import name_os_thread
 
         name_os_thread(f"lane_{lane.index}")  # what ps and /proc/PID/comm say
         os.environ.pop("NOTIFY_SOCKET", None)  # the front tells systemd, not a lane

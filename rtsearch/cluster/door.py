@@ -8,8 +8,8 @@ heartbeats; calls a worker dead when its placement saw its process end, or when 
 each waiting batch to a worker:
 
 - ``replicate``: every worker holds the whole target; a batch goes whole to the worker its engine thread keeps to
-  (``score(worker=)``: `rtsearch.serve.pacing`'s lanes) while that one lives, else to the live worker with the fewest
-  spectra outstanding (ties: the fastest, by its measured seconds per spectrum);
+  (``score(worker=)``: `rtsearch.serve.engine.pacing`'s lanes) while that one lives, else to the live worker with the
+  fewest spectra outstanding (ties: the fastest, by its measured seconds per spectrum);
 - ``partition``: the precursor-mass range is cut by Li et al.'s equal-work rule (`rtsearch.cluster.partition`;
   `LiveCuts`: cut again as the spectra come), each piece's slice held by ``[serve] piece_workers`` workers (worker k:
   piece k mod pieces); a spectrum goes whole to an owner of its mass (lane j of lanes sharing the workers: copy j mod
@@ -224,7 +224,7 @@ class ClusterScorer:
 
     def failed(self) -> int:
         """Threads of the door that stopped on their own (the dispatcher, the ZAP handler): 0 while they run, before
-        it started, or once it was closed (`rtsearch.serve.workers.WorkerPool.failed` counts them)."""
+        it started, or once it was closed (`rtsearch.serve.engine.workers.WorkerPool.failed` counts them)."""
         if self._stop.is_set() or self._thread.ident is None:
             return 0
         return int(not self._thread.is_alive()) + int(self._keys is not None and not self._keys.alive())
@@ -267,7 +267,8 @@ class ClusterScorer:
         worker's failure, or an answer that is not one to its request, raises `EngineError`. A `ScoredBatch`'s
         ``stages``: ``queued``, the seconds it waited at its worker behind an earlier batch, ``scoring``, the
         worker's own seconds on it (the daemon tells its workers' time from its own with them:
-        `rtsearch.serve.pacing`), and ``share``, its spectra's part of that when the worker scored it with others as
+        `rtsearch.serve.engine.pacing`), and ``share``, its spectra's part of that when the worker scored it with
+        others as
         one batch (what it cost: `rtsearch.cluster.cost`)."""
         out = []
         for req in requests:

@@ -23,7 +23,7 @@ from rtsearch.cluster.share import Share
 from rtsearch.config import BackendName, ClusterMode, ServeConfig
 from rtsearch.errors import ConfigError
 from rtsearch.search.target import SearchTarget
-from rtsearch.serve.runtime import host_gpus
+from rtsearch.serve.children.runtime import host_gpus
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """What a cluster's door tells of its workers (shell): one `Cluster` stat per change, recorded through the
-callback the daemon hands it (`rtsearch.serve.stats` counts it among its stats; the metrics export it)."""
+callback the daemon hands it (`rtsearch.serve.observe.stats` counts it among its stats; the metrics export it)."""
 
 from __future__ import annotations
 

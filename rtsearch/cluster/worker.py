@@ -244,7 +244,7 @@ def _beats(ctx: zmq.Context[Any], spec: WorkerSpec, busy: list[int], stop: threa
 
 def process_main(spec: WorkerSpec, parent: int) -> None:
     """A local worker process's main (`rtsearch.cluster.placement.LocalPlacement`): ends with its parent."""
-    from rtsearch.serve.runtime import as_child, gpu_of
+    from rtsearch.serve.children.runtime import as_child, gpu_of
 
     if spec.device >= 0:  # before CuPy is imported (the target's reopen)
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu_of(spec.device)

@@ -34,42 +34,48 @@ class Tuning:
     """Every tuning knob; ``None``: the default of the module named in its description."""
 
     expiry_slack_ms: float | None = _knob(
-        "waking up and answering spectra given up before their deadline (`rtsearch.serve.batching`: 25 ms)"
+        "waking up and answering spectra given up before their deadline (`rtsearch.serve.engine.batching`: 25 ms)"
     )
     warm_up_batch_s: float | None = _knob(
-        "a NumPy engine's warm-up leaves out batch sizes slower than this (`rtsearch.serve.engine_process`: 5 s)",
+        "a NumPy engine's warm-up leaves out batch sizes slower than this "
+        "(`rtsearch.serve.executors.engine_process`: 5 s)",
         positive=True,
     )
-    slow_batch_s: float | None = _knob("engine batches slower than this are logged (`rtsearch.serve.workers`: 0.5 s)")
+    slow_batch_s: float | None = _knob(
+        "engine batches slower than this are logged (`rtsearch.serve.engine.workers`: 0.5 s)"
+    )
     overlap_min: int | None = _knob(
-        "spectra waiting that let engine threads after the first take a batch (`rtsearch.serve.workers`: 1024)"
+        "spectra waiting that let engine threads after the first take a batch (`rtsearch.serve.engine.workers`: 1024)"
     )
     gil_switch_s: float | None = _knob(
-        "the daemon's GIL switch interval (`rtsearch.serve.runtime`: 0.1 ms, 1 ms with engine processes)", positive=True
+        "the daemon's GIL switch interval (`rtsearch.serve.children.runtime`: 0.1 ms, 1 ms with engine processes)",
+        positive=True,
     )
     intake_flush_ms: float | None = _knob(
-        "a chunk of spectra goes at most this long after its first message (`rtsearch.serve.reader`: 1 ms, 2 ms "
+        "a chunk of spectra goes at most this long after its first message (`rtsearch.serve.intake.reader`: 1 ms, 2 ms "
         "behind the lanes' front)"
     )
     io_threads: int | None = _knob(
         "ZeroMQ I/O threads of the lanes' front and results fan-in (`rtsearch.serve.lanes`: 2)", positive=True
     )
     cluster_lead_ms: float | None = _knob(
-        "a cluster batch is taken this long before its worker is predicted free (`rtsearch.serve.pacing`: 1 ms)"
+        "a cluster batch is taken this long before its worker is predicted free (`rtsearch.serve.engine.pacing`: 1 ms)"
     )
     cluster_depth: int | None = _knob(
-        "a lane's batches in flight a cluster worker (`rtsearch.serve.pacing`: 2, split between lanes sharing them)",
+        "a lane's batches in flight a cluster worker (`rtsearch.serve.engine.pacing`: 2, split between lanes sharing "
+        "them)",
         positive=True,
     )
     cluster_worth: bool | None = _knob(
-        "behind a batch in flight, the next waits to be worth its fixed cost (`rtsearch.serve.pacing`: on)"
+        "behind a batch in flight, the next waits to be worth its fixed cost (`rtsearch.serve.engine.pacing`: on)"
     )
     give_up_behind: bool | None = _knob(
-        "an engine thread gives up what its batch would answer late behind its worker's (`rtsearch.serve.pacing`: off)"
+        "an engine thread gives up what its batch would answer late behind its worker's "
+        "(`rtsearch.serve.engine.pacing`: off)"
     )
     cluster_patience: float | None = _knob(
         "the worth rule waits at most until the first spectrum waiting has spent this share of its budget "
-        "(`rtsearch.serve.pacing`: 0.25)"
+        "(`rtsearch.serve.engine.pacing`: 0.25)"
     )
     parts_per_worker: int | None = _knob(
         "parts each reading process cuts a large spectra file into (`rtsearch.io.batches`: 2)", positive=True

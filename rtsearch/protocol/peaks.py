@@ -1,6 +1,6 @@
 """The wire's rules for a spectrum's peaks (`rtsearch.protocol.wire`): m/z ascending, within 0..`MAX_MZ`,
 intensities finite and not negative — for one spectrum as `rtsearch.protocol.wire.decode` checks it, and for a chunk
-of many at once (the intake process, `rtsearch.serve.chunks`) with the same reasons in the same order."""
+of many at once (the intake process, `rtsearch.serve.intake.chunks`) with the same reasons in the same order."""
 
 from __future__ import annotations
 

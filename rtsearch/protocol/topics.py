@@ -1,7 +1,7 @@
 """Every topic name rtsearch speaks, in one place (docs/protocol.md).
 
 ZeroMQ: the first frame of each message. MQTT: ``rtsearch/<instrument>/...`` with each name made one safe topic
-level (`rtsearch.serve.mqtt.topic_segment`).
+level (`rtsearch.serve.outputs.mqtt.topic_segment`).
 """
 
 from __future__ import annotations

@@ -43,25 +43,25 @@ from rtsearch.config import BackendName, ServeConfig
 from rtsearch.errors import EndpointError, ServiceError
 from rtsearch.protocol import wire
 from rtsearch.search.target import SearchTarget
-from rtsearch.serve.admission import Advice, arrival_times
-from rtsearch.serve.chunks import CHUNK_MAX, FLOAT_COLUMNS, Received, ShedChunk, SpectraChunk, budgets_ns, merged
-from rtsearch.serve.door import default_intakes
-from rtsearch.serve.engine_process import scores_in_process
-from rtsearch.serve.finish import Finished, RunEnds
-from rtsearch.serve.intake import Intake, Lane
-from rtsearch.serve.intake_process import Shedding
-from rtsearch.serve.jobs import INT_COLUMNS, Jobs, Stamps, jobs_of_chunk
-from rtsearch.serve.metrics import DaemonMetrics
-from rtsearch.serve.output_kinds import outputs_for
+from rtsearch.serve.children.runtime import freeze_heap, gil_switch_s, single_threaded_blas
+from rtsearch.serve.engine.admission import Advice, arrival_times
+from rtsearch.serve.engine.jobs import INT_COLUMNS, Jobs, Stamps, jobs_of_chunk
+from rtsearch.serve.engine.workers import WorkerPool
+from rtsearch.serve.executors.engine_process import scores_in_process
+from rtsearch.serve.intake.chunks import CHUNK_MAX, FLOAT_COLUMNS, Received, ShedChunk, SpectraChunk, budgets_ns, merged
+from rtsearch.serve.intake.door import default_intakes
+from rtsearch.serve.intake.intake import Intake, Lane
+from rtsearch.serve.intake.intake_process import Shedding
+from rtsearch.serve.observe.metrics import DaemonMetrics
+from rtsearch.serve.observe.stats import Answered, Ready, RunAnswered, Runs, Shed
+from rtsearch.serve.observe.stats import Received as ReceivedStats
 from rtsearch.serve.outputs import Output, OutputContext
-from rtsearch.serve.publish import Answer, Publisher, unscored
-from rtsearch.serve.refits import Refitter
-from rtsearch.serve.runs import RunBook, note_scans
-from rtsearch.serve.runtime import freeze_heap, gil_switch_s, single_threaded_blas
-from rtsearch.serve.shed_book import ShedBook
-from rtsearch.serve.stats import Answered, Ready, RunAnswered, Runs, Shed
-from rtsearch.serve.stats import Received as ReceivedStats
-from rtsearch.serve.workers import WorkerPool
+from rtsearch.serve.outputs.kinds import outputs_for
+from rtsearch.serve.outputs.publish import Answer, Publisher, unscored
+from rtsearch.serve.runs.finish import Finished, RunEnds
+from rtsearch.serve.runs.refits import Refitter
+from rtsearch.serve.runs.runs import RunBook, note_scans
+from rtsearch.serve.runs.shed_book import ShedBook
 from rtsearch.types import ResultStatus
 
 log = logging.getLogger(__name__)

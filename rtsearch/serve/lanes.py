@@ -13,14 +13,14 @@ opened by each).
                    spectra socket     (processes: read, decode,         (daemons, one a      results socket
                                        answer shed at each lane's door)  process)
 
-- The **door** (`rtsearch.serve.door`) binds (or connects) the spectra socket and spreads its messages over N
-  **intake processes** (`rtsearch.serve.intake_process`, as behind a lone daemon's door), each of which decodes
+- The **door** (`rtsearch.serve.intake.door`) binds (or connects) the spectra socket and spreads its messages over N
+  **intake processes** (`rtsearch.serve.intake.intake_process`, as behind a lone daemon's door), each of which decodes
   what it reads and hands each lane, over a socket pair of its own, the rows of that lane's runs
-  (`rtsearch.serve.routing.split`), answering ``shed`` at that lane's door what its advice says would be late.
+  (`rtsearch.serve.intake.routing.split`), answering ``shed`` at that lane's door what its advice says would be late.
   A run's lane is decided once by the **registry** (the lane with the fewest open runs) and kept; every intake
   process asks it, so all agree.
 - Each **lane** is a `rtsearch.serve.daemon.Daemon` in a process of its own (the command's ``lane_main``: this
-  command's arguments; its `rtsearch.serve.intake.Lane` holds its socket pairs, advice words and door-answers
+  command's arguments; its `rtsearch.serve.intake.intake.Lane` holds its socket pairs, advice words and door-answers
   endpoint): batcher, engine process, run book, journals, MQTT client; on a host with several GPUs lane k scores on
   GPU k mod G (``CUDA_VISIBLE_DEVICES`` set in its process, the list given to the front kept) — or, scoring through
   a cluster of N workers of its own (``--cluster N``), sees every GPU, its list turned to start at GPU k·N mod G,
@@ -33,7 +33,8 @@ opened by each).
   processes hand it a run's messages in no set order, so it waits for ``run.end``'s ``n_spectra`` as behind several
   intakes. Only lane 0 finishes the journals an earlier daemon left (before any lane is fed).
 - The **results fan-in** (XSUB → XPUB, ZeroMQ's C proxy) carries the lanes' answers to the one results socket.
-- ``/metrics`` here is every lane's, scraped when asked and labelled ``lane`` (`rtsearch.serve.lane_metrics`), with
+- ``/metrics`` here is every lane's, scraped when asked and labelled ``lane`` (`rtsearch.serve.observe.lane_metrics`),
+with
   ``rtsearch_lane_runs_total``; ``/readyz`` is ready once every lane is; a lane, an intake process or the door that
   stops stops the front (it exits non-zero after the others answered what they had), as a lone daemon's part does.
 
@@ -64,20 +65,20 @@ from rtsearch.cluster.share import Share
 from rtsearch.config import ServeConfig
 from rtsearch.config.environment import tuning
 from rtsearch.errors import EndpointError, ServiceError
-from rtsearch.serve.admission import Advice
-from rtsearch.serve.chunks import ERROR, READY, stop_message
-from rtsearch.serve.door import Door, default_intakes
-from rtsearch.serve.finish import check_results_folder
-from rtsearch.serve.folder_lock import FolderLock
-from rtsearch.serve.framing import Unpacker
-from rtsearch.serve.http import Health
-from rtsearch.serve.intake import Lane, socket_pair
-from rtsearch.serve.intake_process import Shedding, serve
-from rtsearch.serve.journal import FOLDER
-from rtsearch.serve.lane_metrics import LaneMetrics
-from rtsearch.serve.proxy import Forwarder
-from rtsearch.serve.routing import Registry
-from rtsearch.serve.runtime import gpu_of, stop_child
+from rtsearch.serve.children.framing import Unpacker
+from rtsearch.serve.children.proxy import Forwarder
+from rtsearch.serve.children.runtime import gpu_of, stop_child
+from rtsearch.serve.engine.admission import Advice
+from rtsearch.serve.intake.chunks import ERROR, READY, stop_message
+from rtsearch.serve.intake.door import Door, default_intakes
+from rtsearch.serve.intake.intake import Lane, socket_pair
+from rtsearch.serve.intake.intake_process import Shedding, serve
+from rtsearch.serve.intake.routing import Registry
+from rtsearch.serve.observe.http import Health
+from rtsearch.serve.observe.lane_metrics import LaneMetrics
+from rtsearch.serve.runs.finish import check_results_folder
+from rtsearch.serve.runs.folder_lock import FolderLock
+from rtsearch.serve.runs.journal import FOLDER
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import pytest
 from rtsearch.cli import main
 from rtsearch.cli.demo import FASTA, TOML, bundled
 from rtsearch.protocol.wire import encode_run_start, encode_spectrum
-from rtsearch.serve.journal import FOLDER
+from rtsearch.serve.runs.journal import FOLDER
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, load_run
 from tests.streaming import ServeProcess, free_port

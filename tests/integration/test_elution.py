@@ -15,7 +15,7 @@ import zmq
 
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
-from rtsearch.serve.elution import ElutionOutput
+from rtsearch.serve.outputs.elution import ElutionOutput
 from rtsearch.signal.features import detect_features
 from rtsearch.signal.precursors import precursor_elution
 from rtsearch_sim.replay import load_run

@@ -1,4 +1,4 @@
-"""Scoring in an engine process of its own (`rtsearch.serve.engine_process`): the same answers as in a thread,
+"""Scoring in an engine process of its own (`rtsearch.serve.executors.engine_process`): the same answers as in a thread,
 failures answered, a lost process noticed — on the bundled E. coli target and its real run, NumPy backend."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from rtsearch.batch import SpectraBatch
 from rtsearch.errors import EngineError
 from rtsearch.search.live import named
-from rtsearch.serve.engine_process import EngineGone, EngineProcess, _reply, open_scorer
+from rtsearch.serve.executors.engine_process import EngineGone, EngineProcess, _reply, open_scorer
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, replay
 from tests.streaming import running, serve_config
@@ -121,8 +121,8 @@ async def test_the_daemon_answers_the_same_with_its_engine_in_a_process(engine, 
 
 
 def test_the_gil_switch_interval_follows_where_the_engine_scores(engine, monkeypatch):
-    from rtsearch.serve.engine_process import scores_in_process
-    from rtsearch.serve.runtime import gil_switch_s
+    from rtsearch.serve.children.runtime import gil_switch_s
+    from rtsearch.serve.executors.engine_process import scores_in_process
 
     monkeypatch.delenv("RTSEARCH_GIL_SWITCH_S", raising=False)
     assert not scores_in_process(engine, "auto") and not scores_in_process(engine, "thread")  # NumPy: a thread
@@ -137,11 +137,12 @@ def test_the_gil_switch_interval_follows_where_the_engine_scores(engine, monkeyp
 @pytest.mark.asyncio
 async def test_a_lone_spectrum_is_scored_in_the_daemon_and_bulk_in_the_engine_process(engine, ecoli_run, tmp_path,
                                                                                      monkeypatch):  # fmt: skip
-    """The shortest path (`rtsearch.serve.workers.LONE_MAX`): spectra sent one at a time, each once the one before
+    """The shortest path (`rtsearch.serve.engine.workers.LONE_MAX`): spectra sent one at a time, each once the one
+    before
     was answered, are scored in the daemon's process — the same best matches as the engine's offline — and a burst
     goes to the engine process. The rule's gap since the last batch is a rate heuristic; here it is 0, so that
     which path a batch takes follows from what is in flight, not from the machine's pace."""
-    from rtsearch.serve import workers
+    from rtsearch.serve.engine import workers
 
     monkeypatch.setattr(workers, "LONE_GAP_S", 0.0)
     ms2 = _ms2(ecoli_run)

@@ -11,9 +11,9 @@ import zmq
 from rtsearch.errors import EndpointError
 from rtsearch.io.spectra import read_spectra
 from rtsearch.protocol.wire import encode_run_end, encode_run_start, encode_spectrum
-from rtsearch.serve.chunks import Received, SpectraChunk
-from rtsearch.serve.door import default_intakes
-from rtsearch.serve.intake import Intake
+from rtsearch.serve.intake.chunks import Received, SpectraChunk
+from rtsearch.serve.intake.door import default_intakes
+from rtsearch.serve.intake.intake import Intake
 
 
 def _flatten(items) -> list[tuple]:

@@ -23,14 +23,14 @@ from rtsearch.config import load_config
 from rtsearch.protocol.wire import encode_run_end, encode_spectrum
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
-from rtsearch.serve import finish
-from rtsearch.serve.journal import FOLDER, MAX_OPEN
+from rtsearch.serve.runs import finish
+from rtsearch.serve.runs.journal import FOLDER, MAX_OPEN
 from rtsearch.types import Spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, load_run
 from tests.streaming import ServeProcess, free_port, running, serve_config
 
-RUNS = 300  # each a journal: more than the 64 files the daemon keeps open (`rtsearch.serve.journal`)
+RUNS = 300  # each a journal: more than the 64 files the daemon keeps open (`rtsearch.serve.runs.journal`)
 MAX_OPEN_RUNS = 200  # the first 100 runs are ended to make room for the last 100
 KILLED_RUNS = 200  # open when the daemon is killed: each finished from its journal by the next one
 

@@ -29,7 +29,7 @@ from rtsearch.cli.demo import TOML, bundled
 from rtsearch.config import load_config
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
-from rtsearch.serve.metrics import DaemonMetrics
+from rtsearch.serve.observe.metrics import DaemonMetrics
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, load_run, replay
 from tests.streaming import free_port, running, serve_config

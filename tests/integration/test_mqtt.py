@@ -15,7 +15,7 @@ from rtsearch.cli.demo import TOML, bundled
 from rtsearch.config import load_config
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
-from rtsearch.serve.mqtt import MqttOutput
+from rtsearch.serve.outputs.mqtt import MqttOutput
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, Sent, load_run, replay
 from tests.streaming import Mosquitto, running, scrape, serve_config

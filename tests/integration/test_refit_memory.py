@@ -23,7 +23,7 @@ from rtsearch.matches import ScoredBatch, concat_batches
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
 from rtsearch.search.live import named
-from rtsearch.serve.refits import Refitter, RunToFinish
+from rtsearch.serve.runs.refits import Refitter, RunToFinish
 
 ROWS = 150_000
 

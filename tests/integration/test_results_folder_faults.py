@@ -89,7 +89,7 @@ async def test_a_folder_that_fails_mid_run_loses_no_answer(demo_index, data, tmp
 def test_a_full_results_folder_is_said_at_start(demo_index, tmp_path, monkeypatch, capsys):
     """One line, exit code 2: the folder and how much room it has (a restart on a full disk said "internal
     error")."""
-    from rtsearch.serve import finish
+    from rtsearch.serve.runs import finish
 
     full = os.statvfs_result((4096, 4096, 1 << 20, 0, 0, 1000, 0, 0, 0, 255))  # no block free
     monkeypatch.setattr(finish.os, "statvfs", lambda _: full)

@@ -145,7 +145,7 @@ async def test_the_shutdown_bound_answers_what_it_cannot_score(target, ms2, tmp_
 
 async def test_a_results_file_that_cannot_be_written_is_counted_and_written_once_it_can(target, ms2, tmp_path,
                                                                                      monkeypatch):  # fmt: skip
-    from rtsearch.serve import finish
+    from rtsearch.serve.runs import finish
 
     monkeypatch.setattr(finish, "WRITE_RETRY_S", 0.2)
     results, aside = tmp_path / "results", tmp_path / "aside"

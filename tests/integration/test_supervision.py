@@ -29,7 +29,7 @@ from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
 from rtsearch.search.live import LiveRun
 from rtsearch.serve.daemon import Daemon
-from rtsearch.serve.mqtt import MqttOutput
+from rtsearch.serve.outputs.mqtt import MqttOutput
 from rtsearch.types import Spectrum
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender, load_run

@@ -24,8 +24,8 @@ from rtsearch.matches import STATUSES
 from rtsearch.protocol.wire import encode_run_end, encode_spectrum
 from rtsearch.search.database import DatabaseTarget
 from rtsearch.search.table import PsmTable
-from rtsearch.serve.journal import FOLDER, SET_ASIDE, Journals
-from rtsearch.serve.refits import RunToFinish, finish_runs
+from rtsearch.serve.runs.journal import FOLDER, SET_ASIDE, Journals
+from rtsearch.serve.runs.refits import RunToFinish, finish_runs
 from rtsearch.types import ResultStatus
 from rtsearch_sim.collector import Collector
 from rtsearch_sim.replay import Sender

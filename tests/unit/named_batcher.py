@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from rtsearch.serve.batching import BatchPolicy, EngineTimeModel, MicroBatcher
+from rtsearch.serve.engine.batching import BatchPolicy, EngineTimeModel, MicroBatcher
 from tests.fakeclock import FakeClock
 
 

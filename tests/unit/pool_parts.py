@@ -1,4 +1,4 @@
-"""What the tests of the engine and results threads (`rtsearch.serve.workers`) share: the demo target made slow,
+"""What the tests of the engine and results threads (`rtsearch.serve.engine.workers`) share: the demo target made slow,
 no refits, a run's spectra as queued jobs, and a pool whose answers' statuses are listed."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from rtsearch.config import ServeConfig, load_config
 from rtsearch.io.spectra import read_spectra
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
-from rtsearch.serve.jobs import Jobs, RunState, Stamps
-from rtsearch.serve.workers import WorkerPool
+from rtsearch.serve.engine.jobs import Jobs, RunState, Stamps
+from rtsearch.serve.engine.workers import WorkerPool
 
 STAGE_S = 0.05  # what scoring, and answering, each batch takes at least here
 

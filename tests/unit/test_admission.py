@@ -1,12 +1,12 @@
-"""Overload decided at the door (`rtsearch.serve.admission`): which spectra an intake process sheds, the
+"""Overload decided at the door (`rtsearch.serve.engine.admission`): which spectra an intake process sheds, the
 daemon's advice going stale, and a chunk split into what goes on and what was answered."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from rtsearch.serve.admission import ADVICE_TTL_NS, MAX_TRUSTED_AGE_NS, Advice, arrival_times, late_rows
-from rtsearch.serve.chunks import FLOAT_COLUMNS, INT_COLUMNS, SpectraChunk
+from rtsearch.serve.engine.admission import ADVICE_TTL_NS, MAX_TRUSTED_AGE_NS, Advice, arrival_times, late_rows
+from rtsearch.serve.intake.chunks import FLOAT_COLUMNS, INT_COLUMNS, SpectraChunk
 
 MS = 1_000_000
 
@@ -152,7 +152,7 @@ def test_the_door_counts_only_what_waits_in_its_pipe() -> None:
 
     import zmq
 
-    from rtsearch.serve.intake_process import Door
+    from rtsearch.serve.intake.intake_process import Door
 
     ctx = zmq.Context()
     advice = Advice(intakes=1)
@@ -177,7 +177,7 @@ def test_the_door_holds_what_it_reads_while_the_daemon_lags_and_sheds_what_grows
 
     import zmq
 
-    from rtsearch.serve.intake_process import HOLD_NS, Door
+    from rtsearch.serve.intake.intake_process import HOLD_NS, Door
 
     ctx = zmq.Context()
     advice = Advice(intakes=1)
@@ -213,7 +213,7 @@ def test_what_is_held_is_screened_again_every_few_ms_not_at_each_read() -> None:
 
     import zmq
 
-    from rtsearch.serve.intake_process import HOLD_NS, HOLD_SCREEN_NS, Out, Shedding
+    from rtsearch.serve.intake.intake_process import HOLD_NS, HOLD_SCREEN_NS, Out, Shedding
 
     assert HOLD_SCREEN_NS < HOLD_NS  # held spectra wait more than HOLD_NS: a pass that late still answers in time
     ctx = zmq.Context()

@@ -1,4 +1,4 @@
-"""The results thread (`rtsearch.serve.answering`): batches that queued behind the one it takes are answered with
+"""The results thread (`rtsearch.serve.engine.answering`): batches that queued behind the one it takes are answered with
 it, one call a run, each answer beside its own spectrum's stamps; every spectrum answered once."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from rtsearch.io.spectra import read_spectra
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
 from rtsearch.search.live import LiveRun
-from rtsearch.serve.answering import Answering
-from rtsearch.serve.jobs import Jobs, RunState, Stamps
-from rtsearch.serve.publish import scored_answers
+from rtsearch.serve.engine.answering import Answering
+from rtsearch.serve.engine.jobs import Jobs, RunState, Stamps
+from rtsearch.serve.outputs.publish import scored_answers
 
 
 @pytest.fixture(scope="module")

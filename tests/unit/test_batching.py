@@ -1,4 +1,4 @@
-"""Tests for the micro-batcher (`rtsearch.serve.batching`), driven by a fake clock in ns.
+"""Tests for the micro-batcher (`rtsearch.serve.engine.batching`), driven by a fake clock in ns.
 
 Golden times are worked out by hand in the comments: a spectrum added at
 ``t`` with budget ``b`` ms has its deadline at ``t + b``; the deadline rule
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rtsearch.serve.batching import MS, BatchPolicy, EngineTimeModel, MicroBatcher, expiry_slack_ms
+from rtsearch.serve.engine.batching import MS, BatchPolicy, EngineTimeModel, MicroBatcher, expiry_slack_ms
 from tests.fakeclock import FakeClock
 from tests.unit.named_batcher import batcher as _batcher
 

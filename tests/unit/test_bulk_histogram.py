@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 from prometheus_client import CollectorRegistry, generate_latest
 
-from rtsearch.serve.metrics import LATENCY_BUCKETS, BulkHistogram, DaemonMetrics
-from rtsearch.serve.stats import Queue
+from rtsearch.serve.observe.metrics import LATENCY_BUCKETS, BulkHistogram, DaemonMetrics
+from rtsearch.serve.observe.stats import Queue
 
 
 def test_values_one_at_a_time_count_as_the_same_values_in_one_batch() -> None:

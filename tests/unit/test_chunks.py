@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from rtsearch.io.spectra import read_spectra
 from rtsearch.protocol.wire import Invalid, RunEnd, RunStart, SpectrumMessage, decode, encode_spectrum
-from rtsearch.serve.chunks import MESSAGE, SPECTRA, Received, SpectraChunk, merged
-from rtsearch.serve.framing import Unpacker, pack
-from rtsearch.serve.reader import Reader
+from rtsearch.serve.children.framing import Unpacker, pack
+from rtsearch.serve.intake.chunks import MESSAGE, SPECTRA, Received, SpectraChunk, merged
+from rtsearch.serve.intake.reader import Reader
 from rtsearch.types import Spectrum
 from tests.wire_cases import _base_messages, _mutated_message
 

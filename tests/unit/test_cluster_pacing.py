@@ -1,5 +1,5 @@
-"""A cluster's batches in flight and when its engine threads take them (`rtsearch.serve.pacing`,
-`rtsearch.serve.pacing.CLUSTER_DEPTH`): golden values by hand, then the pool against a one-GPU cluster whose
+"""A cluster's batches in flight and when its engine threads take them (`rtsearch.serve.engine.pacing`,
+`rtsearch.serve.engine.pacing.CLUSTER_DEPTH`): golden values by hand, then the pool against a one-GPU cluster whose
 batches each cost the daemon's side `HOST_S` and the GPU `GPU_S`: with one batch in flight the GPU waits while the
 daemon works; with two it is kept busy, and the second batch, taken just in time, hardly waits at the worker."""
 
@@ -20,9 +20,9 @@ from rtsearch.io.spectra import read_spectra
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
 from rtsearch.search.live import LiveRun
-from rtsearch.serve import workers
-from rtsearch.serve.jobs import Jobs, RunState, Stamps
-from rtsearch.serve.pacing import HostTime, Lanes
+from rtsearch.serve.engine import workers
+from rtsearch.serve.engine.jobs import Jobs, RunState, Stamps
+from rtsearch.serve.engine.pacing import HostTime, Lanes
 
 MS = 1_000_000
 HOST_S, GPU_S = 0.02, 0.06  # a batch's time on the daemon's side (half before its worker, half after), on the GPU
@@ -62,7 +62,7 @@ def test_only_a_wait_behind_the_lanes_own_batch_was_booked():
 
 
 def test_with_the_worth_rule_a_batch_too_small_for_its_fixed_cost_waits_for_the_lane_to_be_free():
-    from rtsearch.serve.batching import EngineTimeModel
+    from rtsearch.serve.engine.batching import EngineTimeModel
 
     lanes, due = _lanes(1, 4.0), {}
     lanes.worth = True
@@ -80,7 +80,7 @@ def test_with_the_worth_rule_a_batch_too_small_for_its_fixed_cost_waits_for_the_
 
 
 def test_with_the_worth_rule_a_free_lane_waits_for_the_other_lanes_but_an_idle_cluster_takes_at_once():
-    from rtsearch.serve.batching import EngineTimeModel
+    from rtsearch.serve.engine.batching import EngineTimeModel
 
     lanes, due = _lanes(2, 4.0), {}
     lanes.worth = True
@@ -119,7 +119,7 @@ def test_a_batch_queued_behind_another_is_timed_from_it_and_moved_when_that_one_
 def test_the_batchers_queue_spreads_over_the_lanes_and_overlaps_the_daemons_own_time():
     # two workers side by side: fixed 4 ms (1 ms of it the daemon's own, done while a worker scores the batch
     # before), 1 ms a spectrum, batches of at most 3; 2 spectra waiting; the engine busy until 10 ms
-    from rtsearch.serve.batching import BatchPolicy, EngineTimeModel, MicroBatcher
+    from rtsearch.serve.engine.batching import BatchPolicy, EngineTimeModel, MicroBatcher
     from tests.fakeclock import FakeClock
 
     clock = FakeClock()
@@ -136,7 +136,7 @@ def test_the_batchers_queue_spreads_over_the_lanes_and_overlaps_the_daemons_own_
 
 def test_the_waiting_spectra_age_from_the_first_arrival_towards_the_first_deadline():
     # what the worth rule's patience waits for (`MicroBatcher.aged_at`)
-    from rtsearch.serve.batching import BatchPolicy, EngineTimeModel, MicroBatcher
+    from rtsearch.serve.engine.batching import BatchPolicy, EngineTimeModel, MicroBatcher
     from tests.fakeclock import FakeClock
 
     clock = FakeClock()

@@ -413,7 +413,7 @@ def test_tuning_knobs_come_from_the_environment_in_range_or_not_at_all(monkeypat
 
 
 def test_a_knob_changes_what_the_daemon_does(monkeypatch) -> None:
-    from rtsearch.serve import pacing
+    from rtsearch.serve.engine import pacing
 
     monkeypatch.delenv("RTSEARCH_CLUSTER_DEPTH", raising=False)
     assert (pacing.depth(), pacing.depth(2), pacing.depth(4)) == (2, 1, 1)

@@ -14,9 +14,9 @@ import numpy as np
 import zmq
 
 from rtsearch.protocol.wire import decode_result
-from rtsearch.serve.admission import Advice
-from rtsearch.serve.chunks import INT_COLUMNS, SpectraChunk
-from rtsearch.serve.intake_process import HOLD_NS, SHED_REASON, Door
+from rtsearch.serve.engine.admission import Advice
+from rtsearch.serve.intake.chunks import INT_COLUMNS, SpectraChunk
+from rtsearch.serve.intake.intake_process import HOLD_NS, SHED_REASON, Door
 from tests.unit.test_admission import MS, _columns
 
 

@@ -1,4 +1,4 @@
-"""The elution tracker's process (`rtsearch.serve.elution_process`): items applied in order with a run's
+"""The elution tracker's process (`rtsearch.serve.outputs.elution_process`): items applied in order with a run's
 consecutive scans at once, a bad item skipped, and a round trip through the spawned child."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from rtsearch.serve.elution_process import TrackerProcess, apply
+from rtsearch.serve.outputs.elution_process import TrackerProcess, apply
 from rtsearch.signal.live import ElutionTracker
 
 

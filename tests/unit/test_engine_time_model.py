@@ -1,11 +1,11 @@
-"""Tests for the engine-time model (`rtsearch.serve.batching.EngineTimeModel`): ``fixed + per_item * n``
+"""Tests for the engine-time model (`rtsearch.serve.engine.batching.EngineTimeModel`): ``fixed + per_item * n``
 fitted on observed batches, golden values worked out by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from rtsearch.serve.batching import EngineTimeModel
+from rtsearch.serve.engine.batching import EngineTimeModel
 
 
 def test_engine_time_model_prior() -> None:
@@ -82,7 +82,7 @@ def test_warm_up_leaves_out_batches_too_slow_at_the_last_ones_pace(monkeypatch) 
 
     import numpy as np
 
-    from rtsearch.serve import engine_process
+    from rtsearch.serve.executors import engine_process
     from rtsearch.types import Spectrum
 
     monkeypatch.setattr(engine_process, "WARM_UP_BATCH_S", 0.5)
@@ -107,7 +107,7 @@ def test_a_clusters_unanswered_warm_up_batch_ends_the_warm_up_not_the_daemon() -
     import numpy as np
     import pytest
 
-    from rtsearch.serve import engine_process
+    from rtsearch.serve.executors import engine_process
     from rtsearch.types import Spectrum
 
     spectra = [Spectrum("w", k, 2, np.array([100.0]), np.ones(1, np.float32), 500.0, (2,)) for k in range(8)]

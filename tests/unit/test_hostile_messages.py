@@ -28,8 +28,8 @@ from rtsearch.protocol.wire import (
     encode_spectrum,
     result_body,
 )
-from rtsearch.serve.chunks import Received, SpectraChunk
-from rtsearch.serve.reader import Reader
+from rtsearch.serve.intake.chunks import Received, SpectraChunk
+from rtsearch.serve.intake.reader import Reader
 from rtsearch.types import Spectrum
 from tests.wire_cases import _with_header
 

@@ -19,8 +19,8 @@ from rtsearch.io.spectra import read_spectra
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
 from rtsearch.search.live import LiveRun
-from rtsearch.serve.journal import FOLDER, Journals, leftover_runs, read_journal
-from rtsearch.serve.refits import FinishOutcome, RunToFinish, finish_runs
+from rtsearch.serve.runs.journal import FOLDER, Journals, leftover_runs, read_journal
+from rtsearch.serve.runs.refits import FinishOutcome, RunToFinish, finish_runs
 from rtsearch.types import ResultStatus
 
 
@@ -30,7 +30,8 @@ def target(demo_index) -> DatabaseTarget:
 
 
 def recover(folder: Path, target: DatabaseTarget) -> list[FinishOutcome]:
-    """What a daemon starting on ``folder`` does with the journals it finds there (`rtsearch.serve.finish.RunEnds`):
+    """What a daemon starting on ``folder`` does with the journals it finds there
+    (`rtsearch.serve.runs.finish.RunEnds`):
     each of ``target``'s finished into its results file."""
     claimed: set[Path] = set()
     return finish_runs(target, [RunToFinish(run, claim_results_path(folder, run, "tsv", claimed), journal=path)

@@ -21,8 +21,8 @@ from rtsearch.io.spectra import read_spectra
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
 from rtsearch.search.live import LiveRun
-from rtsearch.serve.journal import FOLDER, Journals, read_journal
-from rtsearch.serve.stats import JournalWrite
+from rtsearch.serve.observe.stats import JournalWrite
+from rtsearch.serve.runs.journal import FOLDER, Journals, read_journal
 from rtsearch.types import ResultStatus
 from tests.disk_faults import Disk
 

@@ -1,4 +1,5 @@
-"""The lanes' front's parts (`rtsearch.serve.routing`, `rtsearch.serve.reader`, `rtsearch.serve.lane_metrics`): one
+"""The lanes' front's parts (`rtsearch.serve.intake.routing`, `rtsearch.serve.intake.reader`,
+`rtsearch.serve.observe.lane_metrics`): one
 lane a run for every intake process, runs spread over the open lanes, an intake process building each lane's chunks
 of its runs, the lanes' metrics merged."""
 
@@ -14,12 +15,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from rtsearch.config import ConfigError, ServeConfig, validate_serve
 from rtsearch.io.spectra import read_spectra
 from rtsearch.protocol import wire
-from rtsearch.serve.chunks import INT_COLUMNS, Received, SpectraChunk
-from rtsearch.serve.lane_metrics import LaneMetrics
-from rtsearch.serve.metrics import DaemonMetrics
-from rtsearch.serve.reader import Reader
-from rtsearch.serve.routing import LaneOf, Registry
-from rtsearch.serve.stats import Shed
+from rtsearch.serve.intake.chunks import INT_COLUMNS, Received, SpectraChunk
+from rtsearch.serve.intake.reader import Reader
+from rtsearch.serve.intake.routing import LaneOf, Registry
+from rtsearch.serve.observe.lane_metrics import LaneMetrics
+from rtsearch.serve.observe.metrics import DaemonMetrics
+from rtsearch.serve.observe.stats import Shed
 
 _SCAN = INT_COLUMNS.index("scan")
 
@@ -147,7 +148,7 @@ def test_lanes_need_at_least_one_and_may_each_have_a_cluster():
 
 
 def test_lanes_spread_over_the_gpus_this_process_was_given(monkeypatch):
-    from rtsearch.serve import runtime
+    from rtsearch.serve.children import runtime
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 3")  # the front given GPUs 2 and 3: its GPUs 0 and 1 are those
     assert [runtime.gpu_of(k % 2) for k in range(5)] == ["2", "3", "2", "3", "2"]
@@ -198,8 +199,8 @@ def test_a_lanes_metrics_port_is_held_from_when_it_is_chosen_and_served_on_that_
     import socket
     import urllib.request
 
-    from rtsearch.serve.http import Health, MetricsServer
     from rtsearch.serve.lanes import _Lane
+    from rtsearch.serve.observe.http import Health, MetricsServer
 
     lane = _Lane(0, tmp_path, intakes=1)
     assert lane.listener is not None and lane.listener.getsockname()[1] == lane.metrics_port

@@ -1,12 +1,13 @@
-"""What the daemon's parts report (`rtsearch.serve.stats`) becomes in Prometheus, through `DaemonMetrics.record`."""
+"""What the daemon's parts report (`rtsearch.serve.observe.stats`) becomes in Prometheus, through
+`DaemonMetrics.record`."""
 
 from __future__ import annotations
 
 import numpy as np
 from prometheus_client import generate_latest
 
-from rtsearch.serve.metrics import DaemonMetrics
-from rtsearch.serve.stats import Answered, Mqtt, Queue, Ready, Received, RunAnswered, Runs, Scored, Shed, Taken
+from rtsearch.serve.observe.metrics import DaemonMetrics
+from rtsearch.serve.observe.stats import Answered, Mqtt, Queue, Ready, Received, RunAnswered, Runs, Scored, Shed, Taken
 
 
 def _text(m: DaemonMetrics) -> str:

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rtsearch.batch import SpectraBatch
-from rtsearch.serve.jobs import Jobs, Stamps
-from rtsearch.serve.pending import Pending
+from rtsearch.serve.engine.jobs import Jobs, Stamps
+from rtsearch.serve.engine.pending import Pending
 from rtsearch.types import Spectrum
 
 RUN = object()  # the one run every job belongs to (only its identity matters here)

@@ -1,4 +1,4 @@
-"""Objects over a pipe with their arrays through shared memory (`rtsearch.serve.pipes.Channel`): what goes in
+"""Objects over a pipe with their arrays through shared memory (`rtsearch.serve.children.pipes.Channel`): what goes in
 comes out, writable and unshared, however the two ends take turns and the region grows."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from rtsearch.batch import SpectraBatch
 from rtsearch.io.spectra import read_spectra
-from rtsearch.serve.pipes import REGION_FIRST, REGION_MIN, Channel
+from rtsearch.serve.children.pipes import REGION_FIRST, REGION_MIN, Channel
 from tests.conftest import data_dir
 
 
@@ -125,7 +125,7 @@ def test_a_region_announced_without_its_descriptor_is_an_error(pair: tuple[Chann
     import pickle
     import struct
 
-    from rtsearch.serve.pipes import _HEAD, NEW_REGION
+    from rtsearch.serve.children.pipes import _HEAD, NEW_REGION
 
     a, b = pair
     a.conn.send_bytes(_HEAD.pack(NEW_REGION, 1) + struct.pack("<Q", 8) + pickle.dumps(None))

@@ -1,4 +1,5 @@
-"""The refit process's shutdown (`rtsearch.serve.refits.Refitter.shutdown`) inside a daemon that is a process of its
+"""The refit process's shutdown (`rtsearch.serve.runs.refits.Refitter.shutdown`) inside a daemon that is a process of
+its
 own, as a lane is: the process ends at once when its refit process has nothing left, and within the bound when
 it has a task still running (that task finished, or its process killed past ``timeout_s``)."""
 
@@ -9,7 +10,7 @@ import time
 
 import pytest
 
-from rtsearch.serve.refits import Refitter
+from rtsearch.serve.runs.refits import Refitter
 
 
 def _lane(task_s: float, timeout_s: float) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from rtsearch.serve import runs as book_module
-from rtsearch.serve.runs import RunBook
+from rtsearch.serve.runs import runs as book_module
+from rtsearch.serve.runs.runs import RunBook
 from tests.fakeclock import FakeClock
 
 

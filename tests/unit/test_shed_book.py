@@ -1,4 +1,5 @@
-"""Door-shed spectra booked in their runs, the event loop never waiting on a run's lock (`rtsearch.serve.shed_book`)."""
+"""Door-shed spectra booked in their runs, the event loop never waiting on a run's lock
+(`rtsearch.serve.runs.shed_book`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from rtsearch.serve.shed_book import RETRY_S, ShedBook
+from rtsearch.serve.runs.shed_book import RETRY_S, ShedBook
 from rtsearch.types import ResultStatus
 
 

@@ -26,9 +26,9 @@ from rtsearch.protocol.batch import (
 )  # fmt: skip
 from rtsearch.protocol.peaks import PEAK_REASONS
 from rtsearch.protocol.wire import Invalid, encode_spectrum
-from rtsearch.serve.chunks import INT_COLUMNS, Received, SpectraChunk
-from rtsearch.serve.publisher_process import send_results
-from rtsearch.serve.reader import Reader
+from rtsearch.serve.intake.chunks import INT_COLUMNS, Received, SpectraChunk
+from rtsearch.serve.intake.reader import Reader
+from rtsearch.serve.outputs.publisher_process import send_results
 from rtsearch.types import Spectrum
 from tests.unit.test_chunks import _read_all, pipe  # noqa: F401  (pipe is a fixture)
 

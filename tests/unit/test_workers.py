@@ -1,4 +1,4 @@
-"""The engine threads and the results thread (`rtsearch.serve.workers`): under load the engine scores the next
+"""The engine threads and the results thread (`rtsearch.serve.engine.workers`): under load the engine scores the next
 batch while the results thread answers the last, so a batch costs the slower of the two stages, not their sum; a
 lone batch is answered by the engine thread itself; every spectrum once; a second engine thread takes only large
 batches; a batch reaches the engine in arrival order. Giving up on time: test_workers_giving_up.py."""
@@ -19,8 +19,8 @@ from rtsearch.io.spectra import read_spectra
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
 from rtsearch.search.live import LiveRun
-from rtsearch.serve.jobs import RunState
-from rtsearch.serve.workers import WorkerPool
+from rtsearch.serve.engine.jobs import RunState
+from rtsearch.serve.engine.workers import WorkerPool
 from tests.unit.pool_parts import STAGE_S, NoRefits, SlowTarget, queued
 
 
@@ -99,7 +99,7 @@ class ThreadsOfTarget(SlowTarget):
 async def test_a_second_engine_thread_takes_only_large_batches(demo_index):
     """With two engine threads, lone spectra go to the first only (a second one splitting them into smaller batches
     raised p99 on the GPU machine); a queue of `OVERLAP_MIN` or more is shared."""
-    from rtsearch.serve.workers import OVERLAP_MIN
+    from rtsearch.serve.engine.workers import OVERLAP_MIN
 
     target = ThreadsOfTarget(DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy")),
                              stage_s=0.02)  # fmt: skip
@@ -136,7 +136,7 @@ async def test_a_second_engine_thread_takes_only_large_batches(demo_index):
 async def test_an_engine_threads_wait_for_its_next_batch_is_counted_apart(demo_index):
     """The engine thread's seconds outside scoring are counted: waiting for a batch (``take``: idle here for
     0.3 s before the first spectrum comes) and gathering its spectra (``gather``)."""
-    from rtsearch.serve.stats import Taken
+    from rtsearch.serve.observe.stats import Taken
 
     target = SlowTarget(DatabaseTarget(demo_index, load_config(bundled(TOML)).search, get_backend("numpy")), 0.0)
     spectra = list(read_spectra(bundled(RUN)))[:4]

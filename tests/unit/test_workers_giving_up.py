@@ -1,5 +1,6 @@
 """Spectra given up on time by the engine threads and answered ``shed`` by the expiry thread
-(`rtsearch.serve.workers`, `expiry`): behind a long batch, at a close, behind a busy worker, never while nothing is
+(`rtsearch.serve.engine.workers`, `expiry`): behind a long batch, at a close, behind a busy worker, never while
+nothing is
 in flight; a model taught by a stalled warm-up recovers; a lone spectrum leaves the expiry thread asleep."""
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from rtsearch.io.spectra import read_spectra
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search.database import DatabaseTarget
 from rtsearch.search.live import LiveRun
-from rtsearch.serve.jobs import RunState
-from rtsearch.serve.workers import WorkerPool
+from rtsearch.serve.engine.jobs import RunState
+from rtsearch.serve.engine.workers import WorkerPool
 from tests.unit.pool_parts import NoRefits, SlowTarget, queued, statuses_pool
 
 
@@ -125,7 +126,7 @@ async def test_a_model_taught_by_a_stalled_warm_up_does_not_shed_everything_for_
 
 
 def test_a_batch_far_faster_than_predicted_restarts_the_fit() -> None:
-    from rtsearch.serve.batching import EngineTimeModel
+    from rtsearch.serve.engine.batching import EngineTimeModel
 
     m = EngineTimeModel(fixed_s=0.01, per_item_s=2e-5)
     for n in (1, 7, 64, 512):  # a warm-up stalled by 1 s at every size

@@ -1,0 +1,129 @@
+"""The elution tracker's own process: MS1 scans and precursors in, elution events out, off the daemon's GIL.
+
+The tracker's per-scan work (extracted-ion values of every followed precursor, the smoother, peak cutting) is
+Python and NumPy between kernel launches; in a thread of the daemon it held the GIL that the event loop and the
+results thread need, and the MS2 answers' p99 rose by 1–9 ms at 200 spectra/s (docs/history/RESULTS.md, issue 19).
+Here it runs in a spawned child (`serve`); the daemon's `rtsearch.serve.outputs.elution.ElutionOutput` thread sends it
+lists of items over a pipe and reads back what each list made due::
+
+    ElutionOutput thread ──pickle([("scan", run, rt, mz, intensity) | ("watch", …) | ("end", run), …])──▶ pipe
+        ◀── pickle((events, followed)) ── child: ElutionTracker.add_scan / watch / end_run
+
+Arrays pickle as their bytes (an MS1 scan of 3,000 peaks is ~48 kB). The child ends when the pipe closes or the
+daemon dies (`exit_with_parent`); an item it fails on is logged and skipped, as the thread did.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import pickle
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from rtsearch.errors import ServiceError
+from rtsearch.serve.children.runtime import as_child, stop_child
+from rtsearch.signal.live import ElutionEvent, ElutionTracker
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 120.0  # CuPy's first import on a fresh machine
+
+
+class TrackerGone(ServiceError):
+    """The tracker process is gone or could not start."""
+
+
+class TrackerProcess:
+    """``with TrackerProcess("cupy") as t: t.send(items); events, followed = t.receive()`` — see the module
+    docstring."""
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+        self._conn: Connection | None = None
+        self._proc: Any = None
+
+    def __enter__(self) -> TrackerProcess:
+        ctx = multiprocessing.get_context("spawn")
+        ours, theirs = ctx.Pipe(duplex=True)
+        self._proc = ctx.Process(target=serve, args=(theirs, self.backend, os.getpid()), name="rtsearch-elution",
+                                 daemon=True)  # fmt: skip
+        self._proc.start()
+        theirs.close()
+        self._conn = ours
+        if not ours.poll(START_TIMEOUT_S) or pickle.loads(ours.recv_bytes()) != "ready":
+            self.__exit__()
+            raise TrackerGone(f"the elution tracker process did not start within {START_TIMEOUT_S:.0f} s")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        stop_child(self._conn, self._proc)
+        self._conn = self._proc = None
+
+    def send(self, items: list[tuple[Any, ...]]) -> None:
+        """Items for the tracker (each list answered by one `receive`)."""
+        assert self._conn is not None
+        try:
+            self._conn.send_bytes(pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL))
+        except OSError as e:
+            raise TrackerGone(f"the elution tracker process is gone ({e})") from None
+
+    def receive(self) -> tuple[list[ElutionEvent], int]:
+        """The events the last list made due, and the precursors followed now."""
+        assert self._conn is not None
+        try:
+            reply: tuple[list[ElutionEvent], int] = pickle.loads(self._conn.recv_bytes())
+        except (EOFError, OSError):
+            raise TrackerGone("the elution tracker process is gone") from None
+        return reply
+
+
+def apply(tracker: ElutionTracker, items: list[tuple[Any, ...]]) -> list[ElutionEvent]:
+    """Items on the tracker in order: MS1 scans (a run's consecutive ones in one `ElutionTracker.add_scans`: a
+    tracker behind catches up), precursors to follow (arrays of scans, m/z, charges, MS2 retention times), runs'
+    ends."""
+    events: list[ElutionEvent] = []
+    k = 0
+    while k < len(items):
+        kind, run = items[k][0], items[k][1]
+        try:
+            if kind == "scan":
+                j = k
+                while j < len(items) and items[j][0] == "scan" and items[j][1] == run:
+                    j += 1
+                events += tracker.add_scans(run, [it[2:5] for it in items[k:j]])
+                k = j
+                continue
+            if kind == "watch":
+                scans, mzs, zs, rts = (np.asarray(a).tolist() for a in items[k][2:6])
+                if not len(scans) == len(mzs) == len(zs) == len(rts):
+                    raise ValueError(f"a watch of {len(scans)} scans, {len(mzs)} m/z, {len(zs)} charges and "
+                                     f"{len(rts)} times")  # fmt: skip
+                for scan, mz, z, rt in zip(scans, mzs, zs, rts, strict=True):
+                    tracker.watch(run, scan, mz, z, rt)
+            else:
+                events += tracker.end_run(run)
+        except Exception:  # a bad scan must not end tracking
+            log.exception("elution tracking failed on a %s item", kind)
+        k += 1
+    return events
+
+
+def serve(conn: Connection, backend: str, parent: int) -> None:
+    """The process's main function: track until the pipe closes."""
+    as_child(parent, "elution")  # the daemon decides when tracking stops
+    from rtsearch.scoring.backend import get_backend
+
+    tracker = ElutionTracker(xp=get_backend(backend).xp)  # type: ignore[arg-type]
+    conn.send_bytes(pickle.dumps("ready"))
+    while True:
+        try:
+            items: list[tuple[Any, ...]] = pickle.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            return
+        events = apply(tracker, items)
+        followed = sum(len(r.watches) for r in tracker.runs.values())
+        conn.send_bytes(pickle.dumps((events, followed), protocol=pickle.HIGHEST_PROTOCOL))
