@@ -41,7 +41,8 @@ from rtsearch.serve.engine.batching import BatchPolicy, EngineTimeModel, MicroBa
 from rtsearch.serve.engine.expiry import Expiry
 from rtsearch.serve.engine.jobs import Jobs
 from rtsearch.serve.engine.pending import Claim, Pending
-from rtsearch.serve.executors.engine_process import EngineGone, EngineProcess, Scorer, open_scorer, score_named, warm_up
+from rtsearch.serve.executors import Executor, open_executor
+from rtsearch.serve.executors.engine_process import EngineGone, Scorer
 from rtsearch.serve.observe.stats import Queue, Stat, Taken
 from rtsearch.serve.outputs.publish import Answer, unscored
 from rtsearch.serve.runs.refits import Refitter
@@ -59,7 +60,7 @@ OVERLAP_MIN = 1024  # waiting spectra that let engines after the first take one 
 # event loop's and the results thread's, so every other batch takes the engine process
 # (`rtsearch.serve.executors.engine_process`)
 LONE_MAX, LONE_GAP_S = 4, 0.002
-PATHS = ("daemon", "engine_process", "cluster")  # where a batch is scored (`Taken.path`)
+PATHS = ("daemon", "engine_process", "cluster")  # where a batch is scored (`Taken.path`, `Executor.path`)
 
 Answers = Callable[[list[Answer]], None]
 Refusal = tuple[Jobs, str, str]  # spectra refused at enqueue, the shed metric's reason code, the answer's reason
@@ -255,47 +256,44 @@ class WorkerPool(Expiry):
     def _worker(self, warm: concurrent.futures.Future[None], k: int) -> None:
         """Engine thread ``k``: warm up, then take batches, score them and hand on their results."""
         name_os_thread()
-        engine = None
+        executor = None
         try:
             self.target.backend.bind_worker()
-            score, engine = open_scorer(self.target, self.cfg.engine, threading.current_thread().name, self.cluster)
+            executor = open_executor(self.target, self.cfg.engine, threading.current_thread().name,
+                                     cluster=self.cluster, shortest=k == 0)  # fmt: skip
             with self._cv:  # the cluster's workers warmed up themselves: one thread times its batches, alone
                 warming, self._warmed = self.cluster is None or not self._warmed, True
             if warming:
-                warm_up(self.target, score, sorted({*WARM_UP_SIZES, self.cfg.max_batch}), self._observe,
-                        backend=self.cluster_backend, remote=self.cluster is not None)
-            near = None  # the first engine thread's shortest path, beside its engine process (`LONE_MAX`)
-            if engine is not None and k == 0:
-                near = functools.partial(score_named, self.target)
-                warm_up(self.target, near, [1, LONE_MAX], lambda size, seconds: None)  # its kernels, this process
+                executor.warm_up(self.target, sorted({*WARM_UP_SIZES, self.cfg.max_batch}), self._observe,
+                                 backend=self.cluster_backend, lone_sizes=[1, LONE_MAX])  # fmt: skip
         except BaseException as e:
             warm.set_exception(e)
-            self._engine_out(engine)
+            self._engine_out(executor)
             return
         warm.set_result(None)
         try:
             # beside the first, an engine thread of its own process overlaps large batches only (`_take`)
             overlap_only = k > 0 and self.cluster is None
             lane = k % self._lanes.lanes  # a cluster's: replicate, thread k scores on worker k mod N (`pacing`)
+            scoring = executor
             if self.cluster is not None and self.cluster.mode == "replicate":
-                score = functools.partial(self.cluster.score, worker=lane)
-            path = "cluster" if self.cluster is not None else "engine_process" if engine is not None else "daemon"
-            while (taken := self._take(overlap_only, lane, path, lone=near is not None)) is not None:
-                number, jobs, here = taken
+                scoring = executor.on_worker(lane)
+            while (taken := self._take(overlap_only, lane, scoring)) is not None:
+                number, jobs, lone = taken
                 try:
-                    self._run_batch(number, jobs, near if here and near is not None else score, learn=not here)
+                    self._run_batch(number, jobs, functools.partial(scoring.score, lone=lone), learn=not lone)
                 finally:
                     with self._cv:
                         self._busy.pop(number, None)
                         self._advise()
         finally:
-            self._engine_out(engine)
+            self._engine_out(executor)
 
-    def _engine_out(self, engine: EngineProcess | None) -> None:
+    def _engine_out(self, executor: Executor | None) -> None:
         """An engine thread stops (its process with it); the last one tells the results thread to stop after what
         it holds (and the expiry thread to stop)."""
-        if engine is not None:
-            engine.close()
+        if executor is not None:
+            executor.close()
         with self._cv:
             self._engines_left -= 1
             last = self._engines_left == 0
@@ -340,12 +338,11 @@ class WorkerPool(Expiry):
                 self.batcher.tail.observe(len(jobs), t_end - t1)
             self.batcher.answering.observe(sum(len(jobs) for jobs, *_ in items), t_end - t_start)
 
-    def _take(self, overlap_only: bool = False, lane: int = 0, path: str = "daemon",
-              lone: bool = False) -> tuple[int, Jobs, bool] | None:  # fmt: skip
-        """Wait for the next batch, its number and whether it takes the daemon's shortest path (``lone``: there is
-        one; `LONE_MAX`) — ``None``: shutting down and nothing is left. Spectra that cannot be answered within their
-        budget any more are given up on the way (the expiry thread answers them). ``path``: where its batches are
-        scored otherwise (`PATHS`).
+    def _take(self, overlap_only: bool = False, lane: int = 0,
+              executor: Executor | None = None) -> tuple[int, Jobs, bool] | None:  # fmt: skip
+        """Wait for the next batch, its number and whether it is lone (`LONE_MAX`: ``executor`` has a shortest
+        path and the batch takes it) — ``None``: shutting down and nothing is left. Spectra that cannot be answered
+        within their budget any more are given up on the way (the expiry thread answers them).
 
         ``overlap_only`` (engine threads after the first): only while `OVERLAP_MIN` spectra wait. Engines overlapping
         pay for large batches (bulk replay); under lone spectra they made more, smaller batches
@@ -372,14 +369,16 @@ class WorkerPool(Expiry):
             queue = Queue(len(self.batcher), self._in_flight)
             if queue.waiting and self._expiry_due is None:  # the expiry thread waits for nothing while idle
                 self._expiry_wake.set()
-            alone = lone and len(claim) <= LONE_MAX and self._in_flight == 1 and not queue.waiting
+            alone = executor is not None and executor.has_shortest and len(claim) <= LONE_MAX
+            alone = alone and self._in_flight == 1 and not queue.waiting
             idle_since = self._scored_at
         t1 = time.perf_counter()
         jobs = claim.jobs()
-        here = alone and int(jobs.stamps.received_mono.min()) - idle_since >= LONE_GAP_S * 1e9
+        lone = alone and int(jobs.stamps.received_mono.min()) - idle_since >= LONE_GAP_S * 1e9
         waited = (self.clock() - jobs.stamps.received_mono) / 1e9
-        self.record(Taken(len(jobs), waited, t1 - t0, time.perf_counter() - t1, "daemon" if here else path), queue)
-        return number, jobs, here
+        path = executor.path(lone) if executor is not None else "daemon"
+        self.record(Taken(len(jobs), waited, t1 - t0, time.perf_counter() - t1, path), queue)
+        return number, jobs, lone
 
     def _wait_for_batch(self, overlap_only: bool, lane: int) -> Claim | None:
         """(Under the condition.) `_take`'s wait: the next batch's claim (``None``: shutting down, nothing left)."""
