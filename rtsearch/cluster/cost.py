@@ -14,8 +14,7 @@ units of candidates (scaled so that a spectrum of the mean candidates weighs wha
 balance. Until enough parts were seen, or where the fit says nothing (a or b below 0), the work stays the
 candidates. Pure NumPy: no I/O. Written here (a 3 × 3 system, decayed sums updated a part at a time, as
 `rtsearch.serve.engine.batching.EngineTimeModel` does for batches) rather than refitting a regression over the parts
-kept:
-`observe` and its fit 24 µs a part against 51 µs for `numpy.linalg.lstsq` over 2,000 kept parts (development
+kept: `observe` and its fit 24 µs a part against 51 µs for `numpy.linalg.lstsq` over 2,000 kept parts (development
 machine, 2026-11-27), with no window of parts to keep.
 """
 

@@ -268,8 +268,7 @@ class ClusterScorer:
         ``stages``: ``queued``, the seconds it waited at its worker behind an earlier batch, ``scoring``, the
         worker's own seconds on it (the daemon tells its workers' time from its own with them:
         `rtsearch.serve.engine.pacing`), and ``share``, its spectra's part of that when the worker scored it with
-        others as
-        one batch (what it cost: `rtsearch.cluster.cost`)."""
+        others as one batch (what it cost: `rtsearch.cluster.cost`)."""
         out = []
         for req in requests:
             answer, queued, scoring, share = req.future.result()

@@ -6,8 +6,8 @@ a DEALER and a PUSH a door, where lanes share the workers (`rtsearch.cluster.sha
 
     worker                                   front door
     DEALER  ── hello {name, piece, pid, …} ─▶ ROUTER     once, after the target is open and warmed up
-            ◀── batch  id  (SpectraBatch, own)
-            ── scored id  took-ns waited-ns share-ns  ("scored", ScoredBatch) | ("queries", QueryScores)
+            ◀── batch  id  (SpectraBatch, own) ── scored id  took-ns waited-ns share-ns  ("scored", ScoredBatch) |
+            ("queries", QueryScores)
                 | ("error", text) ──▶
             ◀── stop
     PUSH    ── name  busy-for-ns ──▶ PULL               every `BEAT_S`, from a thread of its own

@@ -57,10 +57,10 @@ _MIN_RT = -MAX_RT
 MAX_INTENSITY = float(np.finfo(np.float32).max)  # a precursor's intensity at most: a peak's (float32) at most
 # Every frame of a message at most, bytes: the ZMQ_MAXMSGSIZE of the sockets that read spectra where the daemon binds
 # them (rtsearch/serve/intake/intake_process.py, door.py): ZeroMQ drops a peer that sends a larger frame before
-# reading it
-# (one 1 GB frame took the intake process to 2.1 GB), and the peer reconnects. Never where the daemon connects: ZeroMQ
-# does not reconnect a connection it dropped so, and the daemon would be cut off its instrument. The largest legal
-# frame is a spectra message's m/z (`rtsearch.protocol.batch`): 128 MiB, 16,777,216 peaks, 1,024 a row at MAX_COUNT.
+# reading it (one 1 GB frame took the intake process to 2.1 GB), and the peer reconnects. Never where the daemon
+# connects: ZeroMQ does not reconnect a connection it dropped so, and the daemon would be cut off its instrument. The
+# largest legal frame is a spectra message's m/z (`rtsearch.protocol.batch`): 128 MiB, 16,777,216 peaks, 1,024 a row at
+# MAX_COUNT.
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024
 MAX_PEAKS = MAX_MESSAGE_BYTES // 8  # peaks of one spectrum at most: its m/z frame fits MAX_MESSAGE_BYTES
 # A header of a spectrum or control message at most, bytes: ~200 in use; the largest legal one (every field at its

@@ -28,8 +28,7 @@ opened by each).
   lane's round the GPUs: a partition's pieces each on a GPU of their own, not all on the lane's (`lane_device`) —
   or, shared (``[serve] lane_workers``: "auto" when the target does not fit each lane's workers whole), the lanes'
   doors send to one cluster of N workers, started by lane 0 (`rtsearch.cluster.share`: each piece held once, each
-  worker batching what every lane sends).
-  Several intake
+  worker batching what every lane sends). Several intake
   processes hand it a run's messages in no set order, so it waits for ``run.end``'s ``n_spectra`` as behind several
   intakes. Only lane 0 finishes the journals an earlier daemon left (before any lane is fed).
 - The **results fan-in** (XSUB → XPUB, ZeroMQ's C proxy) carries the lanes' answers to the one results socket.

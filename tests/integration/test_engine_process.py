@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import math
 
 import numpy as np
 import pytest
@@ -133,46 +132,3 @@ def test_the_gil_switch_interval_follows_where_the_engine_scores(engine, monkeyp
     monkeypatch.setenv("RTSEARCH_GIL_SWITCH_S", "fast")  # not a number: the defaults, with a warning
     assert gil_switch_s(engine_in_process=True) == 0.001
 
-
-@pytest.mark.asyncio
-async def test_a_lone_spectrum_is_scored_in_the_daemon_and_bulk_in_the_engine_process(engine, ecoli_run, tmp_path,
-                                                                                     monkeypatch):  # fmt: skip
-    """The shortest path (`rtsearch.serve.engine.workers.LONE_MAX`): spectra sent one at a time, each once the one
-    before
-    was answered, are scored in the daemon's process — the same best matches as the engine's offline — and a burst
-    goes to the engine process. The rule's gap since the last batch is a rate heuristic; here it is 0, so that
-    which path a batch takes follows from what is in flight, not from the machine's pace."""
-    from rtsearch.serve.engine import workers
-
-    monkeypatch.setattr(workers, "LONE_GAP_S", 0.0)
-    ms2 = _ms2(ecoli_run)
-    offline = named(engine, engine.score(SpectraBatch.of(ms2))).names.peptides
-    expected = {s.scan: p or None for s, p in zip(ms2, offline, strict=True)}  # no match: no peptide field
-
-    def send(spectra_ep: str, results_ep: str) -> tuple[Sent, Collector]:
-        col = Collector(results_ep).start()
-        sent = Sent()
-        try:
-            with Sender(spectra_ep, mode="push", wait_s=20) as sender:
-                replay(sender, [("lone", ms2[:12])], rate=math.inf, sent=sent, window=1, answered=col.count)
-                col.wait(12, idle_s=20, timeout_s=120)
-                replay(sender, [("bulk", ms2)], rate=math.inf, sent=sent)
-            col.wait(len(sent.ms2), idle_s=20, timeout_s=120)
-        finally:
-            col.stop()
-        return sent, col
-
-    async with running(engine, serve_config(tmp_path, engine="process")) as daemon:
-        metric = daemon.metrics.registry.get_sample_value
-        sent, col = await asyncio.to_thread(send, daemon.endpoints.spectra, daemon.endpoints.results)
-        report = col.report(sent.ms2)
-        paths = {p: metric("rtsearch_engine_batches_total", {"path": p}) for p in workers.PATHS}
-    assert report.sent == 12 + 139 and report.lost == 0 and report.duplicates == 0
-    # one at a time: 12 batches alone in the daemon, each spectrum's answer before the next was sent
-    assert paths["daemon"] >= 12 and paths["engine_process"] >= 1 and paths["cluster"] == 0
-    results = col.results()
-    assert all(r["status"] in ("identified", "unidentified") for r in results)
-    lone = {r["scan"]: r.get("peptide") for r in results if r["run"] == "lone"}
-    bulk = {r["scan"]: r.get("peptide") for r in results if r["run"] == "bulk"}
-    assert len(lone) == 12 and sum(p is not None for p in lone.values()) > 6
-    assert lone == {scan: expected[scan] for scan in lone} and bulk == expected

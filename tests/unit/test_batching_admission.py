@@ -1,6 +1,5 @@
 """What the micro-batcher predicts and gives up (`rtsearch.serve.engine.batching`): when newcomers would be answered
-(the
-admission's prediction: the engine's batches ahead, the answering tail once, the results thread's pace), and which
+(the admission's prediction: the engine's batches ahead, the answering tail once, the results thread's pace), and which
 waiting spectra can no longer be answered in time. Golden times worked out by hand in the comments, on a fake clock
 in ns.
 """

@@ -1,6 +1,5 @@
 """The refit process's shutdown (`rtsearch.serve.runs.refits.Refitter.shutdown`) inside a daemon that is a process of
-its
-own, as a lane is: the process ends at once when its refit process has nothing left, and within the bound when
+its own, as a lane is: the process ends at once when its refit process has nothing left, and within the bound when
 it has a task still running (that task finished, or its process killed past ``timeout_s``)."""
 
 from __future__ import annotations

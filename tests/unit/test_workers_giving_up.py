@@ -1,7 +1,6 @@
 """Spectra given up on time by the engine threads and answered ``shed`` by the expiry thread
 (`rtsearch.serve.engine.workers`, `expiry`): behind a long batch, at a close, behind a busy worker, never while
-nothing is
-in flight; a model taught by a stalled warm-up recovers; a lone spectrum leaves the expiry thread asleep."""
+nothing is in flight; a model taught by a stalled warm-up recovers; a lone spectrum leaves the expiry thread asleep."""
 
 from __future__ import annotations
 
@@ -143,8 +142,7 @@ async def test_nothing_is_given_up_while_nothing_is_in_flight(demo_index):
     """A model that predicts a batch of one beyond the budget (0.5 s a spectrum, 100 ms budgets) gave up every
     spectrum before an idle engine took it — until a probe 250 ms after the last batch — and learnt nothing
     meanwhile (a 50 Da window on NumPy: 16 of 400 scored, docs/history/RESULTS.md). With nothing in flight the engine
-    takes
-    what comes whatever the model says, and its first batch corrects the model: every spectrum is scored."""
+    takes what comes whatever the model says, and its first batch corrects the model: every spectrum is scored."""
     pool, target, spectra, got = statuses_pool(demo_index, 8)
     await pool.start()
     pool.model.fixed_s, pool.model.per_item_s = 0.0, 0.5

@@ -101,9 +101,8 @@ def give_back_heap() -> None:
     For a process whose work comes in large, separate pieces (the refit process finishing a run of 225,000
     PSMs): glibc and Arrow's own pool (mimalloc or jemalloc: the results file is built with Arrow) keep what a
     piece freed, and the heap climbed run after run (`the since-deleted probe `refit_memory.py`` on the bench index:
-    186 MB after
-    the first run, 336-421 after the next seven; with this after each, 72 MB after every one; either alone was
-    not enough). Call it once the piece's objects are gone, not inside the call that holds them.
+    186 MB after the first run, 336-421 after the next seven; with this after each, 72 MB after every one; either alone
+    was not enough). Call it once the piece's objects are gone, not inside the call that holds them.
     """
     gc.collect()
     with contextlib.suppress(OSError, AttributeError):

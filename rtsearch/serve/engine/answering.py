@@ -1,17 +1,14 @@
 """The daemon's results thread: scored batches' answers built, handed on and counted, in the order scored.
 
 The engine threads (`rtsearch.serve.engine.workers`) hand each scored batch over (`Answering.hand`), up to
-`FINISH_DEPTH`
-batches ahead of this thread (then they wait), or, when it is idle and no spectrum waits, answer the batch
-themselves (`Answering.try_here`: a hand-over costs a lone spectrum more). The thread takes the batches that queued
-behind the one it takes with it: their answers are built in one call a run for all of them
+`FINISH_DEPTH` batches ahead of this thread (then they wait), or, when it is idle and no spectrum waits, answer the
+batch themselves (`Answering.try_here`: a hand-over costs a lone spectrum more). The thread takes the batches that
+queued behind the one it takes with it: their answers are built in one call a run for all of them
 (`rtsearch.serve.outputs.publish.scored_answers`: a run's call costs ~0.25 ms whatever its size, and with four runs
-sharing
-each batch that was the thread's limit: the since-deleted probe answers_probe.py, docs/history/RESULTS.md
-2026-11-27). The answers go to
-``answer`` (the daemon's: publish, count, end runs), due live refits to the refit process; Python's cyclic GC runs
-when the thread goes idle (`collect_garbage`). A failure building the results answers the batches ``unidentified``
-with its reason: nothing is lost.
+sharing each batch that was the thread's limit: the since-deleted probe answers_probe.py, docs/history/RESULTS.md
+2026-11-27). The answers go to ``answer`` (the daemon's: publish, count, end runs), due live refits to the refit
+process; Python's cyclic GC runs when the thread goes idle (`collect_garbage`). A failure building the results answers
+the batches ``unidentified`` with its reason: nothing is lost.
 """
 
 from __future__ import annotations

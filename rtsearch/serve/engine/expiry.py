@@ -63,9 +63,9 @@ class Expiry:
     def _expire(self, *, here: bool = True) -> bool:
         """(Under the condition.) Give up the waiting spectra that no batch could answer within their budget any
         more (`MicroBatcher.lead_ns` before it ends; while `_idle`, its headroom: the model not asked); whether
-        there were any. ``here`` (the
-        expiry thread): answer them ``shed`` now; else (an engine thread, which goes on to score) the expiry
-        thread does — answering thousands a second under overload took a lone engine thread from its GPUs."""
+        there were any. ``here`` (the expiry thread): answer them ``shed`` now; else (an engine thread, which goes on to
+        score) the expiry thread does — answering thousands a second under overload took a lone engine thread from its
+        GPUs."""
         lead = self.batcher.headroom_ns() if self._idle() else self.batcher.lead_ns()
         return self._give_up(self.batcher.expire(self.clock() + lead), here=here)
 

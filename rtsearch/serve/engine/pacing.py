@@ -12,8 +12,8 @@ sending, handing on the answers — the batch's time less its worker's) and `LEA
 Each engine thread keeps to one lane (replicate: thread k scores on worker k mod N), so that what is predicted of a
 lane is what its worker does. With two workers and two in flight each the daemon's own cost a batch, not the GPUs,
 was the limit at 200 Da (batches of 5 spectra, shed: docs/history/RESULTS.md, 2026-11-26 21:42) until `worth_rule`:
-behind
-a batch in flight, a lane takes the next only when it is worth its fixed cost, else waits for the lane to be free::
+behind a batch in flight, a lane takes the next only when it is worth its fixed cost, else waits for the lane to be
+free::
 
     worker   ········ ████ batch 1 ██████████ ████ batch 2 ███████
     thread A take 1 ─ sent ─ waits ─────────── back, answers out ▏ free ── holds ──▏ take 3 ...
@@ -36,10 +36,9 @@ HOST_HALFLIFE = 16  # batches: `HostTime`'s smoothing
 # batches in flight a lane: with one its GPU waits while the daemon hands on the answers and sends the
 # next (busy 0.56-0.72); two, the next taken just in time and only when worth its fixed cost (`pacing.worth_rule`):
 # p99 <= 50 ms capacity at 200 Da x1.8 for one worker, x1.3 / x2.0 for two replicate / partition
-# (docs/history/RESULTS.md,
-# 2026-11-27 00:00). The ``cluster_depth`` knob sets it. Lanes sharing the workers each keep CLUSTER_DEPTH // lanes (at
-# least 1): two lanes of two pieces on two H200s at 200 Da, one a lane, scored 13,162 /s where two a lane shed and
-# scored 11,182 (docs/history/RESULTS.md, 2026-11-27 07:23)
+# (docs/history/RESULTS.md, 2026-11-27 00:00). The ``cluster_depth`` knob sets it. Lanes sharing the workers each keep
+# CLUSTER_DEPTH // lanes (at least 1): two lanes of two pieces on two H200s at 200 Da, one a lane, scored 13,162 /s
+# where two a lane shed and scored 11,182 (docs/history/RESULTS.md, 2026-11-27 07:23)
 CLUSTER_DEPTH = 2
 
 
@@ -61,8 +60,7 @@ def depth(sharing: int | None = None) -> int:
 def worth_rule() -> bool:
     """Behind a batch in flight, a lane's next batch waits to be worth its fixed cost (`Lanes.hold_ns`); off with
     ``RTSEARCH_CLUSTER_WORTH=0``. On the GPU machine (docs/history/RESULTS.md, 2026-11-27 00:00, same call) it raised
-    the
-    p99 ≤ 50 ms capacity at 200 Da of one worker from 6,000 to 11,000 /s, of two replicate from 6,000 to 7,991, of
+    the p99 ≤ 50 ms capacity at 200 Da of one worker from 6,000 to 11,000 /s, of two replicate from 6,000 to 7,991, of
     two partition from 4,000 to 8,000 (with two in flight a lane for all)."""
     return tuning().cluster_worth is not False
 

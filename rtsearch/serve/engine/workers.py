@@ -1,25 +1,22 @@
 """The daemon's engine workers: threads that take micro-batches, score them and hand on the results.
 
 The `WorkerPool` owns the `MicroBatcher` and the count of batches in flight, under its own condition (the loop
-queues spectra, the workers take batches). Each engine thread binds its own CUDA stream (`Backend.bind_worker`) or,
-on a GPU by default, starts its own engine process (`rtsearch.serve.executors.engine_process`: scoring off the
-daemon's GIL;
-a lone spectrum on an idle daemon is scored in the daemon's process all the same, its shortest path: `LONE_MAX`) —
-or, with ``[serve] cluster``, scores through the cluster's front door (`rtsearch.cluster`; threads by lane — a
-replicate worker, or partition's batch spread over them all — taken just in time: `rtsearch.serve.engine.pacing`) —
-warms up, then loops: wait until the batcher releases a batch (threads after the first: a large one, `OVERLAP_MIN`),
-score it and hand it to the results thread (`rtsearch.serve.engine.answering`: answers built, published and counted in
-the order scored), or, when that thread is idle and no spectrum waits, answer the batch itself. An engine failure
-answers its batch ``unidentified`` with its error as the reason. Spectra that no batch could answer in time are given up
-(`rtsearch.serve.engine.expiry`) unless an idle engine probes. At the shutdown bound, `abandon` hands back what waits
-and
-what is being scored (the daemon answers it ``shed``); a batch scored after that is dropped (it was answered)."""
+queues spectra, the workers take batches). Each engine thread binds its own CUDA stream (`Backend.bind_worker`) and
+holds one executor (`rtsearch.serve.executors`: the daemon's own thread; on a GPU by default an engine process of
+its own, off the daemon's GIL; or, with ``[serve] cluster``, the cluster's front door — threads by lane, a replicate
+worker or partition's batch spread over them all, taken just in time: `rtsearch.serve.engine.pacing`). It warms up,
+then loops: wait until the batcher releases a batch (threads after the first: a large one, `OVERLAP_MIN`), score it
+and hand it to the results thread (`rtsearch.serve.engine.answering`: answers built, published and counted in the
+order scored), or, when that thread is idle and no spectrum waits, answer the batch itself. An engine failure
+answers its batch ``unidentified`` with its error as the reason. Spectra that no batch could answer in time are
+given up (`rtsearch.serve.engine.expiry`) unless an idle engine probes. At the shutdown bound, `abandon` hands back
+what waits and what is being scored (the daemon answers it ``shed``); a batch scored after that is dropped (it was
+answered)."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import logging
 import threading
 import time
@@ -53,14 +50,6 @@ log = logging.getLogger(__name__)
 SLOW_BATCH_S = 0.5  # slower engine batches are logged (the ``slow_batch_s`` knob)
 WARM_UP_SIZES = (1, 7, 64, 512)  # batch sizes each worker scores before intake opens (and max_batch)
 OVERLAP_MIN = 1024  # waiting spectra that let engines after the first take one (``overlap_min``)
-# A lone spectrum's shortest path: with an engine process, a batch of at most LONE_MAX spectra that finds the engine
-# idle — nothing else in flight or waiting, and its first spectrum arrived LONE_GAP_S or more after the last batch
-# left the engine (a trickle, not a burst) — is scored in the daemon's process on the daemon's own copy of the
-# target, skipping the two pipe trips and the wake-up of the engine process. Under load the daemon's GIL is the
-# event loop's and the results thread's, so every other batch takes the engine process
-# (`rtsearch.serve.executors.engine_process`)
-LONE_MAX, LONE_GAP_S = 4, 0.002
-PATHS = ("daemon", "engine_process", "cluster")  # where a batch is scored (`Taken.path`, `Executor.path`)
 
 Answers = Callable[[list[Answer]], None]
 Refusal = tuple[Jobs, str, str]  # spectra refused at enqueue, the shed metric's reason code, the answer's reason
@@ -259,13 +248,12 @@ class WorkerPool(Expiry):
         executor = None
         try:
             self.target.backend.bind_worker()
-            executor = open_executor(self.target, self.cfg.engine, threading.current_thread().name,
-                                     cluster=self.cluster, shortest=k == 0)  # fmt: skip
+            executor = open_executor(self.target, self.cfg.engine, threading.current_thread().name, self.cluster)
             with self._cv:  # the cluster's workers warmed up themselves: one thread times its batches, alone
                 warming, self._warmed = self.cluster is None or not self._warmed, True
             if warming:
                 executor.warm_up(self.target, sorted({*WARM_UP_SIZES, self.cfg.max_batch}), self._observe,
-                                 backend=self.cluster_backend, lone_sizes=[1, LONE_MAX])  # fmt: skip
+                                 backend=self.cluster_backend)  # fmt: skip
         except BaseException as e:
             warm.set_exception(e)
             self._engine_out(executor)
@@ -275,13 +263,12 @@ class WorkerPool(Expiry):
             # beside the first, an engine thread of its own process overlaps large batches only (`_take`)
             overlap_only = k > 0 and self.cluster is None
             lane = k % self._lanes.lanes  # a cluster's: replicate, thread k scores on worker k mod N (`pacing`)
-            scoring = executor
             if self.cluster is not None and self.cluster.mode == "replicate":
-                scoring = executor.on_worker(lane)
-            while (taken := self._take(overlap_only, lane, scoring)) is not None:
-                number, jobs, lone = taken
+                executor = executor.on_worker(lane)
+            while (taken := self._take(overlap_only, lane)) is not None:
+                number, jobs = taken
                 try:
-                    self._run_batch(number, jobs, functools.partial(scoring.score, lone=lone), learn=not lone)
+                    self._run_batch(number, jobs, executor.score)
                 finally:
                     with self._cv:
                         self._busy.pop(number, None)
@@ -290,8 +277,8 @@ class WorkerPool(Expiry):
             self._engine_out(executor)
 
     def _engine_out(self, executor: Executor | None) -> None:
-        """An engine thread stops (its process with it); the last one tells the results thread to stop after what
-        it holds (and the expiry thread to stop)."""
+        """An engine thread stops (its engine process with it); the last one tells the results thread to stop after
+        what it holds (and the expiry thread to stop)."""
         if executor is not None:
             executor.close()
         with self._cv:
@@ -303,10 +290,9 @@ class WorkerPool(Expiry):
             if self.cluster is not None:
                 self.cluster.__exit__()
 
-    def _run_batch(self, number: int, jobs: Jobs, score: Scorer, *, learn: bool = True) -> None:
+    def _run_batch(self, number: int, jobs: Jobs, score: Scorer) -> None:
         """Score one batch and hand it to the results thread (an engine failure answers it here; a lost engine
-        process stops this thread after that, and the daemon with it). ``learn``: the engine-time model learns its
-        time (not a lone spectrum's shortest path: the model predicts the bulk path, which the door's advice is for)."""
+        process stops this thread after that, and the daemon with it)."""
         t0 = time.perf_counter()
         try:
             scored = score(jobs.spectra)
@@ -320,7 +306,7 @@ class WorkerPool(Expiry):
                 raise
             return
         t1 = time.perf_counter()
-        if not self._done(number, len(jobs), t1 - t0 if learn else None, scored.stages):
+        if not self._done(number, len(jobs), t1 - t0, scored.stages):
             return  # abandoned at the shutdown bound: the daemon answered it
         if t1 - t0 > self._slow_s:
             log.warning("slow engine batch: %d spectra in %.1f ms (model predicted %.1f ms); stages %s", len(jobs),
@@ -338,11 +324,9 @@ class WorkerPool(Expiry):
                 self.batcher.tail.observe(len(jobs), t_end - t1)
             self.batcher.answering.observe(sum(len(jobs) for jobs, *_ in items), t_end - t_start)
 
-    def _take(self, overlap_only: bool = False, lane: int = 0,
-              executor: Executor | None = None) -> tuple[int, Jobs, bool] | None:  # fmt: skip
-        """Wait for the next batch, its number and whether it is lone (`LONE_MAX`: ``executor`` has a shortest
-        path and the batch takes it) — ``None``: shutting down and nothing is left. Spectra that cannot be answered
-        within their budget any more are given up on the way (the expiry thread answers them).
+    def _take(self, overlap_only: bool = False, lane: int = 0) -> tuple[int, Jobs] | None:
+        """Wait for the next batch and its number (``None``: shutting down and nothing is left); spectra that
+        cannot be answered within their budget any more are given up on the way (the expiry thread answers them).
 
         ``overlap_only`` (engine threads after the first): only while `OVERLAP_MIN` spectra wait. Engines overlapping
         pay for large batches (bulk replay); under lone spectra they made more, smaller batches
@@ -369,16 +353,11 @@ class WorkerPool(Expiry):
             queue = Queue(len(self.batcher), self._in_flight)
             if queue.waiting and self._expiry_due is None:  # the expiry thread waits for nothing while idle
                 self._expiry_wake.set()
-            alone = executor is not None and executor.has_shortest and len(claim) <= LONE_MAX
-            alone = alone and self._in_flight == 1 and not queue.waiting
-            idle_since = self._scored_at
         t1 = time.perf_counter()
         jobs = claim.jobs()
-        lone = alone and int(jobs.stamps.received_mono.min()) - idle_since >= LONE_GAP_S * 1e9
         waited = (self.clock() - jobs.stamps.received_mono) / 1e9
-        path = executor.path(lone) if executor is not None else "daemon"
-        self.record(Taken(len(jobs), waited, t1 - t0, time.perf_counter() - t1, path), queue)
-        return number, jobs, lone
+        self.record(Taken(len(jobs), waited, t1 - t0, time.perf_counter() - t1), queue)
+        return number, jobs
 
     def _wait_for_batch(self, overlap_only: bool, lane: int) -> Claim | None:
         """(Under the condition.) `_take`'s wait: the next batch's claim (``None``: shutting down, nothing left)."""
@@ -407,8 +386,7 @@ class WorkerPool(Expiry):
             self._cv.wait(None if wake is None else max(0.0, (wake - self.clock()) / 1e9))
 
     def _done(self, number: int, size: int, seconds: float | None, stages: dict[str, float] | None = None) -> bool:
-        """Batch ``number`` left the engine (``seconds`` it took, its ``stages``; ``None``: it failed, or its time is
-        not the model's to learn); this worker is
+        """Batch ``number`` left the engine (``seconds`` it took, its ``stages``; ``None``: it failed); this worker is
         free again. Whether the batch is still this worker's to answer (not abandoned at the shutdown bound). The
         model learns the engine's time alone (less a cluster batch's wait behind its lane's own at its worker:
         `pacing.Lanes.own_wait`), not the answering after it, beside the next batch (`_observe_answered`; learnt

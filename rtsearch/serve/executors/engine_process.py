@@ -4,16 +4,14 @@ The engine's host side is Python and NumPy between kernel launches (~4 ms of CPU
 H100, as much as its wall time). In the daemon's process it shares one GIL with the event loop and the
 results thread; measured on the GPU machine, a thread holding the GIL half the time made a batch of 300
 take 7.7 ms instead of 5.5 (the since-deleted probe `engine_probe.py --switch 0.0001 --hog 0.5`,
-docs/history/RESULTS.md). Here
-the target is opened again (`SearchTarget.reopen`, on the daemon's backend) in a spawned child, and the
-worker thread hands it each `SpectraBatch` over a pipe and waits, the GIL released, for the
+docs/history/RESULTS.md). Here the target is opened again (`SearchTarget.reopen`, on the daemon's backend) in a spawned
+child, and the worker thread hands it each `SpectraBatch` over a pipe and waits, the GIL released, for the
 `ScoredBatch`::
 
     engine thread ──SpectraBatch──▶ pipe ──▶ engine process: target.score, named ──ScoredBatch──▶ back
 
 Both are columns; a batch's arrays go through shared memory beside the pipe (`rtsearch.serve.children.pipes.Channel`:
-the
-pipe carries the pickle's head, one short write): a batch of 300 spectra is ~0.6 MB out, ~50 kB back, with
+the pipe carries the pickle's head, one short write): a batch of 300 spectra is ~0.6 MB out, ~50 kB back, with
 the matches' names (`rtsearch.search.live.named`: ProForma and proteins), worked out here rather than by the
 daemon's results thread, which shares the daemon's GIL.
 An exception in the child comes back as `EngineError` with its text (the batch is answered with it, as in a

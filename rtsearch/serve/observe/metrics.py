@@ -180,12 +180,6 @@ class DaemonMetrics:
         self.batch_size = Histogram(
             "rtsearch_batch_size", "Spectra per engine micro-batch", buckets=BATCH_BUCKETS, registry=r
         )
-        self.engine_path = Counter(
-            "rtsearch_engine_batches_total", "Micro-batches taken, by where they were scored: daemon (in the daemon's "
-            "process: the NumPy engine, or a lone spectrum on an idle daemon — its shortest path), engine_process, "
-            "cluster", ["path"], registry=r,
-        )  # fmt: skip
-        self._engine_paths = {k: self.engine_path.labels(path=k) for k in ("daemon", "engine_process", "cluster")}
         self.engine_batch = Histogram(
             "rtsearch_engine_batch_seconds", "Engine time to score one micro-batch (worker thread)",
             buckets=ENGINE_BUCKETS, registry=r,
@@ -314,7 +308,6 @@ class DaemonMetrics:
                 case Taken():
                     self.queue_wait.observe_many(st.waited_s)
                     self.batch_size.observe(st.size)
-                    self._engine_paths[st.path].inc()
                     self.worker_time(take=st.idle_s, gather=st.gather_s)
                 case Scored():
                     self.engine_batch.observe(st.engine_s)

@@ -48,14 +48,12 @@ class Queue:
 @dataclass
 class Taken:
     """A worker took a batch: its size, how long each spectrum waited for it (seconds), and the engine thread's own
-    seconds: waiting for the batch (idle, or held back by the batcher) and gathering its spectra; and where it is
-    scored (``path``: `rtsearch.serve.engine.workers.PATHS`)."""
+    seconds: waiting for the batch (idle, or held back by the batcher) and gathering its spectra."""
 
     size: int
     waited_s: np.ndarray
     idle_s: float = 0.0
     gather_s: float = 0.0
-    path: str = "daemon"
 
 
 @dataclass

@@ -9,9 +9,8 @@ it answers the run's last spectra) — each a put on a bounded queue, never a wa
 counts it: MS2 answers never wait for elution). Its thread
 hands what is queued, a list at a time, to the tracker (`rtsearch.signal.live`; smoothing on the daemon's backend)
 in a process of its own (`rtsearch.serve.outputs.elution_process`: its Python holds no GIL of the daemon's) and
-publishes
-each event it returns: on the results socket as an ``elution`` message (2 frames: topic ``elution``, UTF-8 JSON: ``v``,
-``run``, ``scan`` of the MS2, ``precursor_mz``, ``charge``, ``event`` (``apex`` | ``end``), ``apex_rt``,
+publishes each event it returns: on the results socket as an ``elution`` message (2 frames: topic ``elution``, UTF-8
+JSON: ``v``, ``run``, ``scan`` of the MS2, ``precursor_mz``, ``charge``, ``event`` (``apex`` | ``end``), ``apex_rt``,
 ``apex_intensity``, ``area`` (``end`` only, else 0), ``rt`` (the MS1 scan that showed it); docs/protocol.md), to
 the other outputs as an ``elution`` event (MQTT: ``<base>/<run>/elution``), and as `Elution` stats for the metrics.
 """

@@ -71,9 +71,7 @@ def scored_answers(batches: Sequence[tuple[Jobs, ScoredBatch]]) -> list[Answer]:
     """The answers to scored batches, run by run, each run's built under its lock (running q-values and all) in one
     call for all of ``batches`` — a run's call costs ~0.25 ms whatever its size, and four runs sharing each batch
     made that the results thread's limit (the since-deleted probe answers_probe.py; docs/history/RESULTS.md,
-    2026-11-27): the results
-    thread
-    answers together what queued behind it."""
+    2026-11-27): the results thread answers together what queued behind it."""
     by_run: dict[int, tuple[RunState, list[ScoredBatch], list[Stamps]]] = {}
     for jobs, scored in batches:
         groups = jobs.by_run()

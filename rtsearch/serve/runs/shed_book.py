@@ -7,10 +7,9 @@ under each run's lock; once a report is booked — journaled — its intake proc
 its answers. The results thread holds that lock while it builds a batch's answers (running q-values and all: a few ms
 under load), so a loop that waited for it stopped taking in spectra exactly while the daemon was behind (the lanes'
 event loops spent a fifth of their samples in that booking at 100,000 /s, docs/history/RESULTS.md 2026-11-29). The
-loop now
-books a report only when the run's lock is free, else tries again `RETRY_S` later on the loop; reports are booked in
-the order they came, and a run counts them answered only once booked (so it cannot end before). At shutdown `book`
-with ``wait`` books what is left.
+loop now books a report only when the run's lock is free, else tries again `RETRY_S` later on the loop; reports are
+booked in the order they came, and a run counts them answered only once booked (so it cannot end before). At shutdown
+`book` with ``wait`` books what is left.
 """
 
 from __future__ import annotations
