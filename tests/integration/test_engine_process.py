@@ -131,4 +131,3 @@ def test_the_gil_switch_interval_follows_where_the_engine_scores(engine, monkeyp
     assert gil_switch_s(engine_in_process=False) == gil_switch_s(engine_in_process=True) == 0.002
     monkeypatch.setenv("RTSEARCH_GIL_SWITCH_S", "fast")  # not a number: the defaults, with a warning
     assert gil_switch_s(engine_in_process=True) == 0.001
-

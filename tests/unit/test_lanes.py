@@ -1,7 +1,6 @@
 """The lanes' front's parts (`rtsearch.serve.intake.routing`, `rtsearch.serve.intake.reader`,
-`rtsearch.serve.observe.lane_metrics`): one
-lane a run for every intake process, runs spread over the open lanes, an intake process building each lane's chunks
-of its runs, the lanes' metrics merged."""
+`rtsearch.serve.observe.lane_metrics`): one lane a run for every intake process, runs spread over the open lanes, an
+intake process building each lane's chunks of its runs, the lanes' metrics merged."""
 
 from __future__ import annotations
 
