@@ -13,8 +13,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from rtsearch import __version__
-from rtsearch.cli import demo, export, features, index, library, logs, proteoforms, search, serve
+from rtsearch import __version__, logs
+from rtsearch.cli import demo, export, features, index, library, proteoforms, search, serve
 from rtsearch.errors import RtsearchError
 
 COMMANDS = {"index": index, "library": library, "proteoforms": proteoforms, "search": search, "serve": serve,

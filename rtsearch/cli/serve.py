@@ -6,7 +6,7 @@ import argparse
 import logging
 from typing import Any
 
-from rtsearch.cli.target import add_backend_argument, add_target_arguments, backend_of, open_target
+from rtsearch.cli.target import add_backend_argument, add_target_arguments, backend_of, target_choice
 from rtsearch.config import (
     ClusterMode,
     EngineHost,
@@ -15,7 +15,6 @@ from rtsearch.config import (
     SpectraMode,
     choices,
     load_config,
-    resolved_dict,
 )
 
 log = logging.getLogger(__name__)
@@ -81,16 +80,13 @@ def add_parser(sub: Any) -> None:
                    "each of the lanes' workers whole, else shared)")
 
 
-def run(args: argparse.Namespace, lane: Any = None) -> int:
-    """``rtsearch serve``; ``lane``: run as that lane of the lanes' front (`lane_main`)."""
-    import asyncio
+def run(args: argparse.Namespace) -> int:
+    """``rtsearch serve``: the configuration with the command line's settings applied, served
+    (`rtsearch.serve.service`)."""
     import dataclasses
 
     from rtsearch.config import validate_serve
-    from rtsearch.io import provenance
-    from rtsearch.scoring.backend import get_backend
-    from rtsearch.serve.daemon import Daemon
-    from rtsearch.serve.observe.metrics import DaemonMetrics
+    from rtsearch.serve.service import Service, serve
 
     cfg = load_config(args.config)
     flags = {
@@ -102,117 +98,10 @@ def run(args: argparse.Namespace, lane: Any = None) -> int:
         "cluster_placement": args.placement, "ray_address": args.ray_address, "lanes": args.lanes,
         "lane_workers": args.lane_workers,
     }  # fmt: skip
-    serve = dataclasses.replace(cfg.serve, **{k: v for k, v in flags.items() if v is not None})
-    if serve.max_queue < serve.max_batch:
-        serve = dataclasses.replace(serve, max_queue=8 * serve.max_batch)
-    validate_serve(serve)
-    if serve.lanes > 1 and lane is None:
-        return _front(LaneMain(args), serve, gpu=(args.backend or cfg.search.backend) != "numpy")
-    backend = backend_of(args, cfg)
-    log.info("backend %s (%s); serve settings %s", backend.name, backend.device, resolved_dict(serve))
-    metrics = DaemonMetrics()  # /metrics, /healthz, /readyz (503 "loading the target") before the target loads
-    with metrics.serve(serve.metrics_port, serve.metrics_host, bound=lane.metrics if lane is not None else None):
-        metrics.health.set(state="loading the target")
-        # a cluster's workers score on the backend; its front door only routes and names: the target stays here
-        target = open_target(args, cfg, get_backend("numpy") if serve.cluster else backend)
-        metrics.health.set(state="starting")
-        daemon = Daemon(target, serve, metrics=metrics, cluster_backend=backend.name, lane=lane)
-        # what writes each run file, beside it (and in Parquet's metadata): rtsearch.io.provenance
-        daemon.ends.provenance = provenance.record(command=args.argv, config=resolved_dict(
-            dataclasses.replace(cfg, serve=serve)), target=args.index or args.library or args.proteoforms)  # fmt: skip
-        asyncio.run(_serve(daemon))
-    return 0
-
-
-async def _serve(daemon: Any) -> None:
-    """Run ``daemon`` until SIGINT or SIGTERM, telling systemd when it is ready and when it stops."""
-    import asyncio
-    import signal
-
-    from rtsearch.serve.observe.systemd import notify
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):  # a lane: the front decides when it stops (it ends its intake)
-        loop.add_signal_handler(sig, stop.set) if daemon.lane is None else signal.signal(sig, signal.SIG_IGN)
-    serving = asyncio.create_task(daemon.run(stop))
-    ready = asyncio.create_task(daemon.ready.wait())
-    await asyncio.wait({serving, ready}, return_when=asyncio.FIRST_COMPLETED)
-    if ready.done() and not serving.done():
-        e = daemon.endpoints
-        notify("READY=1", f"STATUS=serving: spectra {e.spectra}, results {e.results}, metrics :{e.metrics_port}")
-        await asyncio.wait({serving, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
-        notify("STOPPING=1", "STATUS=stopping: answering what was received, writing results")
-    ready.cancel()
-    await serving
-
-
-def _front(lane_main: LaneMain, serve: Any, *, gpu: bool) -> int:
-    """``--lanes N``: the front of N lane daemons (`rtsearch.serve.lanes`), until SIGINT or SIGTERM; ``gpu``: the
-    backend may be CuPy (the lanes spread over this host's GPUs)."""
-    import signal
-    import threading
-
-    from prometheus_client import CollectorRegistry
-
-    from rtsearch.errors import EndpointError
-    from rtsearch.serve.children.runtime import host_gpus
-    from rtsearch.serve.lanes import Front
-    from rtsearch.serve.observe.http import MetricsServer
-    from rtsearch.serve.observe.systemd import notify
-
-    front = Front(serve, lane_main, gpus=host_gpus() if gpu else 0)
-    registry = CollectorRegistry()
-    registry.register(front.metrics)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    try:
-        http = MetricsServer(registry, front.health, port=serve.metrics_port, host=serve.metrics_host)
-    except OSError as e:
-        raise EndpointError(f"metrics port {serve.metrics_host}:{serve.metrics_port}: {e.strerror or e}") from None
-
-    def tell_systemd() -> None:
-        while not front.ready.wait(0.5):
-            if stop.is_set():
-                return
-        e = front.endpoints
-        notify("READY=1", f"STATUS=serving: spectra {e['spectra']}, results {e['results']}, metrics :{http.port}")
-
-    with http:
-        front.metrics_port = http.port
-        threading.Thread(target=tell_systemd, name="notify", daemon=True).start()
-        try:
-            front.run(stop)
-        finally:
-            notify("STOPPING=1")
-    return 0
-
-
-class LaneMain:
-    """A lane's process main (`rtsearch.serve.lanes` spawns it): this command's arguments, with the lane's own results
-    endpoint and metrics port, run as that lane. Picklable: the parsed arguments travel, nothing is parsed again."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-
-    def __call__(self, results: str, metrics_port: int, lane: Any) -> None:
-        import copy
-        import os
-
-        from rtsearch.cli.logs import configure
-        from rtsearch.errors import RtsearchError
-        from rtsearch.serve.children.runtime import name_os_thread
-
-        name_os_thread(f"lane_{lane.index}")  # what ps and /proc/PID/comm say
-        os.environ.pop("NOTIFY_SOCKET", None)  # the front tells systemd, not a lane
-        if lane.device:  # before CuPy is imported (the target's open)
-            os.environ["CUDA_VISIBLE_DEVICES"] = lane.device
-        args = copy.copy(self.args)
-        args.results, args.metrics_port = results, metrics_port  # its `lanes` kept: the GPUs' sharers (a cluster's)
-        configure(logging.DEBUG if args.verbose else logging.INFO, args.log_format)
-        try:
-            run(args, lane)
-        except RtsearchError as e:
-            log.error("lane %d: %s", lane.index, e)
-            raise SystemExit(e.exit_code) from None
+    settings = dataclasses.replace(cfg.serve, **{k: v for k, v in flags.items() if v is not None})
+    if settings.max_queue < settings.max_batch:
+        settings = dataclasses.replace(settings, max_queue=8 * settings.max_batch)
+    validate_serve(settings)
+    cfg = dataclasses.replace(cfg, serve=settings)
+    return serve(Service(cfg, target_choice(args, cfg), backend_of(args, cfg).name, args.argv,
+                         logging.DEBUG if args.verbose else logging.INFO, args.log_format))  # fmt: skip

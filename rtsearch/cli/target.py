@@ -14,6 +14,7 @@ import logging
 from rtsearch.config import BackendChoice, Config, choices
 from rtsearch.errors import InputError
 from rtsearch.scoring.backend import Backend, get_backend
+from rtsearch.search.choice import TargetChoice
 from rtsearch.search.target import SearchTarget
 
 log = logging.getLogger(__name__)
@@ -45,18 +46,17 @@ def backend_of(args: argparse.Namespace, cfg: Config) -> Backend:
     return get_backend(args.backend or cfg.search.backend)
 
 
-def open_target(args: argparse.Namespace, cfg: Config, backend: Backend) -> SearchTarget:
-    """The index or library the arguments name, loaded (memory-mapped, then onto the device)."""
+def target_choice(args: argparse.Namespace, cfg: Config) -> TargetChoice:
+    """What the arguments name (``--index``, ``--library [--open]`` or ``--proteoforms``)."""
     if args.library:
-        from rtsearch.search.library import LibraryTarget
-
-        return LibraryTarget.open(args.library, cfg, backend, open_search=True if args.open else None)
+        return TargetChoice("library", args.library, cfg, open_search=bool(args.open))
     if args.open:
         raise InputError("--open applies to library search (--library)")
     if getattr(args, "proteoforms", None):
-        from rtsearch.search.topdown import TopDownTarget
+        return TargetChoice("proteoforms", args.proteoforms, cfg)
+    return TargetChoice("index", args.index, cfg)
 
-        return TopDownTarget.open(args.proteoforms, cfg.topdown, backend)
-    from rtsearch.search.database import DatabaseTarget
 
-    return DatabaseTarget.open(args.index, cfg.search, backend, expect=cfg.database if cfg.database_given else None)
+def open_target(args: argparse.Namespace, cfg: Config, backend: Backend) -> SearchTarget:
+    """The index or library the arguments name, loaded (memory-mapped, then onto the device)."""
+    return target_choice(args, cfg).open(backend)

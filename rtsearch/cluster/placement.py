@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import multiprocessing
 import os
 import threading
 import time
@@ -28,6 +27,7 @@ from typing import Any, Protocol
 
 from rtsearch.cluster.worker import WorkerSpec, process_main, run_worker
 from rtsearch.errors import ServiceError
+from rtsearch.serve.children.child import Child
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class LocalPlacement:
     def __init__(self, *, gpus: int = 0) -> None:
         """``gpus``: GPUs of this host to spread the workers over (worker k on GPU k mod gpus); 0: as inherited."""
         self.gpus = gpus
-        self._procs: dict[str, Any] = {}
+        self._procs: dict[str, Child] = {}
         self._specs: dict[str, WorkerSpec] = {}
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -63,26 +63,25 @@ class LocalPlacement:
         self._thread.start()
 
     def _spawn(self, spec: WorkerSpec) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        p = ctx.Process(target=process_main, args=(spec, os.getpid()), name=f"rtsearch-{spec.name}", daemon=True)
-        p.start()
+        child = Child(spec.name, process_main, spec, keep_sigterm=True).start()  # its handshake is with its door
         with self._lock:
-            self._procs[spec.name] = p
+            self._procs[spec.name] = child
 
     def _supervise(self) -> None:
         while not self._stop.wait(0.1):
             with self._lock:
-                gone = [n for n, p in self._procs.items() if not p.is_alive()]
-            for name in gone:
+                gone = [(n, c) for n, c in self._procs.items() if not c.alive()]
+            for name, child in gone:
                 if self._stop.is_set():
                     return
-                if self._procs[name].exitcode == 0:  # it ended when asked (every door it serves said stop)
+                child.stop(0.0)
+                if child.proc.exitcode == 0:  # it ended when asked (every door it serves said stop)
                     log.info("cluster: %s stopped", name)
                     with self._lock:
                         del self._procs[name]
                     continue
-                log.warning("cluster: %s exited (code %s): restarting it", name, self._procs[name].exitcode)
-                self._exited = self._exited | {self._procs[name].pid}
+                log.warning("cluster: %s exited (%s): restarting it", name, child.why())
+                self._exited = self._exited | {child.proc.pid}
                 self.restarts += 1
                 self._spawn(self._specs[name])
 
@@ -91,25 +90,19 @@ class LocalPlacement:
         return self._exited
 
     def close(self, grace_s: float = 5.0) -> None:
-        """Stop supervising; the workers (told to stop by their doors) end within ``grace_s``, else terminated."""
+        """Stop supervising; the workers (told to stop by their doors) end within ``grace_s``, else killed."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(2.0)
         with self._lock:
             procs = dict(self._procs)
         deadline = time.monotonic() + grace_s
-        for name, p in procs.items():
-            p.join(max(deadline - time.monotonic(), 0.0))
-            if p.exitcode == 0:
+        for name, child in procs.items():
+            if child.join(max(deadline - time.monotonic(), 0.0)) and child.proc.exitcode == 0:
                 log.info("cluster: %s stopped", name)
-                continue
-            if p.is_alive():
-                log.warning("cluster: %s did not stop within %.0f s of being told: terminated", name, grace_s)
-                p.terminate()
-                p.join(5)
-            if p.is_alive():
-                p.kill()
-                p.join(5)
+            elif child.alive():
+                log.warning("cluster: %s did not stop within %.0f s of being told: killed", name, grace_s)
+            child.stop(0.0)
 
 
 class RayPlacement:

@@ -242,11 +242,11 @@ def _beats(ctx: zmq.Context[Any], spec: WorkerSpec, busy: list[int], stop: threa
             push.close(0)
 
 
-def process_main(spec: WorkerSpec, parent: int) -> None:
-    """A local worker process's main (`rtsearch.cluster.placement.LocalPlacement`): ends with its parent."""
-    from rtsearch.serve.children.runtime import as_child, gpu_of
+def process_main(conn: Any, spec: WorkerSpec) -> None:
+    """A local worker process's main (a `rtsearch.serve.children.child.Child` of
+    `rtsearch.cluster.placement.LocalPlacement`'s; ``conn``, its channel, unused: it speaks with its door)."""
+    from rtsearch.serve.children.runtime import gpu_of
 
     if spec.device >= 0:  # before CuPy is imported (the target's reopen)
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu_of(spec.device)
-    as_child(parent, spec.name, keep_sigterm=True)  # `LocalPlacement.close` terminates it
     run_worker(spec)

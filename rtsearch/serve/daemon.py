@@ -43,6 +43,7 @@ from rtsearch.config import BackendName, ServeConfig
 from rtsearch.errors import EndpointError, ServiceError
 from rtsearch.protocol import wire
 from rtsearch.search.target import SearchTarget
+from rtsearch.serve.children.child import ready
 from rtsearch.serve.children.runtime import freeze_heap, gil_switch_s, single_threaded_blas
 from rtsearch.serve.engine.admission import Advice, arrival_times
 from rtsearch.serve.engine.jobs import INT_COLUMNS, Jobs, Stamps, jobs_of_chunk
@@ -180,6 +181,8 @@ class Daemon:
                 supervise = asyncio.create_task(self._supervise(), name="supervise")
                 self.metrics.record(Ready(True))
                 self.ready.set()
+                if self.lane is not None and self.lane.link is not None:
+                    ready(self.lane.link)  # the lanes' front waits for it (`rtsearch.serve.lanes`)
                 log.info("%s: spectra %s (%s, %d intake processes), results %s, metrics :%s", "ready" if not self.lane
                          else f"lane {self.lane.index} up", intake.endpoint, cfg.spectra_mode, self.intakes,
                          self.publisher.endpoint, self.endpoints.metrics_port)  # fmt: skip

@@ -19,8 +19,8 @@ opened by each).
   (`rtsearch.serve.intake.routing.split`), answering ``shed`` at that lane's door what its advice says would be late.
   A run's lane is decided once by the **registry** (the lane with the fewest open runs) and kept; every intake
   process asks it, so all agree.
-- Each **lane** is a `rtsearch.serve.daemon.Daemon` in a process of its own (the command's ``lane_main``: this
-  command's arguments; its `rtsearch.serve.intake.intake.Lane` holds its socket pairs, advice words and door-answers
+- Each **lane** is a `rtsearch.serve.daemon.Daemon` in a process of its own (`rtsearch.serve.service.lane_main`: the
+  same service; its `rtsearch.serve.intake.intake.Lane` holds its socket pairs, advice words and door-answers
   endpoint): batcher, engine process, run book, journals, MQTT client; on a host with several GPUs lane k scores on
   GPU k mod G (``CUDA_VISIBLE_DEVICES`` set in its process, the list given to the front kept) — or, scoring through
   a cluster of N workers of its own (``--cluster N``), sees every GPU, its list turned to start at GPU k·N mod G,
@@ -46,13 +46,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
-import os
+import select
 import socket
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -64,11 +62,11 @@ from rtsearch.cluster.share import Share
 from rtsearch.config import ServeConfig
 from rtsearch.config.environment import tuning
 from rtsearch.errors import EndpointError, ServiceError
-from rtsearch.serve.children.framing import Unpacker
+from rtsearch.serve.children.child import Child, ChildGone
 from rtsearch.serve.children.proxy import Forwarder
-from rtsearch.serve.children.runtime import gpu_of, stop_child
+from rtsearch.serve.children.runtime import gpu_of
 from rtsearch.serve.engine.admission import Advice
-from rtsearch.serve.intake.chunks import ERROR, READY, stop_message
+from rtsearch.serve.intake.chunks import stop_message
 from rtsearch.serve.intake.door import Door, default_intakes
 from rtsearch.serve.intake.intake import Lane, socket_pair
 from rtsearch.serve.intake.intake_process import Shedding, serve
@@ -116,14 +114,7 @@ class _Lane:
         self.listener: socket.socket | None = _bound()  # the lane's /metrics socket until the lane has it
         self.metrics_port = int(self.listener.getsockname()[1])
         self.advice = Advice(intakes=intakes).shared
-        self.proc: Any = None
-
-    def ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/readyz", timeout=1.0) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
+        self.child: Child | None = None
 
 
 def lane_device(index: int, gpus: int, cluster: int = 0) -> str:
@@ -141,10 +132,11 @@ def lane_device(index: int, gpus: int, cluster: int = 0) -> str:
 class Front:
     """``Front(cfg, lane_main).run(stop)``: the lanes' front until ``stop`` is set; see the module docstring."""
 
-    def __init__(self, cfg: ServeConfig, lane_main: Callable[[str, int, Lane], None], *,
+    def __init__(self, cfg: ServeConfig, lane_main: Callable[[socket.socket, str, int, Lane], None], *,
                  health: Health | None = None, gpus: int = 0) -> None:  # fmt: skip
-        """``lane_main(results, metrics_port, lane)``: a lane process's main, picklable (`rtsearch.cli.serve.LaneMain`:
-        the command's own arguments, that results endpoint and metrics port); ``gpus``: the GPUs to spread the lanes
+        """``lane_main(conn, results, metrics_port, lane)``: a lane process's main (a `Child`'s: ready once its daemon
+        serves), picklable (`rtsearch.serve.service.lane_main`: the service, as that lane, with that results endpoint
+        and metrics port); ``gpus``: the GPUs to spread the lanes
         (or their clusters' workers) over (`lane_device`); 0: each as inherited."""
         self.cfg, self.lane_main, self.gpus = cfg, lane_main, gpus
         self.health = health or Health()
@@ -156,7 +148,6 @@ class Front:
         self.metrics_port = cfg.metrics_port  # where the front's /metrics listens (its caller's server)
         self.ready = threading.Event()
         self._failure: str | None = None
-        self._spawn = multiprocessing.get_context("spawn")
 
     def run(self, stop: threading.Event) -> None:
         """Serve until ``stop`` is set; raises `ServiceError` when a part stopped on its own (after shutting down),
@@ -169,7 +160,7 @@ class Front:
         door: Door | None = None
         forwarder: Forwarder | None = None
         registry: Registry | None = None
-        intakes: list[tuple[Any, socket.socket]] = []
+        intakes: list[Child] = []
         pipes: list[list[tuple[socket.socket, socket.socket]]] = []
         try:
             xsub.setsockopt(zmq.RCVHWM, 0)
@@ -236,9 +227,9 @@ class Front:
             mine = Lane(lane.index, [row[lane.index][0] for row in pipes], lane.advice, lane.answers,
                         device=lane_device(lane.index, self.gpus, self.cfg.cluster), share=share,
                         metrics=lane.listener)  # fmt: skip
-            lane.proc = self._spawn.Process(target=self.lane_main, args=(lane.results, lane.metrics_port, mine),
-                                            name=f"rtsearch-lane-{lane.index}")  # fmt: skip
-            lane.proc.start()
+            # not ended with the front: a lane whose intake closes answers what it holds and writes its runs first
+            lane.child = Child(f"lane-{lane.index}", self.lane_main, lane.results, lane.metrics_port, mine,
+                               with_parent=False, daemon=False).start()  # fmt: skip
             if lane.listener is not None:  # the lane has its own copy (the port stays bound)
                 lane.listener.close()
                 lane.listener = None
@@ -246,73 +237,61 @@ class Front:
                 row[lane.index][0].close()  # the lane has its own copy: its exit is the intake's end of file
 
     def _wait_lanes(self, stop: threading.Event) -> None:
+        """Until every lane said it is ready (its daemon serves), one fails, ``stop`` is set, or `START_S` passed."""
         deadline = time.monotonic() + START_S
-        waiting = list(self.lanes)
+        waiting = {lane.child.conn: (lane.index, lane.child) for lane in self.lanes if lane.child and lane.child.conn}
         while waiting and not stop.is_set():
-            for lane in list(waiting):
-                if not lane.proc.is_alive():
-                    self._fail(f"lane {lane.index} exited with {lane.proc.exitcode} while starting")
+            for conn in select.select(list(waiting), [], [], SUPERVISE_S)[0]:
+                index, child = waiting.pop(conn)
+                try:
+                    child.wait_ready(1.0)
+                except ChildGone as e:
+                    ended = child.join(1.0)
+                    self._fail(f"lane {index} exited with {child.proc.exitcode} while starting" if ended
+                               else f"lane {index}: {e}")  # fmt: skip
                     return
-                if lane.ready():
-                    waiting.remove(lane)
-            if time.monotonic() > deadline:
+            if waiting and time.monotonic() > deadline:
                 self._fail(f"{len(waiting)} lane(s) not ready within {START_S:.0f} s")
                 return
-            time.sleep(SUPERVISE_S)
 
-    def _start_intakes(self, inner: str, registry: str,
-                       pipes: list[list[socket.socket]]) -> list[tuple[Any, socket.socket]]:  # fmt: skip
+    def _start_intakes(self, inner: str, registry: str, pipes: list[list[socket.socket]]) -> list[Child]:
         """The intake processes behind the door, each handing over to every lane; started when each said ready."""
         sheddings = [Shedding(lane.answers, lane.advice, self.cfg.budget_ms) for lane in self.lanes]
         intakes = []
         for k, conns in enumerate(pipes):
-            ours, theirs = socket_pair()
-            args = (conns, inner, "door", 0, self.intakes, sheddings, k, self.cfg.elution, registry, theirs,
-                    os.getpid())  # fmt: skip
-            proc = self._spawn.Process(target=serve, args=args, name=f"rtsearch-intake-{k}", daemon=True)
-            proc.start()
-            for sock in (*conns, theirs):
+            intakes.append(Child(f"intake-{k}", serve, conns, inner, "door", 0, self.intakes, sheddings, k,
+                                 self.cfg.elution, registry).start())  # fmt: skip
+            for sock in conns:
                 sock.close()
-            intakes.append((proc, ours))
-        for proc, ours in intakes:
-            ours.settimeout(INTAKE_START_S)
-            try:
-                kinds = Unpacker().feed(ours.recv(1 << 16))
-            except OSError:
-                kinds = []
-            if not kinds or kinds[0][0] != READY:
-                why = bytes(kinds[0][1][0]).decode() if kinds and kinds[0][0] == ERROR else "no answer"
-                raise ServiceError(f"{proc.name} did not start: {why}")
+        for child in intakes:
+            child.wait_ready(INTAKE_START_S)  # raises ChildGone (a ServiceError) saying why
         return intakes
 
-    def _supervise(self, stop: threading.Event, door: Door, intakes: list[tuple[Any, socket.socket]]) -> None:
+    def _supervise(self, stop: threading.Event, door: Door, intakes: list[Child]) -> None:
         while not stop.wait(SUPERVISE_S):
-            if gone := [lane.index for lane in self.lanes if not lane.proc.is_alive()]:
+            if gone := [lane.index for lane in self.lanes if lane.child is not None and not lane.child.alive()]:
                 self._fail(f"lane(s) {gone} exited")
-            elif any(not proc.is_alive() for proc, _ in intakes):
-                self._fail("an intake process stopped")
+            elif stopped := [c for c in intakes if not c.alive()]:
+                self._fail(f"{stopped[0].name} stopped ({stopped[0].why()})")
             elif not door.alive():
                 self._fail("the door (the spectra socket's proxy) stopped")
             if self._failure:
                 return
 
-    def _shutdown(self, door: Door | None, intakes: list[tuple[Any, socket.socket]]) -> None:
+    def _shutdown(self, door: Door | None, intakes: list[Child]) -> None:
         """The door stops, the intake processes hand over what they hold and close; the lanes then stop."""
         if door is not None:
             door.stop()
-        for _, conn in intakes:
+        for child in intakes:
             with contextlib.suppress(OSError):
-                conn.sendall(stop_message())
-        for proc, conn in intakes:
-            stop_child(conn, proc, INTAKE_STOP_S)  # STOP was read: its pipe's end no longer matters
+                child.conn.sendall(stop_message())  # type: ignore[union-attr]
+        for child in intakes:
+            child.stop(INTAKE_STOP_S)  # STOP is in its socket before the end of file
         if door is not None:
             door.close()
         bound = self.cfg.shutdown_timeout_s + 60.0
         for lane in self.lanes:
-            if lane.proc is None:
-                continue
-            lane.proc.join(bound)
-            if lane.proc.is_alive():
+            if lane.child is not None and not lane.child.join(bound):
                 log.error("lane %d did not stop within %.0f s: killed", lane.index, bound)
-                lane.proc.kill()
-                lane.proc.join(10)
+            if lane.child is not None:
+                lane.child.stop(0.0)

@@ -205,11 +205,18 @@ def test_a_lanes_metrics_port_is_held_from_when_it_is_chosen_and_served_on_that_
     assert lane.listener is not None and lane.listener.getsockname()[1] == lane.metrics_port
     with socket.socket() as other, pytest.raises(OSError):
         other.bind(("127.0.0.1", lane.metrics_port))
-    assert not lane.ready()  # bound, not yet listening: the front's readiness probe waits
+    def ready() -> bool:  # /readyz on the port the front chose
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{lane.metrics_port}/readyz", timeout=1.0) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    assert not ready()  # bound, not yet listening: a probe waits
     health = Health()
     health.set(ready=True)
     with MetricsServer(CollectorRegistry(), health, port=0, bound=lane.listener) as server:
         assert server.port == lane.metrics_port
-        assert lane.ready()  # what the front asks: /readyz on the port it chose
+        assert ready()
         with urllib.request.urlopen(f"http://127.0.0.1:{lane.metrics_port}/healthz", timeout=2) as r:
             assert r.status == 200

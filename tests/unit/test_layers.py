@@ -101,7 +101,7 @@ def is_core(module: str) -> bool:
 
 def test_no_two_modules_import_each_other_in_a_circle() -> None:
     graph = import_graph(ROOT / "rtsearch")
-    assert len(graph) > 50 and "rtsearch.serve.daemon" in graph["rtsearch.cli.serve"]
+    assert len(graph) > 50 and "rtsearch.serve.daemon" in graph["rtsearch.serve.service"]  # a lazy import seen
     assert cycles(graph) == []
 
 

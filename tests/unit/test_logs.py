@@ -7,7 +7,7 @@ import json
 import logging
 import re
 
-from rtsearch.cli.logs import JsonFormatter
+from rtsearch.logs import JsonFormatter
 
 
 def test_each_record_is_one_json_line_with_time_level_logger_message() -> None:

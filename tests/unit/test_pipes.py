@@ -1,9 +1,10 @@
-"""Objects over a pipe with their arrays through shared memory (`rtsearch.serve.children.pipes.Channel`): what goes in
-comes out, writable and unshared, however the two ends take turns and the region grows."""
+"""Objects over a socket pair with their arrays through shared memory (`rtsearch.serve.children.pipes.Channel`): what
+goes in comes out, writable and unshared, however the two ends take turns and the region grows."""
 
 from __future__ import annotations
 
 import multiprocessing
+import socket
 from collections.abc import Iterator
 
 import numpy as np
@@ -29,7 +30,7 @@ def _echo(conn: object) -> None:
 @pytest.fixture
 def echo() -> Iterator[Channel]:
     ctx = multiprocessing.get_context("spawn")
-    ours, theirs = ctx.Pipe(duplex=True)
+    ours, theirs = socket.socketpair()
     proc = ctx.Process(target=_echo, args=(theirs,), daemon=True)
     proc.start()
     theirs.close()
@@ -42,7 +43,7 @@ def echo() -> Iterator[Channel]:
 
 @pytest.fixture
 def pair() -> Iterator[tuple[Channel, Channel]]:
-    a, b = multiprocessing.Pipe(duplex=True)
+    a, b = socket.socketpair()
     ends = Channel(a), Channel(b)
     yield ends
     for end in ends:
@@ -113,7 +114,7 @@ def test_a_gone_end_is_an_error_not_a_hang(pair: tuple[Channel, Channel]) -> Non
     with pytest.raises(OSError):
         for _ in range(3):  # the first write may land in the socket's buffer
             a.send({"x": np.zeros(REGION_MIN)})
-    a2, b2 = multiprocessing.Pipe(duplex=True)
+    a2, b2 = socket.socketpair()
     reader = Channel(b2)
     a2.close()
     with pytest.raises(EOFError):
@@ -125,10 +126,11 @@ def test_a_region_announced_without_its_descriptor_is_an_error(pair: tuple[Chann
     import pickle
     import struct
 
-    from rtsearch.serve.children.pipes import _HEAD, NEW_REGION
+    from rtsearch.serve.children.framing import pack
+    from rtsearch.serve.children.pipes import NEW_REGION
 
     a, b = pair
-    a.conn.send_bytes(_HEAD.pack(NEW_REGION, 1) + struct.pack("<Q", 8) + pickle.dumps(None))
-    a._sock.send(b"\x01")  # the byte that should carry the descriptor, without it
+    a.sock.sendall(pack(NEW_REGION, [struct.pack("<Q", 8), pickle.dumps(None)]))
+    a.sock.send(b"\x01")  # the byte that should carry the descriptor, without it
     with pytest.raises(OSError, match="did not arrive"):
         b.recv()

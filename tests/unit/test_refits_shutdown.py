@@ -16,7 +16,7 @@ def _lane(task_s: float, timeout_s: float) -> None:
     """A lane's life in short: a refit process started, a task handed to it, shutdown while it runs, main returns."""
     refitter = Refitter()
     refitter.start().result()
-    refitter._submit(time.sleep, task_s)  # a refit or heap give-back still running when the daemon stops
+    refitter._calls.submit(time.sleep, task_s)  # a refit or heap give-back still running when the daemon stops
     time.sleep(0.5)  # it reaches the refit process (one that has not is cancelled by the shutdown)
     refitter.shutdown(timeout_s=timeout_s)
 

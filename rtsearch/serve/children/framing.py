@@ -1,7 +1,10 @@
 """The byte stream between the daemon and its child processes (intake, publisher, lanes): length-prefixed
 messages over a Unix socket pair (`pack` writes one, `Unpacker` reads them out of reads of any size)::
 
-    u64 length of what follows | u8 kind | u32 number of parts | u64 length of each part | the parts
+    u64 length of what follows | u8 kind | 3 pad | u32 number of parts | u64 length of each part | the parts
+
+Each part starts 8-byte aligned from the message's start and every message is a multiple of 8 long, so a part read
+into an aligned buffer holds aligned arrays.
 
 A message's parts come out as views of the bytes they arrived in: a large message is read into a buffer of its own
 (`Unpacker.reserve`), a message begun in one read is joined once with the read that completes it, and nothing else is
@@ -10,19 +13,32 @@ copied (the daemon's event loop copied ~9 MB a 4 MB read before: docs/history/RE
 
 from __future__ import annotations
 
+import pickle
+import socket
 import struct
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-_HEAD = struct.Struct("<QBI")  # length of the rest, kind, number of parts
+_HEAD = struct.Struct("<QBxxxI")  # length of the rest, kind, number of parts
+_PAD = bytes(7)
 
 
-def pack(kind: int, parts: Sequence[bytes | memoryview] = ()) -> bytes:
+def pack(kind: int, parts: Sequence[bytes | memoryview | pickle.PickleBuffer] = ()) -> bytes:
     """One message of ``kind`` holding ``parts`` (see the module docstring)."""
     lens = [memoryview(p).nbytes for p in parts]  # (struct, not a NumPy array: a lone spectrum's chunk is a few µs)
-    rest = 1 + 4 + 8 * len(lens) + sum(lens)
-    return b"".join([_HEAD.pack(rest, kind, len(lens)), struct.pack(f"<{len(lens)}Q", *lens), *parts])
+    pieces: list[Any] = [None, struct.pack(f"<{len(lens)}Q", *lens)]
+    for part, n in zip(parts, lens, strict=True):
+        pieces.append(part)
+        if n % 8:
+            pieces.append(_PAD[: 8 - n % 8])
+    pieces[0] = _HEAD.pack(8 + 8 * len(lens) + sum(_aligned(n) for n in lens), kind, len(lens))
+    return b"".join(pieces)
+
+
+def _aligned(n: int) -> int:
+    return (n + 7) & ~7
 
 
 READ_BYTES = 64 << 10  # `Unpacker.wanted`: a read asks for this much unless a message begun needs more
@@ -105,13 +121,31 @@ class Unpacker:
         return out
 
 
+def read_message(sock: socket.socket) -> tuple[int, list[memoryview]]:
+    """One whole message from a blocking socket, read exactly (what follows it stays in the socket: the handshake of
+    `rtsearch.serve.children.child`, a `rtsearch.serve.children.pipes.Channel`'s descriptors); its parts are views
+    of a writable buffer of its own. Raises `EOFError` when the other end closed."""
+    rest = struct.unpack("<Q", _exactly(sock, bytearray(8)))[0]
+    return _message(memoryview(_exactly(sock, bytearray(rest))))
+
+
+def _exactly(sock: socket.socket, buf: bytearray) -> bytearray:
+    view, got = memoryview(buf), 0
+    while got < len(buf):
+        n = sock.recv_into(view[got:])
+        if not n:
+            raise EOFError("the other end closed")
+        got += n
+    return buf
+
+
 def _message(msg: memoryview) -> tuple[int, list[memoryview]]:
     """A message's kind and parts (views of ``msg``), its length word taken off."""
-    kind, n = msg[0], struct.unpack_from("<I", msg, 1)[0]
-    lens = np.frombuffer(msg, dtype="<u8", count=n, offset=5).tolist()
-    at = 5 + 8 * n
+    kind, n = msg[0], struct.unpack_from("<I", msg, 4)[0]
+    lens = np.frombuffer(msg, dtype="<u8", count=n, offset=8).tolist()
+    at = 8 + 8 * n
     parts = []
     for k in lens:
         parts.append(msg[at : at + k])
-        at += k
+        at += _aligned(k)
     return kind, parts

@@ -6,16 +6,17 @@ thread: at 60,000 spectra/s a lane's engine thread spent 13 % of its wall in tho
 7 % reading them (py-spy, docs/history/RESULTS.md 2026-11-29). A `Channel` pickles with protocol 5 (PEP 574), so the
 arrays leave the pickle as buffers; it copies them into a region of shared memory (a memfd both processes map)
 and sends the pickle's head alone, one short write. The receiver copies each buffer out at once (one memcpy, into
-a `bytearray`: writable arrays that nothing else shares), so the sender may write its next message over them::
+a `bytearray`: writable arrays that nothing else shares), so the sender may write its next message over them.
+Messages are the child channel's (`rtsearch.serve.children.framing`)::
 
-    [u8 kind][u32 n][u64 size] * n [pickle head]     kind: region, new region (the buffers in the region)
-    [u8 kind][u32 n][u64 size] * n [buffers] [pickle head]      kind: in band (each buffer 64-byte aligned)
+    REGION | NEW_REGION: [buffer sizes, u64 each] [pickle head]      (the buffers in the region)
+    IN_BAND:            [buffer] * n [pickle head]
 
 A region is the sender's: it grows (a new memfd, passed over the socket with ``SCM_RIGHTS`` right after the
 message that first uses it) and is reused. The two ends must take turns — each sends only after it has received
 the other's last message (the engine's batch, then its reply) — or a message could be overwritten before it was
 read. Objects whose arrays hold less than `REGION_MIN` bytes (a lone spectrum's batch, a reply) go in band, their
-buffers in the message itself (pickled once).
+buffers parts of the message itself (pickled once).
 
 Not `multiprocessing.shared_memory`: its segments are named files in /dev/shm that the process attaching one
 registers with its own resource tracker (Python < 3.13), which unlinks them when that process exits, and a daemon
@@ -31,79 +32,66 @@ import pickle
 import socket
 import struct
 import tempfile
-from multiprocessing.connection import Connection
 from multiprocessing.reduction import recvfds, sendfds
 from typing import Any
+
+import numpy as np
+
+from rtsearch.serve.children.framing import pack, read_message
 
 REGION_MIN = 64 << 10  # array bytes from which they go through the shared region, not the pipe
 REGION_FIRST = 4 << 20  # a region's first size (grown to the next power of two a message needs)
 ALIGN = 64  # each buffer's offset in the region
-IN_BAND, REGION, NEW_REGION = 0, 1, 2
-_HEAD = struct.Struct("<BI")
+IN_BAND, REGION, NEW_REGION = 10, 11, 12  # kinds of message
 
 
 class Channel:
-    """``Channel(conn)``: `send` and `recv` objects over ``conn`` (a `multiprocessing` pipe end, a Unix socket),
+    """``Channel(sock)``: `send` and `recv` objects over ``sock`` (a blocking Unix stream socket, a `Child`'s),
     taking turns with the other end's Channel; see the module docstring. `close` unmaps the regions and closes
-    ``conn``."""
+    ``sock``."""
 
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=os.dup(conn.fileno()))  # fds go here
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
         self._out: mmap.mmap | None = None  # the region this end writes
         self._in: mmap.mmap | None = None  # the other end's region, mapped here
 
     def send(self, obj: Any) -> None:
-        """Send ``obj`` (raises what `Connection.send_bytes` raises: the other end is gone)."""
+        """Send ``obj`` (raises `OSError` when the other end is gone)."""
         buffers: list[pickle.PickleBuffer] = []
         head = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
         views = [b.raw() for b in buffers]
-        spans = [_aligned(v.nbytes) for v in views]
-        sizes = struct.pack(f"<{len(views)}Q", *(v.nbytes for v in views))
-        if sum(v.nbytes for v in views) < REGION_MIN:  # the buffers in the message, after its sizes, aligned
-            prefix = _HEAD.pack(IN_BAND, len(views)) + sizes
-            message = bytearray(_aligned(len(prefix)) + sum(spans) + len(head))
-            message[: len(prefix)] = prefix
-            at = _aligned(len(prefix))
-            for view, span in zip(views, spans, strict=True):
-                message[at : at + view.nbytes] = view
-                at += span
-            message[at:] = head
-            self.conn.send_bytes(message)
+        if sum(v.nbytes for v in views) < REGION_MIN:
+            self.sock.sendall(pack(IN_BAND, [*views, head]))
             return
+        spans = [_aligned(v.nbytes) for v in views]
         fd = self._grow(sum(spans)) if self._out is None or len(self._out) < sum(spans) else None
         assert self._out is not None
         at = 0
         for view, span in zip(views, spans, strict=True):
             self._out[at : at + view.nbytes] = view
             at += span
-        self.conn.send_bytes(_HEAD.pack(REGION if fd is None else NEW_REGION, len(views)) + sizes + head)
+        sizes = struct.pack(f"<{len(views)}Q", *(v.nbytes for v in views))
+        self.sock.sendall(pack(REGION if fd is None else NEW_REGION, [sizes, head]))
         if fd is not None:
             try:
-                sendfds(self._sock, [fd])
+                sendfds(self.sock, [fd])
             finally:
                 os.close(fd)
 
     def recv(self) -> Any:
         """The next object the other end sent (raises `EOFError` or `OSError` when it is gone)."""
-        first = self.conn.recv_bytes()
-        kind, n = _HEAD.unpack_from(first)
-        sizes = struct.unpack_from(f"<{n}Q", first, _HEAD.size)
-        if kind == IN_BAND:  # one copy of the message, writable; each buffer a view of it (8-byte aligned)
-            whole = memoryview(bytearray(first))
-            views, at = [], _aligned(_HEAD.size + 8 * n)
-            for size in sizes:
-                views.append(whole[at : at + size])
-                at += _aligned(size)
-            return pickle.loads(whole[at:], buffers=views)
+        kind, parts = read_message(self.sock)
+        if kind == IN_BAND:  # the parts are views of a writable buffer of the message's own
+            return pickle.loads(parts[-1], buffers=parts[:-1])
         if kind == NEW_REGION:
             try:
-                fds = recvfds(self._sock, 1)
+                fds = recvfds(self.sock, 1)
             except RuntimeError as e:  # no descriptor came with the byte that should carry it
                 raise OSError(f"the other end's shared region did not arrive: {e}") from None
             self._map(fds[0])
         if self._in is None:
             raise OSError("a message in a shared region that was never passed")
+        sizes = np.frombuffer(parts[0], "<u8").tolist()
         buffers, at = [], 0
         with memoryview(self._in) as region:
             for size in sizes:
@@ -111,15 +99,14 @@ class Channel:
                 buf[:] = region[at : at + size]
                 buffers.append(buf)
                 at += _aligned(size)
-        return pickle.loads(memoryview(first)[_HEAD.size + 8 * n :], buffers=buffers)
+        return pickle.loads(parts[1], buffers=buffers)
 
     def close(self) -> None:
         for region in (self._out, self._in):
             if region is not None:
                 region.close()
         self._out = self._in = None
-        self._sock.close()
-        self.conn.close()
+        self.sock.close()
 
     def _grow(self, nbytes: int) -> int:
         """A new region of at least ``nbytes`` for this end to write; its fd, for the other end (the caller

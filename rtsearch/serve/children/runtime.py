@@ -1,5 +1,5 @@
 """The daemon's processes' own settings: one BLAS thread, garbage collection on its terms, the GIL's switch
-interval, and children that end with the daemon."""
+interval, the fork server its children come from, the GPU each is given."""
 
 from __future__ import annotations
 
@@ -10,11 +10,8 @@ import functools
 import gc
 import multiprocessing
 import os
-import select
-import signal
 import sys
 import threading
-import time
 from typing import Any
 
 from rtsearch.config.environment import tuning
@@ -110,63 +107,6 @@ def give_back_heap() -> None:
     arrow = sys.modules.get("pyarrow")  # Arrow's own pool (mimalloc or jemalloc), where it was used at all
     if arrow is not None:
         arrow.default_memory_pool().release_unused()
-
-
-def exit_with_parent(parent: int, every_s: float = 1.0) -> None:
-    """End this process (at once, no clean-up) when the process ``parent`` is gone: no orphans.
-
-    For the daemon's child processes: a thread waits on a pidfd of ``parent`` (readable once it has ended, whatever
-    killed it, SIGKILL included; the daemon's children are forked by its fork server, so `os.getppid` is not the
-    daemon), or, where there is none, asks every ``every_s`` whether it still exists.
-    """
-
-    def watch() -> None:
-        try:
-            fd = os.pidfd_open(parent)
-        except ProcessLookupError:
-            os._exit(0)
-        except (OSError, AttributeError):  # no pidfd here: poll
-            while _exists(parent):
-                time.sleep(every_s)
-            os._exit(0)
-        select.select([fd], [], [])
-        os._exit(0)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
-def _exists(pid: int) -> bool:
-    """Whether process ``pid`` exists (one of another user's does: signal 0 is refused, not unanswered)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
-
-
-def as_child(parent: int, name: str | None = None, *, keep_sigterm: bool = False) -> None:
-    """Set up a child process of the daemon's: SIGINT (and SIGTERM, unless ``keep_sigterm``) left to the daemon,
-    ended with ``parent``, its thread named ``name``, one BLAS thread."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if not keep_sigterm:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    exit_with_parent(parent)
-    name_os_thread(name)
-    single_threaded_blas()
-
-
-def stop_child(conn: Any, proc: Any, wait_s: float = 5.0) -> None:
-    """Close a child's pipe ``conn`` (it ends when the pipe closes) and reap ``proc``, killed if it has not ended
-    within ``wait_s``; either may be None."""
-    if conn is not None:
-        conn.close()
-    if proc is not None:
-        proc.join(wait_s)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(wait_s)
 
 
 _PR_SET_NAME = 15

@@ -16,17 +16,15 @@ the matches' names (`rtsearch.search.live.named`: ProForma and proteins), worked
 daemon's results thread, which shares the daemon's GIL.
 An exception in the child comes back as `EngineError` with its text (the batch is answered with it, as in a
 thread); a child that dies raises `EngineGone`, and the worker thread stops (the daemon then shuts down,
-answering what it holds). The child ends with the daemon, even a SIGKILLed one (`exit_with_parent`).
+answering what it holds). The child ends with the daemon, even a SIGKILLed one (`rtsearch.serve.children.child`).
 """
 
 from __future__ import annotations
 
 import logging
-import multiprocessing
-import os
+import socket
 import time
 from collections.abc import Callable
-from multiprocessing.connection import Connection
 from typing import Any
 
 from rtsearch.batch import SpectraBatch
@@ -36,8 +34,8 @@ from rtsearch.errors import EngineError
 from rtsearch.matches import ScoredBatch
 from rtsearch.search.live import named
 from rtsearch.search.target import Reopen, SearchTarget
+from rtsearch.serve.children.child import Child, ChildGone, ready
 from rtsearch.serve.children.pipes import Channel
-from rtsearch.serve.children.runtime import as_child, stop_child
 
 log = logging.getLogger(__name__)
 
@@ -53,27 +51,18 @@ class EngineProcess:
     """``with EngineProcess(reopen, name) as engine: engine.score(batch)`` — see the module docstring."""
 
     def __init__(self, reopen: Reopen, name: str = "engine") -> None:
-        self.reopen = reopen
         self.name = name
-        self._conn: Channel | None = None
-        self._proc: Any = None
+        self._child = Child(name, serve, reopen)
+        self._channel: Channel | None = None
 
     def start(self) -> EngineProcess:
         """Spawn the process and wait until it has opened the target (raises `EngineGone` if it cannot)."""
-        ctx = multiprocessing.get_context("spawn")
-        ours, theirs = ctx.Pipe(duplex=True)
-        self._proc = ctx.Process(target=serve, args=(theirs, self.reopen, os.getpid(), self.name),
-                                 name=f"rtsearch-{self.name}", daemon=True)  # fmt: skip
-        self._proc.start()
-        theirs.close()
-        self._conn = Channel(ours)
-        if not ours.poll(START_TIMEOUT_S):
-            self.close()
-            raise EngineGone(f"{self.name}: the engine process did not open the target within {START_TIMEOUT_S:.0f} s")
-        kind, payload = self._receive()
-        if kind != "ready":
-            self.close()
-            raise EngineGone(f"{self.name}: the engine process could not open the target: {payload}")
+        try:
+            self._child.start().wait_ready(START_TIMEOUT_S)
+        except ChildGone as e:
+            raise EngineGone(f"{self.name}: the engine process could not open the target: {e}") from None
+        assert self._child.conn is not None
+        self._channel = Channel(self._child.conn)
         return self
 
     def __enter__(self) -> EngineProcess:
@@ -84,55 +73,45 @@ class EngineProcess:
 
     def score(self, spectra: SpectraBatch) -> ScoredBatch:
         """``spectra`` scored in the engine process (raises `EngineError` or `EngineGone`)."""
-        if self._conn is None:
+        if self._channel is None:
             raise EngineGone(f"{self.name}: not started")
         try:
-            self._conn.send(spectra)
-        except OSError as e:
-            raise EngineGone(f"{self.name}: the engine process is gone ({e})") from None
-        kind, payload = self._receive()
+            self._channel.send(spectra)
+            kind, payload = self._channel.recv()
+        except (EOFError, OSError) as e:
+            self._child.join(1.0)
+            raise EngineGone(f"{self.name}: the engine process is gone ({self._child.why()}; {type(e).__name__})") \
+                from None  # fmt: skip
         if kind == "error":
             raise EngineError(payload)
         if kind == "matches":  # the spectra's own columns were not sent back (`_reply`)
             best, reason, stages, names, lower = payload
             return ScoredBatch(list(spectra.run), spectra.scan, spectra.precursor_mz, spectra.rt, best, reason, stages,
                                names, spectra.native_id, lower)  # fmt: skip
-        return payload
-
-    def alive(self) -> bool:
-        return self._proc is not None and self._proc.is_alive()
-
-    def close(self) -> None:
-        """Stop the process (it ends when its pipe closes; killed if it does not within 5 s)."""
-        stop_child(self._conn, self._proc)
-        self._conn = self._proc = None
-
-    def _receive(self) -> tuple[str, Any]:
-        assert self._conn is not None
-        try:
-            result: tuple[str, Any] = self._conn.recv()
-        except (EOFError, OSError) as e:
-            code = self._proc.exitcode if self._proc is not None else None
-            why = f"exit code {code}; {type(e).__name__}"
-            raise EngineGone(f"{self.name}: the engine process is gone ({why})") from None
+        result: ScoredBatch = payload
         return result
 
+    def alive(self) -> bool:
+        return self._child.alive()
 
-def serve(conn: Connection, reopen: Reopen, parent: int, name: str) -> None:
-    """The process's main function: open the target, then score each batch it is sent until the pipe closes."""
-    as_child(parent, name)  # the daemon decides when scoring stops
+    def close(self) -> None:
+        """Stop the process (it ends when its socket closes; killed if it does not within 5 s)."""
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+        self._child.stop()
+
+
+def serve(conn: socket.socket, reopen: Reopen) -> None:
+    """The process's main function: open the target, then score each batch it is sent until the socket closes."""
+    target = reopen()
+    ready(conn, target.backend.name.encode())
     channel = Channel(conn)
-    try:
-        target = reopen()
-    except Exception as e:  # the daemon says why and stops
-        channel.send(("failed", f"{type(e).__name__}: {e}"))
-        return
-    channel.send(("ready", target.backend.name))
     while True:
         try:
             batch: SpectraBatch = channel.recv()
         except (EOFError, OSError):
-            return  # the daemon closed the pipe (or is gone)
+            return  # the daemon closed its end (or is gone)
         try:
             reply = _reply(batch, score_named(target, batch))  # named here, not in the daemon
         except EngineError as e:  # answered by the daemon with this reason, as a thread's failure would be

@@ -39,7 +39,6 @@ import asyncio
 import collections
 import contextlib
 import logging
-import os
 import pickle
 import socket
 from collections.abc import AsyncIterator
@@ -51,15 +50,13 @@ import numpy as np
 from rtsearch.cluster.share import Share
 from rtsearch.config import SpectraMode
 from rtsearch.errors import EndpointError
+from rtsearch.serve.children.child import Child, ChildGone
 from rtsearch.serve.children.framing import Unpacker
-from rtsearch.serve.children.runtime import child_context
 from rtsearch.serve.engine.admission import Advice
 from rtsearch.serve.intake.chunks import (
     CLOSED,
-    ERROR,
     INT_COLUMNS,
     MESSAGE,
-    READY,
     SHED,
     SPECTRA,
     Received,
@@ -109,12 +106,13 @@ class Lane:
     device: str = ""  # its CUDA_VISIBLE_DEVICES (`rtsearch.serve.children.runtime.gpu_of`); "": as inherited
     share: Share | None = None
     metrics: socket.socket | None = None  # its /metrics socket, bound by the front (which knows the port from then on)
+    link: socket.socket | None = None  # its child channel with the front: told when the lane is ready
 
 
 class _Child:
-    """One intake process (``None``: one of the lanes' front's) and the daemon's end of its socket pair."""
+    """One intake process (``proc`` None: one of the lanes' front's) and the daemon's end of its socket pair."""
 
-    def __init__(self, proc: Any, sock: socket.socket, index: int) -> None:
+    def __init__(self, proc: Child | None, sock: socket.socket, index: int) -> None:
         self.proc = proc
         self.sock = sock
         self.unpacker = Unpacker()
@@ -153,7 +151,6 @@ class Intake:
         self._queue: collections.deque[tuple[int, list[memoryview], int]] = collections.deque()  # kind, parts, child
         self._advice = Advice(shedding.advice) if shedding is not None else None
         self._waiter: asyncio.Future[None] | None = None
-        self._starting: list[tuple[int, list[memoryview]]] = []  # READY/ERROR answers while opening
 
     async def open(self) -> Intake:
         """Start the intake process(es) (and the door) and wait until they listen.
@@ -172,32 +169,21 @@ class Intake:
         if self.intakes > 1:
             self.door = Door(self.requested, mode=self.mode, hwm=self.hwm)  # raises EndpointError
             where, mode = self.door.inner, "door"
-        mp = child_context()
+        procs = [Child(f"intake-{k}", serve, None, where, mode, self.hwm, self.intakes, self.shedding, k, self.keep_ms1,
+                       fork=True, buffer_bytes=PIPE_BYTES) for k in range(self.intakes)]  # fmt: skip
         try:
-            for k in range(self.intakes):
-                ours, theirs = socket_pair()
-                ours.setblocking(False)
-                args = (theirs, where, mode, self.hwm, self.intakes, self.shedding, k, self.keep_ms1, "", None,
-                        os.getpid())  # fmt: skip
-                proc = mp.Process(target=serve, args=args, name=f"rtsearch-intake-{k}", daemon=True)
-                child = _Child(proc, ours, k)
-                self._children.append(child)
+            for k, proc in enumerate(procs):
+                self._children.append(_Child(proc.start(), proc.conn, k))  # type: ignore[arg-type]
+            for child in self._children:
+                assert child.proc is not None
                 try:
-                    proc.start()
-                finally:
-                    theirs.close()  # the child has its own copy: its exit is then our end of file
-                self._loop.add_reader(ours.fileno(), self._on_readable, child)
-            async with asyncio.timeout(START_TIMEOUT_S):
-                for _ in self._children:
-                    kind, parts, _ = await self._next()
-                    if kind != READY:
-                        reason = bytes(parts[0]).decode() if kind == ERROR and parts else f"unexpected message {kind}"
-                        raise EndpointError(f"spectra endpoint {self.requested} ({self.mode}): {reason}")
-                    if self.door is None:
-                        self.endpoint = bytes(parts[0]).decode()
-        except TimeoutError:
-            await self.aclose()
-            raise RuntimeError(f"the intake process did not start within {START_TIMEOUT_S:.0f} s") from None
+                    said = await asyncio.to_thread(child.proc.wait_ready, START_TIMEOUT_S)
+                except ChildGone as e:
+                    raise EndpointError(f"spectra endpoint {self.requested} ({self.mode}): {e}") from None
+                if self.door is None:
+                    self.endpoint = said.decode()
+                child.sock.setblocking(False)
+                self._loop.add_reader(child.sock.fileno(), self._on_readable, child)
         except BaseException:
             await self.aclose()
             raise
@@ -263,8 +249,7 @@ class Intake:
                 if child.eof and not child.closed:
                     if child.proc is None:
                         raise RuntimeError(f"intake process {child.index} of the lanes' front exited")
-                    code = child.proc.exitcode
-                    raise RuntimeError(f"the intake process {child.proc.name} exited (exit code {code})")
+                    raise RuntimeError(f"the intake process {child.proc.name} exited ({child.proc.why()})")
             assert self._loop is not None
             self._waiter = self._loop.create_future()
             await self._waiter
@@ -278,7 +263,7 @@ class Intake:
     @property
     def pids(self) -> list[int]:
         """Every intake process's id."""
-        return [c.proc.pid for c in self._children if c.proc is not None]
+        return [c.proc.pid for c in self._children if c.proc is not None and c.proc.pid is not None]
 
     @property
     def items_by_process(self) -> list[int]:
@@ -287,7 +272,7 @@ class Intake:
 
     def alive(self) -> bool:
         """Whether every intake process runs and the door (if any) forwards."""
-        return all(c.proc.is_alive() if c.proc is not None else c.closed or not c.eof for c in self._children) and (
+        return all(c.proc.alive() if c.proc is not None else c.closed or not c.eof for c in self._children) and (
             self.door is None or self.door.alive())  # fmt: skip
 
     def __aiter__(self) -> AsyncIterator[Items]:
@@ -382,18 +367,16 @@ class Intake:
             # it publishes the shed answers it was told are journaled, then exits; a lane's (the front's, serving
             # every lane) closes its end once every lane acknowledged what it reported
             for _ in range(EXIT_WAIT_S * 50):
-                if (child.proc is not None and not child.proc.is_alive()) or (child.proc is None and child.eof):
+                if (child.proc is not None and not child.proc.alive()) or (child.proc is None and child.eof):
                     break
                 await asyncio.sleep(0.02)
-            if child.proc is not None:
-                if child.proc.is_alive():
-                    child.proc.kill()  # it ignores SIGTERM (see rtsearch.serve.intake.intake_process)
-                child.proc.join(5)
             if self._loop is not None:
-                if not child.eof:
+                with contextlib.suppress(ValueError, OSError):
                     self._loop.remove_reader(child.sock.fileno())
                 if child.outbox:
                     self._loop.remove_writer(child.sock.fileno())
+            if child.proc is not None:
+                child.proc.stop(0.0)  # killed if still there (it ignores SIGTERM, rtsearch.serve.intake.intake_process)
             child.sock.close()
         if self.door is not None:
             self.door.close()

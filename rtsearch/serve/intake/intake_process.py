@@ -4,15 +4,15 @@ Started by `rtsearch.serve.intake.intake.Intake` (its docstring says why intake 
 its own). It speaks to the daemon over a Unix socket pair in `rtsearch.serve.intake.chunks`'
 messages:
 
-- to the daemon: ``READY`` (the endpoint it listens on) or ``ERROR`` (why it
-  cannot) once at start; then, in arrival order, ``SPECTRA`` (a `SpectraChunk`) for
+- to the daemon: the child handshake once at start (`rtsearch.serve.children.child`: ready with the endpoint it
+  listens on, or why it cannot); then, in arrival order, ``SPECTRA`` (a `SpectraChunk`) for
   each run of consecutive valid spectra, ``MESSAGE`` (a pickled `Received`: this process is the daemon's own,
   forked for it, and the pair is theirs alone) for each control or malformed message, and ``SHED`` (a `ShedChunk`)
   for the spectra it answers at the door; ``CLOSED`` after its last read.
 - from the daemon: ``ACK`` (a shed report journaled: its answers are published now, `Door`); ``STOP``: read what
   the socket still holds (until it stays empty for `DRAIN_QUIET_S`, at most `DRAIN_MAX_S`), send it, say
   ``CLOSED``, publish what the daemon acknowledges until it closes its end (at most `ACK_WAIT_S`), exit. End of file
-  (the daemon is gone) ends it at once, and so does the daemon's death whatever killed it (`exit_with_parent`).
+  (the daemon is gone) ends it at once, and so does the daemon's death whatever killed it (its `Child`).
 
 Its socket is the daemon's spectra socket (``sub``: connected to the instrument; ``pull``: bound), or,
 behind the door (`rtsearch.serve.intake.door`, several intake processes), a PULL connected to the door's
@@ -23,16 +23,14 @@ each lane the chunks of its runs (`rtsearch.serve.intake.reader.Reader.read_lane
 that lane's advice (`Out`); READY, STOP and end of file then come and go on the front's own socket pair, and
 ``CLOSED`` goes to every lane.
 
-It ignores SIGINT and SIGTERM: a terminal's Ctrl-C or a service manager reaches the
-whole process group, and the daemon decides when intake closes; it ends with the daemon.
+It is a `rtsearch.serve.children.child.Child`: it ignores SIGINT and SIGTERM (a terminal's Ctrl-C or a service manager
+reaches the whole process group, and the daemon decides when intake closes) and ends with the daemon.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import pickle
-import signal
 import socket
 import time
 from collections.abc import Sequence
@@ -44,18 +42,16 @@ import zmq
 
 from rtsearch.matches import Results
 from rtsearch.protocol.wire import MAX_MESSAGE_BYTES
+from rtsearch.serve.children.child import StartFailed, ready
 from rtsearch.serve.children.framing import Unpacker, pack
-from rtsearch.serve.children.runtime import exit_with_parent, name_os_thread
 from rtsearch.serve.engine.admission import Advice, late_rows
 from rtsearch.serve.intake.chunks import (
     ACK,
     CHUNK_MAX,
     CLOSED,
-    ERROR,
     FLOAT_COLUMNS,
     INT_COLUMNS,
     MESSAGE,
-    READY,
     SHED,
     SPECTRA,
     STOP,
@@ -326,22 +322,16 @@ class Out:
 
 
 def serve(
-    conns: socket.socket | list[socket.socket], endpoint: str, mode: str, hwm: int, share: int = 1,
+    control: socket.socket, conns: list[socket.socket] | None, endpoint: str, mode: str, hwm: int, share: int = 1,
     shedding: Shedding | list[Shedding | None] | None = None, index: int = 0, keep_ms1: bool = False,
-    registry: str = "", control: socket.socket | None = None, parent: int = 0,
+    registry: str = "",
 ) -> None:  # fmt: skip
-    """The process's main function (see the module docstring). ``conns``: the daemon's socket pair, or, behind the
-    lanes' front, one a lane (``shedding`` then one a lane, ``registry`` the front's run registry, ``control`` the
-    front's socket pair: READY, STOP and end of file come and go there); ``parent``: the process it ends with (the
-    daemon's, or the front's; 0: none watched)."""
-    name_os_thread(f"intake_{index}")
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if parent:
-        exit_with_parent(parent)  # however the daemon ends (SIGKILL too): a child idle in poll would outlive it
-    conns = conns if isinstance(conns, list) else [conns]
+    """The process's main function (a `rtsearch.serve.children.child.Child`'s; see the module docstring).
+    ``control``: its socket pair with the daemon, or with the lanes' front; ``conns``: behind the front, one socket
+    pair a lane (``shedding`` then one a lane, ``registry`` the front's run registry; READY, STOP and end of file
+    come and go on ``control``); ``None``: the daemon's pair is ``control``."""
+    conns = conns or [control]
     sheddings = shedding if isinstance(shedding, list) else [shedding] * len(conns)
-    control = control or conns[0]
     for conn in {*conns, control}:
         conn.setblocking(True)
     ctx = zmq.Context()
@@ -363,11 +353,9 @@ def serve(
             sock.bind(endpoint)
             bound = sock.getsockopt_string(zmq.LAST_ENDPOINT)
     except zmq.ZMQError as e:
-        with contextlib.suppress(OSError):
-            control.sendall(pack(ERROR, [str(e).encode()]))
         sock.close(0)
         ctx.term()
-        return
+        raise StartFailed(str(e)) from None
     outs = [Out(ctx, conn, sh, index, share) for conn, sh in zip(conns, sheddings, strict=True)]
     req = ctx.socket(zmq.REQ) if len(outs) > 1 else None
     if req is not None:
@@ -382,7 +370,7 @@ def serve(
     for fd in boxes:
         poller.register(fd, zmq.POLLIN)
     try:
-        control.sendall(pack(READY, [bound.encode()]))
+        ready(control, bound.encode())
         while True:
             dues = [d for d in (out.due_ms() for out in outs) if d is not None]
             events = dict(poller.poll(min(dues) if dues else None))
@@ -414,8 +402,6 @@ def serve(
             req.close(0)
         sock.close(0)
         ctx.term()
-        if control not in conns:
-            control.close()
 
 
 def _await_acks(boxes: dict[int, tuple[Inbox, Door | None]], deadline: float) -> None:

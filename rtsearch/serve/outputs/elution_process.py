@@ -3,29 +3,28 @@
 The tracker's per-scan work (extracted-ion values of every followed precursor, the smoother, peak cutting) is
 Python and NumPy between kernel launches; in a thread of the daemon it held the GIL that the event loop and the
 results thread need, and the MS2 answers' p99 rose by 1–9 ms at 200 spectra/s (docs/history/RESULTS.md, issue 19).
-Here it runs in a spawned child (`serve`); the daemon's `rtsearch.serve.outputs.elution.ElutionOutput` thread sends it
-lists of items over a pipe and reads back what each list made due::
+Here it runs in a spawned child (`serve`, a `rtsearch.serve.children.child.Child`); the daemon's
+`rtsearch.serve.outputs.elution.ElutionOutput` thread sends it lists of items over its channel and reads back what each
+list made due::
 
-    ElutionOutput thread ──pickle([("scan", run, rt, mz, intensity) | ("watch", …) | ("end", run), …])──▶ pipe
-        ◀── pickle((events, followed)) ── child: ElutionTracker.add_scan / watch / end_run
+    ElutionOutput thread ──Channel([("scan", run, rt, mz, intensity) | ("watch", …) | ("end", run), …])──▶ pipe
+        ◀── Channel((events, followed)) ── child: ElutionTracker.add_scan / watch / end_run
 
-Arrays pickle as their bytes (an MS1 scan of 3,000 peaks is ~48 kB). The child ends when the pipe closes or the
-daemon dies (`exit_with_parent`); an item it fails on is logged and skipped, as the thread did.
+Arrays pickle as their bytes (an MS1 scan of 3,000 peaks is ~48 kB). The child ends when its socket closes or the
+daemon dies; an item it fails on is logged and skipped, as the thread did.
 """
 
 from __future__ import annotations
 
 import logging
-import multiprocessing
-import os
-import pickle
-from multiprocessing.connection import Connection
+import socket
 from typing import Any
 
 import numpy as np
 
 from rtsearch.errors import ServiceError
-from rtsearch.serve.children.runtime import as_child, stop_child
+from rtsearch.serve.children.child import Child, ChildGone, ready
+from rtsearch.serve.children.pipes import Channel
 from rtsearch.signal.live import ElutionEvent, ElutionTracker
 
 log = logging.getLogger(__name__)
@@ -42,42 +41,39 @@ class TrackerProcess:
     docstring."""
 
     def __init__(self, backend: str) -> None:
-        self.backend = backend
-        self._conn: Connection | None = None
-        self._proc: Any = None
+        self._child = Child("elution", serve, backend)
+        self._channel: Channel | None = None
 
     def __enter__(self) -> TrackerProcess:
-        ctx = multiprocessing.get_context("spawn")
-        ours, theirs = ctx.Pipe(duplex=True)
-        self._proc = ctx.Process(target=serve, args=(theirs, self.backend, os.getpid()), name="rtsearch-elution",
-                                 daemon=True)  # fmt: skip
-        self._proc.start()
-        theirs.close()
-        self._conn = ours
-        if not ours.poll(START_TIMEOUT_S) or pickle.loads(ours.recv_bytes()) != "ready":
-            self.__exit__()
-            raise TrackerGone(f"the elution tracker process did not start within {START_TIMEOUT_S:.0f} s")
+        try:
+            self._child.start().wait_ready(START_TIMEOUT_S)
+        except ChildGone as e:
+            raise TrackerGone(f"the elution tracker process: {e}") from None
+        assert self._child.conn is not None
+        self._channel = Channel(self._child.conn)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        stop_child(self._conn, self._proc)
-        self._conn = self._proc = None
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+        self._child.stop()
 
     def send(self, items: list[tuple[Any, ...]]) -> None:
         """Items for the tracker (each list answered by one `receive`)."""
-        assert self._conn is not None
+        assert self._channel is not None
         try:
-            self._conn.send_bytes(pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL))
+            self._channel.send(items)
         except OSError as e:
             raise TrackerGone(f"the elution tracker process is gone ({e})") from None
 
     def receive(self) -> tuple[list[ElutionEvent], int]:
         """The events the last list made due, and the precursors followed now."""
-        assert self._conn is not None
+        assert self._channel is not None
         try:
-            reply: tuple[list[ElutionEvent], int] = pickle.loads(self._conn.recv_bytes())
+            reply: tuple[list[ElutionEvent], int] = self._channel.recv()
         except (EOFError, OSError):
-            raise TrackerGone("the elution tracker process is gone") from None
+            raise TrackerGone(f"the elution tracker process is gone ({self._child.why()})") from None
         return reply
 
 
@@ -112,18 +108,17 @@ def apply(tracker: ElutionTracker, items: list[tuple[Any, ...]]) -> list[Elution
     return events
 
 
-def serve(conn: Connection, backend: str, parent: int) -> None:
-    """The process's main function: track until the pipe closes."""
-    as_child(parent, "elution")  # the daemon decides when tracking stops
+def serve(conn: socket.socket, backend: str) -> None:
+    """The process's main function: track until the socket closes."""
     from rtsearch.scoring.backend import get_backend
 
     tracker = ElutionTracker(xp=get_backend(backend).xp)  # type: ignore[arg-type]
-    conn.send_bytes(pickle.dumps("ready"))
+    ready(conn)
+    channel = Channel(conn)
     while True:
         try:
-            items: list[tuple[Any, ...]] = pickle.loads(conn.recv_bytes())
+            items: list[tuple[Any, ...]] = channel.recv()
         except (EOFError, OSError):
             return
         events = apply(tracker, items)
-        followed = sum(len(r.watches) for r in tracker.runs.values())
-        conn.send_bytes(pickle.dumps((events, followed), protocol=pickle.HIGHEST_PROTOCOL))
+        channel.send((events, sum(len(r.watches) for r in tracker.runs.values())))

@@ -21,7 +21,6 @@ import contextlib
 import logging
 import os
 import pickle
-import socket
 import tempfile
 import threading
 import time
@@ -35,9 +34,9 @@ import orjson
 import zmq
 
 from rtsearch.matches import STATUSES, Results, ScoredBatch, concat_batches
+from rtsearch.serve.children.child import Child
 from rtsearch.serve.children.framing import pack
 from rtsearch.serve.children.proxy import Forwarder
-from rtsearch.serve.children.runtime import child_context
 from rtsearch.serve.engine.jobs import Jobs, RunState, Stamps
 from rtsearch.serve.intake.chunks import MESSAGE
 from rtsearch.serve.observe.stats import Answered, RunAnswered
@@ -48,6 +47,7 @@ log = logging.getLogger(__name__)
 
 IDENTIFIED = STATUSES.index("identified")
 PIPE_BYTES = 4 << 20
+START_S = 60.0  # a publisher process's start, forked by the fork server (which may be starting itself)
 DRAIN_S = 0.5  # after the publishers stopped, how long the proxy may take to forward their last messages
 
 
@@ -115,8 +115,6 @@ class Publisher:
         self._lock = threading.Lock()  # the in-process PUSH, or the publishers' pipes and the round robin
         self._closed = False
         self._next = 0
-        self._procs: list[Any] = []
-        self._conns: list[socket.socket] = []
         # every answer reaches the PUB through the proxy (C, no GIL), whoever sends it: this process, the
         # publisher processes, the intake processes answering at the door (`inner`)
         self._dir = tempfile.mkdtemp(prefix="rtsearch-results-")
@@ -130,20 +128,14 @@ class Publisher:
         self._push = ctx.socket(zmq.PUSH)  # this process's answers (publishers = 0), under the lock
         self._push.setsockopt(zmq.SNDHWM, 0)
         self._push.connect(here)
-        mp = child_context()
-        for k in range(publishers):
-            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PIPE_BYTES)
-            proc = mp.Process(target=serve, args=(theirs, self.inner, os.getpid()), name=f"rtsearch-publisher-{k}",
-                              daemon=True)  # fmt: skip
-            proc.start()
-            theirs.close()
-            self._procs.append(proc)
-            self._conns.append(ours)
-
+        self._children = [Child(f"publisher-{k}", serve, self.inner, fork=True, buffer_bytes=PIPE_BYTES).start()
+                          for k in range(publishers)]  # fmt: skip
+        for child in self._children:
+            child.wait_ready(START_S)
+        self._conns = [child.conn for child in self._children if child.conn is not None]
     def failed(self) -> int:
         """Publisher processes that ended while the daemon was publishing."""
-        return 0 if self._closed else sum(not p.is_alive() for p in self._procs)
+        return 0 if self._closed else sum(not c.alive() for c in self._children)
 
     def publish(self, answers: Sequence[Answer]) -> Published | None:
         """Send ``answers`` (or hand them to a publisher process); ``None`` when closed already.
@@ -212,15 +204,11 @@ class Publisher:
                     conn.sendall(pack(STOP_KIND))
             self._push.close(linger=-1)  # handed to the proxy's PULL (inproc: at once)
         deadline = time.monotonic() + timeout_s
-        for proc in self._procs:
-            proc.join(max(0.0, deadline - time.monotonic()))
-            if proc.is_alive():
-                log.warning("publisher process %s did not stop in time", proc.name)
-                proc.kill()
-                proc.join(1)
-        for conn in self._conns:
-            conn.close()
-        time.sleep(DRAIN_S if self._procs else 0.05)  # the proxy forwards what was pushed last
+        for child in self._children:
+            if not child.join(max(0.0, deadline - time.monotonic())):
+                log.warning("%s did not stop in time", child.name)
+            child.stop(0.0)
+        time.sleep(DRAIN_S if self._children else 0.05)  # the proxy forwards what was pushed last
         self._proxy.stop()
         self._pull.close(0)
         self._pub.close()

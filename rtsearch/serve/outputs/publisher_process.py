@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import pickle
-import signal
 import socket
 import time
 
@@ -24,8 +23,8 @@ import zmq
 from rtsearch.matches import ResultMessage, Results
 from rtsearch.protocol.batch import encode_batch_results
 from rtsearch.protocol.wire import RESULT, VERSION
+from rtsearch.serve.children.child import ready
 from rtsearch.serve.children.framing import Unpacker
-from rtsearch.serve.children.runtime import exit_with_parent, name_os_thread
 from rtsearch.serve.intake.chunks import MESSAGE
 
 STOP_KIND = 9  # the daemon's last message to a publisher process
@@ -70,36 +69,22 @@ def send_results(
             psms.extend((results.run, dumps(m, option=_OPTS)) for m in together if m["status"] == "identified")
 
 
-def serve(conn: socket.socket, endpoint: str, parent: int) -> None:
+def serve(conn: socket.socket, endpoint: str) -> None:
     """The process's main function: read batches from ``conn``, push their messages to ``endpoint``."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    exit_with_parent(parent)
-    name_os_thread("publisher")
     ctx = zmq.Context()
     push = ctx.socket(zmq.PUSH)
     push.setsockopt(zmq.SNDHWM, 0)  # the proxy's PULL takes everything: never drop, never block long
     push.connect(endpoint)
+    ready(conn)
     unpacker = Unpacker()
-    conn.setblocking(True)
     try:
-        while True:
-            data = conn.recv(unpacker.wanted(4 << 20))
-            if not data:
-                break
-            done = False
+        while data := conn.recv(unpacker.wanted(4 << 20)):
             for kind, parts in unpacker.feed(data):
                 if kind == STOP_KIND:
-                    done = True
-                    break
-                if kind != MESSAGE:
-                    continue
-                for results, sent, received, batched in pickle.loads(parts[0]):
-                    send_results(push, results, sent, received, batched)
-            if done:
-                break
+                    return
+                if kind == MESSAGE:
+                    for results, sent, received, batched in pickle.loads(parts[0]):
+                        send_results(push, results, sent, received, batched)
     finally:
         push.close(linger=-1)  # everything handed over before the process ends
         ctx.term()
-        conn.close()
-

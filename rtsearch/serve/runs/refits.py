@@ -14,10 +14,6 @@ import concurrent.futures
 import contextlib
 import functools
 import logging
-import os
-import time
-from collections.abc import Callable
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,13 +23,8 @@ from rtsearch.matches import ScoredBatch
 from rtsearch.search.live import RunSummary, run_summary
 from rtsearch.search.table import PsmTable
 from rtsearch.search.target import Reopen, SearchTarget
-from rtsearch.serve.children.runtime import (
-    child_context,
-    exit_with_parent,
-    give_back_heap,
-    name_os_thread,
-    single_threaded_blas,
-)
+from rtsearch.serve.children.calls import CallChild
+from rtsearch.serve.children.runtime import give_back_heap
 from rtsearch.serve.engine.jobs import RunState
 from rtsearch.serve.runs.journal import journal_table
 
@@ -124,40 +115,17 @@ def _started() -> None:
     """Run once in the refit process at start-up, so it is spawned before intake opens."""
 
 
-def _child_start(parent: int) -> None:
-    """In the refit process: one BLAS thread, an end when the daemon is gone (even SIGKILLed), and a lower priority
-    (nice 10): its fits are background work that must not take the CPU from the processes answering (on 2 cores
-    at ten times capacity it took 55-80 % of a core as `top -H` read it)."""
-    single_threaded_blas()
-    exit_with_parent(parent)
-    name_os_thread("refit")
-    os.nice(10)
-
-
 class Refitter:
-    """The refit process of one daemon; a new one replaces it if it dies."""
+    """The refit process of one daemon (a `CallChild` at nice 10: its fits are background work that must not take the
+    CPU from the processes answering; on 2 cores at ten times capacity it took 55-80 % of a core as `top -H` read it);
+    a new one replaces it if it dies."""
 
     def __init__(self) -> None:
-        self._pool = self._new_pool()
-
-    @staticmethod
-    def _new_pool() -> concurrent.futures.ProcessPoolExecutor:
-        return concurrent.futures.ProcessPoolExecutor(
-            1, mp_context=child_context(), initializer=_child_start, initargs=(os.getpid(),)
-        )
-
-    def _submit(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
-        try:
-            return self._pool.submit(fn, *args)
-        except BrokenProcessPool:
-            log.error("the refit process died; starting a new one")
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = self._new_pool()
-            return self._pool.submit(fn, *args)
+        self._calls = CallChild("refit", nice=10)
 
     def start(self) -> concurrent.futures.Future[None]:
-        """Spawn the process now; the future is done once it runs."""
-        return self._submit(_started)
+        """Start the process now; the future is done once it runs."""
+        return self._calls.submit(_started)
 
     def refit(self, states: list[RunState]) -> None:
         """Hand the runs' due live-discriminant refits to the process; each comes back into its run."""
@@ -167,8 +135,8 @@ class Refitter:
             if refit is None:
                 continue
             try:  # outside the run's lock: a refit done already installs itself in this thread
-                self._submit(refit).add_done_callback(functools.partial(_install, state))
-            except RuntimeError as e:  # shut down, or the process died: keep the discriminant
+                self._calls.submit(refit).add_done_callback(functools.partial(_install, state))
+            except RuntimeError as e:  # shut down: keep the discriminant
                 log.warning("run %r: live discriminant refit not run: %s", state.name, e)
                 with state.lock:
                     state.live.install(None)
@@ -177,33 +145,18 @@ class Refitter:
         self, reopen: Reopen, runs: list[RunToFinish], provenance: dict[str, Any] | None = None
     ) -> concurrent.futures.Future[list[FinishOutcome]]:
         """Finish ``runs`` in the process (`finish_runs`)."""
-        done = self._submit(finish_runs, reopen, runs, provenance)
-        # the next task in the one process: the runs' memory back to the system (a task of its own: the pool's
-        # worker holds the finished call's arguments, the runs' PSMs, until that call has returned; shut down
-        # since: nothing to give back)
+        done = self._calls.submit(finish_runs, reopen, runs, provenance)
+        # the next call in the one process: the runs' memory back to the system (once the call that held them returned)
         with contextlib.suppress(RuntimeError):
-            self._submit(give_back_heap)
+            self._calls.submit(give_back_heap)
         return done
 
     def shutdown(self, *, timeout_s: float = STOP_S) -> None:
         """Stop the process and wait until it has ended: what waits for it is cancelled, what it runs may finish
         within ``timeout_s``, then it is killed (a run it was finishing keeps its journal: the next start finishes it).
-
-        Never left to end by itself: in a daemon that is a process of its own (a lane), multiprocessing's exit
-        handler closes the pool's task queue as soon as the process's main returns, and a pool still waiting then for
-        its task to finish can no longer send its worker the stop — the two would wait for each other for ever (a
-        lane under load did not stop within 90 s and was killed, its refit process at nice 10 still giving back the
-        last run's heap when the lane's daemon returned).
         """
-        procs = list((getattr(self._pool, "_processes", None) or {}).values())  # (the pool forgets them at shutdown)
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        deadline = time.monotonic() + timeout_s
-        for proc in procs:
-            proc.join(max(0.0, deadline - time.monotonic()))
-            if proc.is_alive():
-                log.warning("the refit process did not stop within %.0f s of shutdown: killed", timeout_s)
-                proc.kill()
-                proc.join(5.0)
+        if not self._calls.shutdown(timeout_s):
+            log.warning("the refit process did not stop within %.0f s of shutdown: killed", timeout_s)
 
 
 def _install(state: RunState, done: concurrent.futures.Future[Any]) -> None:

@@ -1,4 +1,4 @@
-"""How the command line logs: plain lines for a person, or one JSON object a line for a log shipper
+"""How rtsearch logs: plain lines for a person, or one JSON object a line for a log shipper
 (``--log-format json``: journald, Loki, Elasticsearch read it without a parsing rule). The formatter is a
 dozen lines of the standard library's `logging`, not python-json-logger: no dependency for four fields."""
 
