@@ -7,8 +7,8 @@ On free loopback ports, one after the other, each under ``rt_load.py --senders N
 2. ``rtsearch serve`` on the bench index (20,000 proteins with entrapment, `bench.harness.bench_index`) at
    ``--rates``; with ``--overload R``, R spectra/s for ``--overload-seconds`` with a ``--overload-budget-ms``
    budget, then 200/s again: latency comes back and nothing is lost. ``--variant LABEL=ARGS`` measures the same
-   checkout with other ``rtsearch serve`` arguments (``--lanes 4``, say); ``--code DIR`` another checkout too
-   (before a change), in the same call.
+   checkout with other ``rtsearch serve`` arguments (``--lanes 4``, say); ``--code DIR[=ARGS]`` another checkout too
+   (before a change; ARGS as a variant's), in the same call.
 
 Prints a table (one row a phase: offered rate, answered, lost, duplicates, shed, p50 / p99 / max ms, the daemon's
 mean batch, where a spectrum's time went inside the daemon) and writes every phase to ``--json``. ``--tools``: a
@@ -74,8 +74,9 @@ def main() -> int:
     p.add_argument("--overload-budget-ms", type=float, default=100.0, help="budget_ms of the overload phase")
     p.add_argument("--variant", action="append", default=[], metavar="LABEL=ARGS",
                    help="this checkout with these rtsearch serve arguments, comma-separated (repeatable)")
-    p.add_argument("--code", type=Path, action="append", default=[],
-                   help="another checkout measured the same way after this one (repeatable)")
+    p.add_argument("--code", action="append", default=[], metavar="DIR[=ARGS]",
+                   help="another checkout measured the same way after this one, with ARGS as --variant's (repeatable: "
+                   "the same checkout with and without --lanes 4, say)")  # fmt: skip
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     index, res = bench_index(args.data, args.proteins, args.index_cache)
@@ -105,7 +106,10 @@ def main() -> int:
             for rate in (float(r) for r in args.floor_rates.split(",") if r):
                 phase("echo floor", rate, seconds(rate), ep, 0.0)
         daemons = [(ROOT, "", "")] + [(ROOT, *v.split("=", 1)) for v in args.variant]
-        daemons += [(c.resolve(), "", "") for c in args.code]
+        for given in args.code:
+            where, _, extra = given.partition("=")
+            label = extra.replace(",", " ").split()[0].lstrip("-") if extra else ""
+            daemons.append((Path(where).resolve(), label, extra))
         for code, label, extra in daemons:
             name = (code.name if code != ROOT else "this") + (f" [{label}]" if label else "")
             with Served(args.index_cache.resolve(), tmp / f"res-{len(phases)}", extra.replace(",", " ").split(), tmp,
