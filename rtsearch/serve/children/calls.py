@@ -20,7 +20,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from rtsearch.serve.children.child import Child, ChildGone, ready
-from rtsearch.serve.children.pipes import Channel
+from rtsearch.serve.children.pipes import Channel, open_channel
 
 T = TypeVar("T")
 START_S = 60.0  # the child's start, forked by the fork server
@@ -72,11 +72,8 @@ class CallChild:
     def _started(self) -> Channel:
         """The child's channel, the child started (again) when there is none."""
         if self._channel is None:
-            child = Child(self.name, _serve, fork=True, nice=self.nice).start()
-            self._child = child
-            child.wait_ready(START_S)
-            assert child.conn is not None
-            self._channel = Channel(child.conn)
+            self._child = Child(self.name, _serve, fork=True, nice=self.nice)
+            self._channel = open_channel(self._child, START_S)
         return self._channel
 
     def _lost(self) -> None:

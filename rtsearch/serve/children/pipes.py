@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from rtsearch.serve.children.child import Child
 from rtsearch.serve.children.framing import pack, read_message
 
 REGION_MIN = 64 << 10  # array bytes from which they go through the shared region, not the pipe
@@ -133,6 +134,13 @@ class Channel:
         if self._in is not None:
             self._in.close()
         self._in = region
+
+
+def open_channel(child: Child, timeout_s: float) -> Channel:
+    """Start ``child`` (a request/reply kind), wait for its handshake (raises `ChildGone`), and the `Channel` to it."""
+    child.start().wait_ready(timeout_s)
+    assert child.conn is not None
+    return Channel(child.conn)
 
 
 def _aligned(nbytes: int) -> int:

@@ -35,7 +35,7 @@ from rtsearch.matches import ScoredBatch
 from rtsearch.search.live import named
 from rtsearch.search.target import Reopen, SearchTarget
 from rtsearch.serve.children.child import Child, ChildGone, ready
-from rtsearch.serve.children.pipes import Channel
+from rtsearch.serve.children.pipes import Channel, open_channel
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +58,9 @@ class EngineProcess:
     def start(self) -> EngineProcess:
         """Spawn the process and wait until it has opened the target (raises `EngineGone` if it cannot)."""
         try:
-            self._child.start().wait_ready(START_TIMEOUT_S)
+            self._channel = open_channel(self._child, START_TIMEOUT_S)
         except ChildGone as e:
             raise EngineGone(f"{self.name}: the engine process could not open the target: {e}") from None
-        assert self._child.conn is not None
-        self._channel = Channel(self._child.conn)
         return self
 
     def __enter__(self) -> EngineProcess:

@@ -24,7 +24,7 @@ import numpy as np
 
 from rtsearch.errors import ServiceError
 from rtsearch.serve.children.child import Child, ChildGone, ready
-from rtsearch.serve.children.pipes import Channel
+from rtsearch.serve.children.pipes import Channel, open_channel
 from rtsearch.signal.live import ElutionEvent, ElutionTracker
 
 log = logging.getLogger(__name__)
@@ -46,11 +46,9 @@ class TrackerProcess:
 
     def __enter__(self) -> TrackerProcess:
         try:
-            self._child.start().wait_ready(START_TIMEOUT_S)
+            self._channel = open_channel(self._child, START_TIMEOUT_S)
         except ChildGone as e:
             raise TrackerGone(f"the elution tracker process: {e}") from None
-        assert self._child.conn is not None
-        self._channel = Channel(self._child.conn)
         return self
 
     def __exit__(self, *exc: Any) -> None:
