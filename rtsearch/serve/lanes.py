@@ -62,13 +62,13 @@ from rtsearch.cluster.share import Share
 from rtsearch.config import ServeConfig
 from rtsearch.config.environment import tuning
 from rtsearch.errors import EndpointError, ServiceError
-from rtsearch.serve.children.child import Child, ChildGone
+from rtsearch.serve.children.child import Child, ChildGone, socket_pair
 from rtsearch.serve.children.proxy import Forwarder
 from rtsearch.serve.children.runtime import gpu_of
 from rtsearch.serve.engine.admission import Advice
 from rtsearch.serve.intake.chunks import stop_message
 from rtsearch.serve.intake.door import Door, default_intakes
-from rtsearch.serve.intake.intake import Lane, socket_pair
+from rtsearch.serve.intake.intake import PIPE_BYTES, Lane
 from rtsearch.serve.intake.intake_process import Shedding, serve
 from rtsearch.serve.intake.routing import Registry
 from rtsearch.serve.observe.http import Health
@@ -177,7 +177,8 @@ class Front:
             # other process takes it meanwhile; what comes before the intake processes waits in the socket
             door = Door(cfg.spectra, mode=cfg.spectra_mode, io_threads=io_threads())
             self.health.set(state=f"starting {len(self.lanes)} lanes")
-            pipes = [[socket_pair() for _ in self.lanes] for _ in range(self.intakes)]  # [intake][lane]: (lane, intake)
+            # [intake][lane]: (the lane's end, the intake's)
+            pipes = [[socket_pair(PIPE_BYTES) for _ in self.lanes] for _ in range(self.intakes)]
             self._start_lanes(pipes)
             self._wait_lanes(stop)
             if not stop.is_set() and not self._failure:  # (a lane that failed to start: shut down, raise below)

@@ -9,7 +9,6 @@ with ``[serve] lanes`` > 1 the lanes' front (`rtsearch.serve.lanes.Front`) inste
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
 import logging
 import os
@@ -142,8 +141,8 @@ def lane_main(service: Service, conn: socket.socket, results: str, metrics_port:
     if lane.device:  # before CuPy is imported (the target's open)
         os.environ["CUDA_VISIBLE_DEVICES"] = lane.device
     configure(service.log_level, service.log_format)
-    mine = copy.copy(service.cfg)  # its `lanes` kept: the GPUs' sharers (a cluster's)
-    mine = dataclasses.replace(mine, serve=dataclasses.replace(mine.serve, results=results, metrics_port=metrics_port))
+    cfg = service.cfg  # its `lanes` kept: the GPUs' sharers (a cluster's)
+    mine = dataclasses.replace(cfg, serve=dataclasses.replace(cfg.serve, results=results, metrics_port=metrics_port))
     try:
         _daemon(dataclasses.replace(service, cfg=mine), dataclasses.replace(lane, link=conn))
     except RtsearchError as e:

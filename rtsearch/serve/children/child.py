@@ -125,6 +125,17 @@ def _tell(conn: socket.socket, why: str) -> None:
         conn.sendall(pack(FAILED, [why.encode()]))
 
 
+def socket_pair(buffer_bytes: int = 0) -> tuple[socket.socket, socket.socket]:
+    """A Unix stream socket pair, both buffers ``buffer_bytes`` each way (0: the system's): a child's channel, or a
+    lane's with an intake process of the front's."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    if buffer_bytes:
+        for s in (ours, theirs):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, buffer_bytes)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer_bytes)
+    return ours, theirs
+
+
 class Child:
     """``Child(name, main, *args).start()``: a child process running ``main(conn, *args)``; see the module docstring.
 
@@ -146,11 +157,7 @@ class Child:
     def start(self) -> Child:
         """Start the process (`wait_ready` waits for its handshake)."""
         main, args, settings, fork, daemon, buffer_bytes = self._target
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        if buffer_bytes:
-            for s in (ours, theirs):
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, buffer_bytes)
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer_bytes)
+        ours, theirs = socket_pair(buffer_bytes)
         ctx = child_context() if fork else multiprocessing.get_context("spawn")
         self.proc = ctx.Process(target=_run, args=(theirs, os.getpid(), self.name, settings, main, args),
                                 name=f"rtsearch-{self.name}", daemon=daemon)  # fmt: skip

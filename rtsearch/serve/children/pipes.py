@@ -18,6 +18,10 @@ the other's last message (the engine's batch, then its reply) — or a message c
 read. Objects whose arrays hold less than `REGION_MIN` bytes (a lone spectrum's batch, a reply) go in band, their
 buffers parts of the message itself (pickled once).
 
+Pickled, because both ends are the daemon's own: a process and the child it started, over the child's socket pair,
+which has no address anyone else could reach (`rtsearch.serve.children.child`); nothing from a network socket comes
+this way.
+
 Not `multiprocessing.shared_memory`: its segments are named files in /dev/shm that the process attaching one
 registers with its own resource tracker (Python < 3.13), which unlinks them when that process exits, and a daemon
 killed outright would leave them behind; a memfd has no name and goes when the last process holding it does.

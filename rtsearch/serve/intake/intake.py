@@ -82,15 +82,6 @@ Items = list[SpectraChunk | Received | ShedChunk]
 _MONO = INT_COLUMNS.index("mono_ns")
 
 
-def socket_pair() -> tuple[socket.socket, socket.socket]:
-    """A Unix socket pair with `PIPE_BYTES` buffers both ways: a daemon's (or lane's) end and an intake process's."""
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    for s in (ours, theirs):
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PIPE_BYTES)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, PIPE_BYTES)
-    return ours, theirs
-
-
 @dataclass(frozen=True)
 class Lane:
     """This daemon is lane ``index`` of the lanes' front (`rtsearch.serve.lanes`): ``pipes``, its ends of the socket
