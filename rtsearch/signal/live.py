@@ -1,10 +1,13 @@
 """Elution of precursors followed live: MS1 scans in, apex and end events out (core logic, no I/O).
 
 `ElutionTracker.watch` starts following a precursor (run, MS2 scan, m/z, charge, the MS2's retention time) — once
-per m/z and charge of a run while it is followed — with the run's MS1 scans from ``history_s`` seconds before the
-MS2 on, the MS2 placed among them by its own time (not by when it was answered: the tracker keeps the runs' MS1
-scans up to ``keep_bytes`` of peaks, so that an answer that lags the scans by any number of them — a replay
-faster than real time on a busy machine — is placed and followed as a prompt one is); each
+per m/z and charge of a run while it is followed (an earlier MS2 of it answered after a later one, before the
+apex, moves the follow to the earlier; a late answer's follow is judged at once on the scans already seen, and one
+taken while a follow of its m/z ended since was on is not followed again: neither the answers' order nor their
+lag changes which follow covers an MS2) — with the run's MS1 scans from
+``history_s`` seconds before the MS2 on, the MS2 placed among them by its own time (not by when it was answered:
+the tracker keeps the runs' MS1 scans up to ``keep_bytes`` of peaks, so that an answer that lags the scans by any
+number of them — a replay faster than real time on a busy machine — is placed and followed as a prompt one is); each
 `ElutionTracker.add_scan` adds a point to every followed precursor of the run (its extracted-ion value: the highest
 intensity within ``ppm`` of its m/z, 0 if none), smooths all of them at once (the uneven-spacing Savitzky–Golay
 smoother, `rtsearch.signal.smoothing`, or its GPU kernel) and returns the events due:
@@ -69,6 +72,8 @@ class _Run:
     history: deque[tuple[float, np.ndarray, np.ndarray]] = field(default_factory=deque)
     watches: list[_Watch] = field(default_factory=list)
     bytes: int = 0  # of the history's peaks
+    # the ended follows, by charge and m/z bin (of `_bin`): their m/z and until when they were on (RT, seconds)
+    ended: dict[tuple[int, int], list[tuple[float, float]]] = field(default_factory=dict)
 
 
 class ElutionTracker:
@@ -82,9 +87,11 @@ class ElutionTracker:
         self.xp = xp
         self.runs: dict[str, _Run] = {}
         self.given_up = 0
+        self._due: list[ElutionEvent] = []  # made due by watches, not yet returned
 
     def watch(self, run: str, scan: int, mz: float, charge: int, rt: float | None = None) -> bool:
-        """Follow a precursor (``False``: one of its m/z and charge is followed already).
+        """Follow a precursor (``False``: one of its m/z and charge is followed already; from this MS2 on if it was
+        taken earlier and that one has no apex yet).
 
         ``rt``: the MS2's retention time, seconds: it is placed in its trace at the last MS1 scan at or before
         it, however many scans came since (an answer that lags places it where it was taken); None: at the last
@@ -92,11 +99,25 @@ class ElutionTracker:
         """
         state = self.runs.setdefault(run, _Run())
         tol = self.ppm * 1e-6 * mz
-        if any(w.charge == charge and abs(w.mz - mz) <= tol for w in state.watches):
+        taken = float(rt) if rt is not None and np.isfinite(rt) else None  # the MS2's time, if told
+        same = next((w for w in state.watches if w.charge == charge and abs(w.mz - mz) <= tol), None)
+        if same is not None and taken is not None and not same.apex and taken < same.since:
+            # an earlier MS2 of it answered after a later one (a daemon scores by mass, not in acquisition order):
+            # followed from the earlier, as if the answers had come in order (the scans since are kept)
+            state.watches.remove(same)
+            self.watch(run, scan, mz, charge, rt)
             return False
+        if same is not None and taken is not None and self._late(same):
+            # answered after scans its follow has not been judged on: judged on them first (its events due)
+            self._due += self._events(run, state, state.history[-1][0], final=False, only=[same])
+        if any(w is same for w in state.watches):
+            return False
+        ended = (e for k in (-1, 0, 1) for e in state.ended.get((charge, self._bin(mz) + k), ()))
+        if taken is not None and any(abs(m - mz) <= tol and taken <= until for m, until in ended):
+            return False  # taken while a follow of it, ended since, was still on (a late answer)
         w = _Watch(scan, mz, charge, np.nan)
         if state.history:
-            at = state.history[-1][0] if rt is None or not np.isfinite(rt) else rt
+            at = state.history[-1][0] if taken is None else taken
             kept: list[tuple[float, np.ndarray, np.ndarray]] = []
             for scan_rt, smz, sint in reversed(state.history):  # the scans from history_s before the MS2 on
                 if scan_rt < at - self.history_s:
@@ -108,7 +129,24 @@ class ElutionTracker:
                 w.value.append(float(_xic(smz, sint, target, self.ppm)[0]))
             w.since = w.rt[max(int(np.searchsorted(w.rt, at, side="right")) - 1, 0)]
         state.watches.append(w)
+        if self._late(w):  # placed among scans already seen: what they show is due now, not at the next scan
+            self._due += self._events(run, state, state.history[-1][0], final=False, only=[w])
         return True
+
+    def _bin(self, mz: float) -> int:
+        """An m/z's bin (``ppm`` wide, in log m/z): a precursor within ``ppm`` is in its bin or a neighbour."""
+        return int(np.log(mz) / (self.ppm * 1e-6))
+
+    @staticmethod
+    def _late(w: _Watch) -> bool:
+        """Whether the run has MS1 scans after the follow's place (it was answered after them)."""
+        return bool(w.rt) and w.rt[-1] > w.since
+
+    def due(self) -> list[ElutionEvent]:
+        """The events that watches made due (a late answer's follow judged on the scans already seen); the next
+        `add_scans` or `end_run` returns them too."""
+        out, self._due = self._due, []
+        return out
 
     def add_scan(self, run: str, rt: float, mz: np.ndarray, intensity: np.ndarray) -> list[ElutionEvent]:
         """One MS1 scan of ``run`` (m/z ascending); the events it makes due."""
@@ -130,8 +168,8 @@ class ElutionTracker:
         self._forget(state)
         last = state.history[-1][0] if state.history else 0.0
         if not state.watches or not scans:
-            return []
-        return self._events(run, state, last, final=False)
+            return self.due()
+        return self.due() + self._events(run, state, last, final=False)
 
     def _forget(self, growing: _Run) -> None:
         """The oldest MS1 scans past ``keep_bytes`` (of all runs): the growing run's first, then the others'."""
@@ -141,6 +179,9 @@ class ElutionTracker:
                 _, mz, intensity = r.history.popleft()
                 r.bytes -= mz.nbytes + intensity.nbytes
                 excess -= mz.nbytes + intensity.nbytes
+            if r.history:  # no answer is placed before the scans kept
+                first = r.history[0][0]
+                r.ended = {k: kept for k, v in r.ended.items() if (kept := [e for e in v if e[1] >= first])}
             if excess <= 0:
                 return
 
@@ -148,11 +189,14 @@ class ElutionTracker:
         """The run's last events (an ``end`` for every precursor past its apex); the run is forgotten."""
         state = self.runs.pop(run, None)
         if state is None or not state.watches:
-            return []
-        return self._events(run, state, state.watches[0].rt[-1] if state.watches[0].rt else 0.0, final=True)
+            return self.due()
+        return self.due() + self._events(run, state, state.watches[0].rt[-1] if state.watches[0].rt else 0.0,
+                                         final=True)  # fmt: skip
 
-    def _events(self, run: str, state: _Run, now: float, *, final: bool) -> list[ElutionEvent]:
-        ws = [w for w in state.watches if w.rt]
+    def _events(self, run: str, state: _Run, now: float, *, final: bool,
+                only: list[_Watch] | None = None) -> list[ElutionEvent]:  # fmt: skip
+        """The events due of the run's follows (``only`` these), ended ones let go."""
+        ws = [w for w in (state.watches if only is None else only) if w.rt]
         sizes = np.array([len(w.rt) for w in ws], np.int64)
         offsets = np.r_[0, np.cumsum(sizes)]
         rt = np.concatenate([w.rt for w in ws]) if ws else np.zeros(0)
@@ -197,6 +241,10 @@ class ElutionTracker:
                 out.append(ElutionEvent(run, w.scan, w.mz, w.charge, "end", float(rt[top]), peak, float(pk.area[p]),
                                         now))  # fmt: skip
                 done.add(id(w))
+                # on until the first scan past the peak's end or at its end fraction (where a prompt follow ends)
+                low = np.flatnonzero((np.arange(top, b) > stop) | (y[top:b] <= self.end_fraction * peak))
+                until = float(rt[top + int(low[0])] if low.size else rt[b - 1])
+                state.ended.setdefault((w.charge, self._bin(w.mz)), []).append((w.mz, until))
             elif not w.apex and now - w.since > self.give_up_s:
                 done.add(id(w))
                 self.given_up += 1

@@ -130,8 +130,9 @@ async def test_bsa1_replayed_publishes_elution_events(data, dev_indexes, tmp_pat
             hits += 1
             near_off += abs(index(apex[follow]["apex_rt"]) - index(apex_rt)) <= 1
     print(f"offline-identified with an MS1 apex {len(offline)}: an apex event {hits}, within one MS1 scan {near_off}")
-    # an event for 59 of 59, 54 within one MS1 scan, quiet and beside two CPU-bound processes (2026-12-07; 46 and 26
-    # in a CI run before late answers were followed in full)
+    # an event for 59 of 59, 54 within one MS1 scan, quiet and beside two CPU-bound processes, 52 beside six
+    # (2026-12-07; 45 beside six and 43 in a CI run before a late answer's follow was judged at once on the scans
+    # already seen and a later MS2 of a follow ended since followed anew; 26 before late answers were followed in full)
     assert len(offline) >= 40 and hits >= 0.9 * len(offline) and near_off >= 0.8 * len(offline)
 
 

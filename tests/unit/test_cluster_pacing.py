@@ -230,14 +230,21 @@ def _busy_share(cluster: OneGpu) -> float:
     return sum(end - start for start, end in cluster.busy) / (last - first)
 
 
+def _gaps(cluster: OneGpu) -> np.ndarray:
+    """The GPU's idle time between one batch and the next, seconds."""
+    busy = np.array(cluster.busy)
+    return busy[1:, 0] - busy[:-1, 1]
+
+
 @pytest.mark.asyncio
 async def test_two_batches_in_flight_keep_the_gpu_busy_and_the_second_hardly_queues(demo_index, monkeypatch):
     one = await _serve(demo_index, monkeypatch, 1)
     two = await _serve(demo_index, monkeypatch, 2)
-    # one in flight: a batch's cycle is HOST_S + GPU_S, the GPU busy 0.75 of it; two: ~1 (0.89 on a 2-core machine
-    # beside two CPU-bound processes, whose host side then feeds it late)
-    assert _busy_share(one) < 0.82, _busy_share(one)
-    assert _busy_share(two) > max(0.85, _busy_share(one) + 0.05), (_busy_share(one), _busy_share(two))
+    # one in flight: the GPU waits out each batch's HOST_S between batches (its busy share 0.75 when scoring takes
+    # GPU_S, more on a busy machine where the NumPy scoring behind it takes longer); two: it hardly waits (a busy
+    # share of ~1, 0.89 on a 2-core machine beside two CPU-bound processes, whose host side then feeds it late)
+    assert _gaps(one).min() >= HOST_S, _gaps(one).min()
+    assert np.median(_gaps(two)) < HOST_S / 2 and _busy_share(two) > 0.85, (np.median(_gaps(two)), _busy_share(two))
     # taken just in time: a batch waits at the worker a few ms (taken as soon as its thread is free, it would wait
     # about GPU_S - HOST_S: 40 ms), a quarter of a batch's time on the GPU as measured here
     gpu = np.median([end - start for start, end in two.busy])

@@ -98,6 +98,7 @@ def apply(tracker: ElutionTracker, items: list[tuple[Any, ...]]) -> list[Elution
                                      f"{len(rts)} times")  # fmt: skip
                 for scan, mz, z, rt in zip(scans, mzs, zs, rts, strict=True):
                     tracker.watch(run, scan, mz, z, rt)
+                events += tracker.due()  # late answers: what the scans already seen show
             else:
                 events += tracker.end_run(run)
         except Exception:  # a bad scan must not end tracking
