@@ -88,6 +88,7 @@ class ElutionTracker:
         self.runs: dict[str, _Run] = {}
         self.given_up = 0
         self._due: list[ElutionEvent] = []  # made due by watches, not yet returned
+        self._late_ones: dict[str, list[_Watch]] = {}  # follows placed among scans already seen, not yet judged
 
     def watch(self, run: str, scan: int, mz: float, charge: int, rt: float | None = None) -> bool:
         """Follow a precursor (``False``: one of its m/z and charge is followed already; from this MS2 on if it was
@@ -129,8 +130,8 @@ class ElutionTracker:
                 w.value.append(float(_xic(smz, sint, target, self.ppm)[0]))
             w.since = w.rt[max(int(np.searchsorted(w.rt, at, side="right")) - 1, 0)]
         state.watches.append(w)
-        if self._late(w):  # placed among scans already seen: what they show is due now, not at the next scan
-            self._due += self._events(run, state, state.history[-1][0], final=False, only=[w])
+        if self._late(w):  # placed among scans already seen: what they show is due now (`due`), not at the next scan
+            self._late_ones.setdefault(run, []).append(w)
         return True
 
     def _bin(self, mz: float) -> int:
@@ -143,8 +144,14 @@ class ElutionTracker:
         return bool(w.rt) and w.rt[-1] > w.since
 
     def due(self) -> list[ElutionEvent]:
-        """The events that watches made due (a late answer's follow judged on the scans already seen); the next
-        `add_scans` or `end_run` returns them too."""
+        """The events that watches made due: late answers' follows judged on the scans already seen (all at once);
+        the next `add_scans` or `end_run` returns them too."""
+        for run, ws in self._late_ones.items():
+            state = self.runs[run]  # (a run's own are dropped when its scans or its end judge all its follows)
+            on = {id(w) for w in state.watches}  # (one judged since, and ended, is not judged again)
+            if ws := [w for w in ws if id(w) in on]:
+                self._due += self._events(run, state, state.history[-1][0], final=False, only=ws)
+        self._late_ones.clear()
         out, self._due = self._due, []
         return out
 
@@ -156,6 +163,7 @@ class ElutionTracker:
         """MS1 scans of ``run`` (RT order; each (rt, m/z ascending, intensity)), then the events due after the last:
         one smoothing for all of them (a tracker behind its scans catches up at the cost of one scan)."""
         state = self.runs.setdefault(run, _Run())
+        self._late_ones.pop(run, None)  # judged with the others below
         targets = np.array([w.mz for w in state.watches])
         for rt, mz, intensity in scans:
             mz, intensity = np.asarray(mz, np.float64), np.asarray(intensity, np.float64)
@@ -175,11 +183,12 @@ class ElutionTracker:
         """The oldest MS1 scans past ``keep_bytes`` (of all runs): the growing run's first, then the others'."""
         excess = sum(r.bytes for r in self.runs.values()) - self.keep_bytes
         for r in [growing, *(r for r in self.runs.values() if r is not growing)]:
+            trimmed = excess > 0 and len(r.history) > 1
             while excess > 0 and len(r.history) > 1:
                 _, mz, intensity = r.history.popleft()
                 r.bytes -= mz.nbytes + intensity.nbytes
                 excess -= mz.nbytes + intensity.nbytes
-            if r.history:  # no answer is placed before the scans kept
+            if trimmed:  # no answer is placed before the scans kept
                 first = r.history[0][0]
                 r.ended = {k: kept for k, v in r.ended.items() if (kept := [e for e in v if e[1] >= first])}
             if excess <= 0:
@@ -188,6 +197,7 @@ class ElutionTracker:
     def end_run(self, run: str) -> list[ElutionEvent]:
         """The run's last events (an ``end`` for every precursor past its apex); the run is forgotten."""
         state = self.runs.pop(run, None)
+        self._late_ones.pop(run, None)  # judged with the others below
         if state is None or not state.watches:
             return self.due()
         return self.due() + self._events(run, state, state.watches[0].rt[-1] if state.watches[0].rt else 0.0,
