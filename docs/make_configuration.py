@@ -4,7 +4,8 @@
     python docs/make_configuration.py --check  # exit 1 if it differs from what this writes
 
 Each section's table lists every key of its dataclass in order: its type, its default, the values a choice allows
-(the `Literal` the command line's choices come from too) and what the comment beside the field says. What the file
+(the `Literal` the command line's choices come from too) and what the key's `setting` says (the words its option's
+``--help`` gives too), else the comment beside the field. What the file
 says is what the code does: a key added without a word beside it shows up here without one.
 """
 
@@ -111,7 +112,7 @@ def render() -> str:
         for f in dataclasses.fields(cls):
             kind, allowed = _type(hints[f.name])
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-            note = comments.get((cls.__name__, f.name), "").replace("|", "\\|")
+            note = (f.metadata.get("doc") or comments.get((cls.__name__, f.name), "")).replace("|", "\\|")
             parts.append(f"| `{f.name}` | {kind} | `{_value(default)}` | {allowed} | {note} |\n")
     parts.append(KNOBS)
     for f, name in zip(environment.KNOBS, environment.NAMES, strict=True):

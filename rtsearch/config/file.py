@@ -52,6 +52,13 @@ def choices(choice: Any) -> tuple[str, ...]:
     return tuple(get_args(choice))
 
 
+def setting(default: Any, doc: str, *, flag: bool | str = False, metavar: str = "") -> Any:
+    """A key with what it means written once: the reference's meaning (docs/make_configuration.py) and, with
+    ``flag`` (True: ``--`` and the key with dashes; or the option's name), a command-line option that overrides it,
+    whose ``--help`` is that meaning and the default (`rtsearch.cli.settings`)."""
+    return field(default=default, metadata={"doc": doc, "flag": flag, "metavar": metavar})
+
+
 @dataclass(frozen=True)
 class DatabaseConfig:
     """How FASTA proteins become the peptides of an index."""
@@ -109,39 +116,68 @@ class LibraryConfig:
 class ServeConfig:
     """The daemon's endpoints, budget and limits (``rtsearch serve`` flags override these)."""
 
-    spectra: str = "tcp://127.0.0.1:5555"  # the instrument's PUB (sub), or where to bind (pull)
-    spectra_mode: SpectraMode = "sub"  # sub: connect to a PUB; pull: bind for lossless PUSH feeds
-    results: str = "tcp://127.0.0.1:5556"  # where the results PUB binds
-    metrics_port: int = 9108  # Prometheus /metrics, /healthz, /readyz (0: any free port)
+    spectra: str = setting("tcp://127.0.0.1:5555", "the instrument's PUB to connect to (sub), or where to bind (pull)",
+                           flag=True, metavar="ENDPOINT")  # fmt: skip
+    spectra_mode: SpectraMode = setting("sub", "sub: connect to the instrument's PUB; pull: bind, for lossless PUSH "
+                                        "feeds", flag=True)  # fmt: skip
+    results: str = setting("tcp://127.0.0.1:5556", "where the results PUB binds", flag=True, metavar="ENDPOINT")
+    metrics_port: int = setting(9108, "Prometheus /metrics, /healthz, /readyz (0: any free port)", flag=True,
+                                metavar="PORT")  # fmt: skip
     metrics_host: str = "127.0.0.1"  # the address /metrics binds
-    mqtt: str = ""  # HOST:PORT; empty: no MQTT
-    instrument: str = "instrument"  # names the MQTT topics and metric series
-    budget_ms: float = 100.0  # an answer due this long after receipt (a message's budget_ms wins)
-    results_dir: str = "rtsearch-results"  # each run's results file; journals in .journal/
+    mqtt: str = setting("", "publish identifications and run summaries to this broker, HOST:PORT (empty: no MQTT)",
+                        flag=True, metavar="HOST:PORT")  # fmt: skip
+    instrument: str = setting("instrument", "names the MQTT topics and metric series", flag=True, metavar="NAME")
+    budget_ms: float = setting(100.0, "an answer is due this long after receipt, ms (a message's budget_ms wins)",
+                               flag=True, metavar="MS")  # fmt: skip
+    results_dir: str = setting("rtsearch-results", "the folder of each run's results file (journals in .journal/)",
+                               flag=True, metavar="DIR")  # fmt: skip
     results_format: ResultsFormat = "tsv"  # the run files' format
-    max_batch: int = 4096  # spectra an engine batch at most
+    max_batch: int = setting(4096, "spectra an engine batch at most", flag=True)
     max_queue: int = 32768  # spectra waiting at most; beyond, answered shed
     linger_ms: float = 0.0  # let a batch fill this long even with a worker free
-    workers: int = 1  # engine threads; those after the first overlap large batches only (workers.py OVERLAP_MIN)
-    engine: EngineHost = "auto"  # each worker's scoring in a process of its own or in the daemon's (engine_process.py)
-    publishers: int = 0  # processes that encode and send results; 0: the engine workers do (outputs/publish.py)
-    intakes: int = 0  # processes decoding spectra (0: one per 4 cores, at most 4); 2+: behind a C proxy (door.py)
+    workers: int = setting(1, "engine threads, each with its own CUDA stream or engine process; those after the first "
+                           "take only large batches (workers.py OVERLAP_MIN): 6 for bulk replays, with max_batch 4096 "
+                           "and publishers 2 (the target 6 times on the GPU)", flag=True)  # fmt: skip
+    engine: EngineHost = setting("auto", "where each worker scores: process (its own, the target opened again there: "
+                                 "no GIL shared with the daemon), thread (the daemon's process), auto (a process on a "
+                                 "GPU; engine_process.py)", flag=True)  # fmt: skip
+    publishers: int = setting(0, "processes that encode and send results; 0: the engine workers do "
+                              "(outputs/publish.py)", flag=True)  # fmt: skip
+    intakes: int = setting(0, "processes decoding spectra (0: one per 4 cores, at most 4); 2+: behind a C proxy on "
+                           "the spectra socket (intake/door.py)", flag=True)  # fmt: skip
     shutdown_timeout_s: float = 30.0  # at SIGTERM, what was received may take this long; the rest shed
     mqtt_queue: int = 10000  # MQTT messages waiting at most (beyond: dropped, counted)
     max_open_runs: int = 1000  # beyond, the run idle longest is ended (finished) to open a new one
     run_idle_s: float = 86_400.0  # a run that received nothing for this long is ended (finished)
-    elution: bool = False  # follow identified precursors through MS1 scans; publish apex/end events (elution.py)
-    cluster: int = 0  # remote workers scoring for this daemon (rtsearch/cluster/); 0: it scores itself
-    cluster_mode: ClusterMode = "auto"  # replicate the target, partition it by mass, or auto
-    cluster_placement: PlacementKind = "local"  # workers as local processes or Ray actors
-    ray_address: str = ""  # placement "ray": the cluster to join ("auto", "ray://host:10001"); empty: start one here
+    elution: bool = setting(False, "follow each identified precursor through the MS1 scans and publish its "
+                            "elution's apex and end (topic 'elution' on the results socket, <base>/<run>/elution on "
+                            "MQTT; outputs/elution.py)", flag=True)  # fmt: skip
+    cluster: int = setting(0, "score on N workers of their own (processes here, or Ray actors with placement ray), "
+                           "each opening the target on the backend; this daemon is their front door and keeps the "
+                           "target on the host (0: score here; rtsearch/cluster/)", flag=True)  # fmt: skip
+    cluster_mode: ClusterMode = setting("auto", "replicate: each worker holds the whole target, whole batches go to "
+                                        "the least busy; partition: each worker holds a slice of the precursor-mass "
+                                        "range cut by equal work (Li et al.) and scores the queries in its piece; "
+                                        "auto: replicate when the target fits a worker's memory (worker_memory_gb, "
+                                        "else its share of its GPU), else partition", flag=True)  # fmt: skip
+    cluster_placement: PlacementKind = setting("local", "who starts and restarts the workers: local processes, or "
+                                               "Ray actors", flag="--placement")  # fmt: skip
+    ray_address: str = setting("", "placement ray: the cluster to join (\"auto\", \"ray://host:10001\"); empty: "
+                               "start one on this host", flag=True, metavar="ADDR")  # fmt: skip
     gpus_per_worker: float = 0.0  # placement "ray": GPUs each worker asks for (0.5: two share one; 0: CPU workers)
     cluster_host: str = "127.0.0.1"  # where workers reach this daemon (several hosts: its address on their network)
     cluster_curve: bool = False  # CURVE on loopback too (always off it: cluster/auth.py); a host shared with strangers
     worker_memory_gb: float = 0.0  # a cluster worker's room for the target (0: its share of its GPU; CPU: no limit)
     piece_workers: int = 1  # partition: the workers holding each piece (cluster / piece_workers pieces; door.py)
-    lanes: int = 1  # daemon processes the runs are spread over, behind one front (serve/lanes.py); 1: this one
-    lane_workers: LaneWorkers = "auto"  # lanes with a cluster: one set of workers for all (local placement), or own
+    lanes: int = setting(1, "spread the runs over N daemon processes behind this one (each opens the target, scores "
+                         "on its own engine, lane k on GPU k mod the host's GPUs, and owns the runs it is given; for "
+                         "many runs at once: one run stays on one lane; serve/lanes.py); 1: this one",
+                         flag=True)  # fmt: skip
+    lane_workers: LaneWorkers = setting("auto", "with lanes and a cluster: shared (the lanes send to one cluster, each "
+                                        "piece of a partition held once, each worker batching what every lane sends "
+                                        "it; local placement), own (each lane a cluster of its own), or auto (own "
+                                        "while the target fits each of the lanes' workers whole, else shared)",
+                                        flag=True)  # fmt: skip
 
 
 @dataclass(frozen=True)
