@@ -13,6 +13,8 @@ publishes each event it returns: on the results socket as an ``elution`` message
 JSON: ``v``, ``run``, ``scan`` of the MS2, ``precursor_mz``, ``charge``, ``event`` (``apex`` | ``end``), ``apex_rt``,
 ``apex_intensity``, ``area`` (``end`` only, else 0), ``rt`` (the MS1 scan that showed it); docs/protocol.md), to
 the other outputs as an ``elution`` event (MQTT: ``<base>/<run>/elution``), and as `Elution` stats for the metrics.
+A tracker process that dies is started again by the thread (what it followed and the list it held are lost, counted
+as dropped); a thread that stops fails the daemon (`ElutionOutput.check`, the supervisor's look).
 """
 
 from __future__ import annotations
@@ -63,13 +65,25 @@ class ElutionOutput(Output):
         self._queued = self._tracked = 0  # items put, and items the tracker answered
         self._count = threading.Lock()  # puts come from the loop and the results thread
         self._tracker: TrackerProcess | None = None
+        self._backend = "numpy"
+        self._failure: str | None = None  # why the thread stopped before its close
+        self._closed = False
+        self.restarts = 0  # tracker processes started again after one was lost
         self._thread = threading.Thread(target=self._run, name="rtsearch-elution", daemon=True)
 
     async def start(self, ctx: OutputContext) -> None:
         """Start the tracker's process (not on the loop; raises `TrackerGone` if it cannot) and the thread."""
         self.record, self._event, self._results = ctx.record, ctx.event, ctx.results
+        self._backend = ctx.backend
         self._tracker = await asyncio.to_thread(lambda: TrackerProcess(ctx.backend).__enter__())
         self._thread.start()
+
+    def check(self) -> str | None:
+        """A lost tracker process is started again by the thread itself; a thread that stopped fails the daemon."""
+        started = self._thread.ident is not None
+        if self._failure is None and not self._closed and started and not self._thread.is_alive():
+            self._failure = "the elution thread stopped"
+        return self._failure
 
     def on_spectra(self, chunk: SpectraChunk) -> None:
         if (chunk.ints[:, _LEVEL] < 2).any():
@@ -126,6 +140,7 @@ class ElutionOutput(Output):
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Finish what is queued within ``timeout_s``; then stop (what is left is dropped, said in the log)."""
+        self._closed = True
         if not self._thread.is_alive():
             return
         self._queue.put(None)
@@ -143,10 +158,13 @@ class ElutionOutput(Output):
         self._push.connect(self._results)
         try:
             self._serve()
+        except BaseException as e:
+            self._failure = f"the elution thread failed: {type(e).__name__}: {e}"
+            raise
         finally:
             self._push.close()
-            assert self._tracker is not None
-            self._tracker.__exit__()
+            if self._tracker is not None:
+                self._tracker.__exit__()
 
     def _serve(self) -> None:
         stop = False
@@ -164,8 +182,17 @@ class ElutionOutput(Output):
                 self._tracker.send(items)  # type: ignore[arg-type]
                 events, followed = self._tracker.receive()
             except TrackerGone as e:
-                log.error("elution: %s; no more elution events", e)
-                return
+                # its follows and the scans it kept are lost, and these items with them (counted); the next ones
+                # go to a new tracker process
+                log.error("elution: %s; its %d items and its follows lost: starting it again", e, len(items))
+                self.dropped += len(items)
+                self.record(Elution(dropped=len(items)))
+                self._tracker.__exit__()
+                self._tracker = None
+                self._tracker = TrackerProcess(self._backend).__enter__()  # (one that cannot start fails the thread)
+                self.restarts += 1
+                self._tracked += len(items)
+                continue
             if events:
                 self._emit(events)
             self.record(Elution(followed=followed))
