@@ -5,7 +5,8 @@
 - an engine thread stopped by an exception no handler expects: the same, its batch answered ``shed``;
 - building a batch's results failing: the batch answered ``unidentified`` with the error, the daemon
   goes on serving;
-- the MQTT publisher's task gone: restarted, later identifications reach the broker.
+- the MQTT publisher's task gone: restarted, later identifications reach the broker;
+- the journals' fsync thread stopped: the daemon stops non-zero, its open run finished.
 
 Before issue 15 the intake's death ended the daemon with exit code 0, and a dead engine thread left
 it "ready" with a growing queue and nothing answered.
@@ -115,6 +116,35 @@ async def test_a_stopped_engine_thread_stops_the_daemon_non_zero(target, run, tm
     by_scan = {r["scan"]: r for r in col.results()}
     assert sorted(by_scan) == sorted(s.scan for s in run[:40])  # every spectrum answered, once
     assert by_scan[run[30].scan]["status"] == "shed" and "shutting down" in by_scan[run[30].scan]["reason"]
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the thread's end, injected
+async def test_a_stopped_journal_fsync_thread_stops_the_daemon_non_zero(target, run, tmp_path, monkeypatch):
+    # before, the thread that fsyncs the journals could end and the daemon went on answering what it never synced
+    import threading
+
+    from rtsearch.serve.runs.journal import Journals
+
+    sync = Journals.sync
+
+    def failing(self: Journals) -> None:
+        if threading.current_thread().name == "journal-fsync":
+            raise Stop
+        sync(self)
+
+    daemon, stop, task = await _start(target, serve_config(tmp_path))
+    col = await asyncio.to_thread(Collector(daemon.endpoints.results).start)
+    await asyncio.to_thread(_send, daemon.endpoints.spectra, iter([encode_run_start("sup"),
+                                                                   *map(encode_spectrum, run[:20])]))  # fmt: skip
+    await asyncio.to_thread(col.wait, 20, idle_s=10, timeout_s=60)
+    monkeypatch.setattr(Journals, "sync", failing)  # its next round ends it
+    with pytest.raises(ServiceError, match="fsync thread stopped"):
+        await asyncio.wait_for(task, 60)
+    col.stop()
+    assert _ready(daemon) == 0
+    assert sorted(r["scan"] for r in col.results()) == sorted(s.scan for s in run[:20])
+    (done,) = daemon.finished  # the open run was finished (its file written) before the daemon stopped
+    assert done.summary.spectra == 20 and done.path.exists()
 
 
 async def test_results_that_fail_to_build_are_answered_and_the_daemon_goes_on(target, run, tmp_path, monkeypatch):

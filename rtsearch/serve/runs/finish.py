@@ -170,7 +170,10 @@ class RunEnds:
         self._wake.set()
 
     def failure(self) -> str | None:
-        """Why the finisher stopped, if it did (a bug: the daemon must not go on with runs never finished)."""
+        """Why the finisher or the journals' fsync thread stopped, if one did (a bug: the daemon must not go on with
+        runs never finished or answers never synced)."""
+        if self.journals is not None and (why := self.journals.failure()):
+            return why
         task = self._finisher
         if task is None or not task.done() or task.cancelled():
             return None

@@ -274,6 +274,12 @@ class Journals:
         while not self._stop.wait(FSYNC_S):
             self.sync()
 
+    def failure(self) -> str | None:
+        """Why the fsync thread stopped before the shutdown, if it did (written answers would never be synced)."""
+        if self._thread.is_alive() or self._stop.is_set():
+            return None
+        return "the journals' fsync thread stopped"
+
     def sync(self) -> None:
         """Try again what failing journals owe (once `RETRY_S` passed), and fsync what was written since the last
         time (a journal's lock is held only to take a copy of its descriptor: the fsync itself is outside it)."""
