@@ -192,7 +192,7 @@ class Front:
                 log.info("ready: spectra %s (%s, %d lanes, %d intake processes), results %s, metrics :%s",
                          door.endpoint, cfg.spectra_mode, len(self.lanes), len(intakes), self.endpoints["results"],
                          self.metrics_port)  # fmt: skip
-                self._supervise(stop, door, intakes)
+                self._supervise(stop, door, intakes, registry)
         finally:
             self.health.set(ready=False)
             for row in pipes:  # not handed to intake processes (a lane failed to start): the lanes see the end
@@ -268,7 +268,7 @@ class Front:
             child.wait_ready(INTAKE_START_S)  # raises ChildGone (a ServiceError) saying why
         return intakes
 
-    def _supervise(self, stop: threading.Event, door: Door, intakes: list[Child]) -> None:
+    def _supervise(self, stop: threading.Event, door: Door, intakes: list[Child], registry: Registry) -> None:
         while not stop.wait(SUPERVISE_S):
             if gone := [lane.index for lane in self.lanes if lane.child is not None and not lane.child.alive()]:
                 self._fail(f"lane(s) {gone} exited")
@@ -276,6 +276,8 @@ class Front:
                 self._fail(f"{stopped[0].name} stopped ({stopped[0].why()})")
             elif not door.alive():
                 self._fail("the door (the spectra socket's proxy) stopped")
+            elif not registry.alive():
+                self._fail("the run registry's thread stopped")
             if self._failure:
                 return
 

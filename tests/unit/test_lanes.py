@@ -58,6 +58,18 @@ def test_every_intake_process_is_told_the_same_lane_a_run_and_runs_spread_over_o
     assert b("run1") == 1  # an ended run's late spectrum: the same lane
 
 
+def test_the_registry_answers_any_name_and_a_malformed_request_and_goes_on(lanes3):
+    # before: a name that is not strict UTF-8 (a `LaneOf` encodes with surrogatepass) ended the registry's thread,
+    # and every intake process then waited for ever on its answer
+    registry, (a, b) = lanes3
+    odd = "run\udc80"  # a lone surrogate
+    assert a(odd) == 0 and b(odd) == 0 and registry.runs == [1, 0, 0]
+    a._req.send_multipart([b"lane", b"x", b"extra"])  # three parts: answered with nothing, counted nowhere
+    assert a._req.recv() == b"" and registry.runs == [1, 0, 0]
+    a.end(odd)
+    assert registry.open == [0, 0, 0] and registry.alive() and b("next") == 1
+
+
 def test_an_intake_process_builds_each_lanes_chunks_of_its_runs(lanes3, data, tmp_path):
     registry, (a, _) = lanes3
     assert [a(r) for r in ("x", "y", "z")] == [0, 1, 2]

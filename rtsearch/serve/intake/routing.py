@@ -61,12 +61,19 @@ class Registry:
         while not self._stop.is_set():
             if not self._rep.poll(100):
                 continue
-            kind, run = self._rep.recv_multipart()
-            if kind == b"end":
-                self.ended(run.decode())
-                self._rep.send(b"")
-            else:
-                self._rep.send_string(str(self.run_lane(run.decode())))
+            parts = self._rep.recv_multipart()
+            reply = b""
+            if len(parts) == 2:  # (a `LaneOf`'s: always; a run's name as it encodes it)
+                kind, run = parts[0], parts[1].decode("utf-8", "surrogatepass")
+                if kind == b"end":
+                    self.ended(run)
+                else:
+                    reply = str(self.run_lane(run)).encode()
+            self._rep.send(reply)  # a REP answers every request, or it answers none after it
+
+    def alive(self) -> bool:
+        """Whether its thread still answers (it ends only at `close`)."""
+        return self._thread.is_alive()
 
     def close(self) -> None:
         self._stop.set()
