@@ -55,7 +55,7 @@ def choices(choice: Any) -> tuple[str, ...]:
 def setting(default: Any, doc: str, *, flag: bool | str = False, metavar: str = "") -> Any:
     """A key with what it means written once: the reference's meaning (docs/make_configuration.py) and, with
     ``flag`` (True: ``--`` and the key with dashes; or the option's name), a command-line option that overrides it,
-    whose ``--help`` is that meaning and the default (`rtsearch.cli.settings`)."""
+    whose ``--help`` is that meaning and the default (`rtsearch.cli.flags`)."""
     return field(default=default, metadata={"doc": doc, "flag": flag, "metavar": metavar})
 
 
