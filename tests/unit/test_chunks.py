@@ -168,7 +168,7 @@ def test_fuzz_chunks_answer_as_message_by_message(ms2, draws) -> None:  # noqa: 
 
 
 def test_peak_problems_reasons_in_one_chunk(pipe, ms2) -> None:  # noqa: F811
-    """Each kind of bad peaks in one burst, between good spectra: good ones stay in the chunk,
+    """Each kind of bad peaks in one burst, between good spectra: good ones stay in the chunk (or chunks),
     each bad one is answered with decode's reason, in decode's order of checks."""
     sp: Spectrum = dataclasses.replace(ms2[0], mz=ms2[0].mz[:8].copy(), intensity=ms2[0].intensity[:8].copy())
 
@@ -191,9 +191,11 @@ def test_peak_problems_reasons_in_one_chunk(pipe, ms2) -> None:  # noqa: F811
     for scan, o in got.items():
         w = want[scan]
         assert isinstance(w, Invalid) and (o[1], o[2]) == (w.code, w.reason)
-    chunk = items[0]
-    assert isinstance(chunk, SpectraChunk) and [sp.scan for _, sp, *_ in chunk.rows()] == [1, 3, 8]
-    assert [r.message.reason for r in items[1:] if isinstance(r, Received)] == [  # type: ignore[union-attr]
+    # the good ones in a chunk (one when the reader takes the burst at once; on a busy machine a read may end early
+    # and the burst's good spectra come in two chunks, in order)
+    chunks = [i for i in items if isinstance(i, SpectraChunk)]
+    assert chunks and [sp.scan for c in chunks for _, sp, *_ in c.rows()] == [1, 3, 8]
+    assert [r.message.reason for r in items if isinstance(r, Received)] == [  # type: ignore[union-attr]
         "m/z values are not ascending (or hold NaN)", "m/z values hold NaN or infinite values",
         "intensities hold NaN or infinite values", "negative intensities", "m/z values are not ascending (or hold NaN)",
     ]  # scans 2, 4, 5, 6, 7  # fmt: skip
