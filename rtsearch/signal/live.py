@@ -74,6 +74,7 @@ class _Run:
     bytes: int = 0  # of the history's peaks
     # the ended follows, by charge and m/z bin (of `_bin`): their m/z and until when they were on (RT, seconds)
     ended: dict[tuple[int, int], list[tuple[float, float]]] = field(default_factory=dict)
+    pruned: float = -np.inf  # the first scan kept when the ended follows were last let go
 
 
 class ElutionTracker:
@@ -188,8 +189,10 @@ class ElutionTracker:
                 _, mz, intensity = r.history.popleft()
                 r.bytes -= mz.nbytes + intensity.nbytes
                 excess -= mz.nbytes + intensity.nbytes
-            if trimmed:  # no answer is placed before the scans kept
-                first = r.history[0][0]
+            # the ended follows over before the scans kept, let go once every ``history_s`` of them (not every scan:
+            # one kept longer only holds back a follow that could not be placed among the scans anyway)
+            if trimmed and r.history[0][0] - r.pruned >= self.history_s:
+                first = r.pruned = r.history[0][0]
                 r.ended = {k: kept for k, v in r.ended.items() if (kept := [e for e in v if e[1] >= first])}
             if excess <= 0:
                 return

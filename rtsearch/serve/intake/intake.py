@@ -287,7 +287,7 @@ class Intake:
                     items.append(chunk)
                     newest[k] = max(newest.get(k, 0), int(chunk.ints[-1, _MONO]))
                 elif kind == MESSAGE:
-                    rec = pickle.loads(parts[0])
+                    rec = pickle.loads(parts[0])  # pickled by our own intake process, over its socket pair
                     items.append(rec)
                     self.received += 1
                     newest[k] = max(newest.get(k, 0), rec.mono_ns)

@@ -5,8 +5,10 @@ stamps over a Unix socket pair (`rtsearch.serve.intake.chunks` framing, one pick
 not objects per answer); the process builds each `ResultMessage`, stamps ``published_ns``,
 encodes it (orjson; those the sender asked to get in batches all in one ``batch.results``
 message) and pushes it to the daemon's results proxy, which forwards it to the
-results PUB. So the ~5 µs of Python an answer costs to build, encode and send runs here, off
-the daemon's GIL. A ``STOP`` (or the daemon's end) ends it after what it was given is sent.
+results PUB. The pickle comes only from the daemon that started this process, over the socket pair it made
+(`rtsearch.serve.children.child.socket_pair`: no address anyone else can reach). So the ~5 µs of Python an
+answer costs to build, encode and send runs here, off the daemon's GIL. A ``STOP`` (or the daemon's end) ends it
+after what it was given is sent.
 """
 
 from __future__ import annotations
