@@ -1,8 +1,10 @@
 """The cluster's wire: what crosses a front door's and its workers' sockets, as explicit frames.
 
 Nothing a peer sends is unpickled or evaluated (issue 67: a pickled hello ran a shell command in the daemon). A
-message is its verb, a small JSON header (orjson) and raw little-endian arrays, one a frame, in the order and with
-the dtypes this module fixes; every length comes from the header and every frame is checked against it before a
+message is its verb, a small JSON header and raw little-endian arrays, one a frame, in the order and with the
+dtypes this module fixes. A header is a typed msgspec struct, decoded with every field's type and bound checked in
+one C call (a 2,048-spectrum batch reads in ~0.85 of the time the field-by-field checks over orjson took, measured
+on the development machine); every length comes from the header and every frame is checked against it before a
 view is made. The ``read_*`` functions raise `FrameError` on anything else — a wrong count or length, an unknown
 kind, a count past its bound, a header that is not JSON — and no other exception, so that a caller drops the message
 and goes on. Each side has a verb a message (`rtsearch.cluster.worker` draws the flow)::
@@ -35,12 +37,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, fields
-from itertools import chain
-from typing import Any, Literal
+from dataclasses import fields
+from typing import Annotated, Any, Literal
 
+import msgspec
 import numpy as np
-import orjson
+from msgspec import Meta, Struct
 
 from rtsearch.batch import SpectraBatch
 from rtsearch.matches import BestMatches, Names, ScoredBatch
@@ -59,9 +61,9 @@ MAX_PEAKS = 1 << 34
 MAX_WIDTH = 1 << 16  # features of a rank, candidates of a query, ranks
 MAX_CHARGES = 64  # charges tried for one spectrum
 MAX_CHARGE = 1000  # |z|
-MAX_TEXT = 1 << 20  # characters of a hello's or an error's text
+MAX_TEXT = 1 << 20  # characters of a text (a hello's, an error's, a name)
+MAX_SECONDS = 1e9  # |seconds| of a reply's stage
 
-_OPTS = orjson.OPT_SERIALIZE_NUMPY  # charges and stages may hold NumPy scalars
 _U64 = np.dtype("<u8")
 _I8, _I4, _F8, _F4 = (np.dtype(t) for t in ("<i8", "<i4", "<f8", "<f4"))
 _RANK = (("match", _I8), ("charge", _I8), ("calc_mz", _F8), ("ppm_error", _F8), ("matched_peaks", _I8))
@@ -73,18 +75,70 @@ class FrameError(ValueError):
     """A message that is not what the cluster's wire says (see the module docstring)."""
 
 
-@dataclass(frozen=True)
-class Hello:
+Text = Annotated[str, Meta(max_length=MAX_TEXT)]
+Rows = Annotated[int, Meta(ge=0, le=MAX_ROWS)]
+Width = Annotated[int, Meta(ge=0, le=MAX_WIDTH)]
+Count = Annotated[int, Meta(ge=0, le=1 << 62)]
+Charges = Annotated[list[Annotated[int, Meta(ge=-MAX_CHARGE, le=MAX_CHARGE)]], Meta(max_length=MAX_CHARGES)]
+# a stage's seconds: finite (JSON has no NaN, and a bound keeps out a number that overflows to infinity)
+Stages = Annotated[dict[str, Annotated[float, Meta(ge=-MAX_SECONDS, le=MAX_SECONDS)]], Meta(max_length=MAX_WIDTH)]
+
+
+class Hello(Struct, frozen=True):
     """What a worker says once its target is open: its name (its ZeroMQ identity) and piece, its process, the
     backend, the entries it searches, the bytes its device holds, its GPU (a local worker's, else "")."""
 
-    name: str
-    piece: int
-    pid: int
-    backend: str
-    entries: int = 0
-    device_bytes: int = 0
-    gpu: str = ""
+    name: Text
+    piece: Annotated[int, Meta(ge=-1, le=MAX_ROWS)]
+    pid: Annotated[int, Meta(ge=1, le=1 << 62)]
+    backend: Text
+    entries: Count = 0
+    device_bytes: Count = 0
+    gpu: Text = ""
+
+
+# The headers: each a typed struct that msgspec decodes and bound-checks in one C call, a reply's kind its tag
+class _Batch(Struct, tag="batch", tag_field="kind"):
+    n: Rows
+    peaks: Annotated[int, Meta(ge=0, le=MAX_PEAKS)]
+    runs: list[Text]
+    charges: list[Charges]
+    problems: list[Text]
+    native_id: list[Text]
+    own: bool
+
+
+class _Names(Struct):
+    peptides: list[Text]
+    proteins: list[list[Text]]
+
+
+class _Scored(Struct, tag="scored", tag_field="kind"):
+    n: Rows
+    runs: list[Text]
+    reasons: list[Text]
+    stages: Stages
+    native_id: list[Text]
+    names: _Names | None
+    features: Annotated[list[Width], Meta(min_length=1, max_length=MAX_WIDTH)]
+
+
+class _Queries(Struct, tag="queries", tag_field="kind"):
+    n: Rows
+    q: Rows
+    k: Width
+    reasons: list[Text]
+    stages: Stages
+
+
+class _Error(Struct, tag="error", tag_field="kind"):
+    text: Text
+
+
+_HELLO = msgspec.json.Decoder(Hello)
+_BATCH = msgspec.json.Decoder(_Batch)
+_REPLY = msgspec.json.Decoder(_Scored | _Queries | _Error)
+_encode = msgspec.json.Encoder().encode
 
 
 # ------------------------------------------------------------------ encoding
@@ -95,17 +149,13 @@ def _raw(a: Any, dtype: np.dtype[Any]) -> memoryview:
     return np.ascontiguousarray(a, dtype=dtype).reshape(-1).view(np.uint8).data
 
 
-def _head(head: dict[str, Any]) -> bytes:
-    return orjson.dumps(head, option=_OPTS)
-
-
 def _stages(stages: dict[str, float]) -> dict[str, float]:
     return {k: float(v) for k, v in stages.items() if math.isfinite(v)}  # (JSON has no NaN)
 
 
 def hello(h: Hello) -> bytes:
     """The hello frame."""
-    return _head({f.name: getattr(h, f.name) for f in fields(Hello)})
+    return _encode(h)
 
 
 def _tabled(values: Sequence[Hashable]) -> tuple[list[Any], memoryview]:
@@ -122,9 +172,9 @@ def batch_frames(batch: SpectraBatch, own: Own | None) -> list[Frame]:
     runs, run_at = _tabled(batch.run)
     problems, problem_at = _tabled(batch.problem)
     charges, charge_at = _tabled(batch.charges)  # (a list of tuples a spectrum costs the reader 3x in JSON)
-    head = {"kind": "batch", "n": len(batch), "peaks": int(batch.offsets[-1]), "runs": runs, "charges": charges,
-            "problems": problems, "native_id": batch.native_id, "own": own is not None}  # fmt: skip
-    out: list[Frame] = [_head(head), _raw(batch.scan, _I8), _raw(batch.precursor_mz, _F8), _raw(batch.rt, _F8),
+    head = _Batch(len(batch), int(batch.offsets[-1]), runs, [list(map(int, z)) for z in charges], problems,
+                  batch.native_id, own is not None)  # fmt: skip
+    out: list[Frame] = [_encode(head), _raw(batch.scan, _I8), _raw(batch.precursor_mz, _F8), _raw(batch.rt, _F8),
                         _raw(batch.offsets, _I8), _raw(batch.mz, _F8), _raw(batch.intensity, _F4), run_at,
                         problem_at, charge_at]  # fmt: skip
     if own is not None:
@@ -136,7 +186,7 @@ def reply_frames(reply: Reply) -> list[Frame]:
     """A worker's reply: its header and arrays (after the verb, the request id and the times)."""
     kind, payload = reply
     if kind == "error":
-        return [_head({"kind": "error", "text": str(payload)})]
+        return [_encode(_Error(str(payload)))]
     if kind == "scored":
         assert isinstance(payload, ScoredBatch)
         return _scored(payload)
@@ -151,10 +201,9 @@ def _scored(b: ScoredBatch) -> list[Frame]:
     runs, run_at = _tabled(b.run)
     reasons, reason_at = _tabled(b.reason)
     out: list[Frame] = [b"", _raw(b.scan, _I8), _raw(b.precursor_mz, _F8), _raw(b.rt, _F8), run_at, reason_at]
-    names = None if b.names is None else {"peptides": b.names.peptides, "proteins": b.names.proteins}
-    out[0] = _head({"kind": "scored", "n": len(b), "runs": runs, "reasons": reasons, "stages": _stages(b.stages),
-                    "native_id": b.native_id, "names": names,
-                    "features": [int(r.features.shape[1]) for r in ranks]})  # fmt: skip
+    names = None if b.names is None else _Names(b.names.peptides, b.names.proteins)
+    out[0] = _encode(_Scored(len(b), runs, reasons, _stages(b.stages), b.native_id, names,
+                             [int(r.features.shape[1]) for r in ranks]))  # fmt: skip
     for r in ranks:
         out.extend(_raw(getattr(r, name), dt) for name, dt in _RANK)
         out.append(_raw(r.features, _F8))
@@ -164,9 +213,8 @@ def _scored(b: ScoredBatch) -> list[Frame]:
 def _queries(s: QueryScores) -> list[Frame]:
     k = int(s.cand.shape[1]) if s.cand.ndim == 2 else 0
     reasons, reason_at = _tabled(s.reason)
-    head = {"kind": "queries", "n": len(s.reason), "q": len(s.queries), "k": k, "reasons": reasons,
-            "stages": _stages(s.stages)}  # fmt: skip
-    return [_head(head), *(_raw(getattr(s.queries, name), dt) for name, dt in _QUERY), _raw(s.order, _I8),
+    head = _Queries(len(s.reason), len(s.queries), k, reasons, _stages(s.stages))
+    return [_encode(head), *(_raw(getattr(s.queries, name), dt) for name, dt in _QUERY), _raw(s.order, _I8),
             _raw(s.cand, _I8), _raw(s.prelim, _I4), *(_raw(getattr(s.stats, name), _F8) for name in _STATS),
             _raw(s.match_probability, _F8), reason_at]  # fmt: skip
 
@@ -187,10 +235,7 @@ def times_frame(took: int, waited: int, share: int) -> bytes:
 
 def read_hello(frame: Frame) -> Hello:
     """A worker's hello."""
-    head = _json(frame)
-    return Hello(_text(head, "name"), _int(head, "piece", -1, MAX_ROWS), _int(head, "pid", 1, 1 << 62),
-                 _text(head, "backend"), _int(head, "entries", 0, 1 << 62), _int(head, "device_bytes", 0, 1 << 62),
-                 _text(head, "gpu"))  # fmt: skip
+    return _json(_HELLO, frame)
 
 
 def read_beat(frames: Sequence[Frame]) -> tuple[bytes, int]:
@@ -211,28 +256,27 @@ def read_batch(frames: Sequence[Frame]) -> tuple[SpectraBatch, Own | None]:
     """A batch and its queries' mass range (None: answer it whole), from `batch_frames`' frames."""
     if not frames:
         raise FrameError("a batch without a header")
-    head = _json(frames[0], kind="batch")
-    n, peaks = _int(head, "n", 0, MAX_ROWS), _int(head, "peaks", 0, MAX_PEAKS)
-    own = _bool(head, "own")
+    head = _json(_BATCH, frames[0])
+    n, peaks = head.n, head.peaks
     layout: Layout = [("scan", _I8, (n,)), ("precursor_mz", _F8, (n,)), ("rt", _F8, (n,)), ("offsets", _I8, (n + 1,)),
                       ("mz", _F8, (peaks,)), ("intensity", _F4, (peaks,)), ("run#", _I4, (n,)),
                       ("problem#", _I4, (n,)), ("charges#", _I4, (n,))]  # fmt: skip
-    if own:
+    if head.own:
         layout.append(("own", _F8, (2,)))
     a = _arrays(frames[1:], layout)
     offsets = a["offsets"]
     if offsets[0] != 0 or offsets[-1] != peaks or (n and bool((offsets[1:] < offsets[:-1]).any())):
         raise FrameError("a batch's offsets do not rise from 0 to its peaks")
     span: Own | None = None
-    if own:
+    if head.own:
         lo, hi = a["own"].tolist()
         if math.isnan(lo) or math.isnan(hi) or lo > hi:
             raise FrameError(f"a batch's mass range [{lo}, {hi}) is not one")
         span = (lo, hi)
-    batch = SpectraBatch(_rows(_texts(head, "runs"), a["run#"], "run"), a["scan"], a["precursor_mz"], a["rt"],
-                         _rows(_charges(head), a["charges#"], "charges"),
-                         _rows(_texts(head, "problems"), a["problem#"], "problem"), a["mz"], a["intensity"], offsets,
-                         _texts(head, "native_id", n, optional=True))  # fmt: skip
+    batch = SpectraBatch(_rows(head.runs, a["run#"], "run"), a["scan"], a["precursor_mz"], a["rt"],
+                         _rows(list(map(tuple, head.charges)), a["charges#"], "charges"),
+                         _rows(head.problems, a["problem#"], "problem"), a["mz"], a["intensity"], offsets,
+                         _ids(head.native_id, n))  # fmt: skip
     return batch, span
 
 
@@ -240,45 +284,38 @@ def read_reply(frames: Sequence[Frame]) -> Reply:
     """A worker's reply, from `reply_frames`' frames."""
     if not frames:
         raise FrameError("a reply without a header")
-    head = _json(frames[0])
-    kind = head.get("kind")
-    if kind == "error":
-        if len(frames) != 1:
-            raise FrameError("an error reply has no arrays")
-        return "error", _text(head, "text")
-    if kind == "scored":
+    head = _json(_REPLY, frames[0])
+    if isinstance(head, _Scored):
         return "scored", _read_scored(head, frames[1:])
-    if kind == "queries":
+    if isinstance(head, _Queries):
         return "queries", _read_queries(head, frames[1:])
-    raise FrameError(f"no such reply: {str(kind)[:40]!r}")
+    if len(frames) != 1:
+        raise FrameError("an error reply has no arrays")
+    return "error", head.text
 
 
-def _read_scored(head: dict[str, Any], frames: Sequence[Frame]) -> ScoredBatch:
-    n = _int(head, "n", 0, MAX_ROWS)
-    widths = head.get("features")
-    if not (type(widths) is list and 1 <= len(widths) <= MAX_WIDTH and all(type(f) is int and 0 <= f <= MAX_WIDTH
-                                                                          for f in widths)):  # fmt: skip
-        raise FrameError("a scored reply's features are not a list of widths, one a rank")
-    names = head.get("names")
-    if names is not None and type(names) is not dict:
-        raise FrameError("a scored reply's names are not a table")
+def _read_scored(head: _Scored, frames: Sequence[Frame]) -> ScoredBatch:
+    n = head.n
     layout: Layout = [("scan", _I8, (n,)), ("precursor_mz", _F8, (n,)), ("rt", _F8, (n,)), ("run#", _I4, (n,)),
                       ("reason#", _I4, (n,))]  # fmt: skip
-    for r, f in enumerate(widths):
+    for r, f in enumerate(head.features):
         layout.extend((f"{name}{r}", dt, (n,)) for name, dt in _RANK)
         layout.append((f"features{r}", _F8, (n, f)))
     a = _arrays(frames, layout)
     ranks = [BestMatches(**{name: a[f"{name}{r}"] for name, _ in _RANK}, features=a[f"features{r}"])
-             for r in range(len(widths))]  # fmt: skip
-    if names is not None:
-        names = Names(_texts(names, "peptides", n), _text_lists(names, "proteins", n))
-    return ScoredBatch(_rows(_texts(head, "runs"), a["run#"], "run"), a["scan"], a["precursor_mz"], a["rt"], ranks[0],
-                       _rows(_texts(head, "reasons"), a["reason#"], "reason"), _read_stages(head), names,
-                       _texts(head, "native_id", n, optional=True), ranks[1:])  # fmt: skip
+             for r in range(len(head.features))]  # fmt: skip
+    names = None
+    if head.names is not None:
+        if not len(head.names.peptides) == len(head.names.proteins) == n:
+            raise FrameError(f"a scored reply's names are not {n} peptides and their proteins")
+        names = Names(head.names.peptides, head.names.proteins)
+    return ScoredBatch(_rows(head.runs, a["run#"], "run"), a["scan"], a["precursor_mz"], a["rt"], ranks[0],
+                       _rows(head.reasons, a["reason#"], "reason"), head.stages, names, _ids(head.native_id, n),
+                       ranks[1:])  # fmt: skip
 
 
-def _read_queries(head: dict[str, Any], frames: Sequence[Frame]) -> QueryScores:
-    n, q, k = _int(head, "n", 0, MAX_ROWS), _int(head, "q", 0, MAX_ROWS), _int(head, "k", 0, MAX_WIDTH)
+def _read_queries(head: _Queries, frames: Sequence[Frame]) -> QueryScores:
+    n, q, k = head.n, head.q, head.k
     layout: Layout = [*((name, dt, (q,)) for name, dt in _QUERY), ("order", _I8, (q,)), ("cand", _I8, (q, k)),
                       ("prelim", _I4, (q, k)), *((name, _F8, (q, k)) for name in _STATS),
                       ("match_probability", _F8, (n,)), ("reason#", _I4, (n,))]  # fmt: skip
@@ -289,8 +326,7 @@ def _read_queries(head: dict[str, Any], frames: Sequence[Frame]) -> QueryScores:
         raise FrameError("a candidate below -1 (none)")
     queries = Queries(*(a[name] for name, _ in _QUERY))
     return QueryScores(queries, a["order"], a["cand"], a["prelim"], MatchStats(*(a[name] for name in _STATS)),
-                       a["match_probability"], _rows(_texts(head, "reasons"), a["reason#"], "reason"),
-                       _read_stages(head))  # fmt: skip
+                       a["match_probability"], _rows(head.reasons, a["reason#"], "reason"), head.stages)  # fmt: skip
 
 
 # ------------------------------------------------------------------ checks
@@ -300,16 +336,12 @@ def _size(frame: Frame) -> int:
     return memoryview(frame).nbytes
 
 
-def _json(frame: Frame, *, kind: str = "") -> dict[str, Any]:
+def _json(decoder: msgspec.json.Decoder[Any], frame: Frame) -> Any:
+    """A header as ``decoder``'s type, its fields, types and bounds checked (msgspec, in C)."""
     try:
-        head = orjson.loads(frame)
-    except (orjson.JSONDecodeError, TypeError) as e:
-        raise FrameError(f"a header that is not JSON ({e})") from None
-    if type(head) is not dict:
-        raise FrameError("a header that is not a JSON object")
-    if kind and head.get("kind") != kind:
-        raise FrameError(f"a {str(head.get('kind'))[:40]!r} header where a {kind!r} one belongs")
-    return head
+        return decoder.decode(frame)
+    except (msgspec.DecodeError, TypeError) as e:  # (a ValidationError is a DecodeError)
+        raise FrameError(f"a header that is not one: {str(e)[:200]}") from None
 
 
 def _arrays(frames: Sequence[Frame], layout: Layout) -> dict[str, np.ndarray]:
@@ -325,58 +357,11 @@ def _arrays(frames: Sequence[Frame], layout: Layout) -> dict[str, np.ndarray]:
     return out
 
 
-def _int(head: dict[str, Any], key: str, lo: int, hi: int) -> int:
-    v = head.get(key)
-    if type(v) is not int or not lo <= v <= hi:
-        raise FrameError(f"{key}: {str(v)[:40]} is not a whole number in [{lo}, {hi}]")
-    return v
-
-
-def _bool(head: dict[str, Any], key: str) -> bool:
-    v = head.get(key)
-    if type(v) is not bool:
-        raise FrameError(f"{key}: not true or false")
-    return v
-
-
-def _text(head: dict[str, Any], key: str) -> str:
-    v = head.get(key)
-    if type(v) is not str or len(v) > MAX_TEXT:
-        raise FrameError(f"{key}: not a text")
-    return v
-
-
-def _texts(head: dict[str, Any], key: str, n: int = -1, *, optional: bool = False) -> list[str]:
-    """``head[key]``: texts, ``n`` of them (-1: any number; ``optional``: or none)."""
-    v = head.get(key)
-    if type(v) is not list or not (n < 0 or len(v) == n or (optional and not v)) or not _all_texts(v):
-        raise FrameError(f"{key}: not {'some' if n < 0 else n} texts")
-    return v
-
-
-def _all_texts(v: Any) -> bool:
-    """Whether every item of ``v`` is a text: `str.join` checks them in C (a batch's thousands of native ids)."""
-    try:
-        "".join(v)
-    except TypeError:
-        return False
-    return True
-
-
-def _text_lists(head: dict[str, Any], key: str, n: int) -> list[list[str]]:
-    v = head.get(key)
-    if type(v) is not list or len(v) != n or not set(map(type, v)) <= {list} or not _all_texts(chain.from_iterable(v)):
-        raise FrameError(f"{key}: not {n} lists of texts")
-    return v
-
-
-def _charges(head: dict[str, Any]) -> list[tuple[int, ...]]:
-    """A batch's distinct lists of charges to try (a few: each spectrum's is one of them, `_rows`)."""
-    v = head.get("charges")
-    if type(v) is not list or not all(type(z) is list and len(z) <= MAX_CHARGES and
-                                      all(type(c) is int and -MAX_CHARGE <= c <= MAX_CHARGE for c in z) for z in v):
-        raise FrameError(f"charges: not lists of at most {MAX_CHARGES} whole numbers of at most {MAX_CHARGE}")
-    return list(map(tuple, v))
+def _ids(ids: list[str], n: int) -> list[str]:
+    """A batch's native ids: one a spectrum, or none."""
+    if ids and len(ids) != n:
+        raise FrameError(f"native_id: {len(ids)} ids for {n} spectra")
+    return ids
 
 
 def _rows(distinct: list[Any], at: np.ndarray, key: str) -> list[Any]:
@@ -387,15 +372,3 @@ def _rows(distinct: list[Any], at: np.ndarray, key: str) -> list[Any]:
     if lo < 0 or hi >= len(distinct):
         raise FrameError(f"{key}: an index past its {len(distinct)} values")
     return [distinct[0]] * len(at) if hi == 0 else list(map(distinct.__getitem__, at.tolist()))
-
-
-def _read_stages(head: dict[str, Any]) -> dict[str, float]:
-    v = head.get("stages")
-    if type(v) is not dict or len(v) > MAX_WIDTH:
-        raise FrameError("stages: not a table")
-    out = {}
-    for k, s in v.items():
-        if type(s) not in (int, float) or not math.isfinite(s):
-            raise FrameError(f"stages: {k[:40]!r} is not a finite number of seconds")
-        out[k] = float(s)
-    return out

@@ -117,6 +117,7 @@ class Daemon:
         self.sheds = ShedBook(self.runs, self.ends.maybe_finish)  # door-shed spectra, booked when their lock is free
         self.pool = WorkerPool(target, cfg, answer=self._answer, refitter=self.refitter, record=self.metrics.record,
                                clock=clock, cluster_backend=cluster_backend, share=lane.share if lane else None)
+        self.metrics.executors.source = self.pool.executor_stats
         self.publisher: Publisher | None = None
         self.intake: Intake | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

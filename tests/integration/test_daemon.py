@@ -77,6 +77,14 @@ async def test_every_ms2_spectrum_is_answered_once(mode, intakes, engine, ecoli_
     assert min(model.values()) >= 0 and sum(model.values()) > 0, model  # a batch takes time (either term may be 0)
     assert metrics["rtsearch_admission_wait_seconds"] >= 0
     assert metrics["rtsearch_identifications_total"] == report.by_status["identified"]
+    # the executors' stats (`Executor.stats`): each scored spectrum and batch counted once, by the path that scored it
+    executed = {k: v for k, v in metrics.items() if k.startswith("rtsearch_executor_")}
+    scored = report.by_status.get("identified", 0) + report.by_status.get("unidentified", 0)
+    assert executed['rtsearch_executor_spectra_total{path="daemon"}'] == scored, executed
+    assert executed['rtsearch_executor_batches_total{path="daemon"}'] == metrics["rtsearch_engine_batch_seconds_count"]
+    assert executed['rtsearch_executor_failures_total{path="daemon"}'] == 0
+    busy = executed['rtsearch_executor_busy_seconds_total{path="daemon"}']
+    assert 0 < busy <= metrics["rtsearch_engine_batch_seconds_sum"]
     # the run's results file: the offline columns, one row per MS2 spectrum
     (done,) = daemon.finished
     with open(done.path, newline="") as fh:

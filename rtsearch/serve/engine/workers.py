@@ -38,7 +38,7 @@ from rtsearch.serve.engine.batching import BatchPolicy, EngineTimeModel, MicroBa
 from rtsearch.serve.engine.expiry import Expiry
 from rtsearch.serve.engine.jobs import Jobs
 from rtsearch.serve.engine.pending import Claim, Pending
-from rtsearch.serve.executors import Executor, open_executor
+from rtsearch.serve.executors import Executor, ExecutorStats, open_executor
 from rtsearch.serve.executors.engine_process import EngineGone, Scorer
 from rtsearch.serve.observe.stats import Queue, Stat, Taken
 from rtsearch.serve.outputs.publish import Answer, unscored
@@ -79,6 +79,7 @@ class WorkerPool(Expiry):
         self._closing = False  # intake closed: workers drain the batcher, then stop
         self._abandoned = False  # shutdown bound passed: late batches are not answered
         self._threads: list[threading.Thread] = []  # the engine threads
+        self._executors: list[Executor] = []  # theirs, once open (`executor_stats`)
         self.results = Answering(answer=answer, refitter=refitter, record=record, idle=lambda: not self.waiting,
                                  observe=self._observe_answered)  # the results thread  # fmt: skip
         self._engines_left = 0  # engine threads still taking batches (the last one out stops the results thread)
@@ -265,6 +266,8 @@ class WorkerPool(Expiry):
             lane = k % self._lanes.lanes  # a cluster's: replicate, thread k scores on worker k mod N (`pacing`)
             if self.cluster is not None and self.cluster.mode == "replicate":
                 executor = executor.on_worker(lane)
+            with self._cv:
+                self._executors.append(executor)
             while (taken := self._take(overlap_only, lane)) is not None:
                 number, jobs = taken
                 try:
@@ -275,6 +278,11 @@ class WorkerPool(Expiry):
                         self._advise()
         finally:
             self._engine_out(executor)
+
+    def executor_stats(self) -> list[ExecutorStats]:
+        """What each engine thread's executor scored so far (`rtsearch.serve.executors.ExecutorStats`)."""
+        with self._cv:
+            return [e.stats() for e in self._executors]
 
     def _engine_out(self, executor: Executor | None) -> None:
         """An engine thread stops (its engine process with it); the last one tells the results thread to stop after

@@ -18,7 +18,9 @@ saves (bench/BASELINES.md, "Daemon").
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from rtsearch.batch import SpectraBatch
@@ -26,19 +28,36 @@ from rtsearch.config import EngineHost
 from rtsearch.matches import ScoredBatch
 from rtsearch.search.target import SearchTarget
 from rtsearch.serve.executors.engine_process import EngineProcess, Scorer, open_scorer, warm_up
+from rtsearch.serve.observe.stats import ExecutorStats
 
 Observe = Callable[[int, float], None]
 
 
 class Executor:
-    """One engine thread's scoring: ``score`` (thread-safe as its scorer is), ``warm_up``, ``path``, ``close``."""
+    """One engine thread's scoring: ``score`` (thread-safe as its scorer is), ``warm_up``, ``stats``, ``close``;
+    ``path`` says which it is."""
 
-    def __init__(self, score: Scorer, path: str, process: EngineProcess | None = None) -> None:
+    def __init__(self, score: Scorer, path: str, process: EngineProcess | None = None,
+                 stats: ExecutorStats | None = None) -> None:  # fmt: skip
         self._score, self.path, self.process = score, path, process
+        self._stats = stats or ExecutorStats(path)
 
     def score(self, spectra: SpectraBatch) -> ScoredBatch:
         """``spectra`` scored (raises `EngineError`, or `engine_process.EngineGone` when the process is gone)."""
-        return self._score(spectra)
+        t0 = time.perf_counter()
+        try:
+            return self._score(spectra)
+        except Exception:
+            self._stats.failed += 1
+            raise
+        finally:
+            self._stats.batches += 1
+            self._stats.spectra += len(spectra)
+            self._stats.busy_s += time.perf_counter() - t0
+
+    def stats(self) -> ExecutorStats:
+        """A copy of what it scored so far (warm-up batches excluded)."""
+        return replace(self._stats)
 
     def warm_up(self, target: SearchTarget, sizes: list[int], observe: Observe, *, backend: str) -> None:
         """Every scoring path through before intake opens (`engine_process.warm_up`; ``observe`` seeds the
@@ -48,7 +67,7 @@ class Executor:
     def on_worker(self, worker: int) -> Executor:
         """A cluster's replicate executor kept to one worker (``worker``: the engine thread's lane)."""
         score: Any = self._score  # `ClusterScorer.score`
-        return Executor(functools.partial(score, worker=worker), self.path)
+        return Executor(functools.partial(score, worker=worker), self.path, stats=self._stats)
 
     def close(self) -> None:
         """Its engine process stops, if it has one."""

@@ -27,7 +27,7 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
-from prometheus_client.metrics_core import HistogramMetricFamily
+from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
@@ -39,6 +39,7 @@ from rtsearch.serve.observe.http import Health, MetricsServer
 from rtsearch.serve.observe.stats import (
     Answered,
     Elution,
+    ExecutorStats,
     Mqtt,
     Queue,
     Ready,
@@ -114,6 +115,30 @@ class BulkHistogram(Collector):
         yield fam
 
 
+class ExecutorMetrics(Collector):
+    """``rtsearch_executor_*{path}``: what the engine threads' executors scored (`ExecutorStats`), summed by path
+    (``daemon``, ``engine_process``, ``cluster``), read from ``source`` when scraped."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.source: Callable[[], list[ExecutorStats]] | None = None
+        registry.register(self)
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        by_path: dict[str, list[float]] = {}
+        for st in self.source() if self.source is not None else []:
+            sums = by_path.setdefault(st.path, [0, 0, 0.0, 0])
+            for k, v in enumerate((st.batches, st.spectra, st.busy_s, st.failed)):
+                sums[k] += v
+        for k, (name, what) in enumerate((("batches", "Batches"), ("spectra", "Spectra"),
+                                          ("busy_seconds", "Seconds engine threads waited on"),
+                                          ("failures", "Failed batches"))):  # fmt: skip
+            fam = CounterMetricFamily(f"rtsearch_executor_{name}", f"{what} the executors scored, by path",
+                                      labels=["path"])  # fmt: skip
+            for path, sums in by_path.items():
+                fam.add_metric([path], sums[k])
+            yield fam
+
+
 class DaemonMetrics:
     """Every metric the daemon exports, registered on one registry."""
 
@@ -123,6 +148,7 @@ class DaemonMetrics:
         PlatformCollector(registry=r)  # python_info
         GCCollector(registry=r)  # python_gc_*
         self.health = Health()  # /healthz, /readyz (`rtsearch.serve.observe.http`)
+        self.executors = ExecutorMetrics(r)  # its ``source`` set by the daemon
         self.server: MetricsServer | None = None
         self.results_write_failures = Counter(
             "rtsearch_results_write_failures_total", "Results files that could not be written (each try; the run "

@@ -144,4 +144,17 @@ class Elution:
     dropped: int = 0
 
 
+@dataclass
+class ExecutorStats:
+    """What an executor scored so far: batches and their spectra, the seconds they took (the engine thread's wait on
+    its scorer), and the batches that failed (answered ``unidentified`` with the reason). The daemon's metrics read
+    them when scraped (``rtsearch_executor_*{path}``)."""
+
+    path: str
+    batches: int = 0
+    spectra: int = 0
+    busy_s: float = 0.0
+    failed: int = 0
+
+
 Stat = Ready | Received | Queue | Taken | Scored | Answered | Shed | Runs | Mqtt | Elution | Cluster
