@@ -9,7 +9,7 @@
 # Needs, git-ignored and carried by the device tool: .gpudata/data (a copy of the parts of ../shared/data the
 # suites read), .gpudata/tools (../shared/tools: rt_load.py, echo_floor.py), .gpudata/peers (Comet's .deb files,
 # sagepy's wheels: bench/peers.py) and .whl (`../shared/tools/device-wheels.sh orjson lxml threadpoolctl hypothesis
-# attrs sortedcontainers`: wheels the machine's image lacks). RTSEARCH_COMMIT names the commit in each record.
+# attrs sortedcontainers msgspec`: wheels the machine's image lacks). RTSEARCH_COMMIT names the commit in each record.
 set -uo pipefail
 modes=" ${*:-parity} "
 out=${OUT:-/tmp/rtsearch-out}
