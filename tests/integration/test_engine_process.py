@@ -67,8 +67,8 @@ def test_a_failing_batch_is_an_engine_error_and_the_process_goes_on(engine, ecol
 def test_a_killed_engine_process_is_noticed_not_waited_for(engine, ecoli_run):
     remote = EngineProcess(engine.reopen("numpy"), "engine_test").start()
     try:
-        remote._child.proc.kill()
-        remote._child.proc.join(5)
+        remote.child.proc.kill()
+        remote.child.proc.join(5)
         with pytest.raises(EngineGone, match="gone"):
             remote.score(SpectraBatch.of(_ms2(ecoli_run)[:3]))
     finally:

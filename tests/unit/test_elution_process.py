@@ -34,12 +34,9 @@ def test_items_apply_in_order_and_a_bad_one_is_skipped() -> None:
 def test_the_process_returns_what_the_tracker_returns() -> None:
     items = _items()
     with TrackerProcess("numpy") as proc:
-        proc.send(items[:31])
-        assert proc.receive() == ([], 0)  # the bad watch skipped, nothing followed yet
-        proc.send(items[31:-1])
-        events, followed = proc.receive()
-        proc.send(items[-1:])
-        last, _ = proc.receive()
+        assert proc.call(items[:31]) == ([], 0)  # the bad watch skipped, nothing followed yet
+        events, followed = proc.call(items[31:-1])
+        last, _ = proc.call(items[-1:])
     assert followed == 0 and [e.kind for e in events + last] == ["apex", "end"]
 
 
@@ -84,7 +81,7 @@ def test_an_elution_output_whose_tracker_process_dies_starts_another_and_goes_on
             feed("before", items[:40])
             await idle()
             assert out._tracker is not None
-            out._tracker._child.kill()  # the tracker process dies mid-run
+            out._tracker.child.kill()  # the tracker process dies mid-run
             feed("before", items[40:])  # the first list after it is lost with its follows; the thread starts another
             await idle()
             assert out.restarts == 1 and out.check() is None and out.dropped > 0

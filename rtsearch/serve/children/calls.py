@@ -19,8 +19,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from rtsearch.serve.children.child import Child, ChildGone, ready
-from rtsearch.serve.children.pipes import Channel, open_channel
+from rtsearch.serve.children.child import ChildGone
+from rtsearch.serve.children.pipes import ChannelChild, serve_channel
 
 T = TypeVar("T")
 START_S = 60.0  # the child's start, forked by the fork server
@@ -35,8 +35,7 @@ class CallChild:
             queue.SimpleQueue()  # fmt: skip
         self._thread = threading.Thread(target=self._run, name=f"{name}-calls", daemon=True)
         self._lock = threading.Lock()
-        self._child: Child | None = None
-        self._channel: Channel | None = None
+        self._child: ChannelChild | None = None
         self._closed = False
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
@@ -56,36 +55,27 @@ class CallChild:
             if not done.set_running_or_notify_cancel():
                 continue
             try:
-                channel = self._started()
-                channel.send((fn, args))
-                ok, value = channel.recv()
-            except (EOFError, OSError, ChildGone) as e:
-                why = self._child.why() if self._child is not None else str(e)
+                ok, value = self._started().call((fn, args))
+            except ChildGone as e:
                 self._lost()
-                done.set_exception(ChildGone(f"{self.name}: the process is gone ({why})"))
+                done.set_exception(e)
                 continue
             if ok:
                 done.set_result(value)
             else:
                 done.set_exception(value)
 
-    def _started(self) -> Channel:
-        """The child's channel, the child started (again) when there is none."""
-        if self._channel is None:
-            self._child = Child(self.name, _serve, fork=True, nice=self.nice)
-            self._channel = open_channel(self._child, START_S)
-        return self._channel
+    def _started(self) -> ChannelChild:
+        """The child, started (again) when there is none."""
+        if self._child is None:  # (kept before it starts: one that cannot start is stopped by `_lost`)
+            self._child = ChannelChild(self.name, _serve, gone=ChildGone, timeout_s=START_S, fork=True, nice=self.nice)
+            self._child.start()
+        return self._child
 
     def _lost(self) -> None:
-        if self._channel is not None:
-            self._channel.close()
         if self._child is not None:
-            self._child.stop(1.0)
-        self._child = self._channel = None
-
-    @property
-    def pid(self) -> int | None:
-        return self._child.pid if self._child is not None else None
+            self._child.close(1.0)
+        self._child = None
 
     def shutdown(self, timeout_s: float) -> bool:
         """Cancel what waits, let the call that runs finish within ``timeout_s``, then stop the child (killed if it
@@ -100,8 +90,8 @@ class CallChild:
         if self._thread.is_alive():
             self._thread.join(timeout_s)
             finished = not self._thread.is_alive()
-        if self._child is not None:
-            self._child.stop(5.0 if finished else 0.0)  # a call still waited for ends with the child
+        if self._child is not None:  # a call still waited for ends with the child (its channel left to that call)
+            self._child.child.stop(5.0 if finished else 0.0)
         if self._thread.ident is not None:
             self._thread.join(5.0)
         return finished
@@ -109,20 +99,13 @@ class CallChild:
 
 def _serve(conn: socket.socket) -> None:
     """The child's main: run each call it is sent, send back ``(True, result)`` or ``(False, exception)``."""
-    ready(conn)
-    channel = Channel(conn)
-    while True:
-        try:
-            fn, args = channel.recv()
-        except (EOFError, OSError):
-            return
-        try:
-            reply: tuple[bool, Any] = (True, fn(*args))
-        except Exception as e:  # the caller's future raises it
-            reply = (False, e)
-        try:
-            channel.send(reply)
-        except OSError:
-            return  # the parent is gone
-        except Exception as e:  # it does not pickle (nothing was written)
-            channel.send((False, RuntimeError(f"{type(reply[1]).__name__} could not be sent back: {e}")))
+    serve_channel(conn, _call, unsendable=lambda reply, e: (False, RuntimeError(
+        f"{type(reply[1]).__name__} could not be sent back: {e}")))  # fmt: skip
+
+
+def _call(request: tuple[Callable[..., Any], tuple[Any, ...]]) -> tuple[bool, Any]:
+    fn, args = request
+    try:
+        return True, fn(*args)
+    except Exception as e:  # the caller's future raises it
+        return False, e

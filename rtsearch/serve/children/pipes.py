@@ -36,12 +36,13 @@ import pickle
 import socket
 import struct
 import tempfile
+from collections.abc import Callable
 from multiprocessing.reduction import recvfds, sendfds
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
-from rtsearch.serve.children.child import Child
+from rtsearch.serve.children.child import Child, ChildGone, ready
 from rtsearch.serve.children.framing import pack, read_message
 
 REGION_MIN = 64 << 10  # array bytes from which they go through the shared region, not the pipe
@@ -145,6 +146,76 @@ def open_channel(child: Child, timeout_s: float) -> Channel:
     child.start().wait_ready(timeout_s)
     assert child.conn is not None
     return Channel(child.conn)
+
+
+class ChannelChild:
+    """A request/reply child (its main runs `serve_channel`): `start` (or ``with``) waits for its handshake, `call`
+    sends a request and returns the reply, `close` stops it. A child that cannot start or is lost raises ``gone``
+    (an exception class) with ``name`` and why, whatever failed (the socket, the handshake, the process)."""
+
+    def __init__(self, name: str, main: Callable[..., None], *args: Any, gone: type[Exception], timeout_s: float,
+                 **options: Any) -> None:  # fmt: skip
+        """``options``: the `Child`'s (``fork``, ``nice``)."""
+        self.name, self.gone, self.timeout_s = name, gone, timeout_s
+        self.child = Child(name, main, *args, **options)
+        self._channel: Channel | None = None
+
+    def start(self) -> Self:
+        try:
+            self._channel = open_channel(self.child, self.timeout_s)
+        except ChildGone as e:
+            raise self.gone(f"{self.name}: the process could not start: {e}") from None
+        return self
+
+    def call(self, request: Any) -> Any:
+        """``request`` sent, its reply back (raises ``gone`` when the process is not there)."""
+        if self._channel is None:
+            raise self.gone(f"{self.name}: not started")
+        try:
+            self._channel.send(request)
+            return self._channel.recv()
+        except (EOFError, OSError) as e:
+            self.child.join(1.0)
+            raise self.gone(f"{self.name}: the process is gone ({self.child.why()}; {type(e).__name__})") from None
+
+    def alive(self) -> bool:
+        return self.child.alive()
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Stop the process (it ends when its socket closes; killed if it does not within ``timeout_s``)."""
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+        self.child.stop(timeout_s)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def serve_channel(conn: socket.socket, handle: Callable[[Any], Any], payload: bytes = b"", *,
+                  unsendable: Callable[[Any, Exception], Any] | None = None) -> None:  # fmt: skip
+    """A request/reply child's loop: the handshake (``payload`` with it), then ``handle(request)`` sent back for each
+    request, until the parent closes its end or is gone. A reply that does not pickle (nothing of it was written) is
+    replaced by ``unsendable(reply, error)`` where given."""
+    ready(conn, payload)
+    channel = Channel(conn)
+    while True:
+        try:
+            request = channel.recv()
+        except (EOFError, OSError):
+            return
+        reply = handle(request)
+        try:
+            channel.send(reply)
+        except OSError:
+            return
+        except Exception as e:
+            if unsendable is None:
+                raise
+            channel.send(unsendable(reply, e))
 
 
 def _aligned(nbytes: int) -> int:

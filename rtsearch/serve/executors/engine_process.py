@@ -34,8 +34,7 @@ from rtsearch.errors import EngineError
 from rtsearch.matches import ScoredBatch
 from rtsearch.search.live import named
 from rtsearch.search.target import Reopen, SearchTarget
-from rtsearch.serve.children.child import Child, ChildGone, ready
-from rtsearch.serve.children.pipes import Channel, open_channel
+from rtsearch.serve.children.pipes import ChannelChild, serve_channel
 
 log = logging.getLogger(__name__)
 
@@ -47,39 +46,15 @@ class EngineGone(RuntimeError):
     """The engine process is gone (it died or was stopped)."""
 
 
-class EngineProcess:
+class EngineProcess(ChannelChild):
     """``with EngineProcess(reopen, name) as engine: engine.score(batch)`` — see the module docstring."""
 
     def __init__(self, reopen: Reopen, name: str = "engine") -> None:
-        self.name = name
-        self._child = Child(name, serve, reopen)
-        self._channel: Channel | None = None
-
-    def start(self) -> EngineProcess:
-        """Spawn the process and wait until it has opened the target (raises `EngineGone` if it cannot)."""
-        try:
-            self._channel = open_channel(self._child, START_TIMEOUT_S)
-        except ChildGone as e:
-            raise EngineGone(f"{self.name}: the engine process could not open the target: {e}") from None
-        return self
-
-    def __enter__(self) -> EngineProcess:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+        super().__init__(name, serve, reopen, gone=EngineGone, timeout_s=START_TIMEOUT_S)
 
     def score(self, spectra: SpectraBatch) -> ScoredBatch:
         """``spectra`` scored in the engine process (raises `EngineError` or `EngineGone`)."""
-        if self._channel is None:
-            raise EngineGone(f"{self.name}: not started")
-        try:
-            self._channel.send(spectra)
-            kind, payload = self._channel.recv()
-        except (EOFError, OSError) as e:
-            self._child.join(1.0)
-            raise EngineGone(f"{self.name}: the engine process is gone ({self._child.why()}; {type(e).__name__})") \
-                from None  # fmt: skip
+        kind, payload = self.call(spectra)
         if kind == "error":
             raise EngineError(payload)
         if kind == "matches":  # the spectra's own columns were not sent back (`_reply`)
@@ -89,32 +64,18 @@ class EngineProcess:
         result: ScoredBatch = payload
         return result
 
-    def alive(self) -> bool:
-        return self._child.alive()
-
-    def close(self) -> None:
-        """Stop the process (it ends when its socket closes; killed if it does not within 5 s)."""
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
-        self._child.stop()
-
 
 def serve(conn: socket.socket, reopen: Reopen) -> None:
     """The process's main function: open the target, then score each batch it is sent until the socket closes."""
     target = reopen()
-    ready(conn, target.backend.name.encode())
-    channel = Channel(conn)
-    while True:
+
+    def score(batch: SpectraBatch) -> tuple[str, Any]:
         try:
-            batch: SpectraBatch = channel.recv()
-        except (EOFError, OSError):
-            return  # the daemon closed its end (or is gone)
-        try:
-            reply = _reply(batch, score_named(target, batch))  # named here, not in the daemon
+            return _reply(batch, score_named(target, batch))  # named here, not in the daemon
         except EngineError as e:  # answered by the daemon with this reason, as a thread's failure would be
-            reply = ("error", str(e))
-        channel.send(reply)
+            return "error", str(e)
+
+    serve_channel(conn, score, target.backend.name.encode())
 
 
 def _reply(batch: SpectraBatch, scored: ScoredBatch) -> tuple[str, Any]:

@@ -75,7 +75,7 @@ class ElutionOutput(Output):
         """Start the tracker's process (not on the loop; raises `TrackerGone` if it cannot) and the thread."""
         self.record, self._event, self._results = ctx.record, ctx.event, ctx.results
         self._backend = ctx.backend
-        self._tracker = await asyncio.to_thread(lambda: TrackerProcess(ctx.backend).__enter__())
+        self._tracker = await asyncio.to_thread(lambda: TrackerProcess(ctx.backend).start())
         self._thread.start()
 
     def check(self) -> str | None:
@@ -164,7 +164,7 @@ class ElutionOutput(Output):
         finally:
             self._push.close()
             if self._tracker is not None:
-                self._tracker.__exit__()
+                self._tracker.close()
 
     def _serve(self) -> None:
         stop = False
@@ -179,17 +179,16 @@ class ElutionOutput(Output):
                 continue
             assert self._tracker is not None
             try:
-                self._tracker.send(items)  # type: ignore[arg-type]
-                events, followed = self._tracker.receive()
+                events, followed = self._tracker.call(items)  # type: ignore[arg-type]
             except TrackerGone as e:
                 # its follows and the scans it kept are lost, and these items with them (counted); the next ones
                 # go to a new tracker process
                 log.error("elution: %s; its %d items and its follows lost: starting it again", e, len(items))
                 self.dropped += len(items)
                 self.record(Elution(dropped=len(items)))
-                self._tracker.__exit__()
+                self._tracker.close()
                 self._tracker = None
-                self._tracker = TrackerProcess(self._backend).__enter__()  # (one that cannot start fails the thread)
+                self._tracker = TrackerProcess(self._backend).start()  # (one that cannot start fails the thread)
                 self.restarts += 1
                 self._tracked += len(items)
                 continue

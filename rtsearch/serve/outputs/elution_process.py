@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 
 from rtsearch.errors import ServiceError
-from rtsearch.serve.children.child import Child, ChildGone, ready
-from rtsearch.serve.children.pipes import Channel, open_channel
+from rtsearch.serve.children.pipes import ChannelChild, serve_channel
 from rtsearch.signal.live import ElutionEvent, ElutionTracker
 
 log = logging.getLogger(__name__)
@@ -36,42 +35,15 @@ class TrackerGone(ServiceError):
     """The tracker process is gone or could not start."""
 
 
-class TrackerProcess:
-    """``with TrackerProcess("cupy") as t: t.send(items); events, followed = t.receive()`` — see the module
-    docstring."""
+class TrackerProcess(ChannelChild):
+    """``TrackerProcess("cupy").start()``, then ``events, followed = t.call(items)`` — see the module docstring."""
 
     def __init__(self, backend: str) -> None:
-        self._child = Child("elution", serve, backend)
-        self._channel: Channel | None = None
+        super().__init__("elution", serve, backend, gone=TrackerGone, timeout_s=START_TIMEOUT_S)
 
-    def __enter__(self) -> TrackerProcess:
-        try:
-            self._channel = open_channel(self._child, START_TIMEOUT_S)
-        except ChildGone as e:
-            raise TrackerGone(f"the elution tracker process: {e}") from None
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
-        self._child.stop()
-
-    def send(self, items: list[tuple[Any, ...]]) -> None:
-        """Items for the tracker (each list answered by one `receive`)."""
-        assert self._channel is not None
-        try:
-            self._channel.send(items)
-        except OSError as e:
-            raise TrackerGone(f"the elution tracker process is gone ({e})") from None
-
-    def receive(self) -> tuple[list[ElutionEvent], int]:
-        """The events the last list made due, and the precursors followed now."""
-        assert self._channel is not None
-        try:
-            reply: tuple[list[ElutionEvent], int] = self._channel.recv()
-        except (EOFError, OSError):
-            raise TrackerGone(f"the elution tracker process is gone ({self._child.why()})") from None
+    def call(self, items: list[tuple[Any, ...]]) -> tuple[list[ElutionEvent], int]:
+        """Items for the tracker; the events they made due, and the precursors followed now."""
+        reply: tuple[list[ElutionEvent], int] = super().call(items)
         return reply
 
 
@@ -112,12 +84,4 @@ def serve(conn: socket.socket, backend: str) -> None:
     from rtsearch.scoring.backend import get_backend
 
     tracker = ElutionTracker(xp=get_backend(backend).xp)  # type: ignore[arg-type]
-    ready(conn)
-    channel = Channel(conn)
-    while True:
-        try:
-            items: list[tuple[Any, ...]] = channel.recv()
-        except (EOFError, OSError):
-            return
-        events = apply(tracker, items)
-        channel.send((events, sum(len(r.watches) for r in tracker.runs.values())))
+    serve_channel(conn, lambda items: (apply(tracker, items), sum(len(r.watches) for r in tracker.runs.values())))
