@@ -25,7 +25,8 @@ this way.
 Not `multiprocessing.shared_memory`: its segments are named files in /dev/shm that the process attaching one
 registers with its own resource tracker (Python < 3.13), which unlinks them when that process exits, and a daemon
 killed outright would leave them behind; a memfd has no name and goes when the last process holding it does.
-the since-deleted probe `pipe_probe.py` times the round trip against a checkout that wrote through the pipe.
+
+`ChannelChild` and `serve_channel` are a request/reply child's two ends (the engine, elution and call children).
 """
 
 from __future__ import annotations

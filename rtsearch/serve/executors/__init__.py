@@ -8,11 +8,9 @@ An engine thread (`rtsearch.serve.engine.workers`) holds one `Executor` and know
 - ``cluster``: the cluster's front door (`rtsearch.cluster.door.ClusterScorer`; replicate: the worker this thread
   keeps to), its routing, pacing and faults inside.
 
-A lone spectrum scored in the daemon's process on the daemon's own copy of the target rather than through the engine
-process (a "shortest path", two pipe trips fewer) was measured and not kept: on an H100 host at 200 spectra/s, in one
-call beside the code without it, a batch took 1.59 ms against 1.54 through the engine process and the client's p50
-was 5.20 ms against 4.83 — the daemon's GIL, shared with the event loop and the results thread, costs what the pipe
-saves (bench/BASELINES.md, "Daemon").
+Each counts what it scored (`ExecutorStats`: the daemon's metrics read them). Scoring a lone spectrum in the
+daemon's own thread rather than through its engine process was measured and not kept: the daemon's GIL costs what the
+pipe saves (bench/BASELINES.md, "Daemon").
 """
 
 from __future__ import annotations

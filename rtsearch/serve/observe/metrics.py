@@ -254,7 +254,7 @@ class DaemonMetrics:
                                       "waiting at it scored as one; spectra over rounds: a round's mean size)",
                                       ["worker"], registry=r)  # fmt: skip
         self.cluster_deaths = Counter("rtsearch_cluster_worker_deaths_total", "Cluster workers called dead (silent "
-                                      "1 s, or back as a new process)", registry=r)  # fmt: skip
+                                      "5 s, or back as a new process)", registry=r)  # fmt: skip
         self.cluster_resent = Counter("rtsearch_cluster_resent_batches_total",
                                       "Batches sent again to another worker after theirs died", registry=r)
         self.mqtt_configured = Gauge(
