@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import select
+import shutil
 import socket
 import tempfile
 import threading
@@ -207,10 +208,7 @@ class Front:
             xsub.close(0)
             xpub.close(1000)
             ctx.term()
-            with contextlib.suppress(OSError):
-                for f in self.folder.iterdir():
-                    f.unlink()
-                self.folder.rmdir()
+            shutil.rmtree(self.folder, ignore_errors=True)
             lock.release()
         if self._failure:
             raise ServiceError(f"{self._failure}; shut down after the lanes answered what they received")

@@ -16,8 +16,8 @@ machines) there is no door: the intake process binds the socket itself, one hop 
 
 from __future__ import annotations
 
-import contextlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -91,7 +91,4 @@ class Door:
         for s in (self._front, self._back):
             s.close(0)
         self._ctx.term()
-        with contextlib.suppress(OSError):
-            for f in Path(self._dir).iterdir():
-                f.unlink()
-            os.rmdir(self._dir)
+        shutil.rmtree(self._dir, ignore_errors=True)

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import pickle
+import shutil
 import tempfile
 import threading
 import time
@@ -117,10 +117,10 @@ class Publisher:
         self._next = 0
         # every answer reaches the PUB through the proxy (C, no GIL), whoever sends it: this process, the
         # publisher processes, the intake processes answering at the door (`inner`)
-        self._dir = tempfile.mkdtemp(prefix="rtsearch-results-")
+        self._dir = None if inner else tempfile.mkdtemp(prefix="rtsearch-results-")  # (a lane's: the front's folder)
         self._pull = ctx.socket(zmq.PULL)
         self._pull.setsockopt(zmq.RCVHWM, 0)
-        self.inner = inner or f"ipc://{Path(self._dir) / 'results'}"
+        self.inner = inner or f"ipc://{Path(self._dir or '') / 'results'}"
         self._pull.bind(self.inner)
         here = f"inproc://results-here-{id(self)}"
         self._pull.bind(here)
@@ -212,7 +212,5 @@ class Publisher:
         self._proxy.stop()
         self._pull.close(0)
         self._pub.close()
-        with contextlib.suppress(OSError):
-            for f in Path(self._dir).iterdir():
-                f.unlink()
-            os.rmdir(self._dir)
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
