@@ -164,7 +164,7 @@ class ChannelChild:
     def start(self) -> Self:
         try:
             self._channel = open_channel(self.child, self.timeout_s)
-        except ChildGone as e:
+        except (ChildGone, OSError) as e:  # (OSError: it could not be spawned)
             raise self.gone(f"{self.name}: the process could not start: {e}") from None
         return self
 
