@@ -118,9 +118,9 @@ class Publisher:
         # every answer reaches the PUB through the proxy (C, no GIL), whoever sends it: this process, the
         # publisher processes, the intake processes answering at the door (`inner`)
         self._dir = None if inner else tempfile.mkdtemp(prefix="rtsearch-results-")  # (a lane's: the front's folder)
+        self.inner = inner or f"ipc://{Path(str(self._dir)) / 'results'}"
         self._pull = ctx.socket(zmq.PULL)
         self._pull.setsockopt(zmq.RCVHWM, 0)
-        self.inner = inner or f"ipc://{Path(self._dir or '') / 'results'}"
         self._pull.bind(self.inner)
         here = f"inproc://results-here-{id(self)}"
         self._pull.bind(here)
