@@ -4,11 +4,14 @@
 Each dev run's database gets a 1:1 entrapment: every protein again, its residues shuffled (one
 ``random.Random(20240531)`` over the proteins in file order), headed ``ENTRAP_<header>``. The combined database is
 indexed (its decoys made as usual), the run searched with ``rtsearch search`` (NumPy), and the accepted target PSMs
-at q ≤ 0.01 counted with those whose proteins are all entrapment ones. Estimated false discovery proportion, the
-combined estimator with r = 1 (Wen et al. 2025, "Assessment of false discovery rate control in tandem mass
-spectrometry analysis using entrapment"): FDP ≈ N_entrapment × (1 + 1/r) / N_accepted; estimated true PSMs =
-N_accepted − 2 × N_entrapment. `replay` counts the same of the running q-values (`rtsearch.search.live`): a run's
-scored spectra fed to a `LiveRun` a few at a time in scan order, as a daemon at a few hundred a second sees them.
+at q ≤ 0.01 counted with those whose proteins are all entrapment ones: by the file's q-values ((decoys + 1) /
+targets: none on these runs, each under 100 confident matches), at q ≤ 0.05 by them, and at q ≤ 0.01 by decoys /
+targets recomputed from the file's scores (``plain``, as these counts were before the +1). Estimated false
+discovery proportion, the combined estimator with r = 1 (Wen et al. 2025, "Assessment of false discovery rate
+control in tandem mass spectrometry analysis using entrapment"): FDP ≈ N_entrapment × (1 + 1/r) / N_accepted;
+estimated true PSMs = N_accepted − 2 × N_entrapment. `replay` counts the same of the running q-values
+(`rtsearch.search.live`, identified at 5 %): a run's scored spectra fed to a `LiveRun` a few at a time in scan
+order, as a daemon at a few hundred a second sees them.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from rtsearch.matches import STATUSES, ScoredBatch
 from rtsearch.scoring.backend import get_backend
 from rtsearch.search import live
 from rtsearch.search.database import DatabaseTarget
+from rtsearch.search.fdr import q_values
 from tests.devruns import DEV_RUNS, DevRun
 
 SEED = 20240531
@@ -57,15 +61,22 @@ def estimate(accepted: int, entrapment: int) -> dict[str, Any]:
             "true_estimate": accepted - 2 * entrapment}  # fmt: skip
 
 
-def count(results: Path, level: float = 0.01, column: str = "q_value") -> dict[str, Any]:
-    """Accepted target PSMs at ``column`` ≤ ``level`` in a results file, those of entrapment proteins only."""
-    accepted = entrapment = 0
+def count(results: Path, level: float = 0.01, column: str = "q_value", *, plain: bool = False) -> dict[str, Any]:
+    """Accepted target PSMs at ``column`` ≤ ``level`` in a results file, those of entrapment proteins only;
+    ``plain``: q recomputed from the file's ``score`` as decoys / targets instead."""
     with open(results, newline="") as fh:
-        for row in csv.DictReader(fh, delimiter="\t"):
-            if row[column] == "" or row["is_decoy"] == "true" or float(row[column]) > level:
-                continue
-            accepted += 1
-            entrapment += all(p.startswith(PREFIX) for p in row["proteins"].split(";"))
+        rows = [r for r in csv.DictReader(fh, delimiter="\t") if r[column] != ""]
+    if plain:
+        score = np.array([float(r["score"]) for r in rows])
+        q = q_values(score, np.array([r["is_decoy"] == "true" for r in rows]), plus_one=False).tolist()
+    else:
+        q = [float(r[column]) for r in rows]
+    accepted = entrapment = 0
+    for row, qv in zip(rows, q, strict=True):
+        if row["is_decoy"] == "true" or qv > level:
+            continue
+        accepted += 1
+        entrapment += all(p.startswith(PREFIX) for p in row["proteins"].split(";"))
     return estimate(accepted, entrapment)
 
 
@@ -109,7 +120,7 @@ def check(dev: DevRun, data: Path, work: Path, indexes: dict[tuple[str, ...], Pa
                      "--backend", "numpy", "-o", str(out), *extra])  # fmt: skip
     if code != 0:
         raise SystemExit(f"search failed for {dev.name}")
-    return {"run": dev.name, **count(out)}
+    return {"run": dev.name, **count(out), "at_5pct": count(out, 0.05), "plain": count(out, plain=True)}
 
 
 def check_all(runs: list[DevRun], data: Path, work: Path, extra: list[str], jobs: int) -> list[dict]:
@@ -130,9 +141,9 @@ IDENTIFIED = STATUSES.index("identified")
 
 
 def replay(target: DatabaseTarget, scored: ScoredBatch, batch: int, ridge: float,
-           prefix: str = PREFIX) -> tuple[int, int]:  # fmt: skip
+           prefix: str = PREFIX, identified_at: float = 0.05) -> tuple[int, int]:  # fmt: skip
     """Live-identified targets and those of entrapment proteins only, ``scored`` fed ``batch`` spectra at a time."""
-    run = live.LiveRun("run", target, refits="inline")
+    run = live.LiveRun("run", target, refits="inline", identified_at=identified_at)
     run.ridge = ridge
     accepted = entrapment = 0
     for start in range(0, len(scored), batch):

@@ -48,10 +48,12 @@ def free_port() -> int:
 
 def serve_config(tmp: Path, **kw: Any) -> ServeConfig:
     """Loopback, free ports, results under ``tmp``; a budget (30 s) no NumPy batch on a busy CI machine misses, so
-    shedding decides only the tests that ask for it (a smaller ``budget_ms``, ``max_queue``)."""
+    shedding decides only the tests that ask for it (a smaller ``budget_ms``, ``max_queue``). Answered identified
+    at a running q of 5 %: the test runs hold under 100 confident matches, and under q = (decoys + 1) / targets
+    none of them would be at 1 % (`rtsearch.search.fdr`)."""
     base: dict[str, Any] = dict(
         spectra="tcp://127.0.0.1:*", spectra_mode="pull", results="tcp://127.0.0.1:*", metrics_port=0,
-        results_dir=str(tmp / "results"), shutdown_timeout_s=60.0, budget_ms=30_000.0,
+        results_dir=str(tmp / "results"), shutdown_timeout_s=60.0, budget_ms=30_000.0, identified_at=0.05,
     )
     base.update(kw)
     return ServeConfig(**base)
@@ -112,14 +114,16 @@ async def replay_through(
 
 
 class ServeProcess:
-    """``rtsearch serve ARGS`` as a process, its stderr lines collected by a thread; ``--budget-ms 30000`` unless
-    ARGS give one (as `serve_config`: shedding decides only the tests that ask for it)."""
+    """``rtsearch serve ARGS`` as a process, its stderr lines collected by a thread; ``--budget-ms 30000`` and
+    ``--identified-at 0.05`` unless ARGS give them (as `serve_config`)."""
 
     def __init__(self, args: list[str], *, env: dict[str, str] | None = None, prefix: tuple[str, ...] = (),
                  python: str = sys.executable) -> None:  # fmt: skip
         """``env``: more environment; ``prefix``: a command to run it under (``setpriv --reuid …``)."""
         if "--budget-ms" not in args and "--help" not in args:
             args = [*args, "--budget-ms", "30000"]
+        if "--identified-at" not in args and "--help" not in args:
+            args = [*args, "--identified-at", "0.05"]
         self.proc = subprocess.Popen(
             [*prefix, python, "-m", "rtsearch.cli", "serve", *args], stderr=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},

@@ -129,6 +129,9 @@ class ServeConfig:
     instrument: str = setting("instrument", "names the MQTT topics and metric series", flag=True, metavar="NAME")
     budget_ms: float = setting(100.0, "an answer is due this long after receipt, ms (a message's budget_ms wins)",
                                flag=True, metavar="MS")  # fmt: skip
+    identified_at: float = setting(0.01, "a target match is answered identified at or below this running q-value "
+                                   "(q = (decoys + 1) / targets: at 0.01 a run has none before 100 targets rank "
+                                   "above its first decoy)", flag=True, metavar="Q")  # fmt: skip
     results_dir: str = setting("rtsearch-results", "the folder of each run's results file (journals in .journal/)",
                                flag=True, metavar="DIR")  # fmt: skip
     results_format: ResultsFormat = "tsv"  # the run files' format
@@ -361,7 +364,7 @@ SERVE_RANGES: dict[str, tuple[float, float]] = {
     "max_batch": (1, 1_000_000), "max_queue": (1, 100_000_000), "workers": (1, 8), "publishers": (0, 16),
     "intakes": (0, 32), "cluster": (0, 256), "gpus_per_worker": (0.0, 8.0), "worker_memory_gb": (0.0, 1e6),
     "metrics_port": (0, 65535), "mqtt_queue": (1, 10_000_000), "max_open_runs": (1, 100_000),
-    "run_idle_s": (1.0, 7 * 86_400.0), "lanes": (1, 64), "piece_workers": (1, 16),
+    "run_idle_s": (1.0, 7 * 86_400.0), "lanes": (1, 64), "piece_workers": (1, 16), "identified_at": (0.0, 1.0),
 }  # fmt: skip
 
 

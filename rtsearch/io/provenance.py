@@ -1,6 +1,6 @@
-"""What produced a results file: rtsearch's version, the command, the full resolved configuration, the searched
-target (its folder, and the SHA-256 of its manifest, which records its parameters and its inputs' hashes) and
-the spectrum files' SHA-256.
+"""What produced a results file: rtsearch's version, the command, the full resolved configuration, the q-values'
+estimate (``q_value_rule``, `rtsearch.search.fdr.RULE`), the searched target (its folder, and the SHA-256 of its
+manifest, which records its parameters and its inputs' hashes) and the spectrum files' SHA-256.
 
 `rtsearch search -o R` writes it beside the results as ``R.provenance.json`` (and, for Parquet, into the file's
 schema metadata under ``rtsearch.provenance``); `rtsearch serve` the same beside each run file
@@ -23,6 +23,7 @@ from typing import Any
 
 from rtsearch import __version__
 from rtsearch.io.perms import as_umask
+from rtsearch.search.fdr import RULE
 
 MANIFEST = "manifest.json"
 SIDECAR = ".provenance.json"
@@ -70,7 +71,7 @@ def record(*, command: Sequence[str], config: dict[str, Any], target: str | Path
     out: dict[str, Any] = {
         "rtsearch": __version__, "written": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": list(command), "python": sys.version.split()[0], "platform": platform.platform(),
-        "config": config,
+        "config": config, "q_value_rule": RULE,
     }  # fmt: skip
     if target is not None:
         folder = Path(target)

@@ -127,6 +127,8 @@ def build_library(
                   ""]  # fmt: skip
         report.entries += 1
     if not report.entries:
-        raise InputError(f"{results}: no identification at q <= {max_q} found in the given runs")
+        raise InputError(f"{results}: no identification at q <= {max_q:g} found in the given runs (q = (decoys + 1)"
+                         " / targets: a run with under 100 confident matches has none at 0.01; --max-q 0.05 takes "
+                         "those at 5 %)")  # fmt: skip
     Path(out).write_text("\n".join(lines))
     return report

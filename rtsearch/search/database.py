@@ -185,7 +185,7 @@ class DatabaseTarget:
         good = np.zeros(len(x), bool)
         good[rows] = confident(first, decoy[rows])
         likely = np.zeros(len(x), bool)  # targets and decoys alike: `siblings`
-        likely[rows] = q_values(first, decoy[rows]) <= 0.01
+        likely[rows] = q_values(first, decoy[rows], plus_one=False) <= 0.01
         recenter_ppm(x, good)
         x[:, _RT] = rt_error(self.index, ids, rt, good)
         x[:, _SIB] = sibling_evidence(self.index, ids, likely)

@@ -28,19 +28,29 @@ is 0 for the targets that come before the first decoys, and those were most of t
 runs' live answers, `bench/entrapment.py`: 164 accepted / 16 entrapment before, 111-118 / 0-1 with these
 rules); its results file gets the run-end fit.
 
-Here FDR at a threshold is ``decoys / targets`` at or above it (no +1), and
-q-values are made monotone from the bottom up. Equal scores share the FDR
-counted at the end of their group (decoys among them included), so ties
-never flatter the estimate.
+Here FDR at a threshold is ``(decoys + 1) / targets`` at or above it (`RULE`), as mokapot, Sage and Percolator
+report it: the +1 is what bounds the FDR of a finite list (Barber & Candès 2015, Ann. Statist. 43:2055, knockoff+;
+He et al. 2015, arXiv:1501.06898, for target-decoy competition). Without it, a run with no true match gives
+q = 0 to every target ranked above its first decoy — half of such runs report at least one (the human F13 run
+against the E. coli index reported 7). The price: a list at 1 % holds at least 100 targets, so a run with fewer
+confident matches reports none at 1 % and its matches are read at a looser level (the summaries print 5 %).
+A discriminant's training (`rtsearch.search.lda`, the calibration's confident targets) ranks by ``decoys /
+targets`` (``plus_one=False``): that picks positives, it is not a reported estimate.
+
+q-values are made monotone from the bottom up. Equal scores share the FDR counted at the end of their group
+(decoys among them included), so ties never flatter the estimate.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+RULE = "(decoys + 1) / targets"  # the reported q-values' estimate, as the results' provenance names it
 
-def q_values(score: np.ndarray, is_decoy: np.ndarray) -> np.ndarray:
-    """q-value of every PSM (higher score is better; NaN scores get q = 1)."""
+
+def q_values(score: np.ndarray, is_decoy: np.ndarray, *, plus_one: bool = True) -> np.ndarray:
+    """q-value of every PSM (higher score is better; NaN scores get q = 1); ``plus_one=False``: decoys / targets,
+    for training only (the module docstring)."""
     score = np.asarray(score, dtype=np.float64)
     decoy = np.asarray(is_decoy, dtype=bool)
     n = score.shape[0]
@@ -49,18 +59,18 @@ def q_values(score: np.ndarray, is_decoy: np.ndarray) -> np.ndarray:
     if ok.size == 0:
         return q
     order = ok[np.argsort(-score[ok])]  # any order within equal scores: `q_ranked`
-    q[order] = q_ranked(score[order], decoy[order])
+    q[order] = q_ranked(score[order], decoy[order], plus_one=plus_one)
     return q
 
 
-def q_ranked(score: np.ndarray, is_decoy: np.ndarray) -> np.ndarray:
+def q_ranked(score: np.ndarray, is_decoy: np.ndarray, *, plus_one: bool = True) -> np.ndarray:
     """q-values of PSMs already ranked best first (``score`` non-increasing, finite).
 
     Equal scores share the FDR at the end of their group, so the order within a group does not matter
     (a ranking can be reversed for the opposite sign of a score)."""
     d = np.cumsum(is_decoy)
     t = np.arange(1, d.shape[0] + 1) - d
-    fdr = d / np.maximum(t, 1)
+    fdr = (d + plus_one) / np.maximum(t, 1)
     last_of_group = np.r_[score[1:] != score[:-1], True]
     group_end = np.flatnonzero(last_of_group)
     gid = np.cumsum(np.r_[0, last_of_group[:-1].astype(np.int64)])
@@ -91,7 +101,7 @@ def count_at(q: np.ndarray, is_decoy: np.ndarray, level: float = 0.01) -> int:
 
 def confident(score: np.ndarray, decoy: np.ndarray, *, minimum: int = 10) -> np.ndarray:
     """Targets accepted at 1 % FDR, or the ``minimum`` best targets when fewer are (a calibration's training set)."""
-    good = (q_values(score, decoy) <= 0.01) & ~decoy
+    good = (q_values(score, decoy, plus_one=False) <= 0.01) & ~decoy
     if good.sum() < minimum:
         targets = np.flatnonzero(~decoy)
         good = np.zeros(score.shape[0], dtype=bool)
@@ -99,7 +109,7 @@ def confident(score: np.ndarray, decoy: np.ndarray, *, minimum: int = 10) -> np.
     return good
 
 class RunningFdr:
-    """q-values while a run goes on: every PSM so far competes, as in `q_values`.
+    """q-values while a run goes on: every PSM so far competes, as in `q_values` (the same `RULE`).
 
     Scores are kept sorted (ascending; among equal scores decoys sit above
     targets, i.e. are ranked first), so adding a batch is a merge plus one
@@ -191,11 +201,11 @@ class RunningFdr:
         i = np.searchsorted(self._score, s, "left")  # first element >= s: its tie group, or the next higher
         j = np.minimum(i, n - 1)
         tie = (i < n) & (self._score[j] == s)
-        # this PSM's own FDR: decoys / targets at or above it, itself included
+        # this PSM's own FDR: (decoys + 1) / targets at or above it, itself included
         below = self._decoys_below[i]
         dec = self._decoys_below[-1] - below + d
         tgt = (n - i) - (self._decoys_below[-1] - below) + ~d
-        own = np.minimum(dec / np.maximum(tgt, 1), 1.0)
+        own = np.minimum((dec + 1) / np.maximum(tgt, 1), 1.0)
         # a target only lowers the FDR of what is below it, so the lower score's old q bounds it from
         # above; a decoy raises it, so a decoy takes its own FDR (also an upper bound)
         lower = np.where((i > 0) & ~d, self._q[np.maximum(i - 1, 0)], 1.0)
@@ -212,13 +222,13 @@ class RunningFdr:
             return float(q[i])
         total = int(below_at[-1])
         below = int(below_at[i])
-        own = min((total - below + d) / max((n - i) - (total - below) + (not d), 1), 1.0)
+        own = min((total - below + d + 1) / max((n - i) - (total - below) + (not d), 1), 1.0)
         return min(own, float(q[i - 1])) if i > 0 and not d else own
 
     def _q_sorted(self) -> np.ndarray:
         s = self._score[::-1]
         d = self._decoy[::-1]
-        fdr = np.cumsum(d) / np.maximum(np.cumsum(~d), 1)
+        fdr = (np.cumsum(d) + 1) / np.maximum(np.cumsum(~d), 1)
         last_of_group = np.r_[s[1:] != s[:-1], True]
         group_end = np.flatnonzero(last_of_group)
         gid = np.cumsum(np.r_[0, last_of_group[:-1].astype(np.int64)])

@@ -68,6 +68,11 @@ def fisher(x: np.ndarray, positive: np.ndarray, negative: np.ndarray | Scatter, 
     return w / norm if norm > 0 else w
 
 
+def _q(score: np.ndarray, decoy: np.ndarray) -> np.ndarray:
+    """The q-values a fit picks its positives by: decoys / targets (`rtsearch.search.fdr`'s docstring says why)."""
+    return q_values(score, decoy, plus_one=False)
+
+
 def _accepted(col: np.ndarray, decoy: np.ndarray) -> tuple[int, int]:
     """Targets accepted at 1 % FDR ranking by ``col``, and by ``-col``."""
     if not np.any(col != col[0]):  # constant (a feature not fitted is all zeros): it ranks nothing
@@ -75,8 +80,8 @@ def _accepted(col: np.ndarray, decoy: np.ndarray) -> tuple[int, int]:
     rows = np.flatnonzero(np.isfinite(col))
     order = rows[np.argsort(-col[rows])]  # one ranking serves both signs, reversed for -1
     up, down = order, order[::-1]
-    return (count_at(q_ranked(col[up], decoy[up]), decoy[up]),
-            count_at(q_ranked(-col[down], decoy[down]), decoy[down]))  # fmt: skip
+    return (count_at(q_ranked(col[up], decoy[up], plus_one=False), decoy[up]),
+            count_at(q_ranked(-col[down], decoy[down], plus_one=False), decoy[down]))  # fmt: skip
 
 
 def rank_features(z: np.ndarray, decoy: np.ndarray, known: Ranked | None = None) -> list[tuple[int, int]]:
@@ -139,13 +144,13 @@ def fit(
         return Discriminant(names, mean, std, weights)
     ranked = rank_features(z, decoy, known)
     first = best_feature(z, decoy, counts=ranked)
-    if count_at(q_values(z @ first, decoy), decoy) > count_at(q_values(z @ weights, decoy), decoy):
+    if count_at(_q(z @ first, decoy), decoy) > count_at(_q(z @ weights, decoy), decoy):
         weights = first
     used: np.ndarray | None = None  # the positives the current weights were fitted on
     negatives = Scatter.of(z[decoy])  # the decoys stay the negatives: their scatter once, not every iteration
     for _ in range(iterations):
         s = z @ weights
-        q = q_values(s, decoy)
+        q = _q(s, decoy)
         pos = (~decoy) & (q <= 0.01)
         if count_at(q, decoy) < MIN_POSITIVES:
             pos = ~decoy

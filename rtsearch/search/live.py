@@ -11,9 +11,11 @@ run are scored; then by the run's own discriminant, fitted on everything so
 far (on the target's ``live_features``: for a database, |ppm| instead of the
 run's z-score and no retention time; with the target's ``ridge``, as its run-end fit) and refitted whenever the
 count doubles up to ``REFIT_LAST``, with every PSM so far re-ranked. A run's PSMs answered before it holds
-``LIVE_FROM`` scored ones get q = 1 (no estimate yet): before a run's first decoys rank, decoys / targets says 0
-for whatever target comes first, and on the dev runs with a 1:1 entrapment those early answers were most of
-the live false matches (docs/history/RESULTS.md, "Running q-values that entrapment confirms"). With
+``LIVE_FROM`` scored ones get q = 1 (no estimate yet): with the estimate decoys / targets of that time, the
+targets ranked before a run's first decoys got q = 0, and on the dev runs with a 1:1 entrapment those early
+answers were most of the live false matches (docs/history/RESULTS.md, "Running q-values that entrapment
+confirms"); (decoys + 1) / targets (`rtsearch.search.fdr.RULE`) now bounds them too, and the rule stays for a
+looser ``identified_at``. A target is answered identified at a running q at or below ``identified_at``. With
 ``refits="inline"`` the refit runs inside the `add_scored` call that crosses the count; with
 ``refits="deferred"`` (the daemon) `LiveRun.refit_due` hands it out to run elsewhere, off the scoring path,
 and `LiveRun.install` brings the result back. ``q_refresh`` is
@@ -33,13 +35,12 @@ from typing import Any, Literal
 import numpy as np
 
 from rtsearch.matches import STATUSES, Names, Results, ScoredBatch, unscored_batch
-from rtsearch.search.fdr import RunningFdr
+from rtsearch.search.fdr import RULE, RunningFdr
 from rtsearch.search.lda import RIDGE, Discriminant, fit
 from rtsearch.search.table import PsmTable
 from rtsearch.search.target import SearchTarget
 from rtsearch.types import ResultStatus
 
-IDENTIFIED_AT = 0.01  # running q-value at which a target PSM is reported as identified
 REFIT_FIRST = 100  # scored spectra before the first live discriminant; refitted at every doubling after
 LIVE_FROM = 50  # scored spectra a run holds before its running q-values are given (q = 1 before: no estimate)
 REFIT_LAST = 8000  # no refits beyond this: the fit stabilizes, and its cost grows with the run
@@ -58,12 +59,14 @@ class RunSummary:
     psms_at_1pct: int
     peptides_at_1pct: int
     by_status: dict[str, int] = field(default_factory=dict)
+    psms_at_5pct: int = 0  # a run too small for a list at 1 % (under 100 targets: `rtsearch.search.fdr.RULE`)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "run": self.run, "spectra": self.spectra, "scored": self.scored,
             "identified_running": self.identified_running, "psms_at_1pct": self.psms_at_1pct,
-            "peptides_at_1pct": self.peptides_at_1pct, "by_status": dict(self.by_status),
+            "peptides_at_1pct": self.peptides_at_1pct, "psms_at_5pct": self.psms_at_5pct, "q_value_rule": RULE,
+            "by_status": dict(self.by_status),
         }  # fmt: skip
 
 
@@ -72,11 +75,13 @@ class LiveRun:
 
     def __init__(
         self, name: str, target: SearchTarget, *, refits: Refits = "inline", q_refresh: float = 0.0,
-        sink: Callable[[ScoredBatch, np.ndarray], None] | None = None,
+        sink: Callable[[ScoredBatch, np.ndarray], None] | None = None, identified_at: float = 0.01,
     ) -> None:  # fmt: skip
         """``sink``, when given, gets every batch the run's table gets and the status codes of its answers
-        (`rtsearch.matches.STATUSES`), before they are returned (the daemon's journal)."""
+        (`rtsearch.matches.STATUSES`), before they are returned (the daemon's journal); ``identified_at``: the
+        running q-value at or below which a target match is answered identified (``[serve] identified_at``)."""
         self.name = name
+        self.identified_at = identified_at
         self.sink = sink
         self.target = target
         self.primary = target.primary
@@ -154,7 +159,7 @@ class LiveRun:
         q = np.ones(len(match))
         if scored.any():
             q[scored] = self._running_q(best.features[scored], decoy[scored])
-        ok = scored & ~decoy & (q <= IDENTIFIED_AT)
+        ok = scored & ~decoy & (q <= self.identified_at)
         n_ok = int(np.count_nonzero(ok))
         self.by_status[ResultStatus.IDENTIFIED.value] += n_ok
         self.by_status[ResultStatus.UNIDENTIFIED.value] += len(match) - n_ok
@@ -222,5 +227,5 @@ def run_summary(name: str, table: PsmTable, by_status: dict[str, int]) -> RunSum
     return RunSummary(
         run=name, spectra=sum(by_status.values()), scored=int((table.match >= 0).sum()),
         identified_running=by_status[ResultStatus.IDENTIFIED.value], psms_at_1pct=psms,
-        peptides_at_1pct=peptides, by_status=dict(by_status),
+        peptides_at_1pct=peptides, by_status=dict(by_status), psms_at_5pct=table.counts_at(0.05)[0],
     )  # fmt: skip

@@ -22,6 +22,7 @@ from rtsearch.batch import SpectraBatch
 from rtsearch.io.batches import PartPool, read_batches, workers_for
 from rtsearch.io.spectra import count_spectra
 from rtsearch.matches import ScoredBatch
+from rtsearch.search.fdr import RULE
 from rtsearch.search.live import named
 from rtsearch.search.table import PsmTable
 from rtsearch.search.target import SearchTarget
@@ -43,6 +44,7 @@ class SearchSummary:
     peptides_at_1pct: int
     seconds: float
     levels: tuple[str, str] = ("PSMs", "peptides")  # what the two counts count (the target's `levels`)
+    psms_at_5pct: int = 0  # a run too small for a list at 1 % (under 100 targets: `rtsearch.search.fdr.RULE`)
 
     @property
     def spectra_per_second(self) -> float:
@@ -51,7 +53,8 @@ class SearchSummary:
     def __str__(self) -> str:
         return (
             f"{self.spectra:,} spectra, {self.psms_at_1pct:,} {self.levels[0]} and {self.peptides_at_1pct:,} "
-            f"{self.levels[1]} at 1% FDR, {self.seconds:.1f} s ({self.spectra_per_second:,.0f} spectra/s)"
+            f"{self.levels[1]} at 1% FDR ({self.psms_at_5pct:,} at 5%; q = {RULE}), {self.seconds:.1f} s "
+            f"({self.spectra_per_second:,.0f} spectra/s)"
         )
 
 
@@ -104,7 +107,8 @@ def search_runs(
     table.finalize()
     log.debug("q-values of %d runs", len(table.discriminants))
     psms, peptides = table.counts_at(0.01)
-    return table, SearchSummary(len(table), psms, peptides, time.perf_counter() - t0, target.levels)
+    return table, SearchSummary(len(table), psms, peptides, time.perf_counter() - t0, target.levels,
+                                table.counts_at(0.05)[0])  # fmt: skip
 
 
 class SpectrumReader:

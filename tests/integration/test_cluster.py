@@ -94,8 +94,8 @@ async def same_files(dev, data, dev_indexes, tmp_path: Path, backend: str, worke
     of ``modes``, the same."""
     one = await serve_files(dev, data, dev_indexes, tmp_path / "one", backend)
     assert one and all(one.values())
-    accepted = sum(r[3] != "" and float(r[3]) <= 0.01 and r[5] == "false" for rows in one.values() for r in rows)
-    assert accepted >= 50, accepted  # compared where it matters (BSA1 60, the others 76-87 at 1 % FDR)
+    accepted = sum(r[3] != "" and float(r[3]) <= 0.05 and r[5] == "false" for rows in one.values() for r in rows)
+    assert accepted >= 50, accepted  # compared where it matters (BSA1 71, the others 77-92 at 5 % FDR)
     target = DatabaseTarget(load_index(dev_indexes[dev.fastas]), dev.search_config(), get_backend("numpy"))
     room = (0.5 + 0.5 / workers) * target_bytes(target)  # a slice each (a piece by work can hold more bytes)
     sliced = {"cluster_mode": "auto", "worker_memory_gb": room / 1e9}

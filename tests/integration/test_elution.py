@@ -119,7 +119,7 @@ async def test_bsa1_replayed_publishes_elution_events(data, dev_indexes, tmp_pat
                                              if r not in covered]  # fmt: skip
     print(f"followed {len(firsts)} precursors, apex events {len(apex)}, compared with offline {len(compared)}, "
           f"within one MS1 scan {near}, ends {len(ends)}; identified {len(live)}, with an event {len(covered)}")
-    # the precursors the offline search identifies at 1 % FDR (its --ms1 apex: none where the run cut the elution
+    # the precursors the offline search identifies at 5 % FDR (its --ms1 apex: none where the run cut the elution
     # off): an apex event from the daemon, of the follow of their m/z and charge, within one MS1 scan of it
     offline = _offline_identified(data, dev_indexes, tmp_path)
     hits, near_off = 0, 0
@@ -137,7 +137,8 @@ async def test_bsa1_replayed_publishes_elution_events(data, dev_indexes, tmp_pat
 
 
 def _offline_identified(data, dev_indexes, tmp_path) -> dict[int, tuple[float, int, float]]:
-    """BSA1's target PSMs at q ≤ 0.01 with an MS1 apex, by `rtsearch search --ms1`: scan → (m/z, charge, apex)."""
+    """BSA1's target PSMs at q ≤ 0.05 with an MS1 apex (none at 0.01: BSA1 holds under 100 confident), by
+    `rtsearch search --ms1`: scan → (m/z, charge, apex)."""
     import csv
 
     from rtsearch.cli import main
@@ -150,5 +151,5 @@ def _offline_identified(data, dev_indexes, tmp_path) -> dict[int, tuple[float, i
     with open(out, newline="") as fh:
         rows = list(csv.DictReader(fh, delimiter="\t"))
     return {int(r["scan"]): (float(r["precursor_mz"]), int(r["charge"]), float(r["ms1_apex_rt"])) for r in rows
-            if r["q_value"] and float(r["q_value"]) <= 0.01 and r["is_decoy"] == "false"
+            if r["q_value"] and float(r["q_value"]) <= 0.05 and r["is_decoy"] == "false"
             and r["ms1_apex_rt"] not in ("", "nan")}  # fmt: skip

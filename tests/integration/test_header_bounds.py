@@ -75,7 +75,7 @@ async def test_an_absurd_retention_time_is_refused_and_the_run_still_ends(engine
     with open(path, newline="") as fh:
         rows = list(csv.DictReader(fh, delimiter="\t"))
     assert {int(r["scan"]) for r in rows} == {s.scan for s in spectra}  # the run's results file, every spectrum
-    assert sum(r.get("status") == "identified" or float(r.get("q_value") or 1) <= 0.01 for r in rows) > 10
+    assert sum(r.get("status") == "identified" or float(r.get("q_value") or 1) <= 0.05 for r in rows) > 10
 
 
 async def test_unbounded_lists_headers_and_control_characters_are_refused_with_the_reason(engine, ms2, tmp_path):

@@ -182,7 +182,10 @@ async def test_the_mqtt_publisher_is_restarted(target, run, tmp_path):
     broker = Mosquitto(tmp_path).start()
     listener = None
     try:
-        daemon, stop, task = await _start(target, serve_config(tmp_path, mqtt=broker.address, instrument="sup"))
+        # identified at 20 %: 60 spectra of a run hold a few dozen targets, and (decoys + 1) / targets gives them
+        # at least 1 / targets
+        cfg = serve_config(tmp_path, mqtt=broker.address, instrument="sup", identified_at=0.2)
+        daemon, stop, task = await _start(target, cfg)
         (output,) = [out for out in daemon.outputs if isinstance(out, MqttOutput)]
         mqtt = output.mqtt
         assert mqtt is not None and await asyncio.to_thread(_wait, lambda: mqtt.connected)

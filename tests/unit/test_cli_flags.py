@@ -22,7 +22,7 @@ def _parser() -> argparse.ArgumentParser:
 def test_every_flagged_key_is_an_option_with_its_words_and_default() -> None:
     options = {a.dest: a for a in _parser()._actions if a.dest != "help"}
     flagged = [f for f in dataclasses.fields(ServeConfig) if f.metadata.get("flag")]
-    assert len(flagged) == 20 and set(options) == {f.name for f in flagged}
+    assert len(flagged) == 21 and set(options) == {f.name for f in flagged}
     assert options["cluster_placement"].option_strings == ["--placement"]  # a name of its own
     assert options["budget_ms"].option_strings == ["--budget-ms"] and options["budget_ms"].type is float
     assert options["cluster_mode"].choices == ("auto", "replicate", "partition")

@@ -92,7 +92,8 @@ def test_a_batch_of_simulated_proteoforms_is_identified_and_named(small) -> None
 
 def test_the_results_table_gives_prsm_and_proteoform_q_values(small) -> None:
     """Twelve simulated PrSMs of six proteoforms (two spectra each) among 40 noise spectra: the true ones rank
-    first by E-value, at q = 0 at both levels; the proteoform columns are 1-based and inclusive."""
+    first by E-value, at q <= (0 + 1) / 12 and (0 + 1) / 6 at the two levels (no decoy above them: the reported
+    rule is (decoys + 1) / targets); the proteoform columns are 1-based and inclusive."""
     target = TopDownTarget(small, TopDownConfig(tolerance_da=0.01, fragment_ppm=0, truncations=False))
     rng = np.random.default_rng(5)
     forms = rng.choice(np.flatnonzero(~small.is_decoy[small.form_protein] & (small.form_mass > 6000)), 6, False)
@@ -112,9 +113,9 @@ def test_the_results_table_gives_prsm_and_proteoform_q_values(small) -> None:
     table.add(target.score(SpectraBatch.of(spectra)))
     cols = table.columns()
     q, pq = np.asarray(cols["q_value"]), np.asarray(cols["peptide_q_value"])
-    assert (q[:12] == 0).all() and (pq[:12] == 0).all()
-    psms, proteoforms = table.counts_at(0.01)
-    assert psms >= 12 and proteoforms >= 6
+    assert q[:12].max() <= 1 / 12 and pq[:12].max() <= 1 / 6
+    assert table.counts_at(1 / 12)[0] >= 12 and table.counts_at(1 / 6)[1] >= 6
+    assert table.counts_at(0.01) == (0, 0)  # 12 PrSMs are no list at 1 %
     for i, f in enumerate(np.repeat(forms, 2).tolist()):
         k, start = int(small.form_protein[f]), int(small.form_start[f])
         assert cols["proteins"][i] == small.accessions[k]

@@ -143,7 +143,7 @@ class RunEnds:
         assert self.journals is not None, "open() first"
         journal = self.journals.open(name)
         live = LiveRun(name, self.target, refits="deferred", q_refresh=LIVE_Q_REFRESH,
-                       sink=functools.partial(self.journals.append, journal))  # fmt: skip
+                       sink=functools.partial(self.journals.append, journal), identified_at=self.cfg.identified_at)
         self._journal_of[live] = journal
         return live
 
