@@ -200,8 +200,10 @@ def write_sage_psms(psms: list[Any], out: Path) -> None:
     from rtsearch.search.fdr import q_values
 
     decoy = np.array([p.decoy for p in psms], dtype=bool)
-    q_lda = q_values(np.array([p.sage_feature.discriminant_score for p in psms], dtype=np.float64), decoy).tolist()
-    q_hyper = q_values(np.array([p.hyperscore for p in psms], dtype=np.float64), decoy).tolist()
+    # decoys / targets, as these peers' columns are documented (bench/entrapment.py); Sage's own q_value has the +1
+    lda = np.array([p.sage_feature.discriminant_score for p in psms], dtype=np.float64)
+    q_lda = q_values(lda, decoy, plus_one=False).tolist()
+    q_hyper = q_values(np.array([p.hyperscore for p in psms], dtype=np.float64), decoy, plus_one=False).tolist()
     with open(out, "w") as fh:
         fh.write("spectrum\tpeptide\tcharge\tis_decoy\tproteins\thyperscore\tdiscriminant\tq_value\tq_lda\tq_hyperscore\n")
         for p, ql, qh in zip(psms, q_lda, q_hyper, strict=True):
