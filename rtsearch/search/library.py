@@ -107,11 +107,15 @@ class LibraryTarget:
     def fit_run(
         self, x: np.ndarray, decoy: np.ndarray, ids: np.ndarray, rt: np.ndarray, *, train: np.ndarray | None = None
     ) -> RunFit:
-        """One linear discriminant from the F-value on; the features are reported as scored."""
+        """One linear discriminant from the F-value on, fitted on the matches that share a peak with their entry;
+        the features are reported as scored. A match sharing none (dot 0) is no evidence: no score (q = 1). Fitted
+        with them, a run with no true match (BSA1 against another organism's library) scored such matches above
+        real ones (tests/e2e/test_negative_controls.py)."""
         filled = np.nan_to_num(x, nan=0.0)
-        rows = slice(None) if train is None else train
+        shares = filled[:, _F["dot"]] > 0
+        rows = shares if train is None else shares & train
         disc = fit(filled[rows], decoy[rows], LIBRARY_FEATURES, start=self.primary)
-        return RunFit(disc.score(filled), disc, x)
+        return RunFit(np.where(shares, disc.score(filled), np.nan), disc, x)
 
     def extra_fields(self, ids: np.ndarray, features: np.ndarray) -> dict[str, np.ndarray]:
         scores = {name: features[:, _F[name]] for name in RESULT_FIELDS[1:]}
