@@ -30,10 +30,11 @@ rules); its results file gets the run-end fit.
 
 Here FDR at a threshold is ``(decoys + 1) / targets`` at or above it (`RULE`), as mokapot, Sage and Percolator
 report it: the +1 is what bounds the FDR of a finite list (Barber & Candès 2015, Ann. Statist. 43:2055, knockoff+;
-He et al. 2015, arXiv:1501.06898, for target-decoy competition). Without it, a run with no true match gives
-q = 0 to every target ranked above its first decoy — half of such runs report at least one (the human F13 run
-against the E. coli index reported 7). The price: a list at 1 % holds at least 100 targets, so a run with fewer
-confident matches reports none at 1 % and its matches are read at a looser level (the summaries print 5 %).
+He et al. 2015, "A theoretical foundation of the target-decoy search strategy", for its competition). Without it, a
+run with no true match gives q = 0 to every target ranked above its first decoy — half of such runs report at least
+one (the human F13 run against the E. coli index reported 7). The price: a list at 1 % holds at least 100 targets,
+so a run with fewer confident matches reports none at 1 % and its matches are read at a looser level (the summaries
+print 5 %).
 A discriminant's training (`rtsearch.search.lda`, the calibration's confident targets) ranks by ``decoys /
 targets`` (``plus_one=False``): that picks positives, it is not a reported estimate.
 
