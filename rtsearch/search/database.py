@@ -66,6 +66,7 @@ class DatabaseTarget:
     features: tuple[str, ...] = FEATURES
     result_fields: tuple[str, ...] = ()
     levels: tuple[str, str] = ("PSMs", "peptides")
+    learns: bool = True
     ridge: float = RIDGE  # the run's discriminants' shrinkage, at the run's end and live (rtsearch.search.live)
 
     def __init__(

@@ -54,6 +54,7 @@ class LibraryTarget:
     kind: str = "library"
     features: tuple[str, ...] = LIBRARY_FEATURES
     primary: str = "f_value"
+    learns: bool = True
     result_fields: tuple[str, ...] = RESULT_FIELDS
     levels: tuple[str, str] = ("PSMs", "peptides")
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from rtsearch.matches import RESULT_COLUMNS, ScoredBatch, concat_batches, lower_ranks
+from rtsearch.search.crossfit import cross_fit
 from rtsearch.search.fdr import peps, peptide_q_values, q_values
 from rtsearch.search.lda import Discriminant
 from rtsearch.search.target import SearchTarget
@@ -90,6 +91,7 @@ class PsmTable:
         n = len(match)
         feats = self._cat("features").reshape(n, len(t.features))
         rts = np.concatenate([b.rt for b in self.batches]) if self.batches else np.zeros(0)
+        scans, mz = self.rows("scan"), self.rows("precursor_mz")
         hit = match >= 0
         decoy = np.zeros(n, dtype=bool)
         decoy[hit] = t.is_decoy(match[hit])
@@ -101,9 +103,11 @@ class PsmTable:
                 continue
             more = np.flatnonzero(runs[low.row] == run)
             ids = np.r_[match[rows], low.match[more]]
-            fitted = t.fit_run(np.r_[feats[rows], low.features[more]], np.r_[decoy[rows], low.decoy[more]], ids,
+            place = np.argsort(np.lexsort((rts[rows], mz[rows], scans[rows])))  # not the order they were answered in
+            fitted = cross_fit(t, np.r_[feats[rows], low.features[more]], np.r_[decoy[rows], low.decoy[more]], ids,
                                np.r_[rts[rows], rts[low.row[more]]],
-                               train=np.arange(ids.shape[0]) < rows.size)  # fmt: skip
+                               best=rows.size, of_best=np.searchsorted(rows, low.row[more]),
+                               place=place)  # fmt: skip
             feats[rows], low.features[more] = fitted.features[: rows.size], fitted.features[rows.size :]
             self.discriminants[run] = fitted.discriminant
             score[rows], low.score[more] = fitted.score[: rows.size], fitted.score[rows.size :]

@@ -71,6 +71,7 @@ class SearchTarget(Protocol):
     primary: str  # one of ``features``: what a run ranks by before its discriminant
     result_fields: tuple[str, ...]  # fields this kind adds to every matched result (wire and file)
     levels: tuple[str, str]  # what its two FDR levels count, for summaries: ("PSMs", "peptides"), ("PrSMs", …)
+    learns: bool  # whether ``fit_run`` fits the run's own PSMs (then cross-fitted: `rtsearch.search.crossfit`)
 
     @property
     def entries(self) -> int:

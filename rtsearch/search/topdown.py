@@ -62,6 +62,7 @@ class TopDownTarget:
     kind: str = "proteoforms"
     features: tuple[str, ...] = FEATURES
     primary: str = "neg_log10_evalue"
+    learns: bool = False  # the E-value ranks the run
     result_fields: tuple[str, ...] = RESULT_FIELDS
     levels: tuple[str, str] = ("PrSMs", "proteoforms")
 

@@ -7,7 +7,9 @@ estimated true PSMs = accepted − 2 × entrapment; printed per run and pooled, 
 
 - the reported q-values, (decoys + 1) / targets, at 1 %: none on any of these runs (each holds under 100
   confident matches, and a list at 1 % needs 100 targets above its first decoy);
-- the same at 5 %: asserted pooled FDP ≤ 5 % and at least the true PSMs measured;
+- the same at 5 %: asserted pooled FDP ≤ 5 % and at least the true PSMs measured: 59/0, 90/4, 77/1, 63/0,
+  pooled 289 / 5 (3.5 %), 279 true, since BSA1 (1,120 spectra) is cross-fitted (`rtsearch.search.crossfit`;
+  61/2 in-sample, pooled 291 / 7, 4.8 %, 277 true);
 - decoys / targets recomputed from the file's scores at 1 % (how these runs were counted before the +1, and how
   the peers' floors are): asserted pooled FDP ≤ 1 %, no run above 3 % (issue 70's bounds), and at least the
   measured true PSMs (273; Sage's LDA counted the same way, `bench/entrapment.py --engine sage`: 17.6 % FDP on
@@ -33,7 +35,7 @@ from tests.devruns import DEV_RUNS
 from tests.entrapment import check_all, estimate, replay, scored_runs
 
 MEASURED_TRUE = 273  # pooled accepted − 2 × entrapment at 1 % by decoys / targets (2026-11-28)
-MEASURED_TRUE_5PCT = 277  # the same at 5 % by the reported (decoys + 1) / targets (2026-12-07: 291 / 7, 4.8 %)
+MEASURED_TRUE_5PCT = 279  # the same at 5 % by the reported (decoys + 1) / targets (2026-12-07: 289 / 5, 3.5 %)
 MEASURED_LIVE_TRUE = 99  # the same of the running q-values, identified at 5 % (2026-12-07: 107 / 4, 7.5 %)
 
 
