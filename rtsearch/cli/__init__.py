@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from rtsearch import __version__, logs
 from rtsearch.cli import demo, export, features, index, library, proteoforms, search, serve
@@ -35,18 +36,76 @@ examples:
 """
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+GLOBAL_FLAGS = ("-v", "--verbose", "--debug")  # with --log-format: accepted before or after the subcommand
+
+
+def global_first(argv: Sequence[str]) -> list[str]:
+    """``argv`` with the options every command takes (`GLOBAL_FLAGS`, ``--log-format``) moved to the front, where
+    the top-level parser reads them: ``rtsearch search … --log-format json`` works as ``rtsearch --log-format json
+    search …``. Nothing after ``--`` moves."""
+    front: list[str] = []
+    rest: list[str] = []
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            rest += args[i:]
+            break
+        if a in GLOBAL_FLAGS or a.startswith("--log-format="):
+            front.append(a)
+        elif a == "--log-format" and i + 1 < len(args):
+            front += args[i : i + 2]
+            i += 1
+        else:
+            rest.append(a)
+        i += 1
+    return front + rest
+
+
+def log_format_of(argv: Sequence[str]) -> str:
+    """The ``--log-format`` ``argv`` asks for (the last given), before it is parsed: "text" unless "json"."""
+    fmt = "text"
+    for i, a in enumerate(argv):
+        if a.startswith("--log-format="):
+            fmt = a.split("=", 1)[1]
+        elif a == "--log-format" and i + 1 < len(argv):
+            fmt = argv[i + 1]
+    return "json" if fmt == "json" else "text"
+
+
+def say_error(message: str, log_format: str) -> None:
+    """The command's last line, ``rtsearch: <message>`` on stderr: plain, or a JSON log line (``--log-format
+    json``: every line a log collector reads is JSON)."""
+    if log_format == "json":
+        print(logs.JsonFormatter().format(logging.makeLogRecord(
+            {"name": "rtsearch", "levelno": logging.ERROR, "levelname": "ERROR", "msg": message})),
+            file=sys.stderr)  # fmt: skip
+    else:
+        print(f"rtsearch: {message}", file=sys.stderr)
+
+
+def parser(log_format: str = "text") -> argparse.ArgumentParser:
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:  # a usage error: its usage and one line, or one JSON line
+            if log_format != "json":
+                super().error(message)
+            say_error(f"error: {self.prog}: {message}", log_format)
+            sys.exit(2)
+
+    p = Parser(
         prog="rtsearch",
         description="Real-time peptide identification for tandem mass spectrometry.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"rtsearch {__version__}")
-    p.add_argument("-v", "--verbose", action="store_true", help="log more detail")
-    p.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
+    p.add_argument("-v", "--verbose", action="store_true", help="log more detail (here or after the command)")
+    p.add_argument("--debug", action="store_true",
+                   help="show tracebacks for internal errors (here or after the command)")
     p.add_argument("--log-format", choices=("text", "json"), default="text",
-                   help="log lines as text (default) or one JSON object each (time, level, logger, message)")
+                   help="log lines, and the last error line, as text (default) or one JSON object each (time, level, "
+                   "logger, message); here or after the command")  # fmt: skip
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS.values():
         module.add_parser(sub)
@@ -54,8 +113,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    args.argv = ["rtsearch", *(sys.argv[1:] if argv is None else argv)]  # as given: provenance records it
+    given = list(sys.argv[1:] if argv is None else argv)
+    fmt = log_format_of(given)
+    args = parser(fmt).parse_args(global_first(given))
+    args.argv = ["rtsearch", *given]  # as given: provenance records it
     quiet = logging.INFO if args.command == "serve" else logging.WARNING  # a daemon says what it does
     logs.configure(logging.DEBUG if args.verbose else quiet, args.log_format)
     try:
@@ -64,18 +125,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             _exit_now(rc)
         return rc
     except RtsearchError as e:
-        print(f"rtsearch: error: {e}", file=sys.stderr)
+        say_error(f"error: {e}", fmt)
         return e.exit_code
     except KeyboardInterrupt:
-        print("rtsearch: interrupted", file=sys.stderr)
+        say_error("interrupted", fmt)
         return 130
     except MemoryError:
-        print("rtsearch: error: out of memory; try a smaller --batch-size", file=sys.stderr)
+        say_error("error: out of memory; try a smaller --batch-size", fmt)
         return 1
     except Exception as e:  # an internal error: one line unless --debug
         if args.debug:
             raise
-        print(f"rtsearch: internal error: {type(e).__name__}: {e} (run with --debug for details)", file=sys.stderr)
+        say_error(f"internal error: {type(e).__name__}: {e} (run with --debug for details)", fmt)
         return 1
 
 

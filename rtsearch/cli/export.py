@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rtsearch.cli.stores import require_files
+from rtsearch.cli.stores import require_files, require_writable
 from rtsearch.io.export import export
 
 
@@ -24,6 +24,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     require_files([args.results], "results file")
+    require_writable(args.out, args.to, folders=True)
     n = export(args.results, args.out, args.to)
     print(f"{args.out}: {n:,} matched spectra as {args.to}")
     return 0

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rtsearch.cli.progress import Progress
+from rtsearch.cli.stores import require_writable
 from rtsearch.cli.target import add_backend_argument, backend_of
 from rtsearch.config import load_config
 from rtsearch.errors import InputError
@@ -52,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.suffix.lower() not in (".tsv", ".parquet"):
         raise InputError(f"{out}: output must end in .tsv or .parquet")
+    require_writable(out, "features")
     if not Path(args.run).is_file():
         raise InputError(f"{args.run}: spectrum file not found")
     if not (0 <= args.order <= MAX_ORDER and args.points >= 1 and args.passes >= 0 and args.ppm > 0

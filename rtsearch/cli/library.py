@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from rtsearch.cli.progress import Progress
-from rtsearch.cli.stores import print_info, require_files
+from rtsearch.cli.stores import print_info, require_files, require_writable
 from rtsearch.errors import InputError
 
 
@@ -65,6 +65,7 @@ def _library_build(args: argparse.Namespace) -> int:
     from rtsearch.library.consensus import build_library
 
     require_files([args.results, *args.runs], "file")
+    require_writable(args.out, "library")
     if not (0 < args.max_q <= 1 and args.peak_tolerance > 0 and 0 < args.quorum <= 1):
         raise InputError("library build: need 0 < --max-q <= 1, --peak-tolerance > 0 and 0 < --quorum <= 1")
     rep = build_library(args.results, args.runs, args.out, max_q=args.max_q, peak_tolerance=args.peak_tolerance,

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rtsearch.cli.progress import Progress
+from rtsearch.cli.stores import require_writable
 from rtsearch.cli.target import add_backend_argument, add_target_arguments, backend_of, open_target
 from rtsearch.config import load_config, resolved_dict, with_search
 from rtsearch.errors import InputError
@@ -60,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.suffix.lower() not in (".tsv", ".parquet"):
         raise InputError(f"{out}: output must end in .tsv or .parquet")
+    require_writable(out, "results")
     for r in args.runs:
         if not Path(r).is_file():
             raise InputError(f"{r}: spectrum file not found")

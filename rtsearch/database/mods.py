@@ -11,6 +11,8 @@ Names are Unimod's: the common ones below, any other from the full Unimod table
 
 from __future__ import annotations
 
+import functools
+import logging
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -19,6 +21,8 @@ import numpy as np
 
 from rtsearch.database import unimod
 from rtsearch.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 # Monoisotopic residue masses (Unimod / NIST).
 RESIDUE_MASS: dict[str, float] = {
@@ -118,13 +122,41 @@ def parse_mod(text: str) -> Modification:
     for word in sorted(_TERMS, key=len, reverse=True):
         if low.startswith(word):
             kind = _TERMS[word]
-            residues = site[len(word) :].strip(" :")
+            residues = site[len(word) :]
+            if residues and residues[0] not in " :":  # 'N-terminus' is not 'N-term' on residues I, N, U, S
+                term = _TERM_WORDS[kind]
+                raise ConfigError(f"modification {text!r}: bad site {site!r}; write {term!r}, or {term!r} and the "
+                                  f"residues it applies to ('{name}@{term} Q')")  # fmt: skip
+            residues = residues.strip(" :")
             break
     residues = residues.upper()
     bad = [c for c in residues if c not in CODE]
     if bad or (kind == "residue" and not residues):
         raise ConfigError(f"modification {text!r}: bad site {site!r}")
-    return Modification(name, delta, kind, residues)
+    mod = Modification(name, delta, kind, residues)
+    _warn_if_unlisted(mod)
+    return mod
+
+
+_TERM_WORDS = {"n-term": "N-term", "c-term": "C-term", "protein n-term": "Protein N-term",
+               "protein c-term": "Protein C-term"}  # fmt: skip
+
+
+def _warn_if_unlisted(mod: Modification) -> None:
+    """A warning (once a rule) when Unimod lists none of ``mod``'s sites for its name: ``Phospho@W`` is allowed,
+    as a search of one's own may want it, but it is most often a typo."""
+    if mod.name[0] in "+-" or (listed := unimod.sites(mod.name)) is None:
+        return
+    terminus = "N-term" if mod.kind in ("n-term", "protein n-term") else "C-term" if mod.kind != "residue" else ""
+    unlisted = [c for c in mod.residues if c not in listed] if mod.residues else [terminus] * (terminus not in listed)
+    if unlisted:
+        _warn_once(f"modification {str(mod)!r}: Unimod lists {mod.name} on {', '.join(sorted(listed))}, not on "
+                   f"{', '.join(unlisted)}")  # fmt: skip
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    log.warning("%s", message)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Every Unimod modification by name, from the Unimod tables psims ships (no network).
 
 `mass` resolves a PSI-MS name (``Label:13C(6)``, ``Carbamidomethyl``), a Unimod code or alternative name, or an
-accession (``UNIMOD:188``) to its monoisotopic delta; `close` suggests names for a misspelt one. The table
+accession (``UNIMOD:188``) to its monoisotopic delta; `sites` gives the sites Unimod lists for it; `close` suggests
+names for a misspelt one. The table
 (1,500-odd modifications) is parsed once, on first use.
 
 Parsed here rather than through psims' own `Unimod` class: that one builds an SQLAlchemy database from the same
@@ -20,38 +21,62 @@ _NS = "{http://www.unimod.org/xmlns/schema/unimod_tables_1}"
 
 
 @functools.cache
-def _table() -> tuple[dict[str, float], dict[str, str]]:
-    """(name -> mono mass, lower-case name -> name as Unimod writes it), every name a modification goes by."""
+def _root() -> etree._Element:
     from psims.controlled_vocabulary.vendor import _use_vendored_unimod_xml
 
-    root = etree.fromstring(_use_vendored_unimod_xml().read())
+    return etree.fromstring(_use_vendored_unimod_xml().read())
+
+
+@functools.cache
+def _table() -> tuple[dict[str, float], dict[str, str], dict[str, str]]:
+    """(name -> mono mass, lower-case name -> name as Unimod writes it, name -> Unimod record id), every name a
+    modification goes by."""
+    root = _root()
     masses: dict[str, float] = {}
+    record: dict[str, str] = {}
     by_key: dict[str, str] = {}
     for row in root.iter(f"{_NS}modifications_row"):
-        name, mass = row.get("ex_code_name") or row.get("code_name"), float(row.get("mono_mass"))
-        masses.setdefault(name, mass)
-        masses.setdefault(f"UNIMOD:{row.get('record_id')}", mass)
-        by_key[row.get("record_id")] = name
-        for alias in (row.get("code_name"), row.get("full_name")):
-            if alias:
-                masses.setdefault(alias, mass)
+        name, rid = row.get("ex_code_name") or row.get("code_name"), row.get("record_id")
+        mass = float(row.get("mono_mass"))
+        by_key[rid] = name
+        for alias in (name, f"UNIMOD:{rid}", row.get("code_name"), row.get("full_name")):
+            if alias and alias not in masses:
+                masses[alias], record[alias] = mass, rid
     for row in root.iter(f"{_NS}alt_names_row"):
-        name = by_key.get(row.get("mod_key"))
-        if name is not None and row.get("alt_name"):
-            masses.setdefault(row.get("alt_name"), masses[name])
-    return masses, {k.lower(): k for k in masses}
+        name, alt = by_key.get(row.get("mod_key")), row.get("alt_name")
+        if name is not None and alt and alt not in masses:
+            masses[alt], record[alt] = masses[name], record[name]
+    return masses, {k.lower(): k for k in masses}, record
+
+
+@functools.cache
+def _sites() -> dict[str, frozenset[str]]:
+    """Unimod record id -> the sites its specificities list: residues, ``N-term``, ``C-term``."""
+    out: dict[str, set[str]] = {}
+    for row in _root().iter(f"{_NS}specificity_row"):
+        out.setdefault(row.get("mod_key"), set()).add(row.get("one_letter"))
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def _key(name: str) -> str | None:
+    masses, lower, _ = _table()
+    return name if name in masses else lower.get(name.lower())
 
 
 def mass(name: str) -> float | None:
     """The monoisotopic delta of the modification ``name`` (case as Unimod writes it, or any case), else None."""
-    masses, lower = _table()
-    if name in masses:
-        return masses[name]
-    key = lower.get(name.lower())
-    return masses[key] if key is not None else None
+    key = _key(name)
+    return _table()[0][key] if key is not None else None
+
+
+def sites(name: str) -> frozenset[str] | None:
+    """The sites Unimod lists for the modification ``name`` (residues, ``N-term``, ``C-term``; any position,
+    hidden ones too), else None (not a Unimod name)."""
+    key = _key(name)
+    return None if key is None else _sites().get(_table()[2][key], frozenset())
 
 
 def close(name: str, n: int = 3) -> list[str]:
     """Unimod names like ``name`` (for an error message)."""
-    masses, _ = _table()
+    masses = _table()[0]
     return difflib.get_close_matches(name, [k for k in masses if not k.startswith("UNIMOD:")], n=n, cutoff=0.5)

@@ -49,6 +49,9 @@ _TOKEN = re.compile(r"\[([^\]]+)\]-|-\[([^\]]+)\]$|([A-Z])((?:\[[^\]]+\])*)")
 def export(results: str | Path, out: str | Path, fmt: ExportFormat) -> int:
     """Write ``results``' matched spectra to ``out`` in ``fmt`` (atomically); how many."""
     cols = read_results(results, None)
+    missing = [c for c in RESULT_COLUMNS if c not in cols and c not in ("spectrum_id", "rank")]  # those filled below
+    if missing:
+        raise InputError(f"{results}: not an rtsearch results file (no column {', '.join(missing)})")
     if "spectrum_id" not in cols:  # a file from before the column
         cols["spectrum_id"] = [f"scan={s}" for s in cols["scan"]]
     if "rank" not in cols:  # a file from before ranks: one match a spectrum
@@ -57,8 +60,11 @@ def export(results: str | Path, out: str | Path, fmt: ExportFormat) -> int:
     features = [c for c in cols if c not in RESULT_COLUMNS and c not in _STRINGS and _numeric(cols[c])]
     writer = {"psm_utils": _psm_utils, "pin": _pin, "mzid": _mzid}[fmt]
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    except OSError as e:
+        raise InputError(f"{out}: cannot write ({e.strerror or e})") from None
     os.close(fd)
     try:
         writer(cols, rows, features, Path(tmp))

@@ -15,6 +15,7 @@ Every reader holds one block of the file at a time (MGF: `rtsearch.io.mgf.BLOCK_
 from __future__ import annotations
 
 import gzip
+import logging
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,8 @@ from rtsearch.io.msalign import read_msalign
 from rtsearch.io.mzml import read_mzml
 from rtsearch.io.mzxml import read_mzxml
 from rtsearch.types import Spectrum
+
+log = logging.getLogger(__name__)
 
 _SUFFIXES = (".mzml.gz", ".mzml", ".mzxml.gz", ".mzxml", ".mgf.gz", ".mgf", ".ms2", ".msalign.gz", ".msalign")
 _COUNT_PATTERN = {".mgf": b"BEGIN IONS", ".mgf.gz": b"BEGIN IONS", ".ms2": b"\nS", ".mzml": b"<precursorList",
@@ -93,6 +96,10 @@ def read_spectra(
     except OSError as exc:
         raise InputError(f"{p}: cannot read spectrum file: {exc.strerror or exc}") from None
     run, defaults = run_name(p), tuple(int(c) for c in default_charges)
+    return _guarded(p, fmt, _reader(p, fmt, run, defaults, ms_levels))
+
+
+def _reader(p: Path, fmt: str, run: str, defaults: tuple[int, ...], ms_levels: tuple[int, ...]) -> Iterator[Spectrum]:
     if fmt in (".msalign", ".msalign.gz"):
         return (d.as_spectrum() for d in read_msalign(p, ms_levels=ms_levels))
     if fmt in (".mgf", ".mgf.gz", ".ms2"):
@@ -104,6 +111,40 @@ def read_spectra(
     if fmt.startswith(".mzxml"):
         return read_mzxml(p, run, defaults, frozenset(ms_levels), fmt.endswith(".gz"))
     return read_mzml(p, run, defaults, frozenset(ms_levels), fmt == ".mzml.gz")
+
+
+def _guarded(p: Path, fmt: str, spectra: Iterator[Spectrum]) -> Iterator[Spectrum]:
+    """``spectra`` with a file cut short or not compressed as named raised as one `InputError` naming the file,
+    and a warning when it held no spectrum at all (an empty file, or one of another format than its name says)."""
+    n = 0
+    try:
+        for n, sp in enumerate(spectra, 1):  # noqa: B007 (n counts what was read)
+            yield sp
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        after = f" after {n:,} spectra" if n else ""
+        raise InputError(f"{p}: truncated or corrupt compressed file{after} ({e})") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{p}: not a text {fmt} file ({e.reason} at byte {e.start:,})") from None
+    if n == 0 and (why := _why_empty(p, fmt)):
+        log.warning("%s: no spectrum read (%s)", p, why)
+
+
+def _why_empty(p: Path, fmt: str) -> str:
+    """Why a file of format ``fmt`` (its extension) gave no spectrum where its first bytes tell ("": they do not —
+    it may hold none of the MS levels asked for)."""
+    try:
+        with (gzip.open(p, "rb") if fmt.endswith(".gz") else open(p, "rb")) as fh:
+            head = fh.read(4096).lstrip()
+    except (OSError, EOFError, zlib.error):
+        return ""
+    if not head:
+        return "the file is empty"
+    xml = head.startswith(b"<")
+    if fmt.startswith((".mgf", ".ms2", ".msalign")) and xml:
+        return f"it is XML, not {fmt}: an mzML or mzXML file named {p.name}?"
+    if fmt.startswith((".mzml", ".mzxml")) and not xml:
+        return f"it is not XML: not an {fmt} file"
+    return ""
 
 
 def count_spectra(path: str | Path) -> int | None:

@@ -1,6 +1,6 @@
 """The layer rule of ARCHITECTURE.md, and no import circles.
 
-The core (everything but ``serve/``, ``cluster/`` and ``cli/``) never imports asyncio,
+The core (everything but ``serve/``, ``cluster/``, ``cli/`` and ``__main__``) never imports asyncio,
 ZeroMQ, MQTT, Prometheus or Ray, nor a shell package; no two rtsearch modules import
 each other in a circle, counting every import statement: at the top, inside functions
 (lazy) and under ``TYPE_CHECKING``.
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SHELL_PACKAGES = ("rtsearch.serve", "rtsearch.cluster", "rtsearch.cli")
+SHELL_PACKAGES = ("rtsearch.serve", "rtsearch.cluster", "rtsearch.cli", "rtsearch.__main__")
 SHELL_ONLY = ("asyncio", "zmq", "aiomqtt", "paho", "prometheus_client", "ray")
 
 

@@ -24,3 +24,35 @@ def test_a_misspelt_name_is_one_clear_error_with_suggestions() -> None:
         parse_mod("Carbamidometyl@C")
     with pytest.raises(ConfigError, match="not a Unimod name"):
         parse_mod("NoSuchThing@C")
+
+
+def test_unimod_lists_each_modifications_sites() -> None:
+    from rtsearch.database import unimod
+
+    # Unimod 21's specificities, hidden ones included (unimod.org, Phospho)
+    assert unimod.sites("Phospho") == frozenset("CDEHKRSTY")
+    assert unimod.sites("UNIMOD:21") == unimod.sites("phospho") == unimod.sites("Phospho")
+    assert unimod.sites("Gln->pyro-Glu") == frozenset("Q")
+    assert "N-term" in unimod.sites("Acetyl") and "K" in unimod.sites("Acetyl")
+    assert unimod.sites("NoSuchThing") is None
+
+
+def test_a_site_unimod_does_not_list_is_warned_about_once(caplog) -> None:
+    with caplog.at_level("WARNING", logger="rtsearch.database.mods"):
+        for text in ("Phospho@STY", "Oxidation@M", "Acetyl@Protein N-term", "Gln->pyro-Glu@N-term Q", "+79.97@W",
+                     "Carbamidomethyl@C", "TMT6plex@N-term"):
+            parse_mod(text)
+        assert caplog.records == []
+        parse_mod("Phospho@W")
+        parse_mod("Phospho@W")
+        parse_mod("Gln->pyro-Glu@C-term")
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == ["modification 'Phospho@W': Unimod lists Phospho on C, D, E, H, K, R, S, T, Y, not on W",
+                        "modification 'Gln->pyro-Glu@c-term': Unimod lists Gln->pyro-Glu on Q, not on C-term"]
+
+
+@pytest.mark.parametrize("site", ["N-terminus", "C-terminal", "Protein N-terminus", "N-termQ"])
+def test_text_run_on_after_a_terminus_is_refused(site) -> None:
+    with pytest.raises(ConfigError, match="bad site"):
+        parse_mod(f"Acetyl@{site}")
+    assert parse_mod("Acetyl@N-term: K").residues == "K"  # a colon or a space before residues

@@ -28,7 +28,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rtsearch.errors import ServiceError
@@ -38,6 +38,28 @@ from rtsearch.serve.children.runtime import child_context, name_os_thread, singl
 log = logging.getLogger(__name__)
 
 READY, FAILED = 3, 4  # the handshake's kinds of message (the intake's kinds number on from these)
+
+
+@contextlib.contextmanager
+def sigint_held() -> Iterator[None]:
+    """SIGINT kept from a child while it starts, before its setup ignores it: a Ctrl-C in the terminal reaches every
+    process of the group, and one that came while a child still imported ended it with a ``KeyboardInterrupt``
+    traceback (``ForkServerProcess-1``, seen at ``rtsearch serve``). In the main thread SIGINT is ignored while the
+    child starts: an ignored signal stays ignored across exec, so a spawned child and the fork server (started with
+    the first forked child; what its children are reset to) begin ignoring it; a Ctrl-C in that instant is lost.
+    Elsewhere (signal dispositions are the main thread's to set) it is blocked in this thread meanwhile."""
+    if threading.current_thread() is threading.main_thread():
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, old)
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 class ChildGone(ServiceError):
@@ -162,7 +184,8 @@ class Child:
         self.proc = ctx.Process(target=_run, args=(theirs, os.getpid(), self.name, settings, main, args),
                                 name=f"rtsearch-{self.name}", daemon=daemon)  # fmt: skip
         try:
-            self.proc.start()
+            with sigint_held():
+                self.proc.start()
         finally:
             theirs.close()  # the child has its own copy: its exit is our end of file
         self.conn = ours
