@@ -26,7 +26,6 @@ from rtsearch.errors import InputError
 from rtsearch.io.results import read_results
 from rtsearch.io.spectra import read_spectra
 from rtsearch.library.files import MODS, peptide_mz
-from rtsearch.types import PROTON
 
 _TOKEN = re.compile(r"([A-Z])((?:\[[^\]]+\])*)")
 _NEEDED = ("run", "scan", "peptide", "charge", "proteins", "is_decoy", "q_value")
@@ -120,7 +119,7 @@ def build_library(
             continue
         prec = peptide_mz(seq, deltas, charge)
         listed = "".join(f"/{max(p, 0)},{seq[max(p, 0)]},{name}" for p, name in mods)
-        lines += [f"Name: {seq}/{charge}", f"MW: {(prec - PROTON) * charge:.4f}",
+        lines += [f"Name: {seq}/{charge}", f"MW: {prec * charge:.4f}",
                   f"Comment: Spec=Consensus Parent={prec:.4f} Mods={len(mods)}{listed} Nreps={len(reps)} "
                   f'Protein="{proteins[(peptide, charge)]}"',
                   f"Num peaks: {mz.size}", *(f"{a:.4f}\t{b * 10000:.1f}" for a, b in zip(mz, inten, strict=True)),
