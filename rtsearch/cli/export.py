@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from rtsearch.cli.stores import require_files, require_writable
+from rtsearch.errors import InputError
 from rtsearch.io.export import export
 
 
@@ -22,8 +24,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("-o", "--out", required=True, metavar="FILE", help="where to write it")
 
 
+_TEXT = {"psm_utils": "psm_utils' TSV, .tsv", "pin": "Percolator's tab-separated PIN, .pin", "mzid": "mzIdentML, .mzid"}
+
+
 def run(args: argparse.Namespace) -> int:
     require_files([args.results], "results file")
+    if Path(args.out).suffix.lower() == ".parquet":  # each format is one text file; a .parquet of TSV misleads
+        raise InputError(f"{args.out}: --to {args.to} writes text ({_TEXT[args.to]}), not Parquet: name it so")
     require_writable(args.out, args.to, folders=True)
     n = export(args.results, args.out, args.to)
     print(f"{args.out}: {n:,} matched spectra as {args.to}")

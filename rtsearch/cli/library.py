@@ -16,18 +16,20 @@ from rtsearch.errors import InputError
 
 def add_parser(sub: Any) -> None:
     """The ``library`` command and its actions, on the subparsers ``sub`` of the ``rtsearch`` parser."""
-    lib = sub.add_parser("library", help="import spectral libraries (MSP, sptxt) for library search")
+    lib = sub.add_parser("library",
+                         help="import spectral libraries (MSP, sptxt, EncyclopeDIA .dlib/.elib) for library search")
     lsub = lib.add_subparsers(dest="library_command", required=True, metavar="ACTION")
     li = lsub.add_parser(
         "import",
-        help="preprocess MSP / sptxt libraries into an on-disk store",
-        description="Read NIST MSP and SpectraST sptxt libraries (peptide and modifications as ProForma, "
-        "charge, precursor m/z, peaks), add a shuffle-and-reposition decoy per entry, preprocess every "
-        "spectrum once (precursor region removed, top peaks, square-root intensities, binned, unit norm) and "
-        "write a store sorted by precursor m/z that searches load memory-mapped. Entries that cannot be "
+        help="preprocess MSP, sptxt, .dlib or .elib libraries into an on-disk store",
+        description="Read NIST MSP, SpectraST sptxt and EncyclopeDIA .dlib/.elib libraries (peptide and "
+        "modifications as ProForma, charge, precursor m/z, peaks), add a shuffle-and-reposition decoy per entry, "
+        "preprocess every spectrum once (precursor region removed, top peaks, square-root intensities, binned, unit "
+        "norm) and write a store sorted by precursor m/z that searches load memory-mapped. Entries that cannot be "
         "used are listed with their number and reason; the rest is imported.",
     )
-    li.add_argument("libs", nargs="+", metavar="LIB", help="library files (.msp, .sptxt, optionally .gz)")
+    li.add_argument("libs", nargs="+", metavar="LIB",
+                    help="library files (.msp, .sptxt, each optionally .gz; .dlib, .elib)")
     li.add_argument("--out", required=True, metavar="DIR", help="library folder to write (replaced if one)")
     li.add_argument("--bin-width", type=float, default=1.0005, metavar="TH", help="m/z bin width (default 1.0005)")
     li.add_argument("--top-peaks", type=int, default=150, metavar="N", help="peaks kept per spectrum (default 150)")

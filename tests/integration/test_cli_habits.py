@@ -79,3 +79,18 @@ def test_json_logs_are_json_to_the_last_line_and_the_flag_goes_anywhere(tmp_path
         lines = [json.loads(ln) for ln in proc.stderr.splitlines() if ln.strip()]  # each line JSON, or this fails
         assert lines and all({"time", "level", "logger", "message"} <= line.keys() for line in lines), proc.stderr
     assert lines[-1]["level"] == "error" and "required" in lines[-1]["message"] and proc.returncode == 2
+
+
+def test_help_names_every_format_it_reads(tmp_path):
+    assert ".dlib" in rtsearch("library", "import", "--help").stdout
+    assert ".elib" in rtsearch("library", "--help").stdout or ".elib" in rtsearch("--help").stdout
+    sim = subprocess.run([sys.executable, "-m", "rtsearch_sim.cli", "replay", "--help"], capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert sim.returncode == 0 and "msalign" in sim.stdout and "mzXML" in sim.stdout, sim.stderr
+
+
+def test_export_does_not_write_text_into_a_parquet_name(tmp_path):
+    results = tmp_path / "r.tsv"
+    results.write_text("")  # never read: the name is refused first
+    msg = one_line_error(rtsearch("export", str(results), "--to", "psm_utils", "-o", str(tmp_path / "x.parquet")))
+    assert "x.parquet" in msg and "not Parquet" in msg and not (tmp_path / "x.parquet").exists()

@@ -253,3 +253,17 @@ async def test_prometheus_evaluates_every_panel_variable_and_alert(demo_index, d
     lint = subprocess.run([_tool("promtool"), "check", "metrics"], input=metrics_text, capture_output=True,
                           timeout=60)  # fmt: skip
     assert lint.returncode == 0, (lint.stdout + lint.stderr).decode()
+
+
+def test_not_ready_fires_only_after_the_start_the_deploy_files_allow() -> None:
+    """A daemon loading a large index is not an incident: `RtsearchNotReady` waits at least as long as the systemd
+    unit (TimeoutStartSec) and the container healthcheck (start period) let it start."""
+    (rule,) = [r for r in _rules() if r.get("alert") == "RtsearchNotReady"]
+    units = {"s": 1, "m": 60, "h": 3600}
+    waits_s = int(rule["for"][:-1]) * units[rule["for"][-1]]
+    unit = (ROOT / "deploy/systemd/rtsearch.service").read_text()
+    start_s = int(re.search(r"^TimeoutStartSec=(\d+)$", unit, re.M).group(1))
+    compose = yaml.safe_load((ROOT / "deploy/docker-compose.yml").read_text())
+    periods = [int(s["healthcheck"]["start_period"].rstrip("s")) for s in compose["services"].values()
+               if "healthcheck" in s]  # fmt: skip
+    assert periods and waits_s >= max(start_s, *periods), (rule["for"], start_s, periods)
