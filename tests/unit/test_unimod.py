@@ -56,3 +56,14 @@ def test_text_run_on_after_a_terminus_is_refused(site) -> None:
     with pytest.raises(ConfigError, match="bad site"):
         parse_mod(f"Acetyl@{site}")
     assert parse_mod("Acetyl@N-term: K").residues == "K"  # a colon or a space before residues
+
+
+def test_the_bundled_unimod_table_is_still_where_psims_kept_it() -> None:
+    """`rtsearch.database.unimod` reads psims' vendored Unimod XML through a private name; pyproject pins psims
+    below the next minor version, and this fails loudly, naming the function, if a psims in range moves it."""
+    from psims.controlled_vocabulary import vendor
+
+    assert callable(getattr(vendor, "_use_vendored_unimod_xml", None)), "psims moved _use_vendored_unimod_xml"
+    from rtsearch.database import unimod
+
+    assert len(unimod._table()[0]) > 1500
