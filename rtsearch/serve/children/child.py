@@ -45,9 +45,9 @@ def sigint_held() -> Iterator[None]:
     """SIGINT kept from a child while it starts, before its setup ignores it: a Ctrl-C in the terminal reaches every
     process of the group, and one that came while a child still imported ended it with a ``KeyboardInterrupt``
     traceback (``ForkServerProcess-1``, seen at ``rtsearch serve``). In the main thread SIGINT is ignored while the
-    child starts: an ignored signal stays ignored across exec, so a spawned child and the fork server (started with
-    the first forked child; what its children are reset to) begin ignoring it; a Ctrl-C in that instant is lost.
-    Elsewhere (signal dispositions are the main thread's to set) it is blocked in this thread meanwhile."""
+    child starts: an ignored signal stays ignored across exec, so a spawned child begins ignoring it; a Ctrl-C in
+    that instant is lost. Elsewhere (signal dispositions are the main thread's to set) it is blocked in this thread
+    meanwhile. (A forked child gets the fork server's disposition, ignored: `forkserver_env`.)"""
     if threading.current_thread() is threading.main_thread():
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
