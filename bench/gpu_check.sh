@@ -9,7 +9,10 @@
 # Needs, git-ignored and carried by the device tool: .gpudata/data (a copy of the parts of ../shared/data the
 # suites read), .gpudata/tools (../shared/tools: rt_load.py, echo_floor.py), .gpudata/peers (Comet's .deb files,
 # sagepy's wheels: bench/peers.py) and .whl (`../shared/tools/device-wheels.sh orjson lxml threadpoolctl hypothesis
-# attrs sortedcontainers msgspec`: wheels the machine's image lacks). RTSEARCH_COMMIT names the commit in each record.
+# attrs sortedcontainers msgspec psims sqlalchemy six greenlet typing_extensions`: wheels the machine's image lacks;
+# psims, 24 MB, holds the Unimod table modifications are checked against: with it the carry's 64 MiB leaves room for
+# ../shared/data less lcms-ms1 and spectral-libraries where the suites run need neither). RTSEARCH_COMMIT names the
+# commit in each record.
 set -uo pipefail
 modes=" ${*:-parity} "
 out=${OUT:-/tmp/rtsearch-out}
