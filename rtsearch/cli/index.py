@@ -26,6 +26,8 @@ def add_parser(sub: Any) -> None:
                    help="protein databases (several after one --fasta, or --fasta again: all are read)")
     b.add_argument("--config", metavar="TOML", help="[database] settings (defaults: trypsin, 2 missed cleavages, ...)")
     b.add_argument("--out", required=True, metavar="DIR", help="index folder to write (replaced if it is an index)")
+    b.add_argument("--strict", action="store_true",
+                   help="refuse a modification on a site Unimod does not list for it (Phospho@W; otherwise a warning)")
     add_backend_argument(b)
     i = isub.add_parser("info", help="print an index's parameters and sizes")
     i.add_argument("dir", metavar="DIR")
@@ -38,9 +40,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _build(args: argparse.Namespace) -> int:
     from rtsearch.database.build import build_index
+    from rtsearch.database.mods import refuse_unlisted
     from rtsearch.database.store import file_record, save_index
 
     cfg = load_config(args.config)
+    if args.strict:
+        refuse_unlisted(cfg.database.fixed_mods + cfg.database.variable_mods)
     require_files(args.fasta, "FASTA file")
     backend = backend_of(args, cfg)
     t0 = time.perf_counter()

@@ -26,6 +26,8 @@ def add_parser(sub: Any) -> None:
     b.add_argument("--config", metavar="TOML", help="[proteoforms] settings (defaults: the four N-terminal forms, "
                    "Acetyl@K Phospho@STY Oxidation@M Methyl@KR Dimethyl@KR, shuffled decoys)")  # fmt: skip
     b.add_argument("--out", required=True, metavar="DIR", help="folder to write (replaced if it is one)")
+    b.add_argument("--strict", action="store_true",
+                   help="refuse a modification on a site Unimod does not list for it (Phospho@W; otherwise a warning)")
     i = psub.add_parser("info", help="print a proteoform database's parameters and sizes")
     i.add_argument("dir", metavar="DIR")
     i.add_argument("--json", action="store_true", help="print the manifest as JSON")
@@ -42,6 +44,10 @@ def _build(args: argparse.Namespace) -> int:
     from rtsearch.proteoforms.store import save_proteoforms
 
     cfg = load_config(args.config).proteoforms
+    if args.strict:
+        from rtsearch.database.mods import refuse_unlisted
+
+        refuse_unlisted(cfg.fixed_mods + cfg.known_ptms)
     require_files(args.fasta, "FASTA file")
     t0 = time.perf_counter()
     db = build_proteoforms(read_fastas(args.fasta), cfg)

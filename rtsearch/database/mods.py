@@ -97,7 +97,15 @@ class Modification:
 
 
 def parse_mod(text: str) -> Modification:
-    """Parse ``Name@Site``; unknown names and bad sites are a `ConfigError`."""
+    """Parse ``Name@Site``; unknown names and bad sites are a `ConfigError`, a site Unimod does not list for the name
+    a warning (once)."""
+    mod = _parse(text)
+    if (problem := unlisted_sites(mod)) is not None:
+        _warn_once(problem)
+    return mod
+
+
+def _parse(text: str) -> Modification:
     m = _MOD_RE.match(text)
     if not m:
         raise ConfigError(f"modification {text!r}: expected Name@Site, e.g. 'Oxidation@M'")
@@ -133,25 +141,31 @@ def parse_mod(text: str) -> Modification:
     bad = [c for c in residues if c not in CODE]
     if bad or (kind == "residue" and not residues):
         raise ConfigError(f"modification {text!r}: bad site {site!r}")
-    mod = Modification(name, delta, kind, residues)
-    _warn_if_unlisted(mod)
-    return mod
+    return Modification(name, delta, kind, residues)
 
 
 _TERM_WORDS = {"n-term": "N-term", "c-term": "C-term", "protein n-term": "Protein N-term",
                "protein c-term": "Protein C-term"}  # fmt: skip
 
 
-def _warn_if_unlisted(mod: Modification) -> None:
-    """A warning (once a rule) when Unimod lists none of ``mod``'s sites for its name: ``Phospho@W`` is allowed,
-    as a search of one's own may want it, but it is most often a typo."""
+def unlisted_sites(mod: Modification) -> str | None:
+    """What is wrong with ``mod``'s site when Unimod lists none of it for ``mod``'s name (``Phospho@W``: allowed, as
+    a search of one's own may want it, but most often a typo), else None."""
     if mod.name[0] in "+-" or (listed := unimod.sites(mod.name)) is None:
-        return
+        return None
     terminus = "N-term" if mod.kind in ("n-term", "protein n-term") else "C-term" if mod.kind != "residue" else ""
     unlisted = [c for c in mod.residues if c not in listed] if mod.residues else [terminus] * (terminus not in listed)
-    if unlisted:
-        _warn_once(f"modification {str(mod)!r}: Unimod lists {mod.name} on {', '.join(sorted(listed))}, not on "
-                   f"{', '.join(unlisted)}")  # fmt: skip
+    if not unlisted:
+        return None
+    return f"modification {str(mod)!r}: Unimod lists {mod.name} on {', '.join(sorted(listed))}, not on " \
+           f"{', '.join(unlisted)}"  # fmt: skip
+
+
+def refuse_unlisted(texts: tuple[str, ...] | list[str]) -> None:
+    """A `ConfigError` for the first of ``texts`` (``Name@Site`` each) on a site Unimod does not list (``--strict``)."""
+    for text in texts:
+        if (problem := unlisted_sites(_parse(text))) is not None:
+            raise ConfigError(f"{problem} (--strict)")
 
 
 @functools.cache

@@ -94,3 +94,18 @@ def test_export_does_not_write_text_into_a_parquet_name(tmp_path):
     results.write_text("")  # never read: the name is refused first
     msg = one_line_error(rtsearch("export", str(results), "--to", "psm_utils", "-o", str(tmp_path / "x.parquet")))
     assert "x.parquet" in msg and "not Parquet" in msg and not (tmp_path / "x.parquet").exists()
+
+
+def test_strict_refuses_a_site_unimod_does_not_list_which_is_otherwise_warned_about(tmp_path, data):
+    cfg = tmp_path / "w.toml"
+    cfg.write_text('[database]\nvariable_mods = ["Oxidation@M", "Phospho@W"]\n'
+                   '[proteoforms]\nknown_ptms = ["Phospho@W"]\n')  # fmt: skip
+    fasta = str(data / "bsa-orbitrapxl" / "BSA.fasta")
+    for command in ("index", "proteoforms"):
+        msg = one_line_error(rtsearch(command, "build", "--fasta", fasta, "--config", str(cfg), "--strict",
+                                      "--out", str(tmp_path / command)))  # fmt: skip
+        assert "'Phospho@W'" in msg and "not on W" in msg and "--strict" in msg
+        assert not (tmp_path / command).exists()  # refused before any work
+    built = rtsearch("index", "build", "--fasta", fasta, "--config", str(cfg), "--out", str(tmp_path / "index"))
+    assert built.returncode == 0, built.stderr
+    assert built.stderr.count("Unimod lists Phospho on C, D, E, H, K, R, S, T, Y, not on W") == 1
