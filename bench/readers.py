@@ -2,9 +2,10 @@
 
 Writes the dev runs' MS2 spectra looped into one MGF of ``--spectra`` (`bench.harness.looped_spectra`), gzips a copy,
 loops ``yeast-small/demo.ms2`` to as many spectra and writes ``SmallCalibratible_Yeast.mzML``'s spectra looped
-to as many as mzXML (`tests/mzxml_cases.py`); then times, in this process one after the other, reading
-every spectrum with `rtsearch.io.spectra.read_spectra` (the bulk readers) and with pyteomics' MGF reader (what
-rtsearch used before), MS2 and mzXML readers, best of ``--repeat``; prints one JSON line.
+to as many as mzXML (`tests/mzxml_cases.py`); then times, in this process one after the other, reading every
+spectrum with `rtsearch.io.spectra.read_spectra` (the bulk readers) and with pyteomics' MGF reader (what rtsearch
+used before), MS2 and mzXML readers, and every spectrum of two real mzML runs (BSA1, gzipped, and the yeast run, MS1
+and MS2) with `rtsearch.io.mzml` and `pyteomics.mzml`, best of ``--repeat``; prints one JSON line.
 
     python3 bench/readers.py --data ../shared/data [--spectra 50000] [--repeat 3] [--json readers.json]
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyteomics import mgf, ms2, mzxml  # noqa: E402
+from pyteomics import mgf, ms2, mzml, mzxml  # noqa: E402
 
 from bench.harness import emit, looped_spectra, write_mgf  # noqa: E402
 from rtsearch.io.spectra import read_spectra  # noqa: E402
@@ -36,6 +37,11 @@ def _best(fn, repeat: int) -> tuple[float, int]:
         n = fn()
         best = min(best, time.perf_counter() - t0)
     return best, n
+
+
+def _pyteomics_mzml(path: Path) -> int:
+    with gzip.open(path) if path.suffix == ".gz" else open(path, "rb") as fh:
+        return sum(1 for _ in mzml.read(fh))
 
 
 def main() -> int:
@@ -78,6 +84,13 @@ def main() -> int:
         res["mzxml_ours_s"] = round(secs, 3)
         secs, _ = _best(lambda: sum(1 for _ in mzxml.read(str(looped_xml))), args.repeat)
         res["mzxml_pyteomics_s"] = round(secs, 3)
+        for name, mzml_path in (("bsa1", args.data / "bsa-orbitrapxl" / "BSA1.mzML.gz"),
+                                ("yeast", args.data / "yeast-small" / "SmallCalibratible_Yeast.mzML")):
+            ours = lambda p=mzml_path: sum(1 for _ in read_spectra(p, ms_levels=both))  # noqa: E731
+            secs, res[f"mzml_{name}_spectra"] = _best(ours, args.repeat)
+            res[f"mzml_{name}_ours_s"] = round(secs, 3)
+            secs, _ = _best(lambda p=mzml_path: _pyteomics_mzml(p), args.repeat)
+            res[f"mzml_{name}_pyteomics_s"] = round(secs, 3)
         res["bulk_mb_per_s"] = round(path.stat().st_size / 1e6 / res["bulk_s"], 1)  # type: ignore[operator]
     emit(res, args.json)
     return 0

@@ -51,13 +51,13 @@ _ARRAYS = {
 
 
 def file_record(path: str | Path) -> dict[str, Any]:
-    """Name, size and SHA-256 of an input file, for the manifest."""
+    """Name, path, size and SHA-256 of an input file, for the manifest."""
     p = Path(path)
     h = hashlib.sha256()
     with open(p, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
-    return {"name": p.name, "bytes": p.stat().st_size, "sha256": h.hexdigest()}
+    return {"name": p.name, "path": str(p.resolve()), "bytes": p.stat().st_size, "sha256": h.hexdigest()}
 
 
 def save_index(index: PeptideIndex, out: str | Path) -> None:

@@ -1,8 +1,8 @@
 """Every Unimod modification by name, from the Unimod tables psims ships (no network).
 
 `mass` resolves a PSI-MS name (``Label:13C(6)``, ``Carbamidomethyl``), a Unimod code or alternative name, or an
-accession (``UNIMOD:188``) to its monoisotopic delta; `sites` gives the sites Unimod lists for it; `close` suggests
-names for a misspelt one. The table
+accession (``UNIMOD:188``) to its monoisotopic delta, `accession` to its accession; `sites` gives the sites Unimod
+lists for it; `close` suggests names for a misspelt one. The table
 (1,500-odd modifications) is parsed once, on first use.
 
 Parsed here rather than through psims' own `Unimod` class: that one builds an SQLAlchemy database from the same
@@ -83,6 +83,12 @@ def mass(name: str) -> float | None:
     """The monoisotopic delta of the modification ``name`` (case as Unimod writes it, or any case), else None."""
     key = _key(name)
     return _table()[0][key] if key is not None else None
+
+
+def accession(name: str) -> str | None:
+    """The Unimod accession (``UNIMOD:35``) of the modification ``name``, else None."""
+    key = _key(name)
+    return None if key is None else f"UNIMOD:{_table()[2][key]}"
 
 
 def sites(name: str) -> frozenset[str] | None:

@@ -1,6 +1,7 @@
 """What produced a results file: rtsearch's version, the command, the full resolved configuration, the q-values'
-estimate (``q_value_rule``, `rtsearch.search.fdr.RULE`), the searched target (its folder, and the SHA-256 of its
-manifest, which records its parameters and its inputs' hashes) and the spectrum files' SHA-256.
+estimate (``q_value_rule``, `rtsearch.search.fdr.RULE`), the searched target (its folder, the SHA-256 of its
+manifest, and the manifest's format, parameters, inputs and counts: the FASTA files' paths and hashes) and the spectrum
+files' paths and SHA-256.
 
 `rtsearch search -o R` writes it beside the results as ``R.provenance.json`` (and, for Parquet, into the file's
 schema metadata under ``rtsearch.provenance``); `rtsearch serve` the same beside each run file
@@ -78,9 +79,20 @@ def record(*, command: Sequence[str], config: dict[str, Any], target: str | Path
         manifest = folder / MANIFEST
         out["target"] = {"folder": str(folder.resolve()),
                          "manifest_sha256": sha256(manifest) if manifest.is_file() else None}  # fmt: skip
+        out["target"].update(_described(manifest))
     if inputs is not None:
         out["inputs"] = inputs
     return out
+
+
+def _described(manifest: Path) -> dict[str, Any]:
+    """What a target's manifest says it was built from and how (its format, parameters, input files and counts),
+    which an mzIdentML export names (`rtsearch.io.mzid`)."""
+    try:
+        m = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: m[k] for k in ("format", "params", "inputs", "sources", "counts") if k in m}
 
 
 def write_json(rec: dict[str, Any], path: str | Path) -> Path:

@@ -23,7 +23,7 @@ from pathlib import Path
 from rtsearch.errors import InputError
 from rtsearch.io.mgf import read_mgf
 from rtsearch.io.ms2 import read_ms2
-from rtsearch.io.msalign import read_msalign
+from rtsearch.io.msalign import read_msalign, run_of
 from rtsearch.io.mzml import read_mzml
 from rtsearch.io.mzxml import read_mzxml
 from rtsearch.types import Spectrum
@@ -47,9 +47,12 @@ def run_name(path: str | Path) -> str:
     Returns
     -------
     str
-        The run name, e.g. ``"BSA1"``; the plain file name for other extensions.
+        The run name, e.g. ``"BSA1"`` (an msalign's without ``_ms2`` too, as its reader names it:
+        `rtsearch.io.msalign.run_of`); the plain file name for other extensions.
     """
     name = Path(path).name
+    if _suffix(name).startswith(".msalign"):
+        return run_of(Path(path))
     return name[: len(name) - len(_suffix(name))] or name
 
 

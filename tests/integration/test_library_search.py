@@ -20,6 +20,7 @@ from rtsearch.search.fdr import count_at, q_values
 from rtsearch.types import Tolerance
 from tests.devruns import DEV_RUNS
 from tests.integration.test_dev_runs import _toml, peers_count, recount
+from tests.integration.test_export import schema_valid
 
 
 @pytest.mark.slow
@@ -82,6 +83,13 @@ def test_a_library_built_from_our_identifications_finds_them_again(data, demo_in
     with capsys.disabled():
         print(f"\nEcoli_MS2_small: own library gives the same peptide for {same} of {len(ident)} identified spectra")
     assert len(ident) >= 85 and same >= 0.9 * len(ident)
+    # its mzIdentML: a spectral library search of the MSP it was imported from
+    assert main(["export", str(lib_out), "--to", "mzid", "-o", str(tmp_path / "lib.mzid")]) == 0
+    doc = schema_valid(tmp_path / "lib.mzid")
+    ns = {"m": "http://psidev.info/psi/pi/mzIdentML/1.2"}
+    assert doc.xpath("//m:SearchType/m:cvParam/@name", namespaces=ns) == ["spectral library search"]
+    assert doc.xpath("//m:SearchDatabase/@location", namespaces=ns) == [str(msp.resolve())]
+    assert doc.xpath("//m:SearchDatabase/m:FileFormat/m:cvParam/@name", namespaces=ns) == ["NIST MSP format"]
 
 
 def test_open_modification_library_search(data, tmp_path):

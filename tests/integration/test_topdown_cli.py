@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_cli import one_line_error, run_cli
+from tests.integration.test_export import schema_valid
 
 FLASHAPP = "topdown-flashapp-ecoli"
 
@@ -58,6 +59,17 @@ def test_an_msalign_run_is_searched_with_proteoform_columns(ecoli_pf, config, da
         shifted = r["unknown_shifts"] != "0" or r["known_shifts"] != "0"
         assert shifted == ("[" in r["peptide"].replace("[Acetyl]-", ""))  # shifts in ProForma
         assert abs(float(r["mass_shift"])) <= 500.1
+    # its mzIdentML: each proteoform where the results place it, the protocol top-down's
+    assert run_cli("export", str(out), "--to", "mzid", "-o", str(tmp_path / "prsms.mzid")).returncode == 0
+    doc = schema_valid(tmp_path / "prsms.mzid")
+    ns = {"m": "http://psidev.info/psi/pi/mzIdentML/1.2"}
+    assert doc.xpath("//m:EnzymeName/m:cvParam/@name", namespaces=ns) == ["no cleavage"]
+    assert doc.xpath("//m:SpectraData/m:FileFormat/m:cvParam/@name", namespaces=ns) == ["msalign format"]
+    spans = {(r["proteins"], int(r["proteoform_start"]), int(r["proteoform_end"])) for r in rows}
+    accession = {d.get("id"): d.get("accession") for d in doc.xpath("//m:DBSequence", namespaces=ns)}
+    placed = {(accession[e.get("dBSequence_ref")], int(e.get("start")), int(e.get("end")))
+              for e in doc.xpath("//m:PeptideEvidence", namespaces=ns)}  # fmt: skip
+    assert placed == spans
 
 
 def test_bad_top_down_input_is_one_clear_line(ecoli_pf, config, data, tmp_path) -> None:
