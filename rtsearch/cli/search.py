@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
         if args.ms1:
             from rtsearch.search.ms1 import attach_ms1
 
+            t0 = time.perf_counter()
             found = attach_ms1(table, args.runs, xp=backend.xp)
+            summary = dataclasses.replace(summary, ms1_seconds=time.perf_counter() - t0)
             log.info("MS1 elution of %d identified precursors", found)
     log.debug("reading stopped, inputs hashed")
     rec = provenance.record(command=args.argv, config=resolved_dict(cfg), inputs=hashes.records(),

@@ -45,6 +45,11 @@ class SearchSummary:
     seconds: float
     levels: tuple[str, str] = ("PSMs", "peptides")  # what the two counts count (the target's `levels`)
     psms_at_5pct: int = 0  # a run too small for a list at 1 % (under 100 targets: `rtsearch.search.fdr.RULE`)
+    ms1_seconds: float | None = None  # ``--ms1``: the precursors' elution, traced after the search
+
+    @property
+    def total_seconds(self) -> float:
+        return self.seconds + (self.ms1_seconds or 0.0)
 
     @property
     def spectra_per_second(self) -> float:
@@ -53,9 +58,11 @@ class SearchSummary:
     def __str__(self) -> str:
         return (
             f"{self.spectra:,} spectra, {self.psms_at_1pct:,} {self.levels[0]} and {self.peptides_at_1pct:,} "
-            f"{self.levels[1]} at 1% FDR ({self.psms_at_5pct:,} at 5%; q = {RULE}), {self.seconds:.1f} s "
-            f"({self.spectra_per_second:,.0f} spectra/s)"
-        )
+            f"{self.levels[1]} at 1% FDR ({self.psms_at_5pct:,} at 5%; q = {RULE}), {self.total_seconds:.1f} s ("
+            + (f"search {self.seconds:.1f} s, {self.spectra_per_second:,.0f} spectra/s; MS1 elution "
+               f"{self.ms1_seconds:.1f} s)" if self.ms1_seconds is not None else
+               f"{self.spectra_per_second:,.0f} spectra/s)")
+        )  # fmt: skip
 
 
 def search_runs(

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
+
+import pytest
 
 from tests.integration.test_cli import bsa_index, one_line_error, run_cli  # noqa: F401  (a fixture)
 
@@ -46,6 +49,11 @@ def test_search_adds_ms1_elution_of_identified_precursors(tmp_path: Path, data: 
     out = tmp_path / "bsa1.tsv"
     proc = run_cli("search", str(run), "--index", str(bsa_index), "-o", str(out), "--backend", "numpy", "--ms1")
     assert proc.returncode == 0, proc.stderr
+    # the time printed is the whole of it, the MS1 tracing included and said apart (it is most of it)
+    m = re.search(r", ([\d.]+) s \(search ([\d.]+) s, [\d,]+ spectra/s; MS1 elution ([\d.]+) s\)", proc.stdout)
+    assert m, proc.stdout
+    total, search, ms1 = map(float, m.groups())
+    assert total == pytest.approx(search + ms1, abs=0.11) and ms1 > 0
     rows = list(csv.DictReader(out.open(), delimiter="\t"))
     assert list(rows[0])[-2:] == ["ms1_apex_rt", "ms1_area"]
     ident = [r for r in rows if r["q_value"] and float(r["q_value"]) <= 0.05 and r["is_decoy"] == "false"]
