@@ -40,7 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def common(s: argparse.ArgumentParser) -> None:
-        s.add_argument("runs", nargs="+", metavar="RUN", help="mzML (.gz), mzXML, MGF, ms2 or msalign (top-down) files")
+        s.add_argument("runs", nargs="+", metavar="RUN",
+                       help="mzML, mzXML, MGF, msalign (top-down; each may be .gz) or ms2 files")
         s.add_argument("--endpoint", default="tcp://127.0.0.1:5555",
                        help="spectra endpoint: bound here in pub mode, the daemon's in push mode")
         s.add_argument("--mode", choices=["pub", "push"], default="pub",

@@ -1,6 +1,6 @@
 """README.md as a new user reads it: short, the two commands first, an Install section, links that lead somewhere,
 and every fenced block marked ``runnable`` runs as written; the configuration reference is what the code says
-(issue 68).
+(issue 68); every command, option and file format the README names is one ``--help`` lists (issue 73).
 
 A runnable block is one whose info string is ``bash runnable``: each of its lines is run in a fresh folder in which
 ``rtsearch/`` is the checkout's package (so the README's paths to the bundled data hold) and ``rtsearch`` is this
@@ -10,6 +10,7 @@ command.)
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shlex
@@ -74,3 +75,75 @@ def test_the_configuration_reference_is_what_the_code_says() -> None:
     assert proc.returncode == 0, proc.stderr
     text = (ROOT / "docs" / "configuration.md").read_text()
     assert "| `budget_ms` | number | `100.0` |" in text and "`trypsin`, `trypsin/p`" in text
+
+
+def _commands(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Every command and action of ``p``, by its words (``"index build"``), with its parser ("" is ``p``)."""
+    out = {"": p}
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                out.update({f"{name} {k}".strip(): v for k, v in _commands(sub).items()})
+    return out
+
+
+def _options(p: argparse.ArgumentParser) -> set[str]:
+    return {s for a in p._actions for s in a.option_strings}
+
+
+def _readme_commands(program: str) -> list[list[str]]:
+    """Each ``program ...`` of README.md: the lines of its code blocks and its inline code, as words."""
+    text = README.read_text()
+    lines = [ln for _, body in _blocks() for ln in body.splitlines()]
+    lines += re.findall(r"`([^`\n]+)`", re.sub(r"^```.*?^```", "", text, flags=re.S | re.M))
+    return [shlex.split(ln.split(" #")[0].replace("[", "").replace("]", "").rstrip(" &"))
+            for ln in lines if ln.strip().startswith(program + " ")]  # fmt: skip
+
+
+@pytest.mark.parametrize("program", ["rtsearch", "rtsearch-sim"])
+def test_every_command_and_option_the_readme_names_is_in_the_help(program: str) -> None:
+    from rtsearch.cli import parser
+    from rtsearch_sim.cli import _parser as build_parser
+
+    commands = _commands(parser() if program == "rtsearch" else build_parser())
+    named = _readme_commands(program)
+    assert len(named) >= (8 if program == "rtsearch" else 1)
+    for words in named:
+        args = words[1:]
+        if args and args[0].isupper():  # a placeholder: rtsearch COMMAND --help
+            continue
+        path = next(p for p in sorted(commands, key=len, reverse=True)
+                    if args[: len(p.split())] == p.split())  # fmt: skip
+        assert path, f"README: {' '.join(words)} names no command of {program} --help"
+        known = _options(commands[path]) | _options(commands[""])
+        for arg in args:
+            if arg.startswith("--"):
+                assert arg.split("=")[0] in known, f"README: {' '.join(words)}: {arg} is not an option of {path}"
+    # and every command the help lists is in the README
+    tops = {p.split()[0] for p in commands if p}
+    assert not {t for t in tops if f"{program} {t}" not in README.read_text()}
+
+
+def test_the_formats_the_readme_lists_are_those_read_and_written() -> None:
+    from rtsearch.cli import parser
+    from rtsearch.io.spectra import _SUFFIXES
+    from rtsearch_sim.cli import _parser as build_parser
+
+    text = " ".join(README.read_text().split())
+    formats = {s.removesuffix(".gz").lstrip(".") for s in _SUFFIXES}
+    assert formats == {"mzml", "mzxml", "mgf", "ms2", "msalign"}
+    commands, sim = _commands(parser()), _commands(build_parser())
+    for sentence, helptext in ((r"`search` reads (.+?) and writes", commands["search"].format_help()),
+                               (r"`rtsearch-sim replay` replays (.+?) files", sim["replay"].format_help())):  # fmt: skip
+        m = re.search(sentence, text)
+        assert m, sentence
+        listed = {f for f in formats if re.search(rf"\b{f}\b", m.group(1), re.I)}
+        assert listed == formats, (sentence, formats - listed)
+        helped = {f for f in formats if re.search(rf"\b{f}\b", " ".join(helptext.split()), re.I)}
+        assert helped == formats, (sentence, formats - helped)
+    to = next(a for a in commands["export"]._actions if "--to" in a.option_strings)
+    assert re.search(r"--to ([\w|]+)", text).group(1).split("|") == list(to.choices)
+    from rtsearch.library.formats import SQLITE
+
+    library = re.search(r"rtsearch library import \S+ --out \S+ # ([^\n]+?) rtsearch", text).group(1)
+    assert all(s in library for s in SQLITE) and "MSP" in library and "sptxt" in library
