@@ -2,8 +2,10 @@
 
 A spectrum is an ``S`` line (scan, scan, precursor m/z), ``Z`` lines (charge, MH+), ``I`` lines (``RTime`` or
 ``RetTime`` in minutes), ``D`` lines, then its peak lines (m/z, intensity); ``H`` lines head the file.
-pyteomics' MS2 reader drops a trailing empty spectrum and gives no line numbers, so MS2 is parsed here. A block
-whose peaks are not all plain two-column lines is read line by line, which also finds the line of an error.
+pyteomics' MS2 reader drops a trailing empty spectrum, gives no line numbers and is 7.4× slower (4,950 spectra,
+19.7 MB: 4.69 s against 0.63 s here; `bench/readers.py`, development machine, bench/BASELINES.md), so MS2 is
+parsed here. A block whose peaks are not all plain two-column lines is read line by line, which also finds the
+line of an error.
 """
 
 from __future__ import annotations
