@@ -32,8 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyteomics import proforma
-
 from rtsearch import __version__
 from rtsearch.database import unimod
 from rtsearch.database.mods import UNIMOD, Modification, parse_mod
@@ -353,6 +351,8 @@ def modifications(text: str) -> tuple[str, list[dict[str, Any]]]:
     """The residues and psims Modification dicts of a ProForma string rtsearch wrote: Unimod names or signed masses
     at residues (1-based location), at the N-terminus (0) or C-terminus (length + 1), over a range of residues (at its
     first, the range's residues named) or at no known place (no location)."""
+    from pyteomics import proforma  # here: it imports psims, and with it SQLAlchemy and asyncio (0.3 s)
+
     try:
         parsed = proforma.ProForma.parse(text)
     except Exception as e:  # pyteomics raises its own error types and ValueError
@@ -370,6 +370,8 @@ def modifications(text: str) -> tuple[str, list[dict[str, Any]]]:
 
 
 def _mod(location: int | None, tag: Any) -> dict[str, Any]:
+    from pyteomics import proforma
+
     name = getattr(tag, "value", None)
     if isinstance(tag, proforma.MassModification):
         return {"location": location, "monoisotopic_mass_delta": float(tag.value), "name": "unknown modification"}

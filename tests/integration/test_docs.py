@@ -133,8 +133,9 @@ def test_the_formats_the_readme_lists_are_those_read_and_written() -> None:
     formats = {s.removesuffix(".gz").lstrip(".") for s in _SUFFIXES}
     assert formats == {"mzml", "mzxml", "mgf", "ms2", "msalign"}
     commands, sim = _commands(parser()), _commands(build_parser())
-    for sentence, helptext in ((r"`search` reads (.+?) and writes", commands["search"].format_help()),
-                               (r"`rtsearch-sim replay` replays (.+?) files", sim["replay"].format_help())):  # fmt: skip
+    sentences = ((r"`search` reads (.+?) and writes", commands["search"].format_help()),
+                 (r"`rtsearch-sim replay` replays (.+?) files", sim["replay"].format_help()))  # fmt: skip
+    for sentence, helptext in sentences:
         m = re.search(sentence, text)
         assert m, sentence
         listed = {f for f in formats if re.search(rf"\b{f}\b", m.group(1), re.I)}

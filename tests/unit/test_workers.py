@@ -53,30 +53,35 @@ async def test_the_engine_scores_while_the_results_thread_answers(demo_index):
     cfg = ServeConfig(max_batch=8, max_queue=1000, linger_ms=0.0, workers=1)
     pool = WorkerPool(target, cfg, answer=answer, refitter=NoRefits(), record=lambda *a: None)
     await pool.start()
-    state = RunState(LiveRun("pipe", target))
-    t0 = time.perf_counter()
-    batches = [spectra[i : i + 8] for i in range(0, len(spectra), 8)]
-    for batch in batches:  # all queued at once: the batcher hands out batches of 8
-        assert pool.enqueue(queued(state, batch, time.monotonic_ns())) == []
-    while sum(len(a) for a in answered) < len(spectra):
-        await asyncio.sleep(0.005)
-        assert time.perf_counter() - t0 < 30, "not every spectrum was answered"
-    assert "results" in threads  # under load the results thread answers
-    # ... while the engine scores the next batch (a batch costs the slower stage, not both): their spans overlap
-    overlaps = sum(a0 < s1 and s0 < a1 for a0, a1 in spans["answering"] for s0, s1 in spans["scoring"])
-    assert overlaps >= len(spans["answering"]) // 2, spans
-    # the model learnt the engine's time alone (scoring: 50 ms), the tail the answering after it (50 ms more, and
-    # any wait for the results thread): a batch ahead of a newcomer costs it the first, its own batch both
-    assert pool.model.predict(8) < 1.5 * STAGE_S, (pool.model.fixed_s, pool.model.per_item_s)
-    assert pool.batcher.tail.predict(8) >= 0.8 * STAGE_S, (pool.batcher.tail.fixed_s, pool.batcher.tail.per_item_s)
-    # a lone batch, nothing else to score: the engine thread answers it itself (no hand-over)
-    threads.clear()
-    lone = [s.__class__(**{**{f: getattr(s, f) for f in s.__dataclass_fields__}, "scan": 10**6}) for s in spectra[:1]]
-    pool.enqueue(queued(state, lone, time.monotonic_ns()))
-    while len(threads) < 1:
-        await asyncio.sleep(0.005)
-    assert threads == ["engine_0"]
-    pool.close()
+    try:
+        state = RunState(LiveRun("pipe", target))
+        t0 = time.perf_counter()
+        batches = [spectra[i : i + 8] for i in range(0, len(spectra), 8)]
+        for batch in batches:  # all queued at once: the batcher hands out batches of 8
+            assert pool.enqueue(queued(state, batch, time.monotonic_ns())) == []
+        while sum(len(a) for a in answered) < len(spectra):
+            await asyncio.sleep(0.005)
+            assert time.perf_counter() - t0 < 30, "not every spectrum was answered"
+        assert "results" in threads  # under load the results thread answers
+        # ... while the engine scores the next batch (a batch costs the slower stage, not both): their spans overlap
+        overlaps = sum(a0 < s1 and s0 < a1 for a0, a1 in spans["answering"] for s0, s1 in spans["scoring"])
+        assert overlaps >= len(spans["answering"]) // 2, spans
+        # the model learnt the engine's time alone (scoring: 50 ms), the tail the answering after it (50 ms more, and
+        # any wait for the results thread): a batch ahead of a newcomer costs it the first, its own batch both
+        # (against the scoring as measured here, which a busy machine lengthens, not against its 50 ms alone)
+        scoring = sorted(b - a for a, b in spans["scoring"])[len(spans["scoring"]) // 2]
+        assert pool.model.predict(8) < scoring + 0.5 * STAGE_S, (scoring, pool.model.fixed_s, pool.model.per_item_s)
+        assert pool.batcher.tail.predict(8) >= 0.8 * STAGE_S, (pool.batcher.tail.fixed_s, pool.batcher.tail.per_item_s)
+        # a lone batch, nothing else to score: the engine thread answers it itself (no hand-over)
+        threads.clear()
+        lone = [s.__class__(**{**{f: getattr(s, f) for f in s.__dataclass_fields__}, "scan": 10**6})
+                for s in spectra[:1]]  # fmt: skip
+        pool.enqueue(queued(state, lone, time.monotonic_ns()))
+        while len(threads) < 1:
+            await asyncio.sleep(0.005)
+        assert threads == ["engine_0"]
+    finally:  # stopped whatever failed: no thread left behind
+        pool.close()
     assert await pool.join(10)
     scans = [s for a in answered for s in a]
     assert sorted(scans) == sorted([*(s.scan for s in spectra), 10**6]) and len(set(scans)) == len(scans)
