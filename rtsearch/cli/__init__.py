@@ -129,6 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.exit_code
     except KeyboardInterrupt:
         say_error("interrupted", fmt)
+        if argv is None and args.command in ("search", "index"):
+            _exit_now(130)  # not waiting, at the interpreter's exit, for a scorer thread to finish its batch
         return 130
     except MemoryError:
         say_error("error: out of memory; try a smaller --batch-size", fmt)

@@ -67,6 +67,7 @@ class DatabaseTarget:
     result_fields: tuple[str, ...] = ()
     levels: tuple[str, str] = ("PSMs", "peptides")
     learns: bool = True
+    batch_limit: int | None = None  # offline batches as read (`SearchTarget.batch_limit`)
     ridge: float = RIDGE  # the run's discriminants' shrinkage, at the run's end and live (rtsearch.search.live)
 
     def __init__(

@@ -55,6 +55,7 @@ class LibraryTarget:
     features: tuple[str, ...] = LIBRARY_FEATURES
     primary: str = "f_value"
     learns: bool = True
+    batch_limit: int | None = None  # offline batches as read (`SearchTarget.batch_limit`)
     result_fields: tuple[str, ...] = RESULT_FIELDS
     levels: tuple[str, str] = ("PSMs", "peptides")
 

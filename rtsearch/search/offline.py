@@ -65,6 +65,13 @@ class SearchSummary:
         )  # fmt: skip
 
 
+def _parts(batch: SpectraBatch, limit: int | None) -> list[SpectraBatch]:
+    """``batch`` in batches of ``limit`` spectra at most (`SearchTarget.batch_limit`)."""
+    if not limit or len(batch) <= limit:
+        return [batch]
+    return [batch.take(range(a, min(a + limit, len(batch)))) for a in range(0, len(batch), limit)]
+
+
 def search_runs(
     runs: Sequence[str | Path] | SpectrumReader, target: SearchTarget, *, batch_size: int = BATCH_SIZE,
     progress: Callable[[int, int | None], None] | None = None,
@@ -75,7 +82,9 @@ def search_runs(
     `SpectrumReader` started earlier (reading while the target opened); else one is started here.
     ``progress(done, total)`` is called once each batch is scored (``total`` ``None`` when a file's spectra
     cannot be counted up front). On a GPU the batches are scored on `SCORERS` threads, each on its own CUDA
-    stream; the table keeps them in the order read either way (tests/gpu/test_offline_scorers.py).
+    stream; the table keeps them in the order read either way (tests/gpu/test_offline_scorers.py). A target whose
+    spectra cost seconds each cuts batches to its ``batch_limit``; an exception (Ctrl-C) drops what is queued
+    without waiting for the batch being scored.
     """
     t0 = time.perf_counter()
     reader = runs if isinstance(runs, SpectrumReader) else SpectrumReader(runs, batch_size=batch_size)
@@ -96,20 +105,28 @@ def search_runs(
         if progress:
             progress(done, reader.total)
 
-    with reader, concurrent.futures.ThreadPoolExecutor(scorers, thread_name_prefix="scorer",
-                                                       initializer=target.backend.bind_worker) as pool:  # fmt: skip
-        batches = iter(reader)
-        while True:
-            t = time.perf_counter()
-            batch = next(batches, None)
-            waited += time.perf_counter() - t
-            if batch is None:
-                break
-            pending.append(pool.submit(score, batch))
-            while pending and (len(pending) > scorers or pending[0].done()):
+    limit = target.batch_limit
+    pool = concurrent.futures.ThreadPoolExecutor(scorers, thread_name_prefix="scorer",
+                                                 initializer=target.backend.bind_worker)  # fmt: skip
+    try:
+        with reader:
+            batches = iter(reader)
+            while True:
+                t = time.perf_counter()
+                batch = next(batches, None)
+                waited += time.perf_counter() - t
+                if batch is None:
+                    break
+                for part in _parts(batch, limit):
+                    pending.append(pool.submit(score, part))
+                    while pending and (len(pending) > scorers or pending[0].done()):
+                        add(pending.popleft().result())
+            while pending:
                 add(pending.popleft().result())
-        while pending:
-            add(pending.popleft().result())
+    except BaseException:  # Ctrl-C above all: what is queued is dropped, and the batch being scored not waited for
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     log.debug("%d spectra scored in %.2f s, %.2f s of it waiting for spectra", done, time.perf_counter() - t0, waited)
     table.finalize()
     log.debug("q-values of %d runs", len(table.discriminants))

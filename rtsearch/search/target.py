@@ -74,6 +74,12 @@ class SearchTarget(Protocol):
     learns: bool  # whether ``fit_run`` fits the run's own PSMs (then cross-fitted: `rtsearch.search.crossfit`)
 
     @property
+    def batch_limit(self) -> int | None:
+        """Spectra an offline batch at most (None: as read), where one spectrum costs seconds: progress and Ctrl-C
+        then come between spectra, not after a whole file."""
+        ...
+
+    @property
     def entries(self) -> int:
         """Entries searched (targets and decoys)."""
         ...

@@ -81,6 +81,12 @@ class TopDownTarget:
     def entries(self) -> int:
         return len(self.db.accessions)
 
+    @property
+    def batch_limit(self) -> int | None:
+        """One spectrum a batch on the CPU, where one takes seconds (issue 72: a run read as one batch showed no
+        progress and kept Ctrl-C waiting for the whole file); on a GPU, batches as read."""
+        return None if self.backend.is_gpu else 1
+
     def device_bytes(self) -> int:
         return int(self.positions.mass_host.nbytes) if self.positions is not None and self.backend.is_gpu else 0
 

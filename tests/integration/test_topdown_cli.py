@@ -4,9 +4,15 @@ that it runs in seconds), and one clear line for bad top-down input."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.integration.test_cli import one_line_error, run_cli
@@ -118,3 +124,50 @@ def test_a_topfd_run_of_another_organism_searches_end_to_end(ecoli_pf, config, d
     answered = [r for r in rows if r["proteins"]]
     unanswered = [r for r in rows if not r["proteins"]]
     assert answered and all(r["reason"] for r in unanswered)  # no precursor mass in TopFD's file, or none aligned
+
+
+def test_on_the_cpu_progress_is_per_spectrum_and_the_answers_those_of_one_batch(ecoli_pf, data, tmp_path) -> None:
+    from rtsearch.config import load_config
+    from rtsearch.scoring.backend import get_backend
+    from rtsearch.search.offline import search_runs
+    from rtsearch.search.topdown import TopDownTarget
+
+    run = _slice(data / FLASHAPP / "toppic_ms2.msalign", tmp_path / "flash_ms2.msalign", 12)
+    cfg = load_config(None).topdown
+    target = TopDownTarget.open(ecoli_pf, dataclasses.replace(cfg, truncations=False), get_backend("numpy"))
+    seen: list[int] = []
+    table, _ = search_runs([run], target, progress=lambda done, total: seen.append(done))
+    assert seen == list(range(1, 13))  # a spectrum at a time: the bar moves, Ctrl-C is heard between spectra
+
+    class OneBatch(TopDownTarget):
+        batch_limit = None
+
+    whole, _ = search_runs([run], OneBatch.open(ecoli_pf, target.cfg, get_backend("numpy")))
+    ours, theirs = table.columns(), whole.columns()
+    assert ours.keys() == theirs.keys()
+    for name, column in ours.items():
+        np.testing.assert_array_equal(np.asarray(column), np.asarray(theirs[name]), err_msg=name)
+
+
+def test_ctrl_c_stops_a_cpu_top_down_search_at_once(ecoli_pf, data, tmp_path) -> None:
+    """The whole FLASHApp run with truncated forms on the CPU takes many minutes; the first Ctrl-C ends it, one line,
+    exit 130, without waiting for the spectrum being scored (it waited for the whole file: issue 72)."""
+    run = data / FLASHAPP / "toppic_ms2.msalign"
+    proc = subprocess.Popen([sys.executable, "-m", "rtsearch", "-v", "search", str(run), "--proteoforms", str(ecoli_pf),
+                             "--backend", "numpy", "-o", str(tmp_path / "prsms.tsv")],
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # scoring has begun once the target says what it searches
+            if "searching proteoforms" in line:
+                break
+        time.sleep(2.0)  # into the first spectra
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=60)  # generous: it returns at once; before, after the whole file (> 10 minutes)
+        rest = proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert rc == 130, rest
+    assert "Traceback" not in rest and [ln for ln in rest.splitlines() if "interrupted" in ln], rest
+    assert not (tmp_path / "prsms.tsv").exists()
