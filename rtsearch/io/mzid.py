@@ -131,9 +131,10 @@ def write_mzid(cols: dict[str, list[Any]], rows: list[int], path: Path, prov: di
                 seq, mods = modifications(p)
                 w.write_peptide(seq, pep_id[p], mods)
             for (p, a), eid in evidence.items():
-                start, end = spans.get((p, a), (None, None))
+                span = spans.get((p, a))
+                start, end = span or (None, None)
                 pre = post = None
-                if places and (found := places.find(p, a, spans.get((p, a)))) is not None:
+                if places and (found := places.find(p, a, span)) is not None:
                     start, end, pre, post = found
                 w.write_peptide_evidence(pep_id[p], db_id[a], eid, start, end, is_decoy=decoy[p], pre=pre, post=post)
         with w.analysis_collection():
