@@ -18,12 +18,13 @@ the writers import it without a circle.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Required, TypedDict
 
 import numpy as np
 
+from rtsearch.batch import SpectraBatch
 from rtsearch.types import ResultStatus, spectrum_ids
 
 
@@ -275,3 +276,6 @@ class Results:
             for r, values in zip(rows, zip(*(self.extra[k].tolist() for k in keys), strict=True), strict=True):
                 r.update(zip(keys, values, strict=True))  # type: ignore[typeddict-item]
         return out
+
+
+Scorer = Callable[[SpectraBatch], ScoredBatch]  # a batch scored, its matches named (in a thread, a process, a cluster)

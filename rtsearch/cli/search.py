@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import contextlib
 import dataclasses
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -14,7 +17,9 @@ from rtsearch.cli.stores import require_writable
 from rtsearch.cli.target import add_backend_argument, add_target_arguments, backend_of, open_target
 from rtsearch.config import load_config, resolved_dict, with_search
 from rtsearch.errors import InputError
+from rtsearch.matches import Scorer
 from rtsearch.search.offline import BATCH_SIZE
+from rtsearch.search.target import SearchTarget
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +48,9 @@ def add_parser(sub: Any) -> None:
                    "below the first carry the run's score but no q-value or PEP (for rescoring elsewhere)")
     s.add_argument("--readers", type=int, metavar="N",
                    help="worker processes parsing a large plain MGF or mzML (default: one for every two CPUs; 0: none)")
+    s.add_argument("--processes", type=int, metavar="N",
+                   help="top-down search on the CPU (seconds a spectrum): processes scoring spectra side by side "
+                   "(default: one a CPU; 1: this process alone)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{r}: spectrum file not found")
     if args.readers is not None and args.readers < 0:
         raise InputError("--readers must be 0 or more")
+    if args.processes is not None and args.processes < 1:
+        raise InputError("--processes must be 1 or more")
     # the reader first, its workers forked while this process has one thread and no CuPy (else they are spawned and
     # each imports NumPy, Arrow and rtsearch itself); it reads while the target opens; the inputs are hashed beside
     with SpectrumReader(args.runs, batch_size=args.batch_size, readers=args.readers) as reader, \
@@ -82,10 +92,12 @@ def run(args: argparse.Namespace) -> int:
         log.info("searching %s %s on %s (%s); search settings %s", target.kind,
                  args.index or args.library or args.proteoforms, backend.name, backend.device,
                  resolved_dict(cfg.topdown if args.proteoforms else cfg.search))  # fmt: skip
-        bar = Progress("search", unit="spectra")
-        table, summary = search_runs(reader, target, batch_size=args.batch_size,
-                                     progress=lambda done, total: bar.set(done, total))  # fmt: skip
-        bar.close()
+        with contextlib.ExitStack() as stack:
+            scorers = engines(target, args.processes, stack)
+            bar = Progress("search", unit="spectra")
+            table, summary = search_runs(reader, target, batch_size=args.batch_size, scorers=scorers,
+                                         progress=lambda done, total: bar.set(done, total))  # fmt: skip
+            bar.close()
         if args.ms1:
             from rtsearch.search.ms1 import attach_ms1
 
@@ -100,3 +112,29 @@ def run(args: argparse.Namespace) -> int:
     log.debug("%s written (provenance: %s)", out, provenance.sidecar(out))
     print(f"{out}: {n:,} rows; {summary}")
     return 0
+
+
+def engines(target: SearchTarget, processes: int | None, stack: contextlib.ExitStack) -> list[Scorer]:
+    """Engine processes scoring ``target`` beside this one, started (``processes``; default one a CPU) and closed
+    with ``stack`` (at once when the search fails: Ctrl-C), where its spectra take seconds each on the CPU
+    (`SearchTarget.batch_limit`: top-down) and it can be opened again; else none: it scores here."""
+    from rtsearch.serve.executors.engine_process import EngineProcess
+
+    costly = target.batch_limit is not None and not target.backend.is_gpu
+    if processes is not None and processes > 1 and not costly:
+        raise InputError("--processes applies to a top-down search on the CPU (--proteoforms, --backend numpy)")
+    n = processes or len(os.sched_getaffinity(0))
+    reopen = target.reopen(target.backend.name)
+    if not costly or n < 2 or reopen is None:
+        return []
+    started = [EngineProcess(reopen, f"engine-{k}") for k in range(n)]
+
+    def close(failed: type[BaseException] | None, *_: Any) -> None:
+        for e in started:
+            e.close(0.0 if failed else 5.0)
+
+    stack.push(close)
+    with concurrent.futures.ThreadPoolExecutor(n) as pool:  # each opens the target: side by side
+        list(pool.map(EngineProcess.start, started))
+    log.debug("%d engine processes started", n)
+    return [e.score for e in started]

@@ -21,7 +21,7 @@ from pathlib import Path
 from rtsearch.batch import SpectraBatch
 from rtsearch.io.batches import PartPool, read_batches, workers_for
 from rtsearch.io.spectra import count_spectra
-from rtsearch.matches import ScoredBatch
+from rtsearch.matches import ScoredBatch, Scorer
 from rtsearch.search.fdr import RULE
 from rtsearch.search.live import named
 from rtsearch.search.table import PsmTable
@@ -74,7 +74,7 @@ def _parts(batch: SpectraBatch, limit: int | None) -> list[SpectraBatch]:
 
 def search_runs(
     runs: Sequence[str | Path] | SpectrumReader, target: SearchTarget, *, batch_size: int = BATCH_SIZE,
-    progress: Callable[[int, int | None], None] | None = None,
+    progress: Callable[[int, int | None], None] | None = None, scorers: Sequence[Scorer] = (),
 ) -> tuple[PsmTable, SearchSummary]:  # fmt: skip
     """Search every MS2 spectrum of ``runs`` against ``target``; q-values are computed per run.
 
@@ -84,17 +84,27 @@ def search_runs(
     cannot be counted up front). On a GPU the batches are scored on `SCORERS` threads, each on its own CUDA
     stream; the table keeps them in the order read either way (tests/gpu/test_offline_scorers.py). A target whose
     spectra cost seconds each cuts batches to its ``batch_limit``; an exception (Ctrl-C) drops what is queued
-    without waiting for the batch being scored.
+    without waiting for the batch being scored. ``scorers``: functions that score a batch and name its matches
+    elsewhere (engine processes: top-down on the CPU, a process a core), each on a thread of its own, in place of
+    the target's own scoring here.
     """
     t0 = time.perf_counter()
     reader = runs if isinstance(runs, SpectrumReader) else SpectrumReader(runs, batch_size=batch_size)
     table = PsmTable(target)
     done, waited = 0, 0.0
-    scorers = SCORERS if target.backend.is_gpu else 1
+    free: queue.SimpleQueue[Scorer] = queue.SimpleQueue()  # a scorer a thread, each busy with one batch at a time
+    for scorer in scorers or [lambda batch: named(target, target.score(batch))] * (SCORERS if target.backend.is_gpu
+                                                                                     else 1):
+        free.put(scorer)
+    threads = free.qsize()
     pending: collections.deque[concurrent.futures.Future[ScoredBatch]] = collections.deque()
 
-    def score(batch: SpectraBatch) -> ScoredBatch:
-        return named(target, target.score(batch))  # named now: reading is often still under way
+    def score(batch: SpectraBatch) -> ScoredBatch:  # named now: reading is often still under way
+        scorer = free.get()
+        try:
+            return scorer(batch)
+        finally:
+            free.put(scorer)
 
     def add(scored: ScoredBatch) -> None:
         nonlocal done
@@ -106,7 +116,7 @@ def search_runs(
             progress(done, reader.total)
 
     limit = target.batch_limit
-    pool = concurrent.futures.ThreadPoolExecutor(scorers, thread_name_prefix="scorer",
+    pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="scorer",
                                                  initializer=target.backend.bind_worker)  # fmt: skip
     try:
         with reader:
@@ -119,7 +129,7 @@ def search_runs(
                     break
                 for part in _parts(batch, limit):
                     pending.append(pool.submit(score, part))
-                    while pending and (len(pending) > scorers or pending[0].done()):
+                    while pending and (len(pending) > threads or pending[0].done()):
                         add(pending.popleft().result())
             while pending:
                 add(pending.popleft().result())

@@ -149,6 +149,25 @@ def test_on_the_cpu_progress_is_per_spectrum_and_the_answers_those_of_one_batch(
         np.testing.assert_array_equal(np.asarray(column), np.asarray(theirs[name]), err_msg=name)
 
 
+def test_on_the_cpu_engine_processes_score_side_by_side_with_the_same_answers(ecoli_pf, config, data,
+                                                                              tmp_path) -> None:  # fmt: skip
+    """``--processes 2``: two engine processes score the spectra (the log says so), and the results file is the one
+    this process alone writes; ``--processes`` where it does not apply, one clear line."""
+    run = _slice(data / FLASHAPP / "toppic_ms2.msalign", tmp_path / "flash_ms2.msalign", 12)
+    rows = {}
+    for n in (1, 2):
+        out = tmp_path / f"p{n}.tsv"
+        proc = run_cli("-v", "search", str(run), "--proteoforms", str(ecoli_pf), "--config", str(config), "--backend",
+                       "numpy", "--processes", str(n), "-o", str(out))  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert ("2 engine processes started" in proc.stderr) == (n == 2), proc.stderr
+        rows[n] = out.read_text()
+    assert rows[1] == rows[2] and rows[1].count("\n") == 13
+    line = one_line_error(run_cli("search", str(run), "--proteoforms", str(ecoli_pf), "--backend", "numpy",
+                                  "--processes", "0", "-o", str(tmp_path / "o.tsv")))  # fmt: skip
+    assert "--processes" in line
+
+
 def test_ctrl_c_stops_a_cpu_top_down_search_at_once(ecoli_pf, data, tmp_path) -> None:
     """The whole FLASHApp run with truncated forms on the CPU takes many minutes; the first Ctrl-C ends it, one line,
     exit 130, without waiting for the spectrum being scored (it waited for the whole file: issue 72)."""

@@ -65,6 +65,37 @@ def test_a_truncated_proteoform_is_found_by_its_diagonals() -> None:
         assert got.score >= 30 and plain.score < got.score  # whole forms alone do not explain it
 
 
+def test_positions_diagonal_counts_are_one_sorted_search_a_position_and_prm() -> None:
+    """The host's diagonal counts (by residue offsets and a table of mass bins) equal their definition — a PRM s
+    counts for position p's start when some prefix mass is within tol of g[p] + s, for its end when one is within
+    tol of g[p] − (M − s) — on real FLASHApp spectra against 300 proteins and their decoys, with a PRM below the
+    tolerance and one within it of the precursor (each position's own mass) and a tolerance wide enough for two
+    PRMs to share a prefix mass."""
+    from rtsearch.io.msalign import read_msalign
+    from rtsearch.scoring.topdown.prm import near
+    from rtsearch.scoring.topdown.truncation import Positions
+
+    db = build_proteoforms(read_fasta(data_dir() / "topdown-flashapp-ecoli" / "example_database.fasta")[:300],
+                           ProteoformConfig())  # fmt: skip
+    pos = Positions(db)
+    g = pos.mass_host
+    s = TopDownConfig()
+    spectra = [x for x in read_msalign(data_dir() / "topdown-flashapp-ecoli" / "toppic_ms2.msalign") if not x.problem]
+    for sp, widen in [(sp, 1.0) for sp in spectra[:4]] + [(spectra[4], 8.0)]:
+        m = sp.precursors[0].mass
+        tol = s.tolerance(m) * widen
+        prm = prm_masses(sp.mass, m, sp.activation, merge_within=tol)
+        m_res = m - 18.010564684
+        prm = np.unique(np.concatenate([prm, [tol / 2, m_res - tol / 3]]))
+        inner = prm[1:-1]
+        want_n = np.array([near(g, g + x, tol) for x in inner]).sum(axis=0)
+        want_c = np.array([near(g, g - (m_res - x), tol) for x in inner]).sum(axis=0)
+        got_n, got_c = pos.counts(prm, m_res, tol)
+        np.testing.assert_array_equal(got_n, want_n)
+        np.testing.assert_array_equal(got_c, want_c)
+        assert got_n.min() >= 1 and got_c.min() >= 1 and got_n.max() >= 4  # the two edge PRMs, and real diagonals
+
+
 def test_best_positions_are_a_stable_sorts_first() -> None:
     """The truncations' best starts and ends by a partition: the same positions, in the same order, as the first
     ``k`` of a stable sort by count (ties many: counts of 0–4 over up to 300 positions)."""

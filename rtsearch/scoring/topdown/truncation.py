@@ -19,10 +19,9 @@ from rtsearch.database.arrays import ranges
 from rtsearch.proteoforms.database import ProteoformDatabase
 from rtsearch.scoring.backend import compiled_kernel
 from rtsearch.scoring.topdown.kernels import DIAGONAL_SOURCE
-from rtsearch.scoring.topdown.prm import near
 
 GAP = 1.0e6  # Da between proteins laid end to end: more than any PRM
-CHUNK_HOST = 2  # PRMs whose diagonals one sorted search counts on the host (`Positions.counts`)
+BLOCK = 1 << 14  # positions whose differences `_host_counts` takes at once
 THREADS = 256
 
 
@@ -49,29 +48,72 @@ class Positions:
 
     def counts(self, prm: np.ndarray, m_res: float, tol: float) -> tuple[Any, Any]:
         """Per position: inner PRMs on its N-terminal diagonal (as a start) and on its C-terminal one (as an end).
-        On the host (the reference): one sorted search of (position + PRM) over all positions, `CHUNK_HOST` PRMs at
-        a time; on the GPU, `kernels.DIAGONAL_SOURCE`, a thread a position walking its targets (the same counts:
-        tests/gpu/test_topdown_parity.py). Counting by residue offsets instead — each position's difference to the
-        one d on, against the sorted PRMs — was measured hardly faster on the host: 12.1 and 12.5 s against 12.5
-        and 16.4 s for two spectra, 2-core EPYC."""
+        On the GPU, `kernels.DIAGONAL_SOURCE`, a thread a position walking its targets; on the host, `_host_counts`
+        (the same counts: tests/gpu/test_topdown_parity.py)."""
         xp, g = self.xp, self.mass
         inner = np.ascontiguousarray(prm[1:-1], np.float64)
+        if xp is np:
+            return _host_counts(self.mass_host, inner, m_res, tol)
         n_count = xp.zeros(g.shape[0], dtype=xp.int32)
         c_count = xp.zeros(g.shape[0], dtype=xp.int32)
-        if xp is not np:
-            if inner.size:
-                n = int(g.shape[0])
-                fn = compiled_kernel(xp, DIAGONAL_SOURCE, "diagonal_counts")
-                args = (g, np.int64(n), xp.asarray(inner), np.int32(inner.size), np.float64(m_res), np.float64(tol),
-                        n_count, c_count)
-                fn(((n + THREADS - 1) // THREADS,), (THREADS,), args)
-            return n_count, c_count
-        for lo in range(0, inner.shape[0], CHUNK_HOST):
-            s = inner[lo : lo + CHUNK_HOST][:, None]
-            rows = s.shape[0]
-            n_count += near(g, (g[None, :] + s).ravel(), tol).reshape(rows, -1).sum(axis=0, dtype=np.int32)
-            c_count += near(g, (g[None, :] - (m_res - s)).ravel(), tol).reshape(rows, -1).sum(axis=0, dtype=np.int32)
+        if inner.size:
+            n = int(g.shape[0])
+            fn = compiled_kernel(xp, DIAGONAL_SOURCE, "diagonal_counts")
+            args = (g, np.int64(n), xp.asarray(inner), np.int32(inner.size), np.float64(m_res), np.float64(tol),
+                    n_count, c_count)
+            fn(((n + THREADS - 1) // THREADS,), (THREADS,), args)
         return n_count, c_count
+
+
+def _host_counts(g: np.ndarray, inner: np.ndarray, m_res: float, tol: float) -> tuple[np.ndarray, np.ndarray]:
+    """`Positions.counts` on the host, by residue offsets: a PRM s is on position i's N-terminal diagonal when
+    some g[i + d] − g[i] is within ``tol`` of s, on position i + d's C-terminal one when that difference is within
+    ``tol`` of m_res − s. For d = 0, 1, … while a difference within the protein can still be m_res, `BLOCK`
+    positions at a time (their arrays stay in cache), each difference of the positions' mass bins (``tol`` / 4
+    wide, integers) is looked up in a table that marks the bins either kind of PRM may reach (one more each side
+    for the bins' rounding); the few marked are checked exactly. Two prefix masses of a protein are a residue
+    apart (57 Da at least), so a PRM meets at most one difference of a position: a (position, PRM) pair is
+    counted once as the sorted search counted it. That search, one a (position, PRM), took 12–16 s a FLASHApp
+    spectrum on a 2-core EPYC; this, see bench/BASELINES.md "Top-down on the CPU"."""
+    n = g.shape[0]
+    n_count, c_count = np.zeros(n, np.int32), np.zeros(n, np.int32)
+    if inner.size == 0 or n == 0:
+        return n_count, c_count
+    n_count += int(np.sum(inner <= tol))  # d = 0: the position itself
+    c_count += int(np.sum(m_res - inner <= tol))
+    width = tol / 4
+    cap = m_res + tol  # no difference beyond reaches a PRM either way
+    table = np.zeros(int(cap / width) + 4, np.uint8)
+    for bit, at in ((1, inner), (2, m_res - inner)):
+        first = np.maximum(np.floor((at - tol) / width).astype(np.int64) - 1, 0)
+        last = np.floor((at + tol) / width).astype(np.int64) + 1
+        table[ranges(first, last + 1)[1]] |= bit
+    table[-1] = 0  # where every difference beyond ``cap`` is clipped to
+    bins = np.floor(g / width).astype(np.int64)
+    reach = np.searchsorted(g, g + cap, side="right") - np.arange(n) - 1  # each position's last d
+    hits: list[tuple[np.ndarray, int, np.ndarray]] = []  # (positions i, d, which bits) of marked differences
+    index = np.empty(BLOCK, np.int64)
+    flag = np.empty(BLOCK, np.uint8)
+    for lo in range(0, n, BLOCK):
+        hi = min(lo + BLOCK, n)
+        for d in range(1, int(reach[lo:hi].max(initial=0)) + 1):
+            m = min(hi, n - d) - lo
+            np.subtract(bins[lo + d : lo + d + m], bins[lo : lo + m], out=index[:m])
+            np.take(table, index[:m], out=flag[:m], mode="clip")
+            at = np.flatnonzero(flag[:m])
+            if at.size:
+                hits.append((at + lo, d, flag[at]))
+    if not hits:
+        return n_count, c_count
+    i = np.concatenate([h[0] for h in hits])
+    j = i + np.repeat([h[1] for h in hits], [h[0].size for h in hits])
+    bits = np.concatenate([h[2] for h in hits])
+    delta = g[j] - g[i]
+    for bit, counts, where, x in ((1, n_count, i, delta), (2, c_count, j, m_res - delta)):
+        on = (bits & bit) > 0  # x: the PRM each difference would be
+        row, _ = ranges(np.searchsorted(inner, x[on] - tol), np.searchsorted(inner, x[on] + tol, side="right"))
+        counts += np.bincount(where[on][row], minlength=n).astype(np.int32)
+    return n_count, c_count
 
 
 def candidates(pos: Positions, prm: np.ndarray, m_res: float, *, tol: float, window: float, starts: int = 50,

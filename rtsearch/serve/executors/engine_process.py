@@ -31,14 +31,13 @@ from rtsearch.batch import SpectraBatch
 from rtsearch.config import EngineHost
 from rtsearch.config.environment import tuning
 from rtsearch.errors import EngineError
-from rtsearch.matches import ScoredBatch
+from rtsearch.matches import ScoredBatch, Scorer
 from rtsearch.search.live import named
 from rtsearch.search.target import Reopen, SearchTarget
 from rtsearch.serve.children.pipes import ChannelChild, serve_channel
 
 log = logging.getLogger(__name__)
 
-Scorer = Callable[[SpectraBatch], ScoredBatch]
 START_TIMEOUT_S = 600.0  # opening a large index on a fresh machine (and CuPy's first import) takes a while
 
 
