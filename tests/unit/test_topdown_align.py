@@ -11,7 +11,7 @@ import pytest
 from rtsearch.config import ProteoformConfig
 from rtsearch.database.fasta import read_fasta
 from rtsearch.proteoforms.database import build_proteoforms
-from rtsearch.scoring.topdown.align import NONE, align
+from rtsearch.scoring.topdown.align import NONE, align, align_many
 from rtsearch.scoring.topdown.prm import WATER, prm_masses
 from tests.conftest import data_dir
 
@@ -92,6 +92,27 @@ def test_known_shifts_on_random_grids(seed: int) -> None:
         got = align(prm, prefix, tolerance=0.02, max_shifts=k, max_shift_mass=200.0, known=np.array(known),
                     max_known=c, known_reach=160.0)  # fmt: skip
         assert list(got.scores) == _brute(prm, prefix, 0.02, k, k * 200.0 + 160.0 + 0.02, known, c), (seed, k, c)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_spectrums_candidates_aligned_at_once_score_as_each_alone(seed: int) -> None:
+    """`align_many`: one spectrum's PRMs against several proteoforms of different lengths at once (one of them its
+    own, the others sharing some of its masses), each row the scores of every path enumerated for that one alone:
+    no bin, running maximum or end leaks from one proteoform into the next."""
+    rng = np.random.default_rng(2000 + seed)
+    residues = [57.02, 71.04, 87.03, 99.07, 113.08, 128.09]
+    prefixes = [np.concatenate([[0.0], np.cumsum(rng.choice(residues, int(rng.integers(3, 8))))]) for _ in range(5)]
+    truth = prefixes[0] + np.where(np.arange(len(prefixes[0])) >= rng.integers(1, len(prefixes[0])), 79.97, 0.0)
+    prefixes[1] = prefixes[0][: len(prefixes[0]) - 1]  # a prefix of it: the same bins, its own end
+    keep = np.sort(rng.choice(np.arange(1, len(truth) - 1), min(3, len(truth) - 2), replace=False))
+    prm = np.concatenate([[0.0], np.sort(np.concatenate([truth[keep], rng.uniform(50, 600, 2)])), [truth[-1]]])
+    known = np.array([15.99491, 79.96633])
+    for k, c in ((1, 0), (2, 0), (1, 1)):
+        options = {"known": known, "max_known": c, "known_reach": 80.0} if c else {}
+        got = align_many(prm, prefixes, tolerance=0.02, max_shifts=k, max_shift_mass=200.0, **options)
+        for row, prefix in zip(got.tolist(), prefixes, strict=True):
+            want = _brute(prm, prefix, 0.02, k, k * 200.0 + (80.0 if c else 0.0) + 0.02, tuple(known) if c else (), c)
+            assert row == want, (seed, k, c)
 
 
 def test_a_known_shift_needs_no_unknown_one() -> None:

@@ -1,5 +1,6 @@
-"""Many alignments at once: `align_pairs` on NumPy (the reference, pair by pair) or CuPy (`kernels.SOURCE`, a
-block a pair); both give `rtsearch.scoring.topdown.align.align`'s scores (tests/gpu/test_topdown_parity.py)."""
+"""Many alignments at once: `align_pairs` on NumPy (the reference, a spectrum's pairs at once: `align_many`) or CuPy
+(`kernels.SOURCE`, a block a pair); both give `rtsearch.scoring.topdown.align.align`'s scores
+(tests/gpu/test_topdown_parity.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from rtsearch.scoring.backend import compiled_kernel
-from rtsearch.scoring.topdown.align import NONE, align
+from rtsearch.scoring.topdown.align import NONE, align_many
 from rtsearch.scoring.topdown.kernels import SOURCE
 
 THREADS = 256
@@ -35,10 +36,13 @@ def align_pairs(
     tols = np.broadcast_to(np.asarray(tolerance, np.float64), (len(pairs),))
     if xp is np:
         out = np.full((len(pairs), (max_shifts + 1) * fc), NONE, np.int64)
-        for k, (a, b) in enumerate(pairs.tolist()):
-            out[k] = align(prms[a], prefixes[b], tolerance=float(tols[k]), max_shifts=max_shifts,
-                           max_shift_mass=max_shift_mass, precursor_tolerance=float(end[k]), known=known,
-                           max_known=fc - 1, known_reach=known_reach).scores  # fmt: skip
+        groups: dict[tuple[int, float, float], list[int]] = {}  # the pairs of one spectrum's PRMs, aligned at once
+        for k, (a, tol, e) in enumerate(zip(pairs[:, 0].tolist(), tols.tolist(), end.tolist(), strict=True)):
+            groups.setdefault((a, tol, e), []).append(k)
+        for (a, tol, e), ks in groups.items():
+            out[ks] = align_many(prms[a], [prefixes[b] for b in pairs[ks, 1].tolist()], tolerance=tol,
+                                 max_shifts=max_shifts, max_shift_mass=max_shift_mass, precursor_tolerance=e,
+                                 known=known, max_known=fc - 1, known_reach=known_reach)  # fmt: skip
         return out
     reach = max_shifts * max_shift_mass + known_reach  # Da either side of the diagonals, as `align`'s
     return _on_gpu(xp, prms, prefixes, pairs, end, np.ascontiguousarray(tols), max_shifts, reach, known, fc)
