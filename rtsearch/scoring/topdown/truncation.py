@@ -21,7 +21,8 @@ from rtsearch.scoring.backend import compiled_kernel
 from rtsearch.scoring.topdown.kernels import DIAGONAL_SOURCE
 
 GAP = 1.0e6  # Da between proteins laid end to end: more than any PRM
-BLOCK = 1 << 14  # positions whose differences `_host_counts` takes at once
+BLOCK = 1 << 15  # positions whose differences `_host_counts` takes at once
+OFFSETS = 8  # and residue offsets d
 THREADS = 256
 
 
@@ -91,23 +92,27 @@ def _host_counts(g: np.ndarray, inner: np.ndarray, m_res: float, tol: float) -> 
     table[-1] = 0  # where every difference beyond ``cap`` is clipped to
     bins = np.floor(g / width).astype(np.int64)
     reach = np.searchsorted(g, g + cap, side="right") - np.arange(n) - 1  # each position's last d
-    hits: list[tuple[np.ndarray, int, np.ndarray]] = []  # (positions i, d, which bits) of marked differences
+    hits: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (positions i, d, which bits) of marked differences
     index = np.empty(BLOCK, np.int64)
-    flag = np.empty(BLOCK, np.uint8)
+    flags = np.empty((OFFSETS, BLOCK), np.uint8)  # a block's marks for `OFFSETS` d at once: one search for the marked
     for lo in range(0, n, BLOCK):
-        hi = min(lo + BLOCK, n)
-        for d in range(1, int(reach[lo:hi].max(initial=0)) + 1):
-            m = min(hi, n - d) - lo
-            np.subtract(bins[lo + d : lo + d + m], bins[lo : lo + m], out=index[:m])
-            np.take(table, index[:m], out=flag[:m], mode="clip")
-            at = np.flatnonzero(flag[:m])
+        size = min(lo + BLOCK, n) - lo
+        last = int(reach[lo : lo + size].max(initial=0))
+        for first in range(1, last + 1, OFFSETS):
+            rows = min(OFFSETS, last + 1 - first)
+            for k in range(rows):
+                m = max(min(size, n - lo - first - k), 0)  # the last block's last positions have no d on
+                np.subtract(bins[lo + first + k : lo + first + k + m], bins[lo : lo + m], out=index[:m])
+                np.take(table, index[:m], out=flags[k, :m], mode="clip")
+                flags[k, m:size] = 0
+            at = np.flatnonzero(np.bitwise_or.reduce(flags[:rows, :size], axis=0))
             if at.size:
-                hits.append((at + lo, d, flag[at]))
+                k, t = np.nonzero(flags[:rows, at])
+                hits.append((at[t] + lo, k + first, flags[k, at[t]]))
     if not hits:
         return n_count, c_count
-    i = np.concatenate([h[0] for h in hits])
-    j = i + np.repeat([h[1] for h in hits], [h[0].size for h in hits])
-    bits = np.concatenate([h[2] for h in hits])
+    i, d, bits = (np.concatenate(v) for v in zip(*hits, strict=True))
+    j = i + d
     delta = g[j] - g[i]
     for bit, counts, where, x in ((1, n_count, i, delta), (2, c_count, j, m_res - delta)):
         on = (bits & bit) > 0  # x: the PRM each difference would be
