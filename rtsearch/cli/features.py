@@ -22,8 +22,9 @@ def add_parser(sub: Any) -> None:
         "them with the uneven-spacing Savitzky-Golay filter (the Lipid Data Analyzer's: a degree-4 polynomial over "
         "the 11 points nearest in time, weights intensity^0.25, 8 passes; on the GPU with --backend cupy), cut them "
         "into "
-        "chromatographic peaks at their minima and group the peaks into isotope patterns. One row a feature: m/z, "
-        "charge, isotopes, apex RT, borders, FWHM, area.",
+        "chromatographic peaks at their minima and group the peaks into isotope patterns, each's monoisotopic peak "
+        "and charge by the averagine model. One row a feature: m/z, charge (0: a lone peak), isotopes, apex RT, "
+        "borders, FWHM, area, apex intensity, quality (the pattern's cosine with averagine's).",
     )  # fmt: skip
     f.add_argument("run", metavar="RUN", help="spectrum file with MS1 scans (mzML or mzXML, each may be .gz)")
     f.add_argument("-o", "--output", required=True, metavar="FILE", help="features file (.tsv or .parquet)")
@@ -33,6 +34,8 @@ def add_parser(sub: Any) -> None:
     f.add_argument("--max-gap", type=int, default=5, metavar="N", help="scans a trace may miss in a row (default 5)")
     f.add_argument("--min-points", type=int, default=3, metavar="N", help="points of a trace and a peak (default 3)")
     f.add_argument("--noise", type=float, default=0.0, help="peaks at or below this intensity are left out")
+    f.add_argument("--min-duration", type=float, default=5.0, metavar="SECONDS",
+                   help="peaks eluting for less are in no feature (default 5, OpenMS's minimum trace length)")
     f.add_argument("--centroid", choices=["auto", "yes", "no"], default="auto",
                    help="profile scans to centroids first (auto, the default: scans whose points lie closer than "
                    "0.05 Da at the median)")  # fmt: skip
@@ -57,13 +60,13 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.run).is_file():
         raise InputError(f"{args.run}: spectrum file not found")
     if not (0 <= args.order <= MAX_ORDER and args.points >= 1 and args.passes >= 0 and args.ppm > 0
-            and args.span >= 0 and args.max_gap >= 0 and args.min_points >= 1):  # fmt: skip
-        raise InputError(f"--order must be 0-{MAX_ORDER}; --points, --min-points ≥ 1; --passes, --max-gap, --span "
-                         "≥ 0; --ppm > 0")  # fmt: skip
+            and args.span >= 0 and args.max_gap >= 0 and args.min_points >= 1 and args.min_duration >= 0):  # fmt: skip
+        raise InputError(f"--order must be 0-{MAX_ORDER}; --points, --min-points ≥ 1; --passes, --max-gap, --span, "
+                         "--min-duration ≥ 0; --ppm > 0")  # fmt: skip
     backend = backend_of(args, load_config(args.config))
     settings = FeatureSettings(ppm=args.ppm, max_gap=args.max_gap, min_points=args.min_points, noise=args.noise,
                                smoothing=Smoothing(args.points, args.order, args.passes), span_s=args.span,
-                               centroid=args.centroid)  # fmt: skip
+                               centroid=args.centroid, min_duration_s=args.min_duration)  # fmt: skip
     t0 = time.perf_counter()
     bar = Progress("MS1 scans", unit="scans")
     scans = []

@@ -4,11 +4,15 @@ Pipeline (`detect_features`): profile scans centroided (`rtsearch.signal.centroi
 (`rtsearch.signal.traces`) → the uneven-spacing Savitzky–Golay smoother (`rtsearch.signal.smoothing`, or
 `rtsearch.signal.gpu` on CuPy) → peaks (`rtsearch.signal.peaks`) → isotope patterns. A peak's isotope partner of
 charge z and step k is a peak within ``ppm`` of m/z + k × 1.003355 / z whose apex lies within the peak's borders
-(the nearest in m/z). Peaks are taken by area, largest first: each not yet in a feature starts one with the charge
-whose partners run longest (k = 1, 2, … while found; the lower charge among equals; charge 0 when none), one step
-down when a partner at k = −1 is free (the largest peak of a pattern need not be its monoisotopic one), then up
-while partners are free. A feature's m/z is its first peak's, its area the sum of its peaks', its apex, borders and
-FWHM its largest peak's. ``cols["open"]`` (not written by `rtsearch features`) marks features whose apex lies on
+(the nearest in m/z). Only peaks that elute ``min_duration_s`` at least (OpenMS's minimum trace length, 5 s) make
+features. Peaks are taken by area, largest first: each not yet in a feature tries every charge — partners up from
+it (k = 1, 2, …) and down (k = −1 from it, then from that one, …) while free — and the monoisotopic peak among
+those below it is the one from which averagine's isotope pattern (`averagine`) explains the pattern's areas best
+(the peaks below it are left to other features); the charge with the most peaks wins (then the better fit, then
+the lower charge), a lone peak is a feature of charge 0. A feature's m/z is its monoisotopic peak's, its area the
+sum of its peaks', its apex, borders and FWHM its largest peak's, its ``quality`` the cosine of its areas with
+averagine's (0 for a lone peak). Against OpenMS's FeatureFindingMetabo on the lcms-ms1 runs: bench/BASELINES.md
+"MS1 features". ``cols["open"]`` (not written by `rtsearch features`) marks features whose apex lies on
 the run's first or last MS1 scan at their trace's end: an elution cut off by the run, its apex not seen.
 """
 
@@ -26,7 +30,7 @@ from rtsearch.signal.smoothing import Smoothing, smooth
 from rtsearch.signal.traces import MassTraces, Skipped, extract_traces
 
 ISOTOPE_DA = 1.0033548  # 13C − 12C
-COLUMNS = ("mz", "charge", "isotopes", "rt_apex", "rt_start", "rt_end", "fwhm", "area", "apex_intensity")
+COLUMNS = ("mz", "charge", "isotopes", "rt_apex", "rt_start", "rt_end", "fwhm", "area", "apex_intensity", "quality")
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,7 @@ class FeatureSettings:
     noise: float = 0.0
     smoothing: Smoothing = Smoothing()
     span_s: float = 5.0  # the smoothing window holds at least this many seconds of the run's median MS1 spacing
+    min_duration_s: float = 5.0  # a feature's peaks elute this long at least (OpenMS: min_trace_length)
     max_charge: int = 6
     max_isotopes: int = 6
     centroid: Literal["auto", "yes", "no"] = "auto"  # profile scans to centroids (auto: the scans that look it)
@@ -71,13 +76,18 @@ def detect_features(scans: Any, s: FeatureSettings = FeatureSettings(), *, xp: A
         y = xp.asnumpy(smooth_gpu(xp, tr.rt, tr.intensity, tr.offsets, sm))
     pk = find_peaks(tr.rt, y, tr.offsets, min_points=s.min_points)
     mz = tr.mean_mz[pk.trace]
-    groups = group_isotopes(mz, tr.rt[pk.apex], tr.rt[pk.start], tr.rt[pk.end], pk.area, s)
+    held = np.flatnonzero(tr.rt[pk.end] - tr.rt[pk.start] >= s.min_duration_s)  # peaks long enough for a feature
+    groups = [(z, int(held[lead]), held[chain].tolist()) for z, lead, chain in
+              group_isotopes(mz[held], tr.rt[pk.apex[held]], tr.rt[pk.start[held]], tr.rt[pk.end[held]],
+                             pk.area[held], s)]  # fmt: skip
     lead = np.array([g[1] for g in groups], np.int64)  # each feature's largest peak
     first = np.array([g[2][0] for g in groups], np.int64)
     cols = {"mz": mz[first], "charge": np.array([g[0] for g in groups], np.int64),
             "isotopes": np.array([len(g[2]) for g in groups], np.int64), "rt_apex": tr.rt[pk.apex[lead]],
             "rt_start": tr.rt[pk.start[lead]], "rt_end": tr.rt[pk.end[lead]], "fwhm": pk.fwhm[lead],
             "area": np.array([pk.area[g[2]].sum() for g in groups]), "apex_intensity": y[pk.apex[lead]],
+            "quality": np.array([averagine_fit(pk.area[g[2]], (mz[g[2][0]] - PROTON) * g[0]) if g[0] else 0.0
+                                 for g in groups]),
             "open": _open(tr, pk.apex[lead])}  # fmt: skip
     return Features(cols, tr, pk, skipped)
 
@@ -127,25 +137,62 @@ def group_isotopes(mz: np.ndarray, apex: np.ndarray, start: np.ndarray, end: np.
             row, cand = row[pick], cand[pick]
             first = np.diff(row, prepend=-1) != 0
             partner[z, q, row[first]] = cand[first]
-    up = partner[:, 1:, :] >= 0
-    run = np.cumprod(up, axis=1).sum(axis=1)  # [charge, peak]: partners found k = 1, 2, … in a row
-    run[0] = 0
     used = np.zeros(n, bool)
     out: list[tuple[int, int, list[int]]] = []
     for p in np.argsort(-area, kind="stable").tolist():
         if used[p]:
             continue
-        z = int(np.argmax(run[:, p])) if run[:, p].max() > 0 else 0
-        chain = [p]
-        if z:
-            down = int(partner[z, 0, p])
-            if down >= 0 and not used[down]:
-                chain.insert(0, down)
+        best: tuple[tuple[int, float, int], list[int]] = ((1, 0.0, 0), [p])  # ((peaks, fit, -charge), chain)
+        for z in range(1, s.max_charge + 1):
+            ups = []
             for q in range(1, len(steps)):
                 nxt = int(partner[z, q, p])
                 if nxt < 0 or used[nxt]:
                     break
-                chain.append(nxt)
+                ups.append(nxt)
+            downs: list[int] = []
+            below = p
+            while len(downs) + len(ups) + 1 < s.max_isotopes + 1:
+                below = int(partner[z, 0, below])
+                if below < 0 or used[below] or below in downs:
+                    break
+                downs.insert(0, below)
+            chain = _monoisotopic(downs + [p] + ups, len(downs), mz, area, z)
+            key = (len(chain), averagine_fit(area[chain], (mz[chain[0]] - PROTON) * z) if len(chain) > 1 else 0.0, -z)
+            if len(chain) > 1 and key > best[0]:
+                best = (key, chain)
+        chain = best[1]
         used[chain] = True
-        out.append((z if len(chain) > 1 else 0, p, chain))
+        out.append((-best[0][2], p, chain))
     return out
+
+
+PROTON = 1.00727646688
+AVERAGINE_LAMBDA = 5.5e-4  # heavy isotopes a Da of averagine peptide (C4.9384 H7.7583 N1.3577 O1.4773 S0.0417)
+
+
+def averagine(mass: float, peaks: int) -> np.ndarray:
+    """An averagine peptide's relative isotope abundances M, M+1, … of neutral ``mass`` (Poisson, λ ∝ mass)."""
+    lam = AVERAGINE_LAMBDA * mass
+    k = np.arange(peaks)
+    return np.exp(k * np.log(max(lam, 1e-12)) - lam - np.cumsum(np.r_[0.0, np.log(np.arange(1, peaks))]))
+
+
+def averagine_fit(areas: np.ndarray, mass: float) -> float:
+    """Cosine of a pattern's areas (monoisotopic first) with averagine's at ``mass``: 1 a perfect match."""
+    model = averagine(mass, areas.shape[0])
+    return float(areas @ model / (np.linalg.norm(areas) * np.linalg.norm(model) + 1e-300))
+
+
+def _monoisotopic(chain: list[int], seed: int, mz: np.ndarray, area: np.ndarray, z: int) -> list[int]:
+    """``chain`` from the peak that explains its areas best as the monoisotopic one (among those up to the
+    ``seed``-th, the pattern's largest), by the cosine of all its areas with averagine's from there (zero below):
+    the peaks below are then another pattern's or none's, and their area counts against the choice."""
+    if seed == 0:
+        return chain
+    areas = area[chain]
+    fits = []
+    for k in range(seed + 1):
+        model = np.r_[np.zeros(k), averagine((mz[chain[k]] - PROTON) * z, len(chain) - k)]
+        fits.append(float(areas @ model / (np.linalg.norm(areas) * np.linalg.norm(model) + 1e-300)))
+    return chain[int(np.argmax(fits)) :]

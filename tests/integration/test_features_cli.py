@@ -10,7 +10,7 @@ import pytest
 
 from tests.integration.test_cli import bsa_index, one_line_error, run_cli  # noqa: F401  (a fixture)
 
-COLUMNS = ["mz", "charge", "isotopes", "rt_apex", "rt_start", "rt_end", "fwhm", "area", "apex_intensity"]
+COLUMNS = ["mz", "charge", "isotopes", "rt_apex", "rt_start", "rt_end", "fwhm", "area", "apex_intensity", "quality"]
 
 
 def test_bsa1_features_tsv_and_parquet(tmp_path: Path, data: Path) -> None:

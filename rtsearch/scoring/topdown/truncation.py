@@ -97,18 +97,18 @@ def _host_counts(g: np.ndarray, inner: np.ndarray, m_res: float, tol: float) -> 
     flags = np.empty((OFFSETS, BLOCK), np.uint8)  # a block's marks for `OFFSETS` d at once: one search for the marked
     for lo in range(0, n, BLOCK):
         size = min(lo + BLOCK, n) - lo
-        last = int(reach[lo : lo + size].max(initial=0))
-        for first in range(1, last + 1, OFFSETS):
-            rows = min(OFFSETS, last + 1 - first)
+        deepest = int(reach[lo : lo + size].max(initial=0))
+        for d0 in range(1, deepest + 1, OFFSETS):
+            rows = min(OFFSETS, deepest + 1 - d0)
             for k in range(rows):
-                m = max(min(size, n - lo - first - k), 0)  # the last block's last positions have no d on
-                np.subtract(bins[lo + first + k : lo + first + k + m], bins[lo : lo + m], out=index[:m])
+                m = max(min(size, n - lo - d0 - k), 0)  # the last block's last positions have no d on
+                np.subtract(bins[lo + d0 + k : lo + d0 + k + m], bins[lo : lo + m], out=index[:m])
                 np.take(table, index[:m], out=flags[k, :m], mode="clip")
                 flags[k, m:size] = 0
             at = np.flatnonzero(np.bitwise_or.reduce(flags[:rows, :size], axis=0))
             if at.size:
-                k, t = np.nonzero(flags[:rows, at])
-                hits.append((at[t] + lo, k + first, flags[k, at[t]]))
+                row, t = np.nonzero(flags[:rows, at])
+                hits.append((at[t] + lo, row + d0, flags[row, at[t]]))
     if not hits:
         return n_count, c_count
     i, d, bits = (np.concatenate(v) for v in zip(*hits, strict=True))
