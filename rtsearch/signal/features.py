@@ -28,6 +28,7 @@ from rtsearch.signal.centroid import centroided, is_profile
 from rtsearch.signal.peaks import Peaks, find_peaks
 from rtsearch.signal.smoothing import Smoothing, smooth
 from rtsearch.signal.traces import MassTraces, Skipped, extract_traces
+from rtsearch.types import PROTON
 
 ISOTOPE_DA = 1.0033548  # 13C − 12C
 COLUMNS = ("mz", "charge", "isotopes", "rt_apex", "rt_start", "rt_end", "fwhm", "area", "apex_intensity", "quality")
@@ -167,20 +168,22 @@ def group_isotopes(mz: np.ndarray, apex: np.ndarray, start: np.ndarray, end: np.
     return out
 
 
-PROTON = 1.00727646688
 AVERAGINE_LAMBDA = 5.5e-4  # heavy isotopes a Da of averagine peptide (C4.9384 H7.7583 N1.3577 O1.4773 S0.0417)
 
 
 def averagine(mass: float, peaks: int) -> np.ndarray:
-    """An averagine peptide's relative isotope abundances M, M+1, … of neutral ``mass`` (Poisson, λ ∝ mass)."""
+    """An averagine peptide's relative isotope abundances M, M+1, … of neutral ``mass``: a Poisson distribution,
+    λ ∝ mass (averagine has no integer formula for pyteomics' isotope calculator to take, and a feature needs only
+    its first few peaks' proportions)."""
     lam = AVERAGINE_LAMBDA * mass
     k = np.arange(peaks)
     return np.exp(k * np.log(max(lam, 1e-12)) - lam - np.cumsum(np.r_[0.0, np.log(np.arange(1, peaks))]))
 
 
-def averagine_fit(areas: np.ndarray, mass: float) -> float:
-    """Cosine of a pattern's areas (monoisotopic first) with averagine's at ``mass``: 1 a perfect match."""
-    model = averagine(mass, areas.shape[0])
+def averagine_fit(areas: np.ndarray, mass: float, below: int = 0) -> float:
+    """Cosine of a pattern's areas with averagine's at ``mass`` from its ``below``-th peak on (zero before): 1 a
+    perfect match."""
+    model = np.r_[np.zeros(below), averagine(mass, areas.shape[0] - below)]
     return float(areas @ model / (np.linalg.norm(areas) * np.linalg.norm(model) + 1e-300))
 
 
@@ -190,9 +193,5 @@ def _monoisotopic(chain: list[int], seed: int, mz: np.ndarray, area: np.ndarray,
     the peaks below are then another pattern's or none's, and their area counts against the choice."""
     if seed == 0:
         return chain
-    areas = area[chain]
-    fits = []
-    for k in range(seed + 1):
-        model = np.r_[np.zeros(k), averagine((mz[chain[k]] - PROTON) * z, len(chain) - k)]
-        fits.append(float(areas @ model / (np.linalg.norm(areas) * np.linalg.norm(model) + 1e-300)))
+    fits = [averagine_fit(area[chain], (mz[chain[k]] - PROTON) * z, k) for k in range(seed + 1)]
     return chain[int(np.argmax(fits)) :]

@@ -48,7 +48,8 @@ def test_the_monoisotopic_peak_is_the_one_averagine_explains() -> None:
     is one feature of four isotopes from its true monoisotopic peak, the second starts at its own (its quality, the
     cosine with averagine's pattern, near 1) and the foreign peak is a lone one. (Three times as high, the foreign
     peak would fit averagine as the monoisotopic peak of a lighter pattern: cosine 0.96.)"""
-    from rtsearch.signal.features import PROTON, averagine
+    from rtsearch.signal.features import averagine
+    from rtsearch.types import PROTON
 
     heavy = averagine((1400.0 - PROTON) * 3, 4)  # ~4.2 kDa: M+2 above M+1 above M
     assert np.argmax(heavy) == 2

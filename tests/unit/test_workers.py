@@ -61,7 +61,7 @@ async def test_the_engine_scores_while_the_results_thread_answers(demo_index):
             assert pool.enqueue(queued(state, batch, time.monotonic_ns())) == []
         while sum(len(a) for a in answered) < len(spectra):
             await asyncio.sleep(0.005)
-            assert time.perf_counter() - t0 < 30, "not every spectrum was answered"
+            assert time.perf_counter() - t0 < 120, "not every spectrum was answered"  # a hang, not a speed
         assert "results" in threads  # under load the results thread answers
         # ... while the engine scores the next batch (a batch costs the slower stage, not both): their spans overlap
         overlaps = sum(a0 < s1 and s0 < a1 for a0, a1 in spans["answering"] for s0, s1 in spans["scoring"])
