@@ -20,6 +20,7 @@ proteins longer than ``max_length`` are left out and counted.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -88,6 +89,17 @@ class ProteoformDatabase:
         out = prefix[start:] - prefix[start]
         out[1:] += self.form_delta[form]
         return out
+
+    @cached_property
+    def composition(self) -> tuple[np.ndarray, np.ndarray]:
+        """The target proteins' distinct residue masses (Da, fixed modifications included; I and L one) and each
+        one's share of their residues: the random protein of `rtsearch.scoring.topdown.generating`."""
+        k = np.repeat(np.arange(len(self.accessions)), np.diff(self.offsets))
+        at = np.arange(self.residues.shape[0]) + k  # each residue's prefix mass before it
+        masses = (self.prefix[at + 1] - self.prefix[at])[~self.is_decoy[k]]
+        values, inverse = np.unique(np.round(masses, 6), return_inverse=True)
+        counts = np.bincount(inverse, minlength=values.shape[0]).astype(np.float64)
+        return values, counts / max(counts.sum(), 1.0)
 
     def sequence(self, protein: int) -> str:
         a, b = int(self.offsets[protein]), int(self.offsets[protein + 1])

@@ -14,6 +14,7 @@ from rtsearch.database.fasta import read_fasta
 from rtsearch.io.msalign import read_msalign
 from rtsearch.proteoforms.database import build_proteoforms
 from rtsearch.scoring.backend import get_backend
+from rtsearch.scoring.topdown.generating import Question, Residues, log10_pvalues
 from rtsearch.scoring.topdown.gpu import align_pairs
 from rtsearch.scoring.topdown.prm import prm_masses
 from tests.conftest import data_dir
@@ -146,3 +147,54 @@ def test_truncation_candidates_same_on_both_backends() -> None:
         assert candidates(on_np, prm, m - 18.010564684, **kw) == candidates(on_cp, prm, m - 18.010564684, **kw)
         assert terminal(db, on_np, m - 18.010564684, tol=m * 15e-6) == terminal(db, on_cp, m - 18.010564684,
                                                                                  tol=m * 15e-6)  # fmt: skip
+
+
+def test_generating_function_same_values() -> None:
+    """The generating-function kernel gives the NumPy reference's p-values bit for bit: the FLASHApp run's spectra
+    at their precursors, scores 1 to 12, with and without a shift's second diagonal and an N-terminal start."""
+    cp = get_backend("cupy").xp
+    folder = data_dir() / "topdown-flashapp-ecoli"
+    db = build_proteoforms(read_fasta(folder / "example_database.fasta"), ProteoformConfig())
+    residues = Residues(*db.composition)
+    questions = []
+    for k, sp in enumerate(x for x in read_msalign(folder / "toppic_ms2.msalign") if not x.problem):
+        if k == 40:
+            break
+        m = sp.precursors[0].mass
+        tol = max(0.02, 1e-5 * m)
+        inner = prm_masses(sp.mass, m, sp.activation, merge_within=tol)[1:-1]
+        shift = (k % 5 - 2) * 41.3
+        marks = np.concatenate([inner, inner - shift]) if shift else inner
+        questions.append(Question(marks, tol, m - 18.010564684 - shift, 1.5e-5 * m, 42.010565 * (k % 3 == 0),
+                                  1 + k % 12))  # fmt: skip
+    want = log10_pvalues(questions, residues)
+    got = log10_pvalues(questions, residues, xp=cp)
+    assert np.array_equal(got, want), np.abs(got - want).max()
+    assert (want < 0).sum() > 30
+
+
+def test_whole_form_candidates_and_terminal_truncations_of_a_run_at_once() -> None:
+    """Every precursor's whole-form candidates (one launch of the forms' diagonal counts) and terminal truncations
+    (sorted searches of many precursors at once): on CuPy those of NumPy's one precursor at a time."""
+    from rtsearch.config import TopDownConfig
+    from rtsearch.scoring.topdown.search import candidates, candidates_of
+    from rtsearch.scoring.topdown.truncation import Positions, terminal, terminals
+
+    cp = get_backend("cupy").xp
+    folder = data_dir() / "topdown-flashapp-ecoli"
+    db = build_proteoforms(read_fasta(folder / "example_database.fasta"), ProteoformConfig())
+    s = TopDownConfig()
+    spectra = [x for x in read_msalign(folder / "toppic_ms2.msalign") if not x.problem]
+    mass = np.array([p.mass for sp in spectra for p in sp.precursors])
+    prms = [prm_masses(sp.mass, p.mass, sp.activation, merge_within=s.tolerance(p.mass)) for sp in spectra
+            for p in sp.precursors]  # fmt: skip
+    got = candidates_of(db, prms, mass, s, cp)
+    assert len(got) == len(prms) > 100
+    for prm, m, g in zip(prms, mass.tolist(), got, strict=True):
+        assert np.array_equal(g, candidates(db, prm, m, s))
+    on_np, on_cp = Positions(db), Positions(db, cp)
+    tol = mass * 15e-6
+    many = terminals(db, on_cp, mass - 18.010564684, tol)
+    assert sum(map(len, many)) > 1000
+    for m, t, g in zip(mass.tolist(), tol.tolist(), many, strict=True):
+        assert g == terminal(db, on_np, m - 18.010564684, tol=t)

@@ -176,3 +176,103 @@ extern "C" __global__ void diagonal_counts(const double* __restrict__ g, long lo
     c_count[p] = walk(g, n, s, m, g[p], -1, m_res, tol);
 }
 """
+
+GENERATING_SOURCE = r"""
+// `rtsearch.scoring.topdown.generating`'s table, a block a PrSM: rows of a chunk (no longer than the smallest
+// residue step, so they depend only on earlier rows) a thread a cell, in a ring of rows (the largest step plus a
+// chunk: a row written never overwrites one still read). Each cell sums its residues in the reference's order, and
+// the end rows' pre-mark values are added to the ends in row order by one thread a score; compile without fused
+// multiply-add so that every sum is the reference's.
+__device__ __forceinline__ bool is_marked(const int* m, long long n, long long row) {
+    long long lo = 0, hi = n;
+    while (lo < hi) { long long mid = (lo + hi) >> 1; if (m[mid] < row) lo = mid + 1; else hi = mid; }
+    return lo < n && m[lo] == row;
+}
+
+extern "C" __global__ void generating_ends(
+    const int* __restrict__ steps, int A, const double* __restrict__ freq, const int* __restrict__ marked,
+    const long long* __restrict__ mark_off, const long long* __restrict__ rows, const int* __restrict__ chunks,
+    const long long* __restrict__ rings, const long long* __restrict__ heights,
+    const long long* __restrict__ table_off, double* table, const long long* __restrict__ end_off, double* ends)
+{
+    const int q = blockIdx.x, t = threadIdx.x, T = blockDim.x;
+    const int* r = steps + (long long)q * A;
+    const long long start = rows[3 * q], end_lo = rows[3 * q + 1], last = rows[3 * q + 2];
+    const long long H = heights[q], R = rings[q];
+    const int C = chunks[q];
+    double* tab = table + table_off[q];
+    const int* M = marked + mark_off[q];
+    const long long nm = mark_off[q + 1] - mark_off[q];
+    double* E = ends + end_off[q];
+    if (t == 0) tab[(start % R) * H] = 1.0;
+    __syncthreads();
+    for (long long lo = start + 1; lo <= last; lo += C) {
+        const long long hi = lo + C < last + 1 ? lo + C : last + 1;
+        for (long long c = t; c < (hi - lo) * H; c += T) {
+            const long long row = lo + c / H, h = c % H;
+            double acc = 0.0, below = 0.0;
+            for (int a = 0; a < A; ++a) {
+                const long long from = row - r[a];
+                if (from < 0) continue;
+                const double* src = tab + (from % R) * H;
+                acc = acc + freq[a] * src[h];
+                if (h > 0) below = below + freq[a] * src[h - 1];
+            }
+            double v = acc;
+            if (is_marked(M, nm, row)) v = h == 0 ? 0.0 : (h == H - 1 ? below + acc : below);
+            tab[(row % R) * H + h] = v;
+        }
+        __syncthreads();
+        for (long long h = t; h < H; h += T) {
+            for (long long row = lo > end_lo ? lo : end_lo; row < hi; ++row) {
+                double acc = 0.0;
+                for (int a = 0; a < A; ++a) {
+                    const long long from = row - r[a];
+                    if (from >= 0) acc = acc + freq[a] * tab[(from % R) * H + h];
+                }
+                E[h] = E[h] + acc;
+            }
+        }
+        __syncthreads();
+    }
+}
+"""
+
+FORM_DIAGONALS_SOURCE = r"""
+// `rtsearch.scoring.topdown.search.diagonal_counts` of many (spectrum, form) pairs, a block a pair, a thread a PRM:
+// the PRM's two targets (on the lane the reference lays the form in, the same sums in the same order) placed among
+// the form's inner prefix masses as searchsorted places them and compared with their two neighbours.
+__device__ __forceinline__ bool near_form(const double* P, long long b, long long e, double delta, double lane,
+                                          double x, double tol) {
+    const double base = P[b];
+    long long lo = b + 1, hi = e;  // the inner positions [b + 1, e)
+    while (lo < hi) {
+        const long long mid = (lo + hi) >> 1;
+        if (((P[mid] - base) + delta) + lane < x) lo = mid + 1; else hi = mid;
+    }
+    bool hit = false;
+    if (lo < e) hit = fabs((((P[lo] - base) + delta) + lane) - x) <= tol;
+    if (lo > b + 1) hit = hit || fabs((((P[lo - 1] - base) + delta) + lane) - x) <= tol;
+    return hit;
+}
+
+extern "C" __global__ void form_diagonals(
+    const double* __restrict__ prefix, const long long* __restrict__ base, const long long* __restrict__ last,
+    const double* __restrict__ delta, const double* __restrict__ lane, const double* __restrict__ shift,
+    const double* __restrict__ tol, const int* __restrict__ prm_of, const double* __restrict__ prm,
+    const long long* __restrict__ prm_off, int n_pairs, int* out)
+{
+    const int p = blockIdx.x;
+    if (p >= n_pairs) return;
+    const double* s = prm + prm_off[prm_of[p]];
+    const int m = (int)(prm_off[prm_of[p] + 1] - prm_off[prm_of[p]]);
+    const double t = tol[p], d = shift[p];
+    int count = 0;
+    for (int i = 1 + threadIdx.x; i < m - 1; i += blockDim.x) {
+        bool hit = near_form(prefix, base[p], last[p], delta[p], lane[p], s[i] + lane[p], t);
+        if (!hit && fabs(d) > t) hit = near_form(prefix, base[p], last[p], delta[p], lane[p], (s[i] - d) + lane[p], t);
+        count += hit;
+    }
+    atomicAdd(out + p, count);
+}
+"""

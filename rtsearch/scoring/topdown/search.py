@@ -26,13 +26,16 @@ import numpy as np
 from rtsearch.config import TopDownConfig
 from rtsearch.database.arrays import ranges
 from rtsearch.proteoforms.database import ProteoformDatabase
+from rtsearch.scoring.backend import compiled_kernel
 from rtsearch.scoring.topdown.align import NONE
 from rtsearch.scoring.topdown.evalue import log10_evalues
+from rtsearch.scoring.topdown.generating import Question, Residues, log10_pvalues
 from rtsearch.scoring.topdown.gpu import align_pairs
+from rtsearch.scoring.topdown.kernels import FORM_DIAGONALS_SOURCE
 from rtsearch.scoring.topdown.localize import localize
 from rtsearch.scoring.topdown.localize import name as shift_name
 from rtsearch.scoring.topdown.prm import WATER, near, prm_masses
-from rtsearch.scoring.topdown.truncation import ISOTOPE, Positions, lanes, terminal
+from rtsearch.scoring.topdown.truncation import ISOTOPE, Positions, lanes, terminals
 from rtsearch.scoring.topdown.truncation import candidates as truncated
 from rtsearch.types import DeconvolutedSpectrum
 
@@ -101,6 +104,41 @@ def candidates(db: ProteoformDatabase, prm: np.ndarray, precursor: float, s: Top
     return forms[order[: s.candidates]]
 
 
+def candidates_of(db: ProteoformDatabase, prms: Sequence[np.ndarray], precursors: np.ndarray, s: TopDownConfig,
+                  xp: Any = np) -> list[np.ndarray]:  # fmt: skip
+    """`candidates` of each (PRMs, precursor); on CuPy every (precursor, form in its window) pair's `diagonal_counts`
+    in one launch (`kernels.FORM_DIAGONALS_SOURCE`, the same counts: tests/gpu/test_topdown_parity.py)."""
+    if xp is np:
+        return [candidates(db, prm, m, s) for prm, m in zip(prms, precursors.tolist(), strict=True)]
+    windows = [in_window(db, m, s) for m in precursors.tolist()]
+    forms = np.concatenate(windows) if windows else np.zeros(0, np.int64)
+    if forms.size == 0:
+        return windows
+    sizes = [w.size for w in windows]
+    of = np.repeat(np.arange(len(windows)), sizes)
+    cut = np.cumsum(sizes)[:-1]
+    k = db.form_protein[forms].astype(np.int64)
+    base = db.offsets[k] + k + db.form_start[forms]
+    last = db.offsets[k + 1] + k
+    span = db.prefix[last] - db.prefix[base] + np.abs(db.form_delta[forms])
+    lane = np.concatenate([lanes(v) for v in np.split(span, cut)])
+    shift = precursors[of] - db.form_mass[forms]
+    tol = np.array([s.tolerance(m) for m in precursors.tolist()])[of]
+    flat = np.concatenate(prms).astype(np.float64)
+    off = np.r_[0, np.cumsum([p.shape[0] for p in prms])].astype(np.int64)
+    out = xp.zeros(forms.shape[0], dtype=xp.int32)
+    fn = compiled_kernel(xp, FORM_DIAGONALS_SOURCE, "form_diagonals")
+    args = [xp.asarray(v) for v in (db.prefix, base, last, db.form_delta[forms], lane, shift, tol, of.astype(np.int32),
+                                    flat, off)]  # fmt: skip
+    fn((forms.shape[0],), (128,), (*args, np.int32(forms.shape[0]), out))
+    scores = xp.asnumpy(out).astype(np.int64)
+    picked = []
+    for j, (w, mine) in enumerate(zip(windows, np.split(scores, cut), strict=True)):
+        order = np.lexsort((np.abs(db.form_mass[w] - precursors[j]), -mine))
+        picked.append(w[order[: s.candidates]])
+    return picked
+
+
 def diagonal_counts(db: ProteoformDatabase, forms: np.ndarray, prm: np.ndarray, shift: np.ndarray,
                     tol: float) -> np.ndarray:  # fmt: skip
     """Per form: the inner PRMs within ``tol`` of one of its inner prefix masses (shift 0) or of one plus its
@@ -133,19 +171,20 @@ def search_batch(db: ProteoformDatabase, spectra: Sequence[DeconvolutedSpectrum]
     ``positions``, truncated sub-sequences (`rtsearch.scoring.topdown.truncation`); protein -1 when none aligns
     (or the spectrum has a ``problem``). Every pair of the batch is aligned in one `align_pairs` call on ``xp``."""
     prms: list[np.ndarray] = []
-    looks: list[_Look] = []
+    owner: list[tuple[int, float]] = []  # each PRM array's spectrum and precursor mass
     for i, sp in enumerate(spectra):
-        if sp.problem:
-            continue
-        for p in sp.precursors:
-            prm = prm_masses(sp.mass, p.mass, sp.activation, merge_within=s.tolerance(p.mass))
-            counts = candidate_counts(db, s, p.mass)
-            prms.append(prm)
-            for opt in _options(db, prm, p.mass, s, positions):
-                k, a, b, f = opt[:4]
-                whole = b == int(db.offsets[k + 1] - db.offsets[k])
-                kind = "complete" if f >= 0 and whole else "terminal" if f >= 0 or a <= 1 or whole else "internal"
-                looks.append(_Look(i, len(prms) - 1, p.mass, counts[kind], *opt))
+        if not sp.problem:
+            for p in sp.precursors:
+                prms.append(prm_masses(sp.mass, p.mass, sp.activation, merge_within=s.tolerance(p.mass)))
+                owner.append((i, p.mass))
+    looks: list[_Look] = []
+    for j, ((i, mass), opts) in enumerate(zip(owner, _options(db, prms, owner, s, positions, xp), strict=True)):
+        counts = candidate_counts(db, s, mass)
+        for opt in opts:
+            k, a, b, f = opt[:4]
+            whole = b == int(db.offsets[k + 1] - db.offsets[k])
+            kind = "complete" if f >= 0 and whole else "terminal" if f >= 0 or a <= 1 or whole else "internal"
+            looks.append(_Look(i, j, mass, counts[kind], *opt))
     found = [PrSM(sp.scan, -1, 0, 0, -1, NONE, -1, 0.0, False) for sp in spectra]
     if not looks:
         return found
@@ -174,6 +213,7 @@ def search_batch(db: ProteoformDatabase, spectra: Sequence[DeconvolutedSpectrum]
             found[o.spectrum] = PrSM(spectra[o.spectrum].scan, o.protein, o.start, o.end, o.form, v, u,
                                      o.precursor - mass, bool(db.is_decoy[o.protein]), ev, o.precursor,
                                      len(prms[o.prm]) - 2, known=c)  # fmt: skip
+    _exact_evalues(db, found, chosen, prms, s, xp)
     for i, o in chosen.items():
         r = found[i]
         if r.shifts + r.known == 1:  # one shift, unknown or known: localized, named when a known PTM fits
@@ -183,6 +223,30 @@ def search_batch(db: ProteoformDatabase, spectra: Sequence[DeconvolutedSpectrum]
             found[i] = replace(r, site=(o.start + first, o.start + last),
                                shift_name=shift_name(db.known, codes, r.mass_difference, within))  # fmt: skip
     return found
+
+
+def _exact_evalues(db: ProteoformDatabase, found: list[PrSM], chosen: dict[int, _Look], prms: Sequence[np.ndarray],
+                   s: TopDownConfig, xp: Any) -> None:  # fmt: skip
+    """Each chosen PrSM with at most one shift given its generating-function E-value
+    (`rtsearch.scoring.topdown.generating`) in place of the binomial one it was chosen by, all on ``xp`` at once."""
+    picked, questions = [], []
+    for i, o in chosen.items():
+        r = found[i]
+        if r.shifts + r.known > 1:
+            continue
+        inner = prms[o.prm][1:-1]
+        tol = s.tolerance(o.precursor)
+        marks = np.concatenate([inner, inner - r.mass_difference]) if r.moved else inner
+        start = float(db.form_delta[o.form]) if o.form >= 0 else 0.0
+        end = max(tol, o.precursor * s.precursor_ppm * 1e-6)
+        questions.append(Question(marks, tol, float(o.prefix[-1]), end, start, r.score))
+        picked.append(i)
+    if not questions:
+        return
+    p = log10_pvalues(questions, Residues(*db.composition), xp=xp)
+    for i, v in zip(picked, p.tolist(), strict=True):
+        r, o = found[i], chosen[i]
+        found[i] = replace(r, log10_evalue=v + float(np.log10(max(o.tests[min(r.shifts + r.known, 1)], 1.0))))
 
 
 def _evalues(scores: np.ndarray, fc: int, looks: Sequence[_Look], prms: Sequence[np.ndarray],
@@ -222,21 +286,30 @@ class _Look:
     prefix: np.ndarray
 
 
-def _options(db: ProteoformDatabase, prm: np.ndarray, precursor: float, s: TopDownConfig,
-             positions: Positions | None) -> list[tuple[int, int, int, int, np.ndarray]]:  # fmt: skip
-    """(protein, start, end, form, prefix masses) of a precursor's candidates: whole forms, then truncations."""
+def _options(db: ProteoformDatabase, prms: Sequence[np.ndarray], owner: Sequence[tuple[int, float]],
+             s: TopDownConfig, positions: Positions | None,
+             xp: Any) -> list[list[tuple[int, int, int, int, np.ndarray]]]:  # fmt: skip
+    """Per precursor, (protein, start, end, form, prefix masses) of its candidates: whole forms, then truncations;
+    the whole forms' and the terminal truncations' searches of all precursors at once."""
+    mass = np.array([m for _, m in owner], np.float64)
+    whole = candidates_of(db, prms, mass, s, xp)
+    pos = positions if s.truncations else None
+    ends = terminals(db, pos, mass - WATER, mass * s.precursor_ppm * 1e-6) if pos is not None else []
     out = []
-    for f in candidates(db, prm, precursor, s).tolist():
-        k = int(db.form_protein[f])
-        out.append((k, int(db.form_start[f]), int(db.offsets[k + 1] - db.offsets[k]), f, db.form_prefix(f)))
-    if positions is not None and s.truncations:
-        for k, a, b, f in terminal(db, positions, precursor - WATER, tol=precursor * s.precursor_ppm * 1e-6):
-            prefix = db.prefix_of(k)[a : b + 1] - db.prefix_of(k)[a]
-            if f >= 0:
-                prefix[1:] += db.form_delta[f]
-            out.append((k, a, b, f, prefix))
-        for k, a, b in truncated(positions, prm, precursor - WATER, tol=s.tolerance(precursor),
-                                 window=window_of(precursor, s), limit=s.candidates * 10):  # fmt: skip
-            full = db.prefix_of(k)
-            out.append((k, a, b, -1, full[a : b + 1] - full[a]))
+    for j, (prm, precursor) in enumerate(zip(prms, mass.tolist(), strict=True)):
+        opts = []
+        for f in whole[j].tolist():
+            k = int(db.form_protein[f])
+            opts.append((k, int(db.form_start[f]), int(db.offsets[k + 1] - db.offsets[k]), f, db.form_prefix(f)))
+        if pos is not None:
+            for k, a, b, f in ends[j]:
+                prefix = db.prefix_of(k)[a : b + 1] - db.prefix_of(k)[a]
+                if f >= 0:
+                    prefix[1:] += db.form_delta[f]
+                opts.append((k, a, b, f, prefix))
+            for k, a, b in truncated(pos, prm, precursor - WATER, tol=s.tolerance(precursor),
+                                     window=window_of(precursor, s), limit=s.candidates * 10):  # fmt: skip
+                full = db.prefix_of(k)
+                opts.append((k, a, b, -1, full[a : b + 1] - full[a]))
+        out.append(opts)
     return out
