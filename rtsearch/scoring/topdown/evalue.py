@@ -1,7 +1,9 @@
-"""E-values of PrSMs: how often an alignment scores this well by chance, times the candidates a spectrum had.
+"""Binomial E-values of PrSMs: how often an alignment scores this well by chance, times the candidates a spectrum had.
 
-A calibrated stand-in for TopPIC's generating-function E-values (Liu et al. 2012, "Protein identification
-using top-down spectra", MCP 11:M111.008524), from a null model of chance coincidences:
+What a spectrum's candidates are ranked by (cheap for every candidate and shift count); the PrSM chosen is then
+given TopPIC's kind, a generating-function E-value (`rtsearch.scoring.topdown.generating`; Liu et al. 2012,
+"Protein identification using top-down spectra", MCP 11:M111.008524). The null model here is of chance
+coincidences:
 
 - a spectrum's m inner PRMs lie over (0, M − H2O); a mass drawn at random lands within ±δ of one of them with
   probability p = 1 − exp(−2δm / (M − H2O)) (PRMs as a Poisson process of that density);

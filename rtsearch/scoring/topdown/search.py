@@ -8,8 +8,10 @@ truncations of the precursor's mass and sub-sequences found by their diagonal co
 (`rtsearch.scoring.topdown.align`) and given an E-value (`rtsearch.scoring.topdown.evalue`) over the spectrum's
 candidates of its type, as TopPIC's are by proteoform type (`candidate_counts`): complete forms, terminal
 truncations, internal ones. A spectrum's PrSM is its lowest E-value, then the highest score, fewest shifts,
-smallest mass difference; with several precursors (one isolation window), the best over them; one shift is then
-localized (`rtsearch.scoring.topdown.localize`). The fragment tolerance is `TopDownConfig.tolerance` of the
+smallest mass difference; with several precursors (one isolation window), the best over them. The chosen PrSM
+(with at most one shift) is then given its generating-function E-value (`rtsearch.scoring.topdown.generating`,
+TopPIC's kind: sharper than the binomial's, too costly for every candidate) and one shift is localized
+(`rtsearch.scoring.topdown.localize`). The fragment tolerance is `TopDownConfig.tolerance` of the
 precursor mass. Known PTMs (``[proteoforms] known_ptms``) are the alignment's known shifts, up to ``[topdown]
 known_shifts`` a PrSM, counted apart from the unknown ones; the E-value counts both as shifts. A PrSM with one
 shift, known or unknown, has it localized (and named when a known PTM fits).
