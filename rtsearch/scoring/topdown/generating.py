@@ -40,6 +40,7 @@ from rtsearch.scoring.topdown.kernels import GENERATING_SOURCE
 UNIT_SHARE = 0.5  # the grid's unit as a share of the fragment tolerance
 CHUNK = 4096  # rows the kernel computes between two synchronisations at most (a smallest residue mass, or fewer)
 THREADS = 256
+TABLE_BYTES = 1 << 30  # the rings of one launch at most
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,19 @@ def _ends(g: _Grid, residues: Residues) -> np.ndarray:
 
 
 def _ends_gpu(cp: Any, grids: Sequence[_Grid], residues: Residues) -> list[np.ndarray]:
-    """`_ends` of every grid at once on the device: one thread block a grid, its table a ring of rows."""
+    """`_ends` of every grid on the device, as many at once as `TABLE_BYTES` of rings hold."""
+    out: list[np.ndarray] = []
+    size = np.array([(int(g.steps.max()) + min(max(int(g.steps.min()), 1), CHUNK)) * g.height * 8 for g in grids])
+    first = 0
+    while first < len(grids):
+        last = first + max(int(np.searchsorted(np.cumsum(size[first:]), TABLE_BYTES, side="right")), 1)
+        out += _ends_launch(cp, grids[first:last], residues)
+        first = last
+    return out
+
+
+def _ends_launch(cp: Any, grids: Sequence[_Grid], residues: Residues) -> list[np.ndarray]:
+    """`_ends` of ``grids`` in one launch: one thread block a grid, its table a ring of rows."""
     n = len(grids)
     steps = np.stack([g.steps for g in grids]).astype(np.int32)
     chunk = np.minimum(np.maximum(steps.min(axis=1), 1), CHUNK)
