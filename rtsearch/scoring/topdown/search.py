@@ -19,6 +19,7 @@ shift, known or unknown, has it localized (and named when a known PTM fits).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -130,8 +131,8 @@ def candidates_of(db: ProteoformDatabase, prms: Sequence[np.ndarray], precursors
     off = np.r_[0, np.cumsum([p.shape[0] for p in prms])].astype(np.int64)
     out = xp.zeros(forms.shape[0], dtype=xp.int32)
     fn = compiled_kernel(xp, FORM_DIAGONALS_SOURCE, "form_diagonals")
-    args = [xp.asarray(v) for v in (db.prefix, base, last, db.form_delta[forms], lane, shift, tol, of.astype(np.int32),
-                                    flat, off)]  # fmt: skip
+    args = [_resident(xp, db.prefix)] + [xp.asarray(v) for v in (base, last, db.form_delta[forms], lane, shift, tol,
+                                                                   of.astype(np.int32), flat, off)]  # fmt: skip
     fn((forms.shape[0],), (128,), (*args, np.int32(forms.shape[0]), out))
     scores = xp.asnumpy(out).astype(np.int64)
     picked = []
@@ -139,6 +140,21 @@ def candidates_of(db: ProteoformDatabase, prms: Sequence[np.ndarray], precursors
         order = np.lexsort((np.abs(db.form_mass[w] - precursors[j]), -mine))
         picked.append(w[order[: s.candidates]])
     return picked
+
+
+_RESIDENT: dict[tuple[int, int], tuple[weakref.ref[np.ndarray], Any]] = {}
+
+
+def _resident(xp: Any, a: np.ndarray) -> Any:
+    """``a``'s copy on the current device, made once while ``a`` lives (the database's prefix masses, 11 MB for E.
+    coli, not uploaded again for every batch of a daemon's)."""
+    key = (int(xp.cuda.Device().id), id(a))
+    held = _RESIDENT.get(key)
+    if held is None or held[0]() is not a:
+        for k in [k for k, (ref, _) in _RESIDENT.items() if ref() is None]:
+            del _RESIDENT[k]
+        held = _RESIDENT[key] = (weakref.ref(a), xp.asarray(a))
+    return held[1]
 
 
 def diagonal_counts(db: ProteoformDatabase, forms: np.ndarray, prm: np.ndarray, shift: np.ndarray,
