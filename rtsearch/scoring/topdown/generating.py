@@ -20,8 +20,10 @@ A PrSM with one shift is scored against both diagonals' marks at once (N-termina
 by the shift): a random protein's count on their union bounds what a one-shift alignment of it can score, so the
 p-value is conservative. TopPIC instead adds shift layers and scales them by factors fitted to data.
 
-On CuPy, `kernels.GENERATING_SOURCE`, a thread block a PrSM and a thread a cell, gives the NumPy reference's
-values bit for bit (no fused multiply-add; each cell's residues summed in the same order; tests/gpu).
+Written here because no maintained library offers it: TopPIC's (C++) is inside its binaries, pyteomics and
+pyOpenMS have no top-down E-values. On CuPy, `kernels.GENERATING_SOURCE`, a thread block a PrSM and a thread a
+cell, gives the NumPy reference's values bit for bit (no fused multiply-add; each cell's residues summed in the same
+order; tests/gpu).
 """
 
 from __future__ import annotations
