@@ -2,18 +2,20 @@
 
 Pipeline (`detect_features`): profile scans centroided (`rtsearch.signal.centroid`), mass traces
 (`rtsearch.signal.traces`) → the uneven-spacing Savitzky–Golay smoother (`rtsearch.signal.smoothing`, or
-`rtsearch.signal.gpu` on CuPy) → peaks (`rtsearch.signal.peaks`) → isotope patterns. A peak's isotope partner of
-charge z and step k is a peak within ``ppm`` of m/z + k × 1.003355 / z whose apex lies within the peak's borders
-(the nearest in m/z). Only peaks that elute ``min_duration_s`` at least (OpenMS's minimum trace length, 5 s) make
-features. Peaks are taken by area, largest first: each not yet in a feature tries every charge — partners up from
-it (k = 1, 2, …) and down (k = −1 from it, then from that one, …) while free — and the monoisotopic peak among
-those below it is the one from which averagine's isotope pattern (`averagine`) explains the pattern's areas best
-(the peaks below it are left to other features); the charge with the most peaks wins (then the better fit, then
-the lower charge), a lone peak is a feature of charge 0. A feature's m/z is its monoisotopic peak's, its area the
-sum of its peaks', its apex, borders and FWHM its largest peak's, its ``quality`` the cosine of its areas with
-averagine's (0 for a lone peak). Against OpenMS's FeatureFindingMetabo on the lcms-ms1 runs: bench/BASELINES.md
-"MS1 features". ``cols["open"]`` (not written by `rtsearch features`) marks features whose apex lies on
-the run's first or last MS1 scan at their trace's end: an elution cut off by the run, its apex not seen.
+`rtsearch.signal.gpu` on CuPy) → peaks (`rtsearch.signal.peaks`; a trace is cut where it falls to ``valley`` of the
+apexes either side, OpenMS ElutionPeakDetection's half) → isotope patterns. A peak's isotope partner of charge z and
+step k is a peak within ``ppm`` of m/z + k × 1.003355 / z whose apex lies within the peak's borders (the nearest in
+m/z). Only peaks that elute ``min_duration_s`` at least (OpenMS's minimum trace length, 5 s) and hold a point in
+``min_sample_rate`` of the scans they span (OpenMS's minimum sample rate, half: a signal seen in one scan of five is
+no elution profile) make features. Peaks are taken by area, largest first: each not yet in a feature tries every
+charge — partners up from it (k = 1, 2, …) and down (k = −1 from it, then from that one, …) while free — and the
+monoisotopic peak among those below it is the one from which averagine's isotope pattern (`averagine`) explains the
+pattern's areas best (the peaks below it are left to other features); the charge with the most peaks wins (then the
+better fit, then the lower charge), a lone peak is a feature of charge 0. A feature's m/z is its monoisotopic
+peak's, its area the sum of its peaks', its apex, borders and FWHM its largest peak's, its ``quality`` the cosine of
+its areas with averagine's (0 for a lone peak). Against OpenMS's FeatureFindingMetabo on the lcms-ms1 runs:
+bench/BASELINES.md "MS1 features". ``cols["open"]`` (not written by `rtsearch features`) marks features whose apex
+lies on the run's first or last MS1 scan at their trace's end: an elution cut off by the run, its apex not seen.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ class FeatureSettings:
     smoothing: Smoothing = Smoothing()
     span_s: float = 5.0  # the smoothing window holds at least this many seconds of the run's median MS1 spacing
     min_duration_s: float = 5.0  # a feature's peaks elute this long at least (OpenMS: min_trace_length)
+    min_sample_rate: float = 0.5  # … and hold a point in this share of the scans they span (OpenMS: min_sample_rate)
+    valley: float = 0.5  # a trace splits into two peaks where it falls this far below both (OpenMS: to half)
     max_charge: int = 6
     max_isotopes: int = 6
     centroid: Literal["auto", "yes", "no"] = "auto"  # profile scans to centroids (auto: the scans that look it)
@@ -75,9 +79,11 @@ def detect_features(scans: Any, s: FeatureSettings = FeatureSettings(), *, xp: A
         from rtsearch.signal.gpu import smooth_gpu
 
         y = xp.asnumpy(smooth_gpu(xp, tr.rt, tr.intensity, tr.offsets, sm))
-    pk = find_peaks(tr.rt, y, tr.offsets, min_points=s.min_points)
+    pk = find_peaks(tr.rt, y, tr.offsets, min_points=s.min_points, min_prominence=s.valley)
     mz = tr.mean_mz[pk.trace]
-    held = np.flatnonzero(tr.rt[pk.end] - tr.rt[pk.start] >= s.min_duration_s)  # peaks long enough for a feature
+    spanned = tr.scan[pk.end] - tr.scan[pk.start] + 1
+    held = np.flatnonzero((tr.rt[pk.end] - tr.rt[pk.start] >= s.min_duration_s)
+                          & (pk.end - pk.start + 1 >= s.min_sample_rate * spanned))  # peaks fit for a feature
     groups = [(z, int(held[lead]), held[chain].tolist()) for z, lead, chain in
               group_isotopes(mz[held], tr.rt[pk.apex[held]], tr.rt[pk.start[held]], tr.rt[pk.end[held]],
                              pk.area[held], s)]  # fmt: skip

@@ -220,7 +220,7 @@ class ElutionTracker:
             from rtsearch.signal.gpu import smooth_gpu
 
             y = self.xp.asnumpy(smooth_gpu(self.xp, rt, raw, offsets, self.smoothing))
-        pk = find_peaks(rt, y, offsets, fwhm=False)  # as offline: cut at minima, shoulders and ringing left out
+        pk = find_peaks(rt, y, offsets, fwhm=False)  # cut at valleys a tenth deep (find_peaks default)
         first = np.searchsorted(pk.trace, np.arange(len(ws) + 1))
         out: list[ElutionEvent] = []
         done: set[int] = set()
