@@ -11,8 +11,8 @@ hundred PrSMs, and a discriminant fitted on those learns its decoys away (issue 
 ``peptide`` column is ProForma 2.0 with one shift on the residues the spectrum allows (``SEQ(UEN)[+12.3456]CE``,
 a known PTM by its name, `rtsearch.scoring.topdown.localize`), or of unknown position when it could be anywhere
 (``[+79.966]?[Acetyl]-SEQ…``); ``proteoform_start``/``proteoform_end`` give its residues (1-based, inclusive)
-in the protein, ``shift_first``/``shift_last`` the shift's (same numbering), ``mass_shift`` the shifts' sum in
-Da and ``evalue`` the E-value.
+in the protein, ``shift_first``/``shift_last`` the shift's (same numbering) and ``shift_score`` the probability
+that it sits there (TopPIC's MIScore), ``mass_shift`` the shifts' sum in Da and ``evalue`` the E-value.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from rtsearch.search.target import Reopen, RunFit
 from rtsearch.types import PROTON, DeconvolutedSpectrum, Precursor, Spectrum
 
 FEATURES = ("neg_log10_evalue", "matched_prms", "unknown_shifts", "known_shifts", "mass_shift", "prms", "length",
-            "shift_first", "shift_last")  # fmt: skip
+            "shift_first", "shift_last", "shift_score")  # fmt: skip
 RESULT_FIELDS = ("proteoform_start", "proteoform_end", "mass_shift", "unknown_shifts", "known_shifts", "shift_first",
-                 "shift_last", "evalue")  # fmt: skip
+                 "shift_last", "shift_score", "evalue")  # fmt: skip
 _ACTIVATION = {"b/y": "CID", "c/z": "ETD"}
 _BITS = 17  # a residue position in a match id (proteins up to 131,071 residues; `[proteoforms] max_length`)
 
@@ -110,7 +110,7 @@ class TopDownTarget:
             best.calc_mz[i] = mass + PROTON
             best.ppm_error[i] = (r.mass_difference / mass * 1e6) if not r.moved else np.nan
             best.matched_peaks[i] = r.score
-            site = (r.site[0] + 1, r.site[1] + 1) if r.site[0] >= 0 else (np.nan, np.nan)
+            site = (r.site[0] + 1, r.site[1] + 1, r.site_score) if r.site[0] >= 0 else (np.nan, np.nan, np.nan)
             best.features[i] = (-r.log10_evalue, r.score, r.shifts, r.known, r.mass_difference, r.prms,
                                 r.end - r.start, *site)  # fmt: skip
             peptides[i] = self._proforma(r, kind)
@@ -169,7 +169,7 @@ class TopDownTarget:
         return {"proteoform_start": np.where(ids >= 0, start + 1, 0), "proteoform_end": np.where(ids >= 0, end, 0),
                 "mass_shift": f["mass_shift"], "unknown_shifts": np.nan_to_num(f["unknown_shifts"]).astype(np.int64),
                 "known_shifts": np.nan_to_num(f["known_shifts"]).astype(np.int64),
-                "shift_first": f["shift_first"], "shift_last": f["shift_last"],
+                "shift_first": f["shift_first"], "shift_last": f["shift_last"], "shift_score": f["shift_score"],
                 "evalue": 10.0 ** -f["neg_log10_evalue"]}  # fmt: skip
 
     def warm_up_spectra(self, n: int) -> list[Spectrum]:

@@ -97,14 +97,16 @@ def test_positions_diagonal_counts_are_one_sorted_search_a_position_and_prm() ->
 
 
 def test_best_positions_are_a_stable_sorts_first() -> None:
-    """The truncations' best starts and ends by a partition: the same positions, in the same order, as the first
-    ``k`` of a stable sort by count (ties many: counts of 0–4 over up to 300 positions)."""
+    """The truncations' best starts and ends by the counts' histogram: the same positions, in the same order, as the
+    first ``k`` of a stable sort by count (ties many: counts of 0–4 over up to 300 positions; a few high counts
+    among many zeros; ``k`` beyond the positions)."""
     from rtsearch.scoring.topdown.truncation import _best
 
     rng = np.random.default_rng(0)
-    for _ in range(200):
-        counts = rng.integers(0, 5, int(rng.integers(1, 300)))
-        k = int(rng.integers(1, 60))
+    for t in range(300):
+        n = int(rng.integers(1, 300))
+        counts = rng.integers(0, 5, n) if t % 2 else np.where(rng.random(n) < 0.05, rng.integers(1, 40, n), 0)
+        k = int(rng.integers(1, 60)) if t % 3 else n + 5
         assert _best(counts, k, np).tolist() == np.argsort(-counts, kind="stable")[:k].tolist()
 
 

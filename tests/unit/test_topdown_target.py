@@ -62,14 +62,16 @@ def test_a_batch_of_simulated_proteoforms_is_identified_and_named(small) -> None
         k = int(rng.choice(long))
         a, b = int(rng.integers(10, 60)), int(rng.integers(130, 200))
         full = small.prefix_of(k)
-        d = simulate(small, -1, shift, rng, prefix=full[a : b + 1] - full[a], site=40)  # on residue a + 41
+        # a phosphate's mass on the first S, T or Y from the proteoform's 41st residue on, the rest on the 41st
+        on = 40 + next(j for j, aa in enumerate(small.sequence(k)[a + 40 : b]) if aa in "STY") if shift > 79 else 40
+        d = simulate(small, -1, shift, rng, prefix=full[a : b + 1] - full[a], site=on)  # on residue a + on + 1
         d.scan = scan
-        truth.append((k, a, b, shift))
+        truth.append((k, a, b, shift, a + on + 1))
         spectra.append(d.as_spectrum())
     spectra.append(Spectrum("sim", 99, 2, np.array([500.0, 600.0]), np.ones(2, np.float32), 800.0, (3,)))
     scored = target.score(SpectraBatch.of(spectra))
     assert scored.names is not None
-    for i, (k, a, b, shift) in enumerate(truth):
+    for i, (k, a, b, shift, site) in enumerate(truth):
         protein, start, end, kind = (int(v[0]) for v in unpack(scored.best.match[i : i + 1]))
         assert (protein, start, end, kind) == (k, a, b, -1)
         feats = dict(zip(target.features, scored.best.features[i], strict=True))
@@ -80,12 +82,14 @@ def test_a_batch_of_simulated_proteoforms_is_identified_and_named(small) -> None
         assert re.sub(r"\[[^]]*\]|[()]", "", name) == seq  # the sequence, a shift's mass and range marked in it
         if shift:
             first, last = int(feats["shift_first"]), int(feats["shift_last"])
-            assert first <= a + 41 <= last and last - first < 10  # 1-based in the protein; 40 of ~150 cleavages seen
-            in_range = small.sequence(k)[first - 1 : last]
-            label = "[Phospho]" if shift > 79 and set(in_range) & set("STY") else f"[{shift:+.4f}]"  # a known PTM
+            assert first <= site <= last and last - first < 10  # 1-based in the protein; 40 of ~150 cleavages seen
+            assert 0.15 < feats["shift_score"] <= 1.0  # the MIScore of the range
+            label = "[Phospho]" if shift > 79 else f"[{shift:+.4f}]"  # a known PTM's mass: placed on S, T, Y alone
             assert label in name and ("(" in name) == (first < last)
+            if shift > 79:
+                assert set(small.sequence(k)[first - 1 : last : last - first or 1]) <= set("STY")  # its two ends
         else:
-            assert name == seq and np.isnan(feats["shift_first"])
+            assert name == seq and np.isnan(feats["shift_first"]) and np.isnan(feats["shift_score"])
         assert scored.names.proteins[i] == [small.accessions[k]]
     assert scored.best.match[3] == -1 and "not a deconvoluted spectrum" in scored.reason[3]
 

@@ -36,7 +36,6 @@ from rtsearch.scoring.topdown.generating import Question, Residues, log10_pvalue
 from rtsearch.scoring.topdown.gpu import align_pairs
 from rtsearch.scoring.topdown.kernels import FORM_DIAGONALS_SOURCE
 from rtsearch.scoring.topdown.localize import localize
-from rtsearch.scoring.topdown.localize import name as shift_name
 from rtsearch.scoring.topdown.prm import WATER, near, prm_masses
 from rtsearch.scoring.topdown.truncation import ISOTOPE, Positions, lanes, terminals
 from rtsearch.scoring.topdown.truncation import candidates as truncated
@@ -62,6 +61,7 @@ class PrSM:
     precursor_mass: float = 0.0  # the neutral precursor mass it was aligned at
     prms: int = 0  # the spectrum's inner PRMs at that precursor
     site: tuple[int, int] = (-1, -1)  # with one shift: its first and last possible residue, 0-based in the protein
+    site_score: float = float("nan")  # with one shift: the probability it sits in ``site`` (TopPIC's MIScore)
     shift_name: str = ""  # a known PTM of the shift's mass that a residue of ``site`` can carry
     known: int = 0  # known shifts (`[proteoforms] known_ptms`) the alignment used beside ``shifts`` unknown ones
 
@@ -235,11 +235,10 @@ def search_batch(db: ProteoformDatabase, spectra: Sequence[DeconvolutedSpectrum]
     for i, o in chosen.items():
         r = found[i]
         if r.shifts + r.known == 1:  # one shift, unknown or known: localized, named when a known PTM fits
-            within = s.tolerance(o.precursor)
-            first, last = localize(o.prefix, prms[o.prm], r.mass_difference, within)
-            codes = db.residues[db.offsets[o.protein] + o.start + first : db.offsets[o.protein] + o.start + last + 1]
-            found[i] = replace(r, site=(o.start + first, o.start + last),
-                               shift_name=shift_name(db.known, codes, r.mass_difference, within))  # fmt: skip
+            codes = db.residues[db.offsets[o.protein] + o.start : db.offsets[o.protein] + o.end]
+            at = localize(o.prefix, prms[o.prm], r.mass_difference, s.tolerance(o.precursor), codes, db.known)
+            found[i] = replace(r, site=(o.start + at.first, o.start + at.last), site_score=at.score,
+                               shift_name=at.name)  # fmt: skip
     return found
 
 

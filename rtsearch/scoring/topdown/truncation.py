@@ -196,14 +196,20 @@ def terminals(db: ProteoformDatabase, pos: Positions, m_res: np.ndarray, tol: np
 
 
 def _best(counts: Any, k: int, xp: Any = np) -> np.ndarray:
-    """Positions of the ``k`` highest ``counts``, highest first, the lower position first among equals (a stable
-    sort's first ``k``). One key a position, (max − count) << 32 | position, so no two are equal and either backend
-    gives the same: sorted on the GPU, partitioned on the host (a partition of counts, mostly equal, took 64 ms)."""
+    """Positions of the ``k`` highest ``counts`` (non-negative), highest first, the lower position first among equals
+    (a stable sort's first ``k``), on either backend alike. By the counts' histogram: the k-th highest count c, the
+    positions above it (fewer than ``k``) sorted, then the first positions at c. No sort of every position: one of
+    1.4 M keys a spectrum took 1.9 ms on an H100 (0.64 s of the FLASHApp run), a partition on the host 64 ms."""
     n = int(counts.shape[0])
-    key = (counts.max() - counts).astype(xp.int64) << 32 | xp.arange(n, dtype=xp.int64)
-    if xp is not np:
-        return _host(xp, xp.sort(key)[:k]) & 0xFFFFFFFF
-    return np.sort(np.partition(key, k - 1)[:k] if n > k else key) & 0xFFFFFFFF
+    k = min(k, n)
+    if k == 0:
+        return np.zeros(0, np.int64)
+    hist = _host(xp, xp.bincount(counts))
+    c = hist.shape[0] - 1 - int(np.searchsorted(np.cumsum(hist[::-1]), k))  # the k-th highest count
+    over = _host(xp, xp.flatnonzero(counts > c))
+    over = over[np.lexsort((over, -_host(xp, counts[xp.asarray(over)]).astype(np.int64)))]
+    at = _host(xp, xp.flatnonzero(counts == c)[: k - over.shape[0]])
+    return np.concatenate([over, at]).astype(np.int64)
 
 
 def _host(xp: Any, a: Any) -> np.ndarray:
