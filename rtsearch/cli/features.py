@@ -36,6 +36,12 @@ def add_parser(sub: Any) -> None:
     f.add_argument("--noise", type=float, default=0.0, help="peaks at or below this intensity are left out")
     f.add_argument("--min-duration", type=float, default=5.0, metavar="SECONDS",
                    help="peaks eluting for less are in no feature (default 5, OpenMS's minimum trace length)")
+    f.add_argument("--min-sample-rate", type=float, default=0.5, metavar="SHARE",
+                   help="peaks with a point in a smaller share of the scans they span are in no feature (default 0.5, "
+                   "OpenMS's minimum sample rate)")  # fmt: skip
+    f.add_argument("--valley", type=float, default=0.5, metavar="DEPTH",
+                   help="a trace is cut into two peaks where it falls this share below the apexes either side "
+                   "(default 0.5: to half, OpenMS's elution peak rule; 0.1: at every dip a tenth deep)")  # fmt: skip
     f.add_argument("--centroid", choices=["auto", "yes", "no"], default="auto",
                    help="profile scans to centroids first (auto, the default: scans whose points lie closer than "
                    "0.05 Da at the median)")  # fmt: skip
@@ -60,13 +66,15 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.run).is_file():
         raise InputError(f"{args.run}: spectrum file not found")
     if not (0 <= args.order <= MAX_ORDER and args.points >= 1 and args.passes >= 0 and args.ppm > 0
-            and args.span >= 0 and args.max_gap >= 0 and args.min_points >= 1 and args.min_duration >= 0):  # fmt: skip
+            and args.span >= 0 and args.max_gap >= 0 and args.min_points >= 1 and args.min_duration >= 0
+            and 0 <= args.min_sample_rate <= 1 and 0 <= args.valley <= 1):  # fmt: skip
         raise InputError(f"--order must be 0-{MAX_ORDER}; --points, --min-points ≥ 1; --passes, --max-gap, --span, "
-                         "--min-duration ≥ 0; --ppm > 0")  # fmt: skip
+                         "--min-duration ≥ 0; --ppm > 0; --min-sample-rate and --valley 0-1")  # fmt: skip
     backend = backend_of(args, load_config(args.config))
     settings = FeatureSettings(ppm=args.ppm, max_gap=args.max_gap, min_points=args.min_points, noise=args.noise,
                                smoothing=Smoothing(args.points, args.order, args.passes), span_s=args.span,
-                               centroid=args.centroid, min_duration_s=args.min_duration)  # fmt: skip
+                               centroid=args.centroid, min_duration_s=args.min_duration,
+                               min_sample_rate=args.min_sample_rate, valley=args.valley)  # fmt: skip
     t0 = time.perf_counter()
     bar = Progress("MS1 scans", unit="scans")
     scans = []

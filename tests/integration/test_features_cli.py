@@ -26,9 +26,11 @@ def test_bsa1_features_tsv_and_parquet(tmp_path: Path, data: Path) -> None:
     for r in rows[:200]:
         assert float(r["rt_start"]) <= float(r["rt_apex"]) <= float(r["rt_end"]) and float(r["area"]) > 0
     pq = tmp_path / "bsa1.parquet"
-    assert run_cli("features", str(run), "-o", str(pq), "--backend", "numpy", "--passes", "2").returncode == 0
+    assert run_cli("features", str(run), "-o", str(pq), "--backend", "numpy", "--passes", "2", "--valley", "0.1",
+                   "--min-sample-rate", "0").returncode == 0  # fmt: skip
     import pyarrow.parquet as parquet
 
+    assert parquet.read_table(pq).num_rows > 1.5 * len(rows)  # every dip a tenth deep cuts, sparse signals count
     assert parquet.read_table(pq).column_names == COLUMNS
 
 
@@ -42,6 +44,8 @@ def test_bad_input_is_one_line(tmp_path: Path, data: Path) -> None:
     bad.write_text("<mzML><run><spectrumList count='1'><spectrum index='0' id='scan=1'>")
     assert "broken.mzML" in one_line_error(run_cli("features", str(bad), "-o", out))
     assert "--order" in one_line_error(run_cli("features", str(ms2_only), "-o", out, "--order", "9"))
+    for flag, value in (("--valley", "1.5"), ("--min-sample-rate", "nan")):
+        assert flag in one_line_error(run_cli("features", str(ms2_only), "-o", out, flag, value))
 
 
 def test_search_adds_ms1_elution_of_identified_precursors(tmp_path: Path, data: Path, bsa_index: Path) -> None:  # noqa: F811
